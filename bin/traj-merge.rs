@@ -1,0 +1,7 @@
+//! traj-merge: see `traj::cmd::merge` for what it does and `traj-merge --help` for its flags.
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let args = traj::cmd::merge::Args::parse();
+    traj::cli::finish("traj-merge", traj::cmd::merge::run_cli(args))
+}

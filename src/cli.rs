@@ -1,0 +1,140 @@
+//! What every binary shares: the common I/O flags and the mapping of a run's result
+//! to an exit code.
+//!
+//! Exit codes: 0 ok (also when the reader of stdout went away), 1 bad data or a failed
+//! run, 2 usage or configuration error (clap's own errors exit 2 as well).
+
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::jsonl::{OnError, Summary};
+
+/// Exit status: success.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: bad data, lost lines or a failed run.
+pub const EXIT_DATA: u8 = 1;
+/// Exit status: usage or configuration error.
+pub const EXIT_USAGE: u8 = 2;
+
+/// A usage or configuration error: exits 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Return early with a [`UsageError`].
+#[macro_export]
+macro_rules! usage_bail {
+    ($($arg:tt)*) => {
+        return Err(anyhow::Error::new($crate::cli::UsageError(format!($($arg)*))))
+    };
+}
+
+/// Input, output and error-policy flags shared by the line-oriented stages.
+#[derive(Debug, Clone, clap::Args)]
+pub struct IoArgs {
+    /// Input files (`.jsonl`, `.jsonl.gz`) or directories; `-` or none reads stdin.
+    #[arg(value_name = "INPUT")]
+    pub inputs: Vec<String>,
+
+    /// Write output to FILE (via a temp file renamed on success) instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// What to do with a bad input line: `fail` stops at the first one (exit 1);
+    /// `skip` goes on, counts and reports (exit 1 unless every bad line went to --rejects).
+    #[arg(long, value_enum, default_value_t = OnError::Fail, value_name = "POLICY")]
+    pub on_error: OnError,
+
+    /// Write every input line that was not passed on to FILE, with the reason.
+    #[arg(long, value_name = "FILE")]
+    pub rejects: Option<PathBuf>,
+
+    /// Worker threads (0 = one per core).
+    #[arg(short = 'j', long, default_value_t = 0, value_name = "N")]
+    pub jobs: usize,
+
+    /// No summary line on stderr.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// The result of one run of a binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Everything went to the output or to a rejects file.
+    Ok,
+    /// Some input was lost (skipped lines without a rejects file) or the run failed
+    /// part-way: exit 1.
+    Failed,
+}
+
+impl Status {
+    pub fn from_summary(s: &Summary) -> Status {
+        if s.lost_data() {
+            Status::Failed
+        } else {
+            Status::Ok
+        }
+    }
+}
+
+/// True when `e` or anything in its chain is a broken pipe.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Map a run's result to an exit code, printing the error chain as
+/// `name: outer: inner` on stderr.
+pub fn finish(name: &str, result: anyhow::Result<Status>) -> ExitCode {
+    match result {
+        Ok(Status::Ok) => ExitCode::from(EXIT_OK),
+        Ok(Status::Failed) => ExitCode::from(EXIT_DATA),
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
+        Err(e) => {
+            let _ = writeln!(io::stderr().lock(), "{name}: {e:#}");
+            if e.chain().any(|c| c.downcast_ref::<UsageError>().is_some()) {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::from(EXIT_DATA)
+            }
+        }
+    }
+}
+
+/// Print a line on stderr (diagnostics never go to stdout). Errors are ignored: a
+/// closed stderr must not turn a good run into a failure.
+pub fn note(name: &str, msg: &str) {
+    let _ = writeln!(io::stderr().lock(), "{name}: {msg}");
+}
+
+/// The one-line summary every line stage prints on stderr at the end.
+pub fn summary_line(s: &Summary) -> String {
+    let mut msg = format!("{} read, {} written", s.read, s.written);
+    if s.dropped_lines > 0 {
+        let per: Vec<String> = s.dropped.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        msg.push_str(&format!(
+            ", {} dropped ({})",
+            s.dropped_lines,
+            per.join(", ")
+        ));
+    }
+    if s.bad > 0 {
+        msg.push_str(&format!(", {} bad lines skipped", s.bad));
+        if let Some(first) = &s.first_bad {
+            msg.push_str(&format!(" (first: {first})"));
+        }
+    }
+    if s.lost > 0 {
+        msg.push_str(&format!(", {} lines lost (no --rejects file)", s.lost));
+    }
+    msg
+}
+
+/// True when stderr is a terminal (progress bars only then).
+pub fn stderr_is_tty() -> bool {
+    io::stderr().is_terminal()
+}

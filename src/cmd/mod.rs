@@ -1,0 +1,7 @@
+//! One module per binary: its clap `Args`, a validated config and `run_cli`.
+pub mod compress;
+pub mod filter;
+pub mod merge;
+pub mod normalize;
+pub mod run;
+pub mod sample;

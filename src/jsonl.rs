@@ -1,0 +1,924 @@
+//! JSONL input and output shared by every stage.
+//!
+//! - [`open_source`]: a file (plain or gzip, detected by magic bytes), or stdin for `-`.
+//! - [`LineReader`]: yields lines with their source name and 1-based line number; strips
+//!   a UTF-8 BOM on the first line, CR before LF, and tolerates a missing final newline.
+//! - [`Policy`] and [`Rejects`]: the strict default, `--on-error skip`, and the rejects
+//!   file that receives every line not turned into output, with its reason.
+//! - [`Output`]: stdout, or a file written to a temp file and renamed on success.
+//! - [`process`]: the ordered parallel pipeline (one reader, N workers, one writer).
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// Size of read and write buffers.
+pub const BUF_SIZE: usize = 256 * 1024;
+
+/// Where lines come from: a file path or standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Stdin,
+    File(PathBuf),
+}
+
+impl Source {
+    /// `-` means stdin, anything else a path.
+    pub fn parse(arg: &str) -> Source {
+        if arg == "-" {
+            Source::Stdin
+        } else {
+            Source::File(PathBuf::from(arg))
+        }
+    }
+
+    /// The name used in messages: `<stdin>` or the path as given.
+    pub fn name(&self) -> String {
+        match self {
+            Source::Stdin => "<stdin>".to_string(),
+            Source::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// Turn command-line input arguments into sources; none means stdin.
+///
+/// A directory expands to its `*.jsonl` and `*.jsonl.gz` files in natural order
+/// (`batch_2` before `batch_10`).
+pub fn sources_from_args(args: &[String]) -> Result<Vec<Source>> {
+    if args.is_empty() {
+        return Ok(vec![Source::Stdin]);
+    }
+    let mut out = Vec::new();
+    for a in args {
+        let src = Source::parse(a);
+        match &src {
+            Source::File(p) if p.is_dir() => {
+                let files = jsonl_files_in(p)?;
+                if files.is_empty() {
+                    bail!(
+                        "{}: directory holds no .jsonl or .jsonl.gz files",
+                        p.display()
+                    );
+                }
+                out.extend(files.into_iter().map(Source::File));
+            }
+            _ => out.push(src),
+        }
+    }
+    Ok(out)
+}
+
+/// The `*.jsonl` and `*.jsonl.gz` files directly inside `dir`, in natural order.
+pub fn jsonl_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("{}", dir.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_file() && (name.ends_with(".jsonl") || name.ends_with(".jsonl.gz")) {
+            files.push(path);
+        }
+    }
+    files.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
+    Ok(files)
+}
+
+/// Compare strings so that runs of digits compare by value: `batch_2 < batch_10`.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].is_ascii_digit() && b[j].is_ascii_digit() {
+            let si = i;
+            while i < a.len() && a[i].is_ascii_digit() {
+                i += 1;
+            }
+            let sj = j;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            let na = trim_zeros(&a[si..i]);
+            let nb = trim_zeros(&b[sj..j]);
+            let ord = na.len().cmp(&nb.len()).then_with(|| na.cmp(nb));
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        } else {
+            if a[i] != b[j] {
+                return a[i].cmp(&b[j]);
+            }
+            i += 1;
+            j += 1;
+        }
+    }
+    (a.len() - i).cmp(&(b.len() - j))
+}
+
+fn trim_zeros(d: &[u8]) -> &[u8] {
+    let k = d.iter().position(|&c| c != b'0').unwrap_or(d.len());
+    &d[k..]
+}
+
+/// Open a source for reading; gzip is detected by its magic bytes, whatever the name.
+pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
+    let raw: Box<dyn Read + Send> = match src {
+        Source::Stdin => Box::new(io::stdin()),
+        Source::File(p) => {
+            Box::new(File::open(p).with_context(|| format!("cannot open {}", p.display()))?)
+        }
+    };
+    let mut buf = BufReader::with_capacity(BUF_SIZE, raw);
+    let head = buf
+        .fill_buf()
+        .with_context(|| format!("cannot read {}", src.name()))?;
+    if head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+        let gz = flate2::bufread::MultiGzDecoder::new(buf);
+        Ok(Box::new(BufReader::with_capacity(BUF_SIZE, gz)))
+    } else {
+        Ok(Box::new(buf))
+    }
+}
+
+/// Reads lines from a sequence of sources, keeping the name and line number of each.
+pub struct LineReader {
+    sources: Vec<Source>,
+    next: usize,
+    cur: Option<(Arc<str>, Box<dyn BufRead + Send>)>,
+    lineno: u64,
+}
+
+/// One line as read: its source, its 1-based number, and its bytes without the line
+/// ending (no LF, no CR before it, no BOM on line 1).
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub source: Arc<str>,
+    pub lineno: u64,
+    pub bytes: Vec<u8>,
+}
+
+impl LineReader {
+    pub fn new(sources: Vec<Source>) -> LineReader {
+        LineReader {
+            sources,
+            next: 0,
+            cur: None,
+            lineno: 0,
+        }
+    }
+
+    /// Read the next line into `buf` (cleared first). Returns the source name and line
+    /// number, or `None` at the end of the last source.
+    pub fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<Option<(Arc<str>, u64)>> {
+        loop {
+            if self.cur.is_none() {
+                if self.next >= self.sources.len() {
+                    return Ok(None);
+                }
+                let src = &self.sources[self.next];
+                self.next += 1;
+                let r = open_source(src)?;
+                self.cur = Some((Arc::from(src.name()), r));
+                self.lineno = 0;
+            }
+            let (name, r) = self.cur.as_mut().expect("a source is open");
+            buf.clear();
+            let n = r
+                .read_until(b'\n', buf)
+                .with_context(|| format!("{name}: read error"))?;
+            if n == 0 {
+                self.cur = None;
+                continue;
+            }
+            self.lineno += 1;
+            if buf.last() == Some(&b'\n') {
+                buf.pop();
+            }
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            if self.lineno == 1 && buf.starts_with(b"\xEF\xBB\xBF") {
+                buf.drain(..3);
+            }
+            return Ok(Some((name.clone(), self.lineno)));
+        }
+    }
+}
+
+impl Iterator for LineReader {
+    type Item = Result<Line>;
+    fn next(&mut self) -> Option<Result<Line>> {
+        let mut bytes = Vec::new();
+        match self.read_into(&mut bytes) {
+            Ok(Some((source, lineno))) => Some(Ok(Line {
+                source,
+                lineno,
+                bytes,
+            })),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// True when a line holds only white space: such lines are skipped by every stage.
+pub fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| b.is_ascii_whitespace())
+}
+
+/// What to do with a line that cannot be turned into output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OnError {
+    /// Stop at the first bad line with exit status 1.
+    #[default]
+    Fail,
+    /// Go on, count, and report a summary; exit 1 unless every bad line went to --rejects.
+    Skip,
+}
+
+/// A problem with one input line, with its location.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{source_name}:{lineno}: {reason}")]
+pub struct LineError {
+    pub source_name: Arc<str>,
+    pub lineno: u64,
+    pub reason: String,
+}
+
+/// Parse a line as a JSON object, with the error kinds named as users read them.
+pub fn parse_object(bytes: &[u8]) -> std::result::Result<serde_json::Map<String, Value>, String> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(other) => Err(format!(
+            "expected a JSON object, found {}",
+            json_kind(&other)
+        )),
+        Err(e) => Err(format!("invalid JSON: {e}")),
+    }
+}
+
+/// `an array`, `a string`, ... for messages.
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The rejects file: one JSON object per line that was not passed on.
+///
+/// Each reject is `{"stage", "source", "line", "reasons": [...], "record": <the input
+/// row>}`; a line that is not JSON is kept as text under `"raw"` instead of `"record"`.
+/// `jq -c .record rejects.jsonl` gives back the rejected rows unchanged.
+pub struct Rejects {
+    stage: &'static str,
+    out: Option<Output>,
+    count: u64,
+}
+
+impl Rejects {
+    pub fn open(stage: &'static str, path: Option<&Path>) -> Result<Rejects> {
+        let out = match path {
+            Some(p) => Some(Output::create(Some(p))?),
+            None => None,
+        };
+        Ok(Rejects {
+            stage,
+            out,
+            count: 0,
+        })
+    }
+
+    /// True when rejected lines are kept somewhere.
+    pub fn is_kept(&self) -> bool {
+        self.out.is_some()
+    }
+
+    /// How many rejects were written.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Write one reject; `line` is the raw input line.
+    pub fn write(
+        &mut self,
+        source: &str,
+        lineno: u64,
+        reasons: &[String],
+        line: &[u8],
+    ) -> Result<()> {
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
+        out.write_all(&reject_line(self.stage, source, lineno, reasons, line))?;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Flush and move the rejects file into place.
+    pub fn finish(self) -> Result<()> {
+        if let Some(out) = self.out {
+            out.commit()?;
+        }
+        Ok(())
+    }
+}
+
+/// Build one reject line (with its trailing newline).
+pub fn reject_line(
+    stage: &str,
+    source: &str,
+    lineno: u64,
+    reasons: &[String],
+    line: &[u8],
+) -> Vec<u8> {
+    let mut v = Vec::with_capacity(line.len() + 128);
+    v.extend_from_slice(b"{\"stage\":");
+    serde_json::to_writer(&mut v, stage).expect("write to Vec");
+    v.extend_from_slice(b",\"source\":");
+    serde_json::to_writer(&mut v, source).expect("write to Vec");
+    v.extend_from_slice(format!(",\"line\":{lineno},\"reasons\":").as_bytes());
+    serde_json::to_writer(&mut v, reasons).expect("write to Vec");
+    let is_json = !line.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok();
+    if is_json {
+        v.extend_from_slice(b",\"record\":");
+        v.extend_from_slice(line);
+    } else {
+        v.extend_from_slice(b",\"raw\":");
+        serde_json::to_writer(&mut v, &String::from_utf8_lossy(line)).expect("write to Vec");
+    }
+    v.extend_from_slice(b"}\n");
+    v
+}
+
+/// Where output goes: stdout, or a file that appears only when the run succeeds.
+pub struct Output {
+    inner: OutputKind,
+}
+
+enum OutputKind {
+    Stdout(BufWriter<io::Stdout>),
+    File {
+        w: BufWriter<tempfile::NamedTempFile>,
+        path: PathBuf,
+    },
+}
+
+impl Output {
+    /// `None` or `-` is stdout; a path is written through a temp file beside it.
+    pub fn create(path: Option<&Path>) -> Result<Output> {
+        match path {
+            None => Ok(Output::stdout()),
+            Some(p) if p.as_os_str() == "-" => Ok(Output::stdout()),
+            Some(p) => {
+                let dir = match p.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                let tmp = tempfile::Builder::new()
+                    .prefix(".traj-")
+                    .suffix(".tmp")
+                    .tempfile_in(&dir)
+                    .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+                Ok(Output {
+                    inner: OutputKind::File {
+                        w: BufWriter::with_capacity(BUF_SIZE, tmp),
+                        path: p.to_path_buf(),
+                    },
+                })
+            }
+        }
+    }
+
+    pub fn stdout() -> Output {
+        Output {
+            inner: OutputKind::Stdout(BufWriter::with_capacity(BUF_SIZE, io::stdout())),
+        }
+    }
+
+    /// Flush everything; for a file, fsync and rename it into place.
+    pub fn commit(self) -> Result<()> {
+        match self.inner {
+            OutputKind::Stdout(mut w) => {
+                w.flush()?;
+                Ok(())
+            }
+            OutputKind::File { w, path } => {
+                let tmp = w.into_inner().map_err(|e| e.into_error())?;
+                tmp.as_file().sync_all()?;
+                tmp.persist(&path)
+                    .map_err(|e| e.error)
+                    .with_context(|| format!("cannot rename output into {}", path.display()))?;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.inner {
+            OutputKind::Stdout(w) => w.write(buf),
+            OutputKind::File { w, .. } => w.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match &mut self.inner {
+            OutputKind::Stdout(w) => w.write_all(buf),
+            OutputKind::File { w, .. } => w.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.inner {
+            OutputKind::Stdout(w) => w.flush(),
+            OutputKind::File { w, .. } => w.flush(),
+        }
+    }
+}
+
+/// What a stage made of one input line.
+#[derive(Debug)]
+pub enum Verdict {
+    /// The bytes were appended to the output buffer (zero or more lines).
+    Written,
+    /// The line is not passed on, for these reasons, on purpose (a filter's drop, a
+    /// merge's duplicate): goes to the rejects file, never counts as an error.
+    Dropped(Vec<String>),
+    /// The line is bad input: handled by the `--on-error` policy.
+    Bad(String),
+}
+
+/// Counts of one run of [`process`].
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// Non-blank lines read.
+    pub read: u64,
+    /// Lines that produced output.
+    pub written: u64,
+    /// Lines dropped on purpose, per reason (a line with two reasons counts in both).
+    pub dropped: std::collections::BTreeMap<String, u64>,
+    /// Lines dropped on purpose, once each.
+    pub dropped_lines: u64,
+    /// Bad lines skipped under `--on-error skip`.
+    pub bad: u64,
+    /// Bad or dropped lines that went to no rejects file.
+    pub lost: u64,
+    /// The first bad line, for the summary message.
+    pub first_bad: Option<String>,
+}
+
+impl Summary {
+    /// True when some line went neither to the output nor to a rejects file.
+    pub fn lost_data(&self) -> bool {
+        self.lost > 0
+    }
+}
+
+/// Settings of the ordered parallel pipeline.
+#[derive(Debug, Clone)]
+pub struct PipeConfig {
+    pub stage: &'static str,
+    pub on_error: OnError,
+    /// Worker threads; 0 = all cores.
+    pub jobs: usize,
+    /// Lines dropped on purpose count as lost when there is no rejects file
+    /// (a filter keeps its drops; a normalizer has none).
+    pub drops_are_loss: bool,
+}
+
+const BATCH_BYTES: usize = 1 << 20;
+const BATCH_LINES: usize = 4096;
+
+struct Batch {
+    seq: u64,
+    source: Arc<str>,
+    first_lineno: Vec<u64>,
+    data: Vec<u8>,
+    /// end offset of each line in `data`.
+    ends: Vec<usize>,
+}
+
+struct Done {
+    seq: u64,
+    out: Vec<u8>,
+    /// per line: index, verdict (only non-`Written` verdicts are kept).
+    verdicts: Vec<(usize, Verdict)>,
+    /// end offset in `out` of each line's output.
+    out_ends: Vec<usize>,
+    written: u64,
+    batch: Batch,
+}
+
+/// Run `f` over every non-blank line of `sources`, in parallel, writing the output in
+/// input order to `out`, and dropped or bad lines to `rejects`.
+///
+/// `f` appends its output (whole lines, each ending in `\n`) to the buffer it is given.
+/// Memory stays bounded: a few 1 MiB batches per worker are in flight at once.
+pub fn process<F>(
+    cfg: &PipeConfig,
+    sources: Vec<Source>,
+    out: &mut dyn Write,
+    rejects: &mut Rejects,
+    f: F,
+) -> Result<Summary>
+where
+    F: Fn(&[u8], &mut Vec<u8>) -> Verdict + Sync,
+{
+    let jobs = if cfg.jobs == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    } else {
+        cfg.jobs
+    };
+    let (work_tx, work_rx) = crossbeam_channel::bounded::<Batch>(jobs * 2);
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<Done>(jobs * 2);
+    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<(Vec<u8>, Vec<u8>)>(jobs * 4 + 4);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut summary = Summary::default();
+
+    std::thread::scope(|s| -> Result<()> {
+        let stop_ref = &stop;
+        let reader = s.spawn(move || read_batches(sources, work_tx, recycle_rx, stop_ref));
+        for _ in 0..jobs {
+            let work_rx = work_rx.clone();
+            let done_tx = done_tx.clone();
+            let f = &f;
+            s.spawn(move || {
+                for batch in work_rx.iter() {
+                    let mut out = Vec::with_capacity(batch.data.len() + batch.data.len() / 4);
+                    let mut verdicts = Vec::new();
+                    let mut written = 0;
+                    let mut out_ends = Vec::with_capacity(batch.ends.len());
+                    let mut start = 0;
+                    for (i, &end) in batch.ends.iter().enumerate() {
+                        let line = &batch.data[start..end];
+                        start = end;
+                        match f(line, &mut out) {
+                            Verdict::Written => written += 1,
+                            v => verdicts.push((i, v)),
+                        }
+                        out_ends.push(out.len());
+                    }
+                    let done = Done {
+                        seq: batch.seq,
+                        out,
+                        verdicts,
+                        out_ends,
+                        written,
+                        batch,
+                    };
+                    if done_tx.send(done).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(work_rx);
+        drop(done_tx);
+
+        let result = write_in_order(cfg, &done_rx, &recycle_tx, out, rejects, &mut summary);
+        if result.is_err() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        drop(done_rx);
+        let read_result = reader.join().expect("reader thread panicked");
+        result?;
+        read_result
+    })?;
+    Ok(summary)
+}
+
+fn read_batches(
+    sources: Vec<Source>,
+    work_tx: crossbeam_channel::Sender<Batch>,
+    recycle_rx: crossbeam_channel::Receiver<(Vec<u8>, Vec<u8>)>,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<()> {
+    let mut seq = 0;
+    for src in sources {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        let name: Arc<str> = Arc::from(src.name());
+        let mut r = open_source(&src)?;
+        let mut lineno = 0u64;
+        let mut line = Vec::new();
+        loop {
+            let mut data = recycle_rx.try_recv().map(|(d, _)| d).unwrap_or_default();
+            data.clear();
+            let mut ends = Vec::new();
+            let mut first_lineno = Vec::new();
+            let mut eof = false;
+            while data.len() < BATCH_BYTES && ends.len() < BATCH_LINES {
+                line.clear();
+                let n = r
+                    .read_until(b'\n', &mut line)
+                    .with_context(|| format!("{name}: read error after line {lineno}"))?;
+                if n == 0 {
+                    eof = true;
+                    break;
+                }
+                lineno += 1;
+                let mut l: &[u8] = &line;
+                if l.last() == Some(&b'\n') {
+                    l = &l[..l.len() - 1];
+                }
+                if l.last() == Some(&b'\r') {
+                    l = &l[..l.len() - 1];
+                }
+                if lineno == 1 && l.starts_with(b"\xEF\xBB\xBF") {
+                    l = &l[3..];
+                }
+                if is_blank(l) {
+                    continue;
+                }
+                data.extend_from_slice(l);
+                ends.push(data.len());
+                first_lineno.push(lineno);
+            }
+            if !ends.is_empty() {
+                let b = Batch {
+                    seq,
+                    source: name.clone(),
+                    first_lineno,
+                    data,
+                    ends,
+                };
+                seq += 1;
+                if work_tx.send(b).is_err() {
+                    return Ok(());
+                }
+            }
+            if eof {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_in_order(
+    cfg: &PipeConfig,
+    done_rx: &crossbeam_channel::Receiver<Done>,
+    recycle_tx: &crossbeam_channel::Sender<(Vec<u8>, Vec<u8>)>,
+    out: &mut dyn Write,
+    rejects: &mut Rejects,
+    summary: &mut Summary,
+) -> Result<()> {
+    let mut pending = std::collections::BTreeMap::new();
+    let mut next = 0u64;
+    for done in done_rx.iter() {
+        pending.insert(done.seq, done);
+        while let Some(d) = pending.remove(&next) {
+            next += 1;
+            let Done {
+                out: bytes,
+                verdicts,
+                out_ends,
+                written,
+                batch,
+                ..
+            } = d;
+            summary.read += batch.ends.len() as u64;
+            for (i, v) in verdicts {
+                let start = if i == 0 { 0 } else { batch.ends[i - 1] };
+                let line = &batch.data[start..batch.ends[i]];
+                let lineno = batch.first_lineno[i];
+                match v {
+                    Verdict::Written => {}
+                    Verdict::Dropped(reasons) => {
+                        summary.dropped_lines += 1;
+                        for r in &reasons {
+                            *summary.dropped.entry(r.clone()).or_default() += 1;
+                        }
+                        if rejects.is_kept() {
+                            rejects.write(&batch.source, lineno, &reasons, line)?;
+                        } else if cfg.drops_are_loss {
+                            summary.lost += 1;
+                        }
+                    }
+                    Verdict::Bad(reason) => {
+                        let err = LineError {
+                            source_name: batch.source.clone(),
+                            lineno,
+                            reason: reason.clone(),
+                        };
+                        if cfg.on_error == OnError::Fail {
+                            // Everything before the bad line is written; nothing after.
+                            let before = if i == 0 { 0 } else { out_ends[i - 1] };
+                            out.write_all(&bytes[..before])?;
+                            return Err(err.into());
+                        }
+                        summary.bad += 1;
+                        if summary.first_bad.is_none() {
+                            summary.first_bad = Some(err.to_string());
+                        }
+                        if rejects.is_kept() {
+                            rejects.write(&batch.source, lineno, &[reason], line)?;
+                        } else {
+                            summary.lost += 1;
+                        }
+                    }
+                }
+            }
+            summary.written += written;
+            out.write_all(&bytes)?;
+            let _ = recycle_tx.try_send((batch.data, Vec::new()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_tmp(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, data).unwrap();
+        p
+    }
+
+    #[test]
+    fn natural_order() {
+        let mut v = vec![
+            "batch_10.jsonl",
+            "batch_2.jsonl",
+            "batch_1.jsonl",
+            "batch_02b",
+        ];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            v,
+            [
+                "batch_1.jsonl",
+                "batch_2.jsonl",
+                "batch_02b",
+                "batch_10.jsonl"
+            ]
+        );
+    }
+
+    #[test]
+    fn line_reader_handles_bom_crlf_and_missing_newline() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_tmp(d.path(), "a.jsonl", b"\xEF\xBB\xBF{\"a\":1}\r\n\n{\"b\":2}");
+        let lines: Vec<Line> = LineReader::new(vec![Source::File(p)])
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0].bytes, b"{\"a\":1}");
+        assert_eq!(lines[1].bytes, b"");
+        assert_eq!(
+            (lines[2].lineno, lines[2].bytes.as_slice()),
+            (3, &b"{\"b\":2}"[..])
+        );
+    }
+
+    #[test]
+    fn gzip_is_read_transparently() {
+        let d = tempfile::tempdir().unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(b"{\"a\":1}\n{\"a\":2}\n").unwrap();
+        let p = write_tmp(d.path(), "a.jsonl.gz", &gz.finish().unwrap());
+        let n = LineReader::new(vec![Source::File(p)]).count();
+        assert_eq!(n, 2);
+    }
+
+    fn cfg(on_error: OnError) -> PipeConfig {
+        PipeConfig {
+            stage: "test",
+            on_error,
+            jobs: 3,
+            drops_are_loss: true,
+        }
+    }
+
+    fn echo_or_bad(line: &[u8], out: &mut Vec<u8>) -> Verdict {
+        match parse_object(line) {
+            Ok(_) => {
+                out.extend_from_slice(line);
+                out.push(b'\n');
+                Verdict::Written
+            }
+            Err(e) => Verdict::Bad(e),
+        }
+    }
+
+    #[test]
+    fn process_keeps_order_across_batches() {
+        let d = tempfile::tempdir().unwrap();
+        let mut data = Vec::new();
+        for i in 0..20_000 {
+            writeln!(data, "{{\"i\":{i},\"pad\":\"{}\"}}", "x".repeat(i % 200)).unwrap();
+        }
+        let p = write_tmp(d.path(), "big.jsonl", &data);
+        let mut out = Vec::new();
+        let mut rej = Rejects::open("test", None).unwrap();
+        let s = process(
+            &cfg(OnError::Fail),
+            vec![Source::File(p)],
+            &mut out,
+            &mut rej,
+            echo_or_bad,
+        )
+        .unwrap();
+        assert_eq!(out, data);
+        assert_eq!((s.read, s.written, s.lost), (20_000, 20_000, 0));
+    }
+
+    #[test]
+    fn strict_stops_at_first_bad_line_with_location() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_tmp(d.path(), "x.jsonl", b"{\"a\":1}\n\n[1]\n{\"a\":2}\n");
+        let mut out = Vec::new();
+        let mut rej = Rejects::open("test", None).unwrap();
+        let e = process(
+            &cfg(OnError::Fail),
+            vec![Source::File(p.clone())],
+            &mut out,
+            &mut rej,
+            echo_or_bad,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}:3: expected a JSON object, found an array", p.display())
+        );
+        assert_eq!(out, b"{\"a\":1}\n");
+    }
+
+    #[test]
+    fn skip_counts_and_rejects_keep_lines() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_tmp(d.path(), "x.jsonl", b"{\"a\":1}\nnot json\n42\n{\"a\":2}\n");
+        let rp = d.path().join("rejects.jsonl");
+        let mut out = Vec::new();
+        let mut rej = Rejects::open("test", Some(&rp)).unwrap();
+        let s = process(
+            &cfg(OnError::Skip),
+            vec![Source::File(p)],
+            &mut out,
+            &mut rej,
+            echo_or_bad,
+        )
+        .unwrap();
+        rej.finish().unwrap();
+        assert_eq!(out, b"{\"a\":1}\n{\"a\":2}\n");
+        assert_eq!((s.bad, s.lost), (2, 0));
+        let rejects = std::fs::read_to_string(rp).unwrap();
+        let rows: Vec<Value> = rejects
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(rows[0]["raw"], "not json");
+        assert_eq!(rows[0]["line"], 2);
+        assert_eq!(rows[1]["record"], 42);
+    }
+
+    #[test]
+    fn skip_without_rejects_is_loss() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_tmp(d.path(), "x.jsonl", b"{\"a\":1}\nnope\n");
+        let mut out = Vec::new();
+        let mut rej = Rejects::open("test", None).unwrap();
+        let s = process(
+            &cfg(OnError::Skip),
+            vec![Source::File(p)],
+            &mut out,
+            &mut rej,
+            echo_or_bad,
+        )
+        .unwrap();
+        assert!(s.lost_data());
+    }
+
+    #[test]
+    fn output_file_appears_only_on_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.jsonl");
+        let mut o = Output::create(Some(&p)).unwrap();
+        o.write_all(b"x\n").unwrap();
+        assert!(!p.exists());
+        o.commit().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"x\n");
+        let mut o = Output::create(Some(&p)).unwrap();
+        o.write_all(b"y\n").unwrap();
+        drop(o);
+        assert_eq!(std::fs::read(&p).unwrap(), b"x\n");
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+    }
+}

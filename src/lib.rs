@@ -1,0 +1,16 @@
+//! traj: turn prompts into training data for tool-using LLM agents, and reshape it.
+//!
+//! The library does all the work; each binary in `bin/` parses its flags and calls
+//! one `cmd::<tool>::run_cli`. Library code neither prints to stdout nor exits.
+//!
+//! Layout:
+//! - [`jsonl`]: reading JSONL (files, `.gz`, stdin), the bad-line policy, rejects,
+//!   atomic output, and the ordered parallel line pipeline every stage uses.
+//! - [`cli`]: the flags every binary shares and the mapping of results to exit codes.
+//! - [`llm`]: the OpenAI-compatible chat client (retries, `Retry-After`, classes).
+//! - [`cmd`]: one module per binary.
+
+pub mod cli;
+pub mod cmd;
+pub mod jsonl;
+pub mod llm;

@@ -1,0 +1,498 @@
+//! The OpenAI-compatible chat client shared by traj-run and traj-compress.
+//!
+//! One retry layer: 429, 5xx, timeouts and transport errors are retried with jittered
+//! exponential backoff that honours `Retry-After`; 400/401/402/403/404 and
+//! context-length errors are classified and returned at once. Reasoning is read from
+//! `reasoning`, `reasoning_content` or `reasoning_details`, whichever the provider sends.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// Settings of a [`Client`].
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Base URL up to and including `/v1` (the client appends `/chat/completions`).
+    pub base_url: String,
+    /// Bearer token; `None` sends no `Authorization` header (local servers).
+    pub api_key: Option<String>,
+    /// Whole-request timeout.
+    pub timeout: Duration,
+    /// Retries after the first attempt for retryable failures.
+    pub max_retries: u32,
+    /// First backoff delay; doubles per retry.
+    pub backoff_base: Duration,
+    /// Largest backoff delay (and largest `Retry-After` honoured).
+    pub backoff_max: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            base_url: "https://openrouter.ai/api/v1".to_string(),
+            api_key: None,
+            timeout: Duration::from_secs(600),
+            max_retries: 6,
+            backoff_base: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why a request failed, as the retry layer and failure records see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorClass {
+    RateLimited,
+    Server,
+    Transport,
+    Timeout,
+    BadRequest,
+    Auth,
+    PaymentRequired,
+    Forbidden,
+    NotFound,
+    ContextLength,
+    InvalidResponse,
+}
+
+impl ErrorClass {
+    /// Retried by the client (and on resume).
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorClass::RateLimited
+                | ErrorClass::Server
+                | ErrorClass::Transport
+                | ErrorClass::Timeout
+                | ErrorClass::InvalidResponse
+        )
+    }
+
+    /// The stable name used in files and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::RateLimited => "rate_limited",
+            ErrorClass::Server => "server_error",
+            ErrorClass::Transport => "transport",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::BadRequest => "bad_request",
+            ErrorClass::Auth => "auth",
+            ErrorClass::PaymentRequired => "payment_required",
+            ErrorClass::Forbidden => "forbidden",
+            ErrorClass::NotFound => "not_found",
+            ErrorClass::ContextLength => "context_length",
+            ErrorClass::InvalidResponse => "invalid_response",
+        }
+    }
+
+    /// Classify an HTTP status and the body text that came with it.
+    pub fn from_status(status: u16, body: &str) -> ErrorClass {
+        let lower = body.to_ascii_lowercase();
+        let context = lower.contains("context length")
+            || lower.contains("context_length")
+            || lower.contains("maximum context")
+            || lower.contains("too many tokens");
+        match status {
+            429 => ErrorClass::RateLimited,
+            400 | 413 if context => ErrorClass::ContextLength,
+            400 | 413 | 422 => ErrorClass::BadRequest,
+            401 => ErrorClass::Auth,
+            402 => ErrorClass::PaymentRequired,
+            403 => ErrorClass::Forbidden,
+            404 => ErrorClass::NotFound,
+            408 => ErrorClass::Timeout,
+            500..=599 => ErrorClass::Server,
+            _ => ErrorClass::BadRequest,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed chat request, after the retries it was allowed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{class}{}: {message} (after {attempts} attempt{})",
+        status.map(|s| format!(" (HTTP {s})")).unwrap_or_default(),
+        if *attempts == 1 { "" } else { "s" })]
+pub struct LlmError {
+    pub class: ErrorClass,
+    pub status: Option<u16>,
+    pub message: String,
+    pub attempts: u32,
+}
+
+/// Token usage of one call, and its cost where the provider reports one.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub cost: Option<f64>,
+}
+
+impl Usage {
+    pub fn from_json(v: &Value) -> Usage {
+        let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let prompt = n("prompt_tokens");
+        let completion = n("completion_tokens");
+        let total = v
+            .get("total_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(prompt + completion);
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: total,
+            cost: v.get("cost").and_then(Value::as_f64),
+        }
+    }
+}
+
+/// One chat completion: the assistant message as returned, plus what was read from it.
+#[derive(Debug, Clone)]
+pub struct ChatResponse {
+    /// The whole response body.
+    pub raw: Value,
+    /// `choices[0].message`, unchanged.
+    pub message: Value,
+    /// Text content (empty when absent).
+    pub content: String,
+    /// Reasoning text from whichever field the provider used.
+    pub reasoning: Option<String>,
+    /// `choices[0].finish_reason`.
+    pub finish_reason: Option<String>,
+    /// `usage`, zero when absent.
+    pub usage: Usage,
+    /// Attempts it took (1 = first try).
+    pub attempts: u32,
+}
+
+impl ChatResponse {
+    /// The tool calls of the message (empty when none).
+    pub fn tool_calls(&self) -> &[Value] {
+        self.message
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// Read a response body; `None` when it has no usable `choices[0].message`.
+    pub fn from_body(raw: Value, attempts: u32) -> Option<ChatResponse> {
+        let choice = raw.get("choices")?.as_array()?.first()?.clone();
+        let message = choice.get("message")?.clone();
+        if !message.is_object() {
+            return None;
+        }
+        let content = content_text(message.get("content").unwrap_or(&Value::Null));
+        let reasoning = reasoning_text(&message);
+        let finish_reason = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let usage = raw.get("usage").map(Usage::from_json).unwrap_or_default();
+        Some(ChatResponse {
+            raw,
+            message,
+            content,
+            reasoning,
+            finish_reason,
+            usage,
+            attempts,
+        })
+    }
+}
+
+/// Text of a `content` field: a string, or the text parts of a list of typed parts.
+pub fn content_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => {
+            let mut out = String::new();
+            for p in parts {
+                if let Some(t) = p.get("text").and_then(Value::as_str) {
+                    out.push_str(t);
+                } else if let Some(s) = p.as_str() {
+                    out.push_str(s);
+                }
+            }
+            out
+        }
+        _ => String::new(),
+    }
+}
+
+/// Reasoning from `reasoning`, `reasoning_content` or `reasoning_details` (OpenRouter's
+/// list of `{type, text|summary}`), the first one that holds text.
+pub fn reasoning_text(message: &Value) -> Option<String> {
+    for key in ["reasoning", "reasoning_content"] {
+        if let Some(s) = message.get(key).and_then(Value::as_str)
+            && !s.trim().is_empty()
+        {
+            return Some(s.to_string());
+        }
+    }
+    if let Some(details) = message.get("reasoning_details").and_then(Value::as_array) {
+        let mut out = String::new();
+        for d in details {
+            for key in ["text", "summary"] {
+                if let Some(s) = d.get(key).and_then(Value::as_str) {
+                    out.push_str(s);
+                }
+            }
+        }
+        if !out.trim().is_empty() {
+            return Some(out);
+        }
+    }
+    None
+}
+
+/// A blocking OpenAI-compatible client; cheap to share between threads.
+#[derive(Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    cfg: ClientConfig,
+}
+
+impl Client {
+    pub fn new(cfg: ClientConfig) -> Client {
+        let agent = ureq::AgentBuilder::new()
+            .timeout(cfg.timeout)
+            .timeout_connect(Duration::from_secs(30).min(cfg.timeout))
+            .max_idle_connections_per_host(1024)
+            .build();
+        Client { agent, cfg }
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
+    /// POST `body` to `{base_url}/chat/completions`, retrying what may succeed later.
+    pub fn chat(&self, body: &Value) -> Result<ChatResponse, LlmError> {
+        self.chat_with(body, &|_| {})
+    }
+
+    /// Like [`Client::chat`]; `on_retry` hears about each failed attempt before its wait
+    /// (for progress and logs).
+    pub fn chat_with(
+        &self,
+        body: &Value,
+        on_retry: &dyn Fn(&LlmError),
+    ) -> Result<ChatResponse, LlmError> {
+        let url = format!(
+            "{}/chat/completions",
+            self.cfg.base_url.trim_end_matches('/')
+        );
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let (err, retry_after) = match self.once(&url, body, attempt) {
+                Ok(resp) => return Ok(resp),
+                Err(e) => e,
+            };
+            if !err.class.retryable() || attempt > self.cfg.max_retries {
+                return Err(err);
+            }
+            on_retry(&err);
+            std::thread::sleep(self.backoff(attempt, retry_after));
+        }
+    }
+
+    /// The wait before retry number `attempt` (1-based): jittered exponential backoff,
+    /// or the server's `Retry-After` when it asked for longer.
+    pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let exp = self
+            .cfg
+            .backoff_base
+            .saturating_mul(1u32 << (attempt - 1).min(16));
+        let capped = exp.min(self.cfg.backoff_max);
+        let jittered = capped.mul_f64(0.5 + fastrand::f64() * 0.5);
+        match retry_after {
+            // The server knows best, within reason: never longer than the largest backoff.
+            Some(ra) => ra.min(self.cfg.backoff_max.max(Duration::from_secs(1))),
+            None => jittered,
+        }
+    }
+
+    fn once(
+        &self,
+        url: &str,
+        body: &Value,
+        attempt: u32,
+    ) -> Result<ChatResponse, (LlmError, Option<Duration>)> {
+        let mut req = self.agent.post(url).set("Content-Type", "application/json");
+        if let Some(key) = &self.cfg.api_key {
+            req = req.set("Authorization", &format!("Bearer {key}"));
+        }
+        let fail = |class, status, message: String| LlmError {
+            class,
+            status,
+            message,
+            attempts: attempt,
+        };
+        match req.send_json(body) {
+            Ok(resp) => {
+                let text = resp
+                    .into_string()
+                    .map_err(|e| (fail(ErrorClass::Transport, Some(200), e.to_string()), None))?;
+                let raw: Value = serde_json::from_str(&text).map_err(|e| {
+                    (
+                        fail(
+                            ErrorClass::InvalidResponse,
+                            Some(200),
+                            format!("body is not JSON: {e}"),
+                        ),
+                        None,
+                    )
+                })?;
+                if let Some(err) = raw.get("error").filter(|e| !e.is_null()) {
+                    // Some providers answer 200 with an error object.
+                    let code = err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
+                    let msg = err
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("error")
+                        .to_string();
+                    return Err((
+                        fail(ErrorClass::from_status(code, &msg), Some(code), msg),
+                        None,
+                    ));
+                }
+                ChatResponse::from_body(raw, attempt).ok_or_else(|| {
+                    (
+                        fail(
+                            ErrorClass::InvalidResponse,
+                            Some(200),
+                            "no choices[0].message".into(),
+                        ),
+                        None,
+                    )
+                })
+            }
+            Err(ureq::Error::Status(code, resp)) => {
+                let retry_after = resp.header("retry-after").and_then(parse_retry_after);
+                let text = resp.into_string().unwrap_or_default();
+                let msg = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| {
+                        v.pointer("/error/message")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_else(|| text.chars().take(500).collect());
+                Err((
+                    fail(ErrorClass::from_status(code, &msg), Some(code), msg),
+                    retry_after,
+                ))
+            }
+            Err(ureq::Error::Transport(t)) => {
+                let msg = t.to_string();
+                let class = if is_timeout(&t) {
+                    ErrorClass::Timeout
+                } else {
+                    ErrorClass::Transport
+                };
+                Err((fail(class, None, msg), None))
+            }
+        }
+    }
+}
+
+fn is_timeout(t: &ureq::Transport) -> bool {
+    use std::error::Error;
+    let mut src: Option<&(dyn Error + 'static)> = t.source();
+    while let Some(e) = src {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            )
+        {
+            return true;
+        }
+        src = e.source();
+    }
+    t.to_string().to_ascii_lowercase().contains("timed out")
+}
+
+/// `Retry-After` as seconds or as an HTTP date.
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs >= 0.0 && secs.is_finite()).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = httpdate::parse_http_date(v).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// A minimal chat request body.
+pub fn chat_body(model: &str, messages: Vec<Value>, max_tokens: Option<u64>) -> Value {
+    let mut body = json!({"model": model, "messages": messages});
+    if let Some(m) = max_tokens {
+        body["max_tokens"] = json!(m);
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes() {
+        assert_eq!(ErrorClass::from_status(429, ""), ErrorClass::RateLimited);
+        assert_eq!(ErrorClass::from_status(503, ""), ErrorClass::Server);
+        assert_eq!(
+            ErrorClass::from_status(400, "This model's maximum context length is 8192"),
+            ErrorClass::ContextLength
+        );
+        assert_eq!(ErrorClass::from_status(400, "bad"), ErrorClass::BadRequest);
+        assert!(!ErrorClass::Auth.retryable());
+        assert!(ErrorClass::Timeout.retryable());
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn reasoning_fields() {
+        let m = json!({"reasoning_content": "because"});
+        assert_eq!(reasoning_text(&m).as_deref(), Some("because"));
+        let m = json!({"reasoning": " ", "reasoning_details": [{"type": "reasoning.text", "text": "a"}, {"summary": "b"}]});
+        assert_eq!(reasoning_text(&m).as_deref(), Some("ab"));
+        assert_eq!(reasoning_text(&json!({"content": "x"})), None);
+    }
+
+    #[test]
+    fn backoff_honours_retry_after() {
+        let c = Client::new(ClientConfig {
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(10),
+            ..ClientConfig::default()
+        });
+        let d = c.backoff(1, Some(Duration::from_secs(3)));
+        assert_eq!(d, Duration::from_secs(3));
+        let d = c.backoff(3, None);
+        assert!(
+            d >= Duration::from_millis(200) && d <= Duration::from_millis(400),
+            "{d:?}"
+        );
+    }
+}

@@ -1,0 +1,103 @@
+//! Helpers shared by the integration tests: run a binary with a clean environment in
+//! a per-test directory, feed stdin from a thread, and read JSONL back.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// Path of a built binary of this package.
+pub fn bin(name: &str) -> PathBuf {
+    let p = match name {
+        "traj-normalize" => env!("CARGO_BIN_EXE_traj-normalize"),
+        "traj-filter" => env!("CARGO_BIN_EXE_traj-filter"),
+        "traj-merge" => env!("CARGO_BIN_EXE_traj-merge"),
+        "traj-compress" => env!("CARGO_BIN_EXE_traj-compress"),
+        "traj-sample-tools" => env!("CARGO_BIN_EXE_traj-sample-tools"),
+        "traj-run" => env!("CARGO_BIN_EXE_traj-run"),
+        other => panic!("unknown binary {other}"),
+    };
+    PathBuf::from(p)
+}
+
+/// The fixtures directory (`tests/fixtures`).
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A command for `name` with an empty environment (but PATH and HOME), run in `dir`.
+pub fn cmd(name: &str, dir: &Path) -> Command {
+    let mut c = Command::new(bin(name));
+    c.env_clear();
+    for keep in ["PATH", "HOME", "TMPDIR", "LANG"] {
+        if let Ok(v) = std::env::var(keep) {
+            c.env(keep, v);
+        }
+    }
+    c.current_dir(dir);
+    c
+}
+
+/// Run `c` with `stdin` written from a thread; returns the output.
+pub fn run_with_stdin(mut c: Command, stdin: &[u8]) -> Output {
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("spawn");
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait");
+    writer.join().unwrap();
+    out
+}
+
+/// Run `c` with no stdin.
+pub fn run(mut c: Command) -> Output {
+    c.stdin(Stdio::null());
+    c.output().expect("spawn")
+}
+
+/// stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("utf-8 stdout")
+}
+
+/// stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Parse JSONL text into values (panics on a bad line, naming it).
+pub fn parse_jsonl(text: &str) -> Vec<Value> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("line {}: {e}: {l}", i + 1))
+        })
+        .collect()
+}
+
+/// Read a JSONL file into values.
+pub fn read_jsonl(p: &Path) -> Vec<Value> {
+    parse_jsonl(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+}
+
+/// Assert the exit code, showing stderr when it differs.
+#[track_caller]
+pub fn assert_code(o: &Output, code: i32) {
+    assert_eq!(o.status.code(), Some(code), "stderr:\n{}", stderr(o));
+}
+
+/// A fresh temp directory for one test.
+pub fn tmpdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
