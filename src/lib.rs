@@ -14,3 +14,5 @@ pub mod cli;
 pub mod cmd;
 pub mod jsonl;
 pub mod llm;
+pub mod tokens;
+pub mod toolbox;
