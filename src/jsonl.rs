@@ -359,6 +359,14 @@ pub fn reject_line(
     v
 }
 
+/// True for an existing path that is not a regular file (a device, FIFO or socket), which
+/// cannot be replaced by a rename.
+fn is_special_file(p: &Path) -> bool {
+    std::fs::metadata(p)
+        .map(|m| !m.is_file() && !m.is_dir())
+        .unwrap_or(false)
+}
+
 /// Where output goes: stdout, or a file that appears only when the run succeeds.
 pub struct Output {
     inner: OutputKind,
@@ -366,6 +374,7 @@ pub struct Output {
 
 enum OutputKind {
     Stdout(BufWriter<io::Stdout>),
+    Special(BufWriter<File>),
     File {
         w: BufWriter<tempfile::NamedTempFile>,
         path: PathBuf,
@@ -378,6 +387,16 @@ impl Output {
         match path {
             None => Ok(Output::stdout()),
             Some(p) if p.as_os_str() == "-" => Ok(Output::stdout()),
+            Some(p) if is_special_file(p) => {
+                // /dev/stderr, a FIFO, a terminal: write straight to it.
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .with_context(|| format!("cannot open {}", p.display()))?;
+                Ok(Output {
+                    inner: OutputKind::Special(BufWriter::with_capacity(BUF_SIZE, f)),
+                })
+            }
             Some(p) => {
                 let dir = match p.parent() {
                     Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -411,6 +430,10 @@ impl Output {
                 w.flush()?;
                 Ok(())
             }
+            OutputKind::Special(mut w) => {
+                w.flush()?;
+                Ok(())
+            }
             OutputKind::File { w, path } => {
                 let tmp = w.into_inner().map_err(|e| e.into_error())?;
                 tmp.as_file().sync_all()?;
@@ -427,18 +450,21 @@ impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &mut self.inner {
             OutputKind::Stdout(w) => w.write(buf),
+            OutputKind::Special(w) => w.write(buf),
             OutputKind::File { w, .. } => w.write(buf),
         }
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match &mut self.inner {
             OutputKind::Stdout(w) => w.write_all(buf),
+            OutputKind::Special(w) => w.write_all(buf),
             OutputKind::File { w, .. } => w.write_all(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match &mut self.inner {
             OutputKind::Stdout(w) => w.flush(),
+            OutputKind::Special(w) => w.flush(),
             OutputKind::File { w, .. } => w.flush(),
         }
     }
