@@ -1,0 +1,2 @@
+//! Conversions between record shapes and the trajectory model.
+pub mod pyjson;
