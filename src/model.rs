@@ -194,6 +194,17 @@ pub fn tool_content_value(text: &str) -> Value {
     Value::String(text.to_string())
 }
 
+/// [`tool_content_value`] without copying text that stays text.
+pub fn tool_content_value_owned(text: String) -> Value {
+    let t = text.trim_start();
+    if (t.starts_with('{') || t.starts_with('['))
+        && let Ok(v) = serde_json::from_str::<Value>(&text)
+    {
+        return v;
+    }
+    Value::String(text)
+}
+
 /// Calls and results of one tool in one trajectory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ToolCount {

@@ -107,7 +107,7 @@ pub fn convert_line(line: &[u8], opts: &Options, out: &mut Vec<u8>) -> Verdict {
         Ok(r) => r,
         Err(e) => return Verdict::Bad(e),
     };
-    match convert::normalize_row(&row, opts, out) {
+    match convert::normalize_row(row, opts, out) {
         Ok(()) => Verdict::Written,
         Err(e) => Verdict::Bad(e),
     }

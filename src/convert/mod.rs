@@ -48,12 +48,20 @@ pub struct Options {
 /// Convert one parsed row and append the output line (with its `\n`) to `out`.
 /// On error `out` is left as it was.
 pub fn normalize_row(
-    row: &Map<String, Value>,
+    mut row: Map<String, Value>,
     opts: &Options,
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
-    let (key, items) = read::find_messages(row, opts.messages_field.as_deref())?;
-    let traj = read::read_messages(items, read::row_tools(row)?)?;
+    let key = read::find_messages(&row, opts.messages_field.as_deref())?
+        .0
+        .to_string();
+    let key = key.as_str();
+    let items = match row.get_mut(key).map(Value::take) {
+        Some(Value::Array(items)) => items,
+        _ => unreachable!("find_messages checked the list"),
+    };
+    let tools = read::row_tools(&row)?;
+    let traj = read::read_messages(items, tools)?;
     let new_key = match opts.target {
         Target::Hermes => "conversations",
         Target::OpenAi => "messages",
@@ -84,7 +92,7 @@ pub fn normalize_row(
     };
     let mut stats_done = false;
     let mut errors_done = false;
-    for (k, v) in row {
+    for (k, v) in &row {
         if k == key {
             sep(out);
             pyjson::write_str(out, new_key, Style::Python);
@@ -93,7 +101,7 @@ pub fn normalize_row(
             if opts.target == Target::OpenAi {
                 out.extend_from_slice(b", \"tools\": ");
                 let tools: Vec<Value> = traj.tools.iter().map(|t| t.to_openai()).collect();
-                pyjson::write_value(out, &tools, Style::Python);
+                pyjson::write_value(out, &Value::Array(tools), Style::Python);
             }
         } else if k == "tools" {
             continue;
@@ -256,7 +264,7 @@ pub fn openai_messages(traj: &Trajectory) -> Vec<u8> {
         }
     }
     let mut out = Vec::with_capacity(4096);
-    pyjson::write_value(&mut out, &msgs, Style::Python);
+    pyjson::write_value(&mut out, &Value::Array(msgs), Style::Python);
     out
 }
 

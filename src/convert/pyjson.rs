@@ -7,9 +7,8 @@
 //! `</tools>`) as `<\/...`: the same string to any JSON parser, but no longer a tag to a
 //! text scanner. Used for the JSON bodies inside tags, never for whole rows.
 
-use std::io::{self, Write};
+use std::io::Write;
 
-use serde::Serialize;
 use serde_json::Value;
 
 /// How strings are written.
@@ -23,58 +22,6 @@ pub enum Style {
 
 /// The closing tags that must not appear literally inside a JSON body of the envelope.
 pub const CLOSING_TAGS: [&str; 4] = ["</think>", "</tool_call>", "</tool_response>", "</tools>"];
-
-struct PyFormatter {
-    style: Style,
-}
-
-impl serde_json::ser::Formatter for PyFormatter {
-    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
-    }
-
-    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
-    }
-
-    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        w.write_all(b": ")
-    }
-
-    fn write_f64<W: ?Sized + Write>(&mut self, w: &mut W, value: f64) -> io::Result<()> {
-        w.write_all(py_float(value).as_bytes())
-    }
-
-    fn write_f32<W: ?Sized + Write>(&mut self, w: &mut W, value: f32) -> io::Result<()> {
-        w.write_all(py_float(value as f64).as_bytes())
-    }
-
-    fn write_string_fragment<W: ?Sized + Write>(
-        &mut self,
-        w: &mut W,
-        fragment: &str,
-    ) -> io::Result<()> {
-        if self.style == Style::Python || !fragment.contains("</") {
-            return w.write_all(fragment.as_bytes());
-        }
-        // A tag never spans two fragments: fragments are split only at escaped
-        // characters, and tags hold none.
-        let b = fragment.as_bytes();
-        let mut start = 0;
-        let mut i = 0;
-        while let Some(off) = memchr::memmem::find(&b[i..], b"</") {
-            let at = i + off;
-            let rest = &fragment[at..];
-            if CLOSING_TAGS.iter().any(|t| rest.starts_with(t)) {
-                w.write_all(&b[start..at + 1])?;
-                w.write_all(b"\\")?;
-                start = at + 1;
-            }
-            i = at + 2;
-        }
-        w.write_all(&b[start..])
-    }
-}
 
 /// Python's `repr(float)`: the shortest digits that round-trip, in fixed notation for
 /// exponents -4..16 (with `.0` when integral) and `1.5e-05` / `1e+16` otherwise.
@@ -131,23 +78,152 @@ pub fn py_float(x: f64) -> String {
     out
 }
 
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// High bit set in each byte of `w` equal to `b`; exact for the lowest such byte (the
+/// only one used), possibly spurious above it.
+#[inline(always)]
+fn eq_mask(w: u64, b: u8) -> u64 {
+    let x = w ^ (LO * b as u64);
+    x.wrapping_sub(LO) & !x & HI
+}
+
+/// Mask of the bytes of `w` that may need attention: control characters, `"`, `\\`,
+/// and (when `lt`) `<`. The lowest set byte is exact.
+#[inline(always)]
+fn attention_mask(w: u64, lt: bool) -> u64 {
+    let ctrl = w.wrapping_sub(LO * 0x20) & !w & HI;
+    let m = ctrl | eq_mask(w, b'"') | eq_mask(w, b'\\');
+    if lt { m | eq_mask(w, b'<') } else { m }
+}
+
+/// Append `s` as a JSON string literal. Plain bytes are skipped eight at a time; the
+/// first byte needing attention in a word is found with `trailing_zeros`.
+pub fn write_str(out: &mut Vec<u8>, s: &str, style: Style) {
+    let b = s.as_bytes();
+    let lt = style == Style::Envelope;
+    out.reserve(b.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    let mut i = 0;
+    loop {
+        // Find the next byte needing attention, from i.
+        while i + 8 <= b.len() {
+            let w = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+            let m = attention_mask(w, lt);
+            if m == 0 {
+                i += 8;
+            } else {
+                i += (m.trailing_zeros() / 8) as usize;
+                break;
+            }
+        }
+        if i + 8 > b.len() {
+            while i < b.len() && !needs_attention(b[i], lt) {
+                i += 1;
+            }
+        }
+        if i >= b.len() {
+            break;
+        }
+        let c = b[i];
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => {
+                out.extend_from_slice(&b[start..i]);
+                let hex = b"0123456789abcdef";
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    hex[(c >> 4) as usize],
+                    hex[(c & 15) as usize],
+                ]);
+                i += 1;
+                start = i;
+                continue;
+            }
+            _ => {
+                // '<' in envelope style: escape the slash of a closing tag.
+                if b[i + 1..].starts_with(b"/")
+                    && CLOSING_TAGS
+                        .iter()
+                        .any(|t| b[i..].starts_with(t.as_bytes()))
+                {
+                    out.extend_from_slice(&b[start..=i]);
+                    out.push(b'\\');
+                    start = i + 1;
+                }
+                i += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&b[start..i]);
+        out.extend_from_slice(esc);
+        i += 1;
+        start = i;
+    }
+    out.extend_from_slice(&b[start..]);
+    out.push(b'"');
+}
+
+#[inline(always)]
+fn needs_attention(c: u8, lt: bool) -> bool {
+    c < 0x20 || c == b'"' || c == b'\\' || (lt && c == b'<')
+}
+
 /// Append `v` to `out` in the given style.
-pub fn write_value(out: &mut Vec<u8>, v: &impl Serialize, style: Style) {
-    let mut ser = serde_json::Serializer::with_formatter(out, PyFormatter { style });
-    v.serialize(&mut ser)
-        .expect("serialising a JSON value into memory cannot fail");
+pub fn write_value(out: &mut Vec<u8>, v: &Value, style: Style) {
+    match v {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => {
+            if n.is_f64() {
+                out.extend_from_slice(py_float(n.as_f64().unwrap_or(0.0)).as_bytes());
+            } else {
+                let _ = write!(out, "{n}");
+            }
+        }
+        Value::String(s) => write_str(out, s, style),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, it) in items.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                write_value(out, it, style);
+            }
+            out.push(b']');
+        }
+        Value::Object(m) => {
+            out.push(b'{');
+            for (i, (k, it)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                write_str(out, k, style);
+                out.extend_from_slice(b": ");
+                write_value(out, it, style);
+            }
+            out.push(b'}');
+        }
+    }
 }
 
 /// `v` as a string in the given style.
-pub fn to_string(v: &impl Serialize, style: Style) -> String {
+pub fn to_string(v: &Value, style: Style) -> String {
     let mut out = Vec::with_capacity(128);
     write_value(&mut out, v, style);
-    String::from_utf8(out).expect("serde_json writes UTF-8")
-}
-
-/// Append `s` as a JSON string (Python style) to `out`.
-pub fn write_str(out: &mut Vec<u8>, s: &str, style: Style) {
-    write_value(out, &s, style);
+    String::from_utf8(out).expect("valid UTF-8 in, valid UTF-8 out")
 }
 
 /// Convenience: a [`Value`] in Python style.
@@ -190,6 +266,17 @@ mod tests {
         for (x, want) in cases {
             assert_eq!(py_float(x), want, "{x:e}");
         }
+    }
+
+    #[test]
+    fn escaping_matches_serde_on_every_byte_class() {
+        let mut s = String::new();
+        for c in (0u32..0x80).chain([0xe9, 0x2028, 0x1f600]) {
+            s.push(char::from_u32(c).unwrap());
+            s.push_str("abcdefgh");
+        }
+        let ours = to_string(&Value::String(s.clone()), Style::Python);
+        assert_eq!(ours, serde_json::to_string(&s).unwrap());
     }
 
     #[test]

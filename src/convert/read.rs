@@ -23,7 +23,9 @@
 use serde_json::{Map, Value};
 
 use crate::hermes;
-use crate::model::{GptTurn, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value};
+use crate::model::{
+    GptTurn, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
+};
 
 /// What stands in for an image part in text.
 pub const IMAGE_PLACEHOLDER: &str = "[screenshot]";
@@ -146,24 +148,32 @@ impl Pending {
 
 /// Read `items` (the message list of a row) into a trajectory; `tools` is the row's own
 /// tool list, used when no system entry carries a `<tools>` block.
-pub fn read_messages(items: &[Value], tools: Option<Vec<ToolSpec>>) -> Result<Trajectory, String> {
+pub fn read_messages(
+    items: Vec<Value>,
+    tools: Option<Vec<ToolSpec>>,
+) -> Result<Trajectory, String> {
     let mut turns: Vec<Turn> = Vec::with_capacity(items.len());
     let mut system_tools: Option<Vec<ToolSpec>> = None;
     let mut pending: Option<Pending> = None;
-    for (i, item) in items.iter().enumerate() {
+    for (i, item) in items.into_iter().enumerate() {
         let at = |e: String| format!("message {}: {e}", i + 1);
-        let Value::Object(m) = item else {
+        let Value::Object(mut m) = item else {
             return Err(at(format!(
                 "expected an object, found {}",
-                crate::jsonl::json_kind(item)
+                crate::jsonl::json_kind(&item)
             )));
         };
-        let (sharegpt, role, body) = match (m.get("from"), m.get("role")) {
-            (Some(Value::String(r)), _) => (true, r.as_str(), m.get("value")),
-            (_, Some(Value::String(r))) => (false, r.as_str(), m.get("content")),
+        let (sharegpt, role) = match (m.get("from"), m.get("role")) {
+            (Some(Value::String(r)), _) => (true, r.clone()),
+            (_, Some(Value::String(r))) => (false, r.clone()),
             _ => return Err(at("no `role` or `from` string".into())),
         };
-        match role {
+        let body = if sharegpt {
+            m.remove("value")
+        } else {
+            m.remove("content")
+        };
+        match role.as_str() {
             "system" | "developer" => {
                 pending = None;
                 if system_tools.is_none() {
@@ -181,7 +191,7 @@ pub fn read_messages(items: &[Value], tools: Option<Vec<ToolSpec>>) -> Result<Tr
                 let g = if sharegpt {
                     hermes::parse_gpt(&text_of(body).map_err(at)?).map_err(at)?
                 } else {
-                    openai_assistant(m).map_err(at)?
+                    openai_assistant(m, body).map_err(at)?
                 };
                 pending = Pending::new(&g.tool_calls);
                 turns.push(Turn::Gpt(g));
@@ -214,7 +224,7 @@ pub fn read_messages(items: &[Value], tools: Option<Vec<ToolSpec>>) -> Result<Tr
                 let mut results = if sharegpt && role == "tool" {
                     hermes::parse_tool(&text_of(body).map_err(at)?).map_err(at)?
                 } else {
-                    vec![openai_result(m, body, sharegpt).map_err(at)?]
+                    vec![openai_result(&m, body, sharegpt).map_err(at)?]
                 };
                 for r in &mut results {
                     r.name = p.pair(&r.tool_call_id, &r.name);
@@ -238,10 +248,10 @@ pub fn read_messages(items: &[Value], tools: Option<Vec<ToolSpec>>) -> Result<Tr
 
 /// Text of a message body: a string, a list of typed parts (text joined with `\n`,
 /// images as [`IMAGE_PLACEHOLDER`]), or null (empty).
-fn text_of(body: Option<&Value>) -> Result<String, String> {
+fn text_of(body: Option<Value>) -> Result<String, String> {
     match body {
         None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::String(s)) => Ok(s),
         Some(Value::Array(parts)) => {
             let mut texts = Vec::new();
             for (k, p) in parts.iter().enumerate() {
@@ -262,7 +272,7 @@ fn text_of(body: Option<&Value>) -> Result<String, String> {
         }
         Some(other) => Err(format!(
             "content must be text or a list of parts, found {}",
-            crate::jsonl::json_kind(other)
+            crate::jsonl::json_kind(&other)
         )),
     }
 }
@@ -350,13 +360,13 @@ fn call_object(v: &Value) -> Result<ToolCall, String> {
     })
 }
 
-fn openai_assistant(m: &Map<String, Value>) -> Result<GptTurn, String> {
+fn openai_assistant(m: Map<String, Value>, body: Option<Value>) -> Result<GptTurn, String> {
     let mut content = String::new();
     let mut part_reasoning: Vec<String> = Vec::new();
     let mut calls = Vec::new();
-    match m.get("content") {
+    match body {
         None | Some(Value::Null) => {}
-        Some(Value::String(s)) => content = s.clone(),
+        Some(Value::String(s)) => content = s,
         Some(Value::Array(parts)) => {
             let mut texts = Vec::new();
             for (k, p) in parts.iter().enumerate() {
@@ -391,11 +401,11 @@ fn openai_assistant(m: &Map<String, Value>) -> Result<GptTurn, String> {
         Some(other) => {
             return Err(format!(
                 "content must be text or a list of parts, found {}",
-                crate::jsonl::json_kind(other)
+                crate::jsonl::json_kind(&other)
             ));
         }
     }
-    let mut reasoning = reasoning_field(m);
+    let mut reasoning = reasoning_field(&m);
     if reasoning.is_none() && !part_reasoning.is_empty() {
         reasoning = Some(part_reasoning.join("\n"));
     }
@@ -456,7 +466,7 @@ fn reasoning_field(m: &Map<String, Value>) -> Option<String> {
 /// `observation`-like turn.
 fn openai_result(
     m: &Map<String, Value>,
-    body: Option<&Value>,
+    body: Option<Value>,
     sharegpt: bool,
 ) -> Result<ToolResult, String> {
     let id = match (m.get("tool_call_id"), m.get("tool_call_ids")) {
@@ -477,11 +487,11 @@ fn openai_result(
             .to_string()
     };
     let content = match body {
-        Some(Value::String(s)) => tool_content_value(s),
+        Some(Value::String(s)) => tool_content_value_owned(s),
         None | Some(Value::Null) => Value::String(String::new()),
-        Some(Value::Array(_)) => tool_content_value(&text_of(body)?),
+        Some(b @ Value::Array(_)) => tool_content_value_owned(text_of(Some(b))?),
         // A non-string, non-list content is kept as is (the reference's rule).
-        Some(v) => v.clone(),
+        Some(v) => v,
     };
     Ok(ToolResult {
         tool_call_id: id,
