@@ -12,7 +12,10 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod convert;
+pub mod hermes;
 pub mod jsonl;
 pub mod llm;
+pub mod model;
 pub mod tokens;
 pub mod toolbox;
