@@ -10,6 +10,7 @@
 //! - [`llm`]: the OpenAI-compatible chat client (retries, `Retry-After`, classes).
 //! - [`cmd`]: one module per binary.
 
+pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod jsonl;
