@@ -15,5 +15,6 @@ pub mod cli;
 pub mod cmd;
 pub mod jsonl;
 pub mod llm;
+pub mod merge;
 pub mod tokens;
 pub mod toolbox;
