@@ -5,3 +5,5 @@
 mod util;
 
 mod core;
+mod filter;
+mod merge;
