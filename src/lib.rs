@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod compress;
 pub mod jsonl;
 pub mod llm;
 pub mod tokens;
