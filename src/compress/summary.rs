@@ -303,7 +303,25 @@ pub struct Extractive;
 const MAX_ITEM_CHARS: usize = 200;
 const MAX_ITEMS: usize = 200;
 
+/// Drop the tags that frame calls and responses, so that a summary never holds a
+/// `<tool_call>` without its response (nor teaches the model to write one).
+fn untag(s: &str) -> String {
+    let mut s = s.to_string();
+    for tag in [
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_response>",
+        "</tool_response>",
+    ] {
+        if s.contains(tag) {
+            s = s.replace(tag, "");
+        }
+    }
+    s
+}
+
 fn clip(s: &str, max: usize) -> String {
+    let s = untag(s);
     let s = s.trim();
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
@@ -462,7 +480,7 @@ impl Extractive {
                     }
                     if role == super::plan::Role::Tool
                         && results.len() < MAX_ITEMS
-                        && let Some(first) = text.lines().find(|l| !l.trim().is_empty())
+                        && let Some(first) = text.lines().find(|l| !untag(l).trim().is_empty())
                     {
                         results.push(format!("[{i}] {}", clip(first, MAX_ITEM_CHARS)));
                     }
@@ -676,6 +694,7 @@ mod tests {
         assert!(a.contains("write_file: src/main.py"), "{a}");
         assert!(a.contains("Traceback"), "{a}");
         assert!(a.contains("src/main.py"));
+        assert!(!a.contains("<tool_"), "{a}");
         assert!(CharsPerToken4.count(&a) <= 200);
         for budget in [30, 50, 80] {
             let s = Extractive::summary(&Request { budget, ..req });
