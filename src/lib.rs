@@ -13,6 +13,7 @@
 pub mod check;
 pub mod cli;
 pub mod cmd;
+pub mod compress;
 pub mod convert;
 pub mod hermes;
 pub mod jsonl;

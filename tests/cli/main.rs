@@ -4,6 +4,10 @@
 
 mod util;
 
+#[path = "../standin/mod.rs"]
+mod standin;
+
+mod compress;
 mod core;
 mod filter;
 mod merge;
