@@ -4,4 +4,8 @@
 
 mod util;
 
+#[path = "../standin/mod.rs"]
+mod standin;
+
 mod core;
+mod run;
