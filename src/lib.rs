@@ -10,9 +10,12 @@
 //! - [`llm`]: the OpenAI-compatible chat client (retries, `Retry-After`, classes).
 //! - [`cmd`]: one module per binary.
 
+pub mod agent;
+pub mod cache;
 pub mod cli;
 pub mod cmd;
 pub mod jsonl;
 pub mod llm;
+pub mod rundir;
 pub mod tokens;
 pub mod toolbox;
