@@ -44,7 +44,7 @@ const EXAMPLES: &str = "Examples:
 
 /// Flags of traj-run.
 #[derive(Debug, clap::Parser)]
-#[command(name = "traj-run", version, after_help = EXAMPLES,
+#[command(name = "traj-run", version, after_help = EXAMPLES, args_override_self = true,
           about = "Run one tool-using agent per task row against an OpenAI-compatible endpoint")]
 pub struct Args {
     #[command(flatten)]
