@@ -9,7 +9,7 @@
 //!
 //! See `docs/run.md` for the run directory, the record and resume.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -25,7 +25,10 @@ use crate::cli::{IoArgs, Status, note};
 use crate::jsonl::{self, LineReader, OnError, Output, Rejects};
 use crate::llm::{Client, ClientConfig, RateLimiter};
 use crate::rundir::{self, Appender, Checkpoint, Key, Scan, Stats};
-use crate::toolbox::{ToolHost, ToolResult};
+use crate::toolbox::{
+    self as toolbox, Distribution, Registry, SandboxConfig, TaskSpec, ToolConfig, ToolHost,
+    distributions, sandbox::Backend,
+};
 use crate::usage_bail;
 
 const NAME: &str = "traj-run";
@@ -148,9 +151,19 @@ pub struct Args {
     /// Sample toolsets for rows without a `toolsets` field from this distribution.
     #[arg(long, value_name = "NAME")]
     pub distribution: Option<String>,
-    /// Seed of the toolset sampling (per row: seed + prompt_index).
+    /// Seed of the toolset sampling (as traj-sample-tools: per seed and prompt_index).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Where tool commands run: local (fresh directory, scrubbed environment), bwrap
+    /// (namespaces, no network) or docker (rows naming an `image` always use docker).
+    #[arg(long, value_enum, default_value_t = Backend::Local)]
+    pub sandbox: Backend,
+    /// Default and largest time limit of one tool command, in seconds.
+    #[arg(long, default_value_t = 180.0, value_name = "SECS")]
+    pub tool_timeout: f64,
+    /// Directory under which task workspaces are made (default: the temp directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace_root: Option<PathBuf>,
 }
 
 /// One prompt to run.
@@ -187,13 +200,13 @@ struct Shared {
     in_flight: AtomicU64,
     hosts: Box<HostFactory>,
     toolsets_default: Option<Vec<String>>,
-    distribution: Option<String>,
+    distribution: Option<(Distribution, BTreeSet<String>)>,
     seed: u64,
 }
 
 /// Makes the tools of one task from its row and toolsets.
 pub type HostFactory =
-    dyn Fn(&Map<String, Value>, &[String]) -> Result<Box<dyn ToolHost>, String> + Sync + Send;
+    dyn Fn(&Map<String, Value>, &[String]) -> Result<Box<dyn ToolHost>, HostError> + Sync + Send;
 
 fn split_list(s: &Option<String>) -> Option<Vec<String>> {
     s.as_ref().map(|s| {
@@ -437,7 +450,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         in_flight: AtomicU64::new(0),
         hosts,
         toolsets_default,
-        distribution: args.distribution.clone(),
+        distribution: distribution(&args)?,
         seed: args.seed,
     });
     {
@@ -635,8 +648,8 @@ fn toolsets_of(s: &Shared, row: &Map<String, Value>, index: u64) -> Result<Vec<S
     if let Some(t) = &s.toolsets_default {
         return Ok(t.clone());
     }
-    if let Some(d) = &s.distribution {
-        return sample_toolsets(d, s.seed, index);
+    if let Some((d, available)) = &s.distribution {
+        return Ok(distributions::sample(d, s.seed, index, available));
     }
     Ok(Vec::new())
 }
@@ -654,7 +667,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
     };
     let mut host = match (s.hosts)(&row, &toolsets) {
         Ok(h) => h,
-        Err(e) => return failure(s, task, i, "tool_host", true, &e, None, 0, 0),
+        Err(e) => return failure(s, task, i, e.class, e.retryable, &e.message, None, 0, 0),
     };
     let tools = host.schemas();
     let started_wall = SystemTime::now();
@@ -1063,25 +1076,67 @@ fn format_secs(s: f64) -> String {
 
 // ---- tools ---------------------------------------------------------------------------
 
-/// A host with no tools (until the tool runtime is wired in).
-struct NoTools;
+/// Why the tools of a task could not be made.
+#[derive(Debug, Clone)]
+pub struct HostError {
+    pub class: &'static str,
+    pub retryable: bool,
+    pub message: String,
+}
 
-impl ToolHost for NoTools {
-    fn schemas(&self) -> Vec<Value> {
-        Vec::new()
+fn host_factory(args: &Args) -> Result<Box<HostFactory>> {
+    let registry = Registry::builtin(&ToolConfig::default());
+    let sandbox = SandboxConfig {
+        backend: args.sandbox,
+        root: args.workspace_root.clone(),
+        timeout: Duration::from_secs_f64(args.tool_timeout.max(0.001)),
+        ..SandboxConfig::default()
+    };
+    if let Some(t) = split_list(&args.toolsets)
+        && let Err(e) = registry.resolve_all(&t)
+    {
+        usage_bail!("--toolsets: {e:#}");
     }
-    fn call(&mut self, name: &str, _: &Value) -> ToolResult {
-        ToolResult {
-            content: json!({"error": format!("no tool {name}")}).to_string(),
-            is_error: true,
+    Ok(Box::new(move |row, toolsets| {
+        if let Err(e) = registry.resolve_all(toolsets) {
+            return Err(HostError {
+                class: "bad_task",
+                retryable: false,
+                message: format!("{e:#}"),
+            });
         }
+        match toolbox::Task::new(&registry, toolsets, &sandbox, &TaskSpec::from_row(row)) {
+            Ok(t) => Ok(Box::new(t) as Box<dyn ToolHost>),
+            Err(e) => Err(HostError {
+                class: "tool_host",
+                retryable: true,
+                message: format!("{e:#}"),
+            }),
+        }
+    }))
+}
+
+/// The distribution named by --distribution, checked before the run starts.
+fn distribution(args: &Args) -> Result<Option<(Distribution, BTreeSet<String>)>> {
+    let Some(name) = &args.distribution else {
+        return Ok(None);
+    };
+    let Some(d) = distributions::builtin()
+        .into_iter()
+        .find(|d| &d.name == name)
+    else {
+        let names: Vec<String> = distributions::builtin()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        usage_bail!(
+            "unknown distribution {name:?} (known: {})",
+            names.join(", ")
+        );
+    };
+    let available = Registry::builtin(&ToolConfig::default()).available_toolsets();
+    if d.fallback(&available).is_none() {
+        usage_bail!("distribution {name:?} has no toolset available here");
     }
-}
-
-fn host_factory(_args: &Args) -> Result<Box<HostFactory>> {
-    Ok(Box::new(|_, _| Ok(Box::new(NoTools) as Box<dyn ToolHost>)))
-}
-
-fn sample_toolsets(dist: &str, _seed: u64, _index: u64) -> Result<Vec<String>, String> {
-    Err(format!("distribution {dist}: sampling not available"))
+    Ok(Some((d, available)))
 }

@@ -652,3 +652,174 @@ fn closed_stdout_stops_cleanly() {
     let recs = records(&d.path().join("data/r"));
     assert_eq!(recs.len(), 300);
 }
+
+/// An agent script: terminal, write_file, read_file, then an answer quoting the file.
+fn agent_script() -> Value {
+    json!({"rules": [{"match": "", "turns": [
+        {"reasoning": "Look around first.", "reasoning_field": "reasoning_content",
+         "tool_calls": [{"name": "terminal", "arguments": {"command": "echo marker-$((6*7)); printenv | grep -c KEY || true"}}]},
+        {"reasoning": "Write the notes.", "reasoning_field": "reasoning_details",
+         "tool_calls": [{"name": "write_file", "arguments": {"path": "notes/out.txt", "content": "notes for {prompt}"}}]},
+        {"reasoning": "Check them.",
+         "tool_calls": [{"name": "read_file", "arguments": {"path": "notes/out.txt"}}]},
+        {"reasoning": "Done.", "content": "Final: {tool_output}"}
+    ]}]})
+}
+
+#[test]
+fn multi_turn_tool_run_end_to_end() {
+    let d = tmpdir();
+    let s = Standin::json(agent_script());
+    let rows = [
+        json!({"prompt": "task A", "toolsets": ["terminal", "file"], "prompt_index": 0, "distribution": "terminal_only", "seed": 9}),
+        json!({"prompt": "task B", "toolsets": ["terminal", "file"], "prompt_index": 1, "id": "b"}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("tasks.jsonl"), text).unwrap();
+    let mut c = traj_run(d.path(), &s);
+    c.env("OPENROUTER_API_KEY", "sk-secret-KEY");
+    c.args(["tasks.jsonl", "--api-key-env", "OPENROUTER_API_KEY"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let recs = parse_jsonl(&stdout(&o));
+    assert_eq!(recs.len(), 2);
+    let a = recs.iter().find(|r| r["prompt_index"] == 0).unwrap();
+    assert_eq!(a["completed"], true);
+    assert_eq!(a["partial"], false);
+    assert_eq!(a["api_calls"], 4);
+    assert_eq!(a["toolsets"], json!(["terminal", "file"]));
+    assert_eq!(a["distribution"], "terminal_only");
+    assert_eq!(a["seed"], 9);
+    let names: Vec<&str> = a["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"terminal") && names.contains(&"write_file"),
+        "{names:?}"
+    );
+    let m = a["messages"].as_array().unwrap();
+    // user, (assistant, tool) x 3, assistant
+    assert_eq!(m.len(), 8);
+    assert_eq!(m[1]["reasoning_content"], "Look around first.");
+    assert_eq!(m[3]["reasoning_details"][0]["text"], "Write the notes.");
+    let term = m[2]["content"].as_str().unwrap();
+    assert!(term.contains("marker-42"), "terminal ran for real: {term}");
+    // Tool processes never see the API key.
+    assert!(!term.contains("sk-secret"), "{term}");
+    assert_eq!(m[2]["tool_call_id"], m[1]["tool_calls"][0]["id"]);
+    let answer = m[7]["content"].as_str().unwrap();
+    assert!(answer.contains("notes for task A"), "{answer}");
+    let b = recs.iter().find(|r| r["prompt_index"] == 1).unwrap();
+    assert_eq!(b["id"], "b");
+    let st = read_json(&d.path().join("data/r/statistics.json"));
+    assert_eq!(st["tool_statistics"]["terminal"]["count"], 2);
+    assert_eq!(st["tool_statistics"]["write_file"]["success"], 2);
+    assert_eq!(st["tool_statistics"]["read_file"]["success_rate"], 100.0);
+    assert_eq!(st["reasoning_statistics"]["total_assistant_turns"], 8);
+    assert_eq!(st["reasoning_statistics"]["turns_with_reasoning"], 8);
+    // The key went to the endpoint as a bearer token only.
+    assert!(
+        s.requests()
+            .iter()
+            .all(|r| !r.to_string().contains("sk-secret"))
+    );
+}
+
+#[test]
+fn turn_cap_asks_for_a_final_answer_and_the_last_allowed_answer_is_completed() {
+    let d = tmpdir();
+    let s = Standin::json(agent_script());
+    let input = write_prompts(d.path(), &["capped"]);
+    // 4 turns allowed: the answer comes on call 4 => completed (no off-by-one).
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--toolsets", "terminal,file", "--max-turns", "4"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let r = &parse_jsonl(&stdout(&o))[0];
+    assert_eq!(r["completed"], true);
+    assert_eq!(r["api_calls"], 4);
+    // 2 turns: the cap is hit, one more call without tools asks for the answer.
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--toolsets",
+        "terminal,file",
+        "--max-turns",
+        "2",
+        "--run-dir",
+        "data/cap",
+    ]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let r = &parse_jsonl(&stdout(&o))[0];
+    assert_eq!(r["completed"], false);
+    assert_eq!(r["partial"], false);
+    assert_eq!(r["stop_reason"], "turn_cap");
+    assert_eq!(r["api_calls"], 3);
+    let m = r["messages"].as_array().unwrap();
+    assert_eq!(m[m.len() - 2]["role"], "user");
+    let reqs = s.requests();
+    let last = reqs.last().unwrap();
+    assert!(
+        last.get("tools").is_none(),
+        "final-answer request offers no tools"
+    );
+}
+
+#[test]
+fn invalid_tool_calls_get_one_correction() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [
+        {"match": "typo", "turns": [
+            {"tool_calls": [{"name": "terminall", "arguments": {"command": "ls"}}]},
+            {"content": "recovered"}]},
+        {"match": "stubborn", "turns": [
+            {"tool_calls": [{"name": "terminal", "arguments": "{\"command\": "}]},
+            {"tool_calls": [{"name": "nope", "arguments": {}}]}]}
+    ]}));
+    let input = write_prompts(d.path(), &["typo", "stubborn"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--toolsets", "terminal"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let recs = parse_jsonl(&stdout(&o));
+    let typo = recs.iter().find(|r| r["prompt"] == "typo").unwrap();
+    assert_eq!(typo["completed"], true);
+    assert_eq!(typo["api_calls"], 2);
+    assert!(
+        typo["messages"][2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown tool")
+    );
+    let stubborn = recs.iter().find(|r| r["prompt"] == "stubborn").unwrap();
+    assert_eq!(stubborn["partial"], true);
+    assert_eq!(stubborn["completed"], false);
+    assert_eq!(stubborn["stop_reason"], "invalid_tool_calls");
+    assert!(
+        stubborn["messages"][2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
+}
+
+#[test]
+fn distribution_samples_toolsets_for_plain_prompts() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let input = write_prompts(d.path(), &["a", "b", "c"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--distribution", "terminal_only", "--seed", "3"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    for r in parse_jsonl(&stdout(&o)) {
+        assert_eq!(r["toolsets"], json!(["terminal", "file"]), "{r}");
+    }
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--distribution", "nope", "--run-dir", "data/x"]);
+    assert_code(&run(c), 2);
+}
