@@ -10,6 +10,8 @@
 //! - [`llm`]: the OpenAI-compatible chat client (retries, `Retry-After`, classes).
 //! - [`cmd`]: one module per binary.
 
+pub mod agent;
+pub mod cache;
 pub mod check;
 pub mod cli;
 pub mod cmd;
@@ -20,5 +22,6 @@ pub mod jsonl;
 pub mod llm;
 pub mod merge;
 pub mod model;
+pub mod rundir;
 pub mod tokens;
 pub mod toolbox;

@@ -743,6 +743,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 stage: NAME,
                 on_error: args.io.on_error,
                 jobs: args.io.jobs,
+                shard: args.io.shard,
                 drops_are_loss: true,
             };
             jsonl::process(&cfg, job.sources, &mut out, &mut rejects, f)?
@@ -812,6 +813,7 @@ fn count_only(
             stage: NAME,
             on_error: args.io.on_error,
             jobs: args.io.jobs,
+            shard: args.io.shard,
             drops_are_loss: true,
         };
         let s = jsonl::process(&cfg, job.sources, &mut sink, &mut rejects, |line, _| {

@@ -170,6 +170,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         stage: "filter",
         on_error: args.io.on_error,
         jobs: args.io.jobs,
+        shard: args.io.shard,
         // Dropping is what a filter is for: drops without --rejects are counted and
         // reported, not an error (bad lines still are).
         drops_are_loss: false,

@@ -11,3 +11,4 @@ mod compress;
 mod core;
 mod filter;
 mod merge;
+mod run;
