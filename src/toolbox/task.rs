@@ -142,7 +142,9 @@ impl Task {
         let code = match args.get("code") {
             Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
             _ => {
-                return ToolResult::error("missing required argument \"code\" (a non-empty string)");
+                return ToolResult::error(
+                    "missing required argument \"code\" (a non-empty string)",
+                );
             }
         };
         let timeout = Self::timeout_arg(args).map_or(self.sandbox.config().timeout, |t| {
