@@ -106,9 +106,7 @@ fn draws_depend_only_on_seed_and_row() {
     assert_eq!(parts, parse_jsonl(&stdout(&a)));
     // A row that carries its prompt_index keeps it (and its draw) wherever it is.
     let all = parse_jsonl(&stdout(&a));
-    let moved = format!(
-        "{{\"prompt\":\"x\",\"prompt_index\":123}}\n{{\"prompt\":\"y\",\"prompt_index\":45}}\n"
-    );
+    let moved = "{\"prompt\":\"x\",\"prompt_index\":123}\n{\"prompt\":\"y\",\"prompt_index\":45}\n";
     let o = sample(
         d.path(),
         &["-d", "balanced", "--seed", "9"],
