@@ -273,8 +273,9 @@ fn tools_never_see_the_callers_environment() {
     };
     let mut backends = vec![SandboxConfig::default(), allow.clone()];
     backends.push(SandboxConfig {
-        backend: Backend::Bwrap,
-        ..allow
+        env_allow: allow.env_allow.clone(),
+        env_set: allow.env_set.clone(),
+        ..bwrap_config()
     });
     for (i, sandbox) in backends.iter().enumerate() {
         let cfg = ToolConfig {
@@ -427,6 +428,9 @@ fn docker_backend_command_lines() {
     assert!(!args.contains("--network"), "{args}");
     assert!(args.contains("-w /workspace/sub"), "{args}");
     assert!(s.workspace().join("sub").is_dir());
+    // A missing CLI is reported when the task is made.
+    let e = Sandbox::new(&SandboxConfig { docker_cli: "/nonexistent/docker".into(), ..SandboxConfig::default() }, Some("alpine"), None);
+    assert!(format!("{:#}", e.err().unwrap()).contains("is not installed"));
     // The docker backend without any image is a configuration error.
     let e = Sandbox::new(
         &SandboxConfig {
