@@ -519,7 +519,10 @@ fn cli_exists(cli: &str) -> bool {
     if cli.contains('/') {
         return Path::new(cli).is_file();
     }
-    on_path(cli, &std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.into()))
+    on_path(
+        cli,
+        &std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.into()),
+    )
 }
 
 /// Kill every process whose working directory is inside `dir` (best effort: reads

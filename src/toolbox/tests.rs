@@ -429,7 +429,14 @@ fn docker_backend_command_lines() {
     assert!(args.contains("-w /workspace/sub"), "{args}");
     assert!(s.workspace().join("sub").is_dir());
     // A missing CLI is reported when the task is made.
-    let e = Sandbox::new(&SandboxConfig { docker_cli: "/nonexistent/docker".into(), ..SandboxConfig::default() }, Some("alpine"), None);
+    let e = Sandbox::new(
+        &SandboxConfig {
+            docker_cli: "/nonexistent/docker".into(),
+            ..SandboxConfig::default()
+        },
+        Some("alpine"),
+        None,
+    );
     assert!(format!("{:#}", e.err().unwrap()).contains("is not installed"));
     // The docker backend without any image is a configuration error.
     let e = Sandbox::new(
