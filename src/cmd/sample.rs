@@ -9,8 +9,14 @@
 //! distribution (see [`crate::toolbox::distributions`]), so re-running, sharding or
 //! reordering the input gives each row the same toolsets.
 //!
+//! `--shard I/N` keeps the rows at non-blank positions k with k % N == I, like every
+//! line stage; their toolsets are the same as in an unsharded run, since the
+//! `prompt_index` of a row without one is its position in the whole input.
+//!
 //! Rows are handled one at a time in input order (drawing is far cheaper than parsing
-//! the JSON, and the running line index needs a single reader); memory is one line.
+//! the JSON, and the running line index needs a single reader, which
+//! [`crate::jsonl::process`] does not expose); memory is one line. The `--on-error`,
+//! `--rejects` and summary behaviour is the common one.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -61,11 +67,6 @@ pub struct Args {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub seed: u64,
 
-    /// Keep only rows whose prompt_index % N == I (rows get the same toolsets as in
-    /// an unsharded run).
-    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
-    pub shard: Option<(u64, u64)>,
-
     /// Toolsets that may be drawn, comma-separated, or `all` for every toolset a
     /// distribution names (for another runner). Default: the toolsets traj can
     /// offer (see --list-toolsets).
@@ -85,24 +86,6 @@ pub struct Args {
     pub json: bool,
 }
 
-fn parse_shard(s: &str) -> Result<(u64, u64), String> {
-    let (i, n) = s
-        .split_once('/')
-        .ok_or_else(|| format!("{s:?}: expected I/N, e.g. 0/4"))?;
-    let i: u64 = i
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?}: I is not a number"))?;
-    let n: u64 = n
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?}: N is not a number"))?;
-    if n == 0 || i >= n {
-        return Err(format!("{s:?}: need 0 <= I < N"));
-    }
-    Ok((i, n))
-}
-
 /// What a run draws from.
 struct Plan {
     dists: Vec<Distribution>,
@@ -110,7 +93,6 @@ struct Plan {
     available: BTreeSet<String>,
     all: bool,
     seed: u64,
-    shard: Option<(u64, u64)>,
 }
 
 impl Plan {
@@ -122,8 +104,8 @@ impl Plan {
         }
     }
 
-    /// The output line for one row, or why the row is bad. `None`: another shard's.
-    fn row(&self, line: &[u8], index: u64) -> Result<Option<Vec<u8>>, String> {
+    /// The output line for one row, or why the row is bad.
+    fn row(&self, line: &[u8], index: u64) -> Result<Vec<u8>, String> {
         let mut row: Map<String, Value> = crate::jsonl::parse_object(line)?;
         match row.get("prompt") {
             Some(Value::String(_)) => {}
@@ -141,11 +123,6 @@ impl Plan {
                 format!("\"prompt_index\" must be a non-negative integer, found {v}")
             })?,
         };
-        if let Some((i, n)) = self.shard {
-            if key % n != i {
-                return Ok(None);
-            }
-        }
         let dist = match row.get("distribution") {
             None | Some(Value::Null) => &self.dists[self.default],
             Some(Value::String(name)) => self
@@ -174,7 +151,7 @@ impl Plan {
         row.insert("prompt_index".into(), json!(key));
         let mut out = serde_json::to_vec(&row).map_err(|e| e.to_string())?;
         out.push(b'\n');
-        Ok(Some(out))
+        Ok(out)
     }
 }
 
@@ -254,14 +231,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
         available,
         all,
         seed: args.seed,
-        shard: args.shard,
     };
 
     let sources = crate::jsonl::sources_from_args(&args.io.inputs)?;
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let mut summary = Summary::default();
-    let mut other_shards = 0u64;
     let mut reader = LineReader::new(sources);
     let mut line = Vec::new();
     let mut index = 0u64;
@@ -269,15 +244,17 @@ pub fn run_cli(args: Args) -> Result<Status> {
         if is_blank(&line) {
             continue;
         }
-        summary.read += 1;
         let this = index;
         index += 1;
+        if args.io.shard.is_some_and(|sh| !sh.holds(this)) {
+            continue;
+        }
+        summary.read += 1;
         match plan.row(&line, this) {
-            Ok(Some(bytes)) => {
+            Ok(bytes) => {
                 out.write_all(&bytes)?;
                 summary.written += 1;
             }
-            Ok(None) => other_shards += 1,
             Err(reason) => {
                 let err = LineError {
                     source_name: source.clone(),
@@ -303,11 +280,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     out.commit().context("writing the output")?;
     rejects.finish()?;
     if !args.io.quiet {
-        let mut msg = summary_line(&summary);
-        if other_shards > 0 {
-            msg.push_str(&format!(", {other_shards} rows of other shards left out"));
-        }
-        note(NAME, &msg);
+        note(NAME, &summary_line(&summary));
     }
     Ok(Status::from_summary(&summary))
 }

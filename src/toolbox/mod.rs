@@ -36,6 +36,11 @@ pub mod sandbox;
 pub mod task;
 pub mod web;
 
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testserver;
+
 pub use distributions::Distribution;
 pub use registry::{
     Availability, LlmToolsConfig, Registry, SearchConfig, SearchProvider, ToolConfig, ToolInfo,

@@ -12,3 +12,4 @@ mod core;
 mod filter;
 mod merge;
 mod run;
+mod sample;
