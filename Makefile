@@ -1,18 +1,62 @@
 # traj: build, test, benchmark, and the batch-then-compress pipeline.
-# `make help` lists the targets.
+# `make help` lists the targets and the variables they take.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DELETE_ON_ERROR:
 
 CARGO ?= cargo
-RELEASE_DIR := target/release
+BIN ?= target/release
+PREFIX ?= $(HOME)/.local
 
-.PHONY: help build test lint bench install clean
+# Pipeline settings (override on the command line: make batch RUN=x DATASET=y MODEL=z).
+DATASET ?= examples/prompts.jsonl
+RUN ?= demo
+MODEL ?= anthropic/claude-sonnet-4.6
+BASE_URL ?= https://openrouter.ai/api/v1
+API_KEY_ENV ?= OPENROUTER_API_KEY
+DISTRIBUTION ?= terminal_only
+SEED ?= 0
+WORKERS ?= 8
+BATCH_SIZE ?= 10
+MAX_TURNS ?= 10
+SANDBOX ?= local
+FILTERS ?= --well-formed --valid-tools
+TARGET_TOKENS ?= 15250
+TOKENIZER ?= o200k_base
+RUN_FLAGS ?=
+COMPRESS_FLAGS ?=
+
+DATA ?= data
+RUN_DIR := $(DATA)/$(RUN)
+TASKS := $(RUN_DIR)/tasks.jsonl
+RUN_DONE := $(RUN_DIR)/.run-complete
+TRAJECTORIES := $(RUN_DIR)/trajectories.jsonl
+COMPRESSED := $(RUN_DIR)/trajectories_compressed.jsonl
+IN ?= $(TRAJECTORIES)
+IN_COMPRESSED = $(patsubst %.jsonl,%_compressed.jsonl,$(patsubst %.gz,%,$(IN)))
+
+BINARIES := traj-normalize traj-filter traj-merge traj-compress traj-sample-tools traj-run
+
+.PHONY: help setup build test lint bench install clean demo batch compress pipeline
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+	@echo "traj: make TARGET [VAR=value ...]"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
+	@echo
+	@echo "Pipeline variables (now): DATASET=$(DATASET) RUN=$(RUN) DATA=$(DATA) MODEL=$(MODEL)"
+	@echo "  BASE_URL=$(BASE_URL) API_KEY_ENV=$(API_KEY_ENV) DISTRIBUTION=$(DISTRIBUTION)"
+	@echo "  WORKERS=$(WORKERS) BATCH_SIZE=$(BATCH_SIZE) MAX_TURNS=$(MAX_TURNS) SANDBOX=$(SANDBOX)"
+	@echo "  FILTERS='$(FILTERS)' TARGET_TOKENS=$(TARGET_TOKENS) TOKENIZER=$(TOKENIZER) IN=$(IN)"
+	@echo "  RUN_FLAGS / COMPRESS_FLAGS: extra flags for traj-run / traj-compress"
 
-build: ## Build the six binaries (release)
-	$(CARGO) build --release --locked
+build: ## Build the six binaries and the stand-in endpoint (release)
+	$(CARGO) build --release --locked --bins --examples
 
-test: ## fmt check, clippy -D warnings, and every test
+setup: ## Install what the tests need if missing (jq, bubblewrap, Python datasets)
+	bash scripts/setup.sh
+
+test: setup ## fmt check, clippy -D warnings, and every test (installs what they need first)
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(CARGO) test --locked
@@ -21,12 +65,51 @@ lint: ## fmt check and clippy only
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 
-bench: build ## Benchmarks on a generated corpus; writes BENCHMARKS.md
+bench: build ## Every stage on a generated 500 MB corpus beside cat and jq; writes BENCHMARKS.md
 	bash scripts/bench.sh
 
-install: build ## Copy the binaries to $(PREFIX)/bin (default ~/.local)
-	install -d $(or $(PREFIX),$(HOME)/.local)/bin
-	install -m 755 $(addprefix $(RELEASE_DIR)/,traj-normalize traj-filter traj-merge traj-compress traj-sample-tools traj-run) $(or $(PREFIX),$(HOME)/.local)/bin/
+install: build ## Copy the six binaries to $(PREFIX)/bin (default ~/.local/bin)
+	install -d $(PREFIX)/bin
+	install -m 755 $(addprefix $(BIN)/,$(BINARIES)) $(PREFIX)/bin/
 
-clean: ## Remove build output
+clean: ## Remove build output (not data/)
 	$(CARGO) clean
+
+demo: ## The whole pipeline offline, against the stand-in model (or a real one with a key)
+	bash scripts/demo.sh
+
+batch: $(TRAJECTORIES) ## sample-tools | run into data/RUN, then merge | normalize | filter
+	@echo "batch: $(TRAJECTORIES): $$(wc -l < $(TRAJECTORIES)) trajectories" \
+	  "(rejects: $(RUN_DIR)/rejects.jsonl; statistics: $(RUN_DIR)/statistics.json)"
+
+compress: $(IN_COMPRESSED) ## Compress IN=file.jsonl into file_compressed.jsonl (TARGET_TOKENS)
+	@echo "compress: $(IN_COMPRESSED) (metrics: $(dir $(IN_COMPRESSED))compression_metrics.json)"
+
+pipeline: ## batch, then compress the batch's trajectories
+	$(MAKE) --no-print-directory batch
+	$(MAKE) --no-print-directory compress IN=$(TRAJECTORIES)
+
+# The stages, as real file dependencies: re-running redoes only what is out of date.
+$(BIN)/%:
+	$(CARGO) build --release --locked --bin $*
+
+$(TASKS): $(DATASET) | $(BIN)/traj-sample-tools
+	@mkdir -p $(RUN_DIR)
+	$(BIN)/traj-sample-tools --distribution $(DISTRIBUTION) --seed $(SEED) $(DATASET) -o $@
+
+# traj-run always resumes: after an interruption, `make batch` again runs only what is left.
+$(RUN_DONE): $(TASKS) | $(BIN)/traj-run
+	$(BIN)/traj-run --resume --run-dir $(RUN_DIR) --model '$(MODEL)' --base-url '$(BASE_URL)' \
+	  --api-key-env $(API_KEY_ENV) --num-workers $(WORKERS) --batch-size $(BATCH_SIZE) \
+	  --max-turns $(MAX_TURNS) --sandbox $(SANDBOX) --seed $(SEED) $(RUN_FLAGS) $(TASKS) > /dev/null
+	@touch $@
+
+$(TRAJECTORIES): $(RUN_DONE) | $(BIN)/traj-merge $(BIN)/traj-normalize $(BIN)/traj-filter
+	$(BIN)/traj-merge $(RUN_DIR) --rejects $(RUN_DIR)/merge_rejects.jsonl \
+	  | $(BIN)/traj-normalize --rejects $(RUN_DIR)/normalize_rejects.jsonl \
+	  | $(BIN)/traj-filter $(FILTERS) --rejects $(RUN_DIR)/rejects.jsonl \
+	      --stats $(RUN_DIR)/filter_stats.json -o $@
+
+%_compressed.jsonl: %.jsonl | $(BIN)/traj-compress
+	$(BIN)/traj-compress --target-max-tokens $(TARGET_TOKENS) --tokenizer $(TOKENIZER) \
+	  --metrics $(dir $@)compression_metrics.json $(COMPRESS_FLAGS) $< -o $@

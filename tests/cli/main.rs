@@ -11,5 +11,6 @@ mod compress;
 mod core;
 mod filter;
 mod merge;
+mod pipeline;
 mod run;
 mod sample;

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Sample long trajectories from dataset files on disk and compress them: traj's version
+# of the reference's sample_and_compress.py, reproducible with --seed.
+#
+# Usage: scripts/sample-and-compress.sh [options] INPUT.jsonl[.gz] ...
+#   --total-samples N   rows to keep (default 2500)
+#   --min-tokens N      keep rows of at least N tokens before sampling (default 16000)
+#   --seed S            sampling seed (default 42): same inputs + seed = same sample
+#   --target-tokens N   compression budget (default 15250)
+#   --tokenizer SPEC    o200k_base (default), cl100k_base, a .tiktoken or tokenizer.json file
+#   --output FILE       the merged result (default data/compressed_agentic.jsonl)
+#   --bin DIR           where the traj binaries are (default: target/release, else PATH)
+#
+# Each input is normalised to Hermes ShareGPT (any shape traj-normalize reads: OpenAI
+# messages, ShareGPT variants, HuggingFace dumps fetched with huggingface-cli) and tagged
+# with `_source_dataset` (the file name). Rows under --min-tokens are dropped (counted in
+# the rejects file), then `traj-merge --sample` keeps a uniform sample of --total-samples
+# rows chosen by a seeded hash of each row (bottom-k: independent of input order and of
+# thread count), then traj-compress fits each row into the budget.
+#
+# Example:
+#   huggingface-cli download NousResearch/hermes-agent-megascience-sft1 --repo-type dataset --local-dir hf/
+#   scripts/sample-and-compress.sh --total-samples 500 --min-tokens 8000 hf/data/*.jsonl
+set -euo pipefail
+
+total=2500; min_tokens=16000; seed=42; target=15250; tokenizer=o200k_base
+output=data/compressed_agentic.jsonl; bin=""; inputs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --total-samples) total="$2"; shift 2 ;;
+    --min-tokens) min_tokens="$2"; shift 2 ;;
+    --seed) seed="$2"; shift 2 ;;
+    --target-tokens) target="$2"; shift 2 ;;
+    --tokenizer) tokenizer="$2"; shift 2 ;;
+    --output) output="$2"; shift 2 ;;
+    --bin) bin="$2"; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "sample-and-compress: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) inputs+=("$1"); shift ;;
+  esac
+done
+[ ${#inputs[@]} -gt 0 ] || { echo "sample-and-compress: no input files (see --help)" >&2; exit 2; }
+if [ -z "$bin" ]; then
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  [ -x "$here/target/release/traj-normalize" ] && bin="$here/target/release"
+fi
+t() { if [ -n "$bin" ]; then "$bin/$1" "${@:2}"; else "$@"; fi; }
+
+work="${output%.jsonl}_work"
+mkdir -p "$work"
+for f in "${inputs[@]}"; do
+  name=$(basename "$f"); name=${name%.gz}; name=${name%.jsonl}
+  t traj-normalize --set "_source_dataset=$name" --rejects "$work/$name.normalize_rejects.jsonl" "$f" \
+    | t traj-filter --min-tokens "$min_tokens" --tokenizer "$tokenizer" \
+        --rejects "$work/$name.short.jsonl" -q -o "$work/$name.long.jsonl"
+  echo "sample-and-compress: $name: $(wc -l < "$work/$name.long.jsonl") rows of >= $min_tokens tokens" >&2
+done
+t traj-merge --sample "$total" --seed "$seed" --key _none_ "$work"/*.long.jsonl -o "$work/sample.jsonl"
+t traj-compress --target-max-tokens "$target" --tokenizer "$tokenizer" \
+  --metrics "$work/compression_metrics.json" "$work/sample.jsonl" -o "$output"
+echo "sample-and-compress: $(wc -l < "$output") rows in $output (metrics: $work/compression_metrics.json)" >&2

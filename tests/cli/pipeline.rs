@@ -1,0 +1,212 @@
+//! End to end: the Makefile's batch-then-compress pipeline over the demo prompts, against
+//! the stand-in endpoint with the demo's script, with the tools running for real.
+//!
+//! Checks every file the pipeline makes: row counts that add up across stages, the
+//! checkpoint and statistics against the batch files, loading with Python `datasets`,
+//! and that a second run changes nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::standin::Standin;
+use crate::util::*;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bin_dir() -> PathBuf {
+    bin("traj-run").parent().unwrap().to_path_buf()
+}
+
+fn make_pipeline(data: &Path, url: &str) -> std::process::Output {
+    let mut c = Command::new("make");
+    c.current_dir(repo())
+        .env_remove("OPENROUTER_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("MAKEFLAGS")
+        .env_remove("MFLAGS")
+        .args(["--no-print-directory", "pipeline"])
+        .arg(format!("BIN={}", bin_dir().display()))
+        .arg(format!("DATA={}", data.display()))
+        .args(["RUN=e2e", "DATASET=examples/prompts.jsonl", "MODEL=standin"])
+        .arg(format!("BASE_URL={url}"))
+        .args([
+            "WORKERS=4",
+            "BATCH_SIZE=5",
+            "MAX_TURNS=6",
+            "TARGET_TOKENS=1500",
+        ])
+        .args(["TOKENIZER=o200k_base", "DISTRIBUTION=terminal_only"]);
+    c.output().expect("run make")
+}
+
+fn lines(p: &Path) -> usize {
+    if !p.exists() {
+        return 0;
+    }
+    read_jsonl(p).len()
+}
+
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            m.insert(
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            );
+        }
+    }
+    m
+}
+
+#[test]
+fn demo_pipeline_end_to_end() {
+    let script: Value = serde_json::from_slice(
+        &std::fs::read(repo().join("examples/standin-script.json")).unwrap(),
+    )
+    .unwrap();
+    let server = Standin::json(script);
+    let data = tmpdir();
+    let out = make_pipeline(data.path(), &server.url());
+    assert!(
+        out.status.success(),
+        "make pipeline failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = data.path().join("e2e");
+
+    // traj-sample-tools: every prompt gets a non-empty toolset.
+    let tasks = read_jsonl(&dir.join("tasks.jsonl"));
+    assert_eq!(tasks.len(), 12);
+    assert!(
+        tasks
+            .iter()
+            .all(|t| t["toolsets"].as_array().is_some_and(|a| !a.is_empty()))
+    );
+
+    // traj-run: one record per prompt, each exactly once, no failure.
+    let mut records = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("batch_") && name.ends_with(".jsonl") {
+            records.extend(read_jsonl(&p));
+        }
+    }
+    let mut indices: Vec<u64> = records
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    indices.sort();
+    assert_eq!(
+        indices,
+        (0..12).collect::<Vec<u64>>(),
+        "each prompt exactly once"
+    );
+    assert_eq!(lines(&dir.join("failures.jsonl")), 0);
+
+    // The tools ran for real: the FizzBuzz script printed its output.
+    let fizz = records
+        .iter()
+        .find(|r| r["prompt"].as_str().unwrap().contains("FizzBuzz"))
+        .unwrap();
+    let tool_text: String = fizz["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        tool_text.contains("FizzBuzz") && tool_text.contains("14"),
+        "{tool_text}"
+    );
+
+    // checkpoint.json and statistics.json agree with the batch files.
+    let checkpoint: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("checkpoint.json")).unwrap()).unwrap();
+    let done: Vec<u64> = checkpoint["completed_prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(done, indices);
+    let stats: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("statistics.json")).unwrap()).unwrap();
+    assert_eq!(stats["total_prompts"], 12);
+    let calls_in_records: u64 = records
+        .iter()
+        .flat_map(|r| r["messages"].as_array().unwrap().iter())
+        .filter_map(|m| m["tool_calls"].as_array())
+        .map(|c| c.len() as u64)
+        .sum();
+    let calls_in_stats: u64 = stats["tool_statistics"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|t| t["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(calls_in_stats, calls_in_records);
+
+    // in = kept + rejected at every stage after the run.
+    let kept = lines(&dir.join("trajectories.jsonl"));
+    let rejected = lines(&dir.join("merge_rejects.jsonl"))
+        + lines(&dir.join("normalize_rejects.jsonl"))
+        + lines(&dir.join("rejects.jsonl"));
+    assert_eq!(kept + rejected, 12, "kept {kept} + rejected {rejected}");
+    assert!(
+        kept >= 10,
+        "the demo's trajectories are well formed ({kept} kept)"
+    );
+    let compressed = read_jsonl(&dir.join("trajectories_compressed.jsonl"));
+    assert_eq!(compressed.len(), kept, "compression keeps every row");
+    assert!(dir.join("compression_metrics.json").exists());
+
+    // The final files load with HuggingFace datasets.
+    for f in ["trajectories.jsonl", "trajectories_compressed.jsonl"] {
+        let p = dir.join(f);
+        let cache = tmpdir();
+        let o = Command::new("python3")
+            .env("HF_DATASETS_OFFLINE", "1")
+            .env("HF_HOME", cache.path())
+            .arg("-c")
+            .arg(
+                "import sys, datasets\n\
+                 ds = datasets.load_dataset('json', data_files=sys.argv[1], split='train', cache_dir=sys.argv[2])\n\
+                 print(len(ds))",
+            )
+            .arg(&p)
+            .arg(cache.path())
+            .output()
+            .expect("python3");
+        assert!(
+            o.status.success(),
+            "datasets could not load {f}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), kept.to_string());
+    }
+
+    // A second run changes nothing: make finds everything up to date.
+    let before = snapshot(&dir);
+    let again = make_pipeline(data.path(), &server.url());
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let log = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        !log.contains("traj-run"),
+        "second run re-ran traj-run:\n{log}"
+    );
+    assert_eq!(snapshot(&dir), before, "second run changed files");
+}
