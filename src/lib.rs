@@ -16,5 +16,6 @@ pub mod cmd;
 pub mod jsonl;
 pub mod llm;
 pub mod merge;
+pub mod passthru;
 pub mod tokens;
 pub mod toolbox;
