@@ -185,18 +185,15 @@ pub type BadRow = String;
 /// Check that `line` is one JSON object, without building it (the pass-through path).
 pub fn validate_object(line: &[u8]) -> Result<(), BadRow> {
     first_is_brace(line)?;
-    if let Err(e) = std::str::from_utf8(line) {
-        return Err(format!(
-            "invalid JSON: invalid UTF-8 at byte {}",
-            e.valid_up_to()
-        ));
-    }
     match scan_json(line) {
         Ok(()) => Ok(()),
-        // Only the error path pays for serde_json, for its message.
-        Err(at) => Err(match serde_json::from_slice::<IgnoredAny>(line) {
-            Err(e) => format!("invalid JSON: {e}"),
-            Ok(_) => format!("invalid JSON near byte {at}"),
+        // Only the error path pays for a second look, for the message.
+        Err(at) => Err(match std::str::from_utf8(line) {
+            Err(e) => format!("invalid JSON: invalid UTF-8 at byte {}", e.valid_up_to()),
+            Ok(_) => match serde_json::from_slice::<IgnoredAny>(line) {
+                Err(e) => format!("invalid JSON: {e}"),
+                Ok(_) => format!("invalid JSON near byte {at}"),
+            },
         }),
     }
 }
@@ -1252,10 +1249,11 @@ mod tests {
 /// Validate one JSON text without building it; `Err(offset)` near the first error.
 ///
 /// String bodies, most of a trajectory's bytes, are skipped 8 bytes at a time (a SWAR
-/// test for `"`, `\` and control bytes). UTF-8 is checked separately. The error offset
+/// test for `"`, `\`, control and non-ASCII bytes); UTF-8 is checked where a string
+/// holds a non-ASCII byte (outside strings such a byte is a syntax error). The error offset
 /// is only a hint: callers re-parse a bad line with serde_json for the message.
 pub fn json_is_valid(b: &[u8]) -> bool {
-    std::str::from_utf8(b).is_ok() && scan_json(b).is_ok()
+    scan_json(b).is_ok()
 }
 
 const LO: u64 = 0x0101_0101_0101_0101;
@@ -1275,10 +1273,26 @@ fn ctl_bytes(v: u64) -> u64 {
     !(((v & LO7) + LO * 0x60) | v) & HI
 }
 
-/// Bytes that end a run of plain string content: `"`, `\` and control bytes.
+/// Bytes that end a run of plain ASCII string content: `"`, `\`, control bytes and
+/// non-ASCII bytes (whose UTF-8 sequence is then checked).
 #[inline(always)]
 fn specials(v: u64) -> u64 {
-    eq_bytes(v, b'"') | eq_bytes(v, b'\\') | ctl_bytes(v)
+    eq_bytes(v, b'"') | eq_bytes(v, b'\\') | ctl_bytes(v) | (v & HI)
+}
+
+/// Length of the UTF-8 sequence starting at `b[k]` (a byte >= 0x80), if it is valid.
+#[inline]
+fn utf8_len(b: &[u8], k: usize) -> Result<usize, usize> {
+    let n = match b[k] {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => return Err(k),
+    };
+    match b.get(k..k + n).map(std::str::from_utf8) {
+        Some(Ok(_)) => Ok(n),
+        _ => Err(k),
+    }
 }
 
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
@@ -1306,6 +1320,7 @@ fn scan_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
             let next = match b[k] {
                 b'"' => return Ok(k + 1),
                 b'\\' => k + escape_len(b, k)?,
+                0x80.. => k + utf8_len(b, k)?,
                 _ => return Err(k),
             };
             if next >= i + 8 {
@@ -1324,6 +1339,7 @@ fn scan_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
             b'"' => return Ok(i + 1),
             b'\\' => i += escape_len(b, i)?,
             0..=0x1f => return Err(i),
+            0x80.. => i += utf8_len(b, i)?,
             _ => i += 1,
         }
     }
