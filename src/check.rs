@@ -333,6 +333,9 @@ fn conversation_turns<'a>(b: &[u8], text: &'a str, i: usize) -> Result<Vec<Turn<
 }
 
 /// Decode raw JSON text that is a string (validated), borrowing when it has no escape.
+///
+/// Copies 8 bytes at a time up to the next backslash: escapes are dense in tool output
+/// embedded as JSON, so per-escape calls to memchr/memcpy would dominate.
 pub fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
     let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
     let b = inner.as_bytes();
@@ -340,12 +343,15 @@ pub fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
         return Some(Cow::Borrowed(inner));
     };
     let mut out: Vec<u8> = Vec::with_capacity(b.len());
-    let mut i = 0;
-    let mut k = first;
+    out.extend_from_slice(&b[..first]);
+    let mut i = first;
+    let n = b.len();
     loop {
-        out.extend_from_slice(&b[i..k]);
-        let esc = *b.get(k + 1)?;
-        i = k + 2;
+        // here b[i] is a backslash, or i == n
+        if i >= n {
+            break;
+        }
+        let esc = *b.get(i + 1)?;
         match esc {
             b'n' => out.push(b'\n'),
             b't' => out.push(b'\t'),
@@ -357,26 +363,45 @@ pub fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
                 let hex = |at: usize| -> Option<u32> {
                     u32::from_str_radix(inner.get(at..at + 4)?, 16).ok()
                 };
-                let mut c = hex(k + 2)?;
-                i = k + 6;
+                let mut c = hex(i + 2)?;
+                let mut next = i + 6;
                 if (0xD800..0xDC00).contains(&c)
-                    && b.get(i) == Some(&b'\\')
-                    && b.get(i + 1) == Some(&b'u')
-                    && let Some(lo) = hex(i + 2).filter(|lo| (0xDC00..0xE000).contains(lo))
+                    && b.get(next) == Some(&b'\\')
+                    && b.get(next + 1) == Some(&b'u')
+                    && let Some(lo) = hex(next + 2).filter(|lo| (0xDC00..0xE000).contains(lo))
                 {
                     c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
-                    i += 6;
+                    next += 6;
                 }
                 let ch = char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER);
                 let mut tmp = [0u8; 4];
                 out.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+                i = next - 2;
             }
             _ => return None,
         }
-        match memchr::memchr(b'\\', &b[i..]) {
-            Some(j) => k = i + j,
-            None => {
-                out.extend_from_slice(&b[i..]);
+        i += 2;
+        // copy plain bytes up to the next backslash
+        loop {
+            if i + 8 <= n {
+                let w: [u8; 8] = b[i..i + 8].try_into().expect("8 bytes");
+                let m = eq_bytes(u64::from_le_bytes(w), b'\\');
+                let d = if m == 0 {
+                    8
+                } else {
+                    (m.trailing_zeros() / 8) as usize
+                };
+                out.extend_from_slice(&w);
+                out.truncate(out.len() - 8 + d);
+                i += d;
+                if d < 8 {
+                    break;
+                }
+            } else {
+                while i < n && b[i] != b'\\' {
+                    out.push(b[i]);
+                    i += 1;
+                }
                 break;
             }
         }
@@ -1346,12 +1371,28 @@ fn scan_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
     Err(i)
 }
 
+/// Length of each escape sequence by the byte after the backslash (0: invalid).
+const ESCAPE_LEN: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let simple = *b"\"\\/bfnrt";
+    let mut k = 0;
+    while k < simple.len() {
+        t[simple[k] as usize] = 2;
+        k += 1;
+    }
+    t[b'u' as usize] = 6;
+    t
+};
+
 /// Length of the escape sequence at `b[k]` (a backslash), if it is valid.
 #[inline(always)]
 fn escape_len(b: &[u8], k: usize) -> Result<usize, usize> {
-    match b.get(k + 1) {
-        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(2),
-        Some(b'u') => match b.get(k + 2..k + 6) {
+    let Some(&c) = b.get(k + 1) else {
+        return Err(k);
+    };
+    match ESCAPE_LEN[c as usize] {
+        2 => Ok(2),
+        6 => match b.get(k + 2..k + 6) {
             Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => Ok(6),
             _ => Err(k),
         },
