@@ -198,7 +198,7 @@ pub fn validate_object(line: &[u8]) -> Result<(), BadRow> {
     }
 }
 
-fn first_is_brace(line: &[u8]) -> Result<(), BadRow> {
+pub(crate) fn first_is_brace(line: &[u8]) -> Result<(), BadRow> {
     match line.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => Ok(()),
         Some(b'[') => Err("expected a JSON object, found an array".into()),
@@ -263,10 +263,10 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
 
 /// Walk the members of the object at `b[i..]`, validating every value; `f` gets each
 /// key (raw, without quotes) and its value's span. Returns the offset after the object.
-fn object_members(
-    b: &[u8],
+pub(crate) fn object_members<'b>(
+    b: &'b [u8],
     i: usize,
-    mut f: impl FnMut(&[u8], usize, usize),
+    mut f: impl FnMut(&'b [u8], usize, usize),
 ) -> Result<usize, usize> {
     let mut i = skip_ws(b, i);
     if b.get(i) != Some(&b'{') {
@@ -300,7 +300,11 @@ fn object_members(
 }
 
 /// The turns of a `conversations` value (already validated as JSON).
-fn conversation_turns<'a>(b: &[u8], text: &'a str, i: usize) -> Result<Vec<Turn<'a>>, String> {
+pub(crate) fn conversation_turns<'a>(
+    b: &[u8],
+    text: &'a str,
+    i: usize,
+) -> Result<Vec<Turn<'a>>, String> {
     let mut turns = Vec::new();
     let mut i = skip_ws(b, i);
     if b.get(i) != Some(&b'[') {
