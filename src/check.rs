@@ -1335,17 +1335,22 @@ fn pack(m: u64) -> u8 {
 /// Eight bytes at a time, without a branch per escape (tool output embedded as JSON has
 /// an escape every few bytes): masks of quotes and backslashes give the escaped bytes
 /// (the simdjson odd-backslash-run method, on 8-bit masks), hence the closing quote.
-/// Escapes other than `\"`, `\\` and `\n`, control and non-ASCII bytes go to the
-/// byte-wise scanner.
+/// `\u` escapes, invalid escapes, control and non-ASCII bytes go to the byte-wise
+/// scanner.
 #[inline]
 fn scan_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
     const EVEN: u8 = 0x55;
     let mut esc_in = 0u8; // 1: b[i] is escaped by a backslash run ending at i - 1
     while i + 8 <= b.len() {
         let v = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        let bs = pack(eq_bytes(v, b'\\'));
-        let qt = pack(eq_bytes(v, b'"'));
-        let odd = pack(ctl_bytes(v) | (v & HI));
+        let bs64 = eq_bytes(v, b'\\');
+        let qt64 = eq_bytes(v, b'"');
+        let odd64 = ctl_bytes(v) | (v & HI);
+        if (bs64 | qt64 | odd64) == 0 && esc_in == 0 {
+            i += 8; // plain text: the common case outside tool output
+            continue;
+        }
+        let (bs, qt, odd) = (pack(bs64), pack(qt64), pack(odd64));
         // bytes escaped by an odd run of backslashes
         let starts = bs & !esc_in;
         let follows = (starts << 1) | esc_in;
@@ -1360,9 +1365,16 @@ fn scan_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
             let e = quotes.trailing_zeros();
             (((1u16 << (e + 1)) - 1) & 0xFF) as u8
         };
-        let nl = pack(eq_bytes(v, b'n'));
-        let rare = (escaped & !(qt | bs | nl)) | odd;
-        if rare & upto != 0 {
+        // escaped bytes other than `"` and `\\` must be a valid escape letter
+        let mut letters = escaped & !(qt | bs) & upto;
+        let mut rare = odd & upto;
+        while letters != 0 {
+            if ESCAPE_LEN[b[i + letters.trailing_zeros() as usize] as usize] != 2 {
+                rare = 1;
+            }
+            letters &= letters - 1;
+        }
+        if rare != 0 {
             let from = if esc_in == 1 { i - 1 } else { i };
             return scan_string_bytes(b, from);
         }
