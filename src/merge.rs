@@ -351,7 +351,7 @@ pub fn merge(
                 let i = (next_src..names.len())
                     .find(|&i| *names[i] == *src_name)
                     .expect("sources are read in order") as u32;
-                next_src = i as usize;
+                next_src = i as usize + 1;
                 cur = Some((src_name.clone(), i));
                 i
             }
