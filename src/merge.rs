@@ -208,7 +208,7 @@ fn fields_of(line: &[u8]) -> Result<Fields<'_>, String> {
         Err(msg) => msg,
         Ok(_) => "invalid JSON".to_string(),
     };
-    let text = std::str::from_utf8(line).map_err(|_| bad(0))?;
+    let text = crate::check::utf8(line)?;
     let mut fields = Fields::new();
     let end = crate::check::object_members(line, 0, |key, vs, ve| {
         let key = std::str::from_utf8(key).unwrap_or_default();
