@@ -21,29 +21,22 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-/// A row as far as the predicates need it; everything else is skipped while parsing.
-#[derive(Debug, Deserialize)]
+/// A row as far as the predicates need it (values as raw, validated JSON text).
+#[derive(Debug, Default)]
 pub struct RowView<'a> {
-    #[serde(borrow, default)]
     pub conversations: Option<Vec<Turn<'a>>>,
-    #[serde(borrow, default)]
     pub messages: Option<Vec<Message<'a>>>,
-    #[serde(borrow, default)]
-    pub completed: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    pub partial: Option<&'a RawValue>,
+    pub completed: Option<&'a str>,
+    pub partial: Option<&'a str>,
     /// Tool schemas stored on the row (raw records; some datasets store a JSON string).
-    #[serde(borrow, default)]
-    pub tools: Option<&'a RawValue>,
+    pub tools: Option<&'a str>,
 }
 
-/// One ShareGPT turn; the value is kept as raw JSON until it is needed.
-#[derive(Debug, Deserialize)]
+/// One ShareGPT turn; the value is kept as raw JSON text until it is needed.
+#[derive(Debug)]
 pub struct Turn<'a> {
-    #[serde(borrow)]
     pub from: Cow<'a, str>,
-    #[serde(borrow)]
-    pub value: &'a RawValue,
+    pub value: &'a str,
 }
 
 /// One OpenAI chat message of a raw run record.
@@ -89,11 +82,27 @@ struct CallBody<'a> {
     arguments: Option<&'a RawValue>,
 }
 
-/// The JSON body of a Hermes `<tool_response>` (only the name is looked at).
-#[derive(Debug, Deserialize)]
-struct ResponseBody<'a> {
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
+/// Validate a `<tool_response>` body as JSON and return its `name`, if it is an object
+/// with a string `name` (the fast scanner; serde_json only for an error's message).
+fn response_name(body: &str) -> Result<Option<Cow<'_, str>>, String> {
+    let b = body.as_bytes();
+    let mut name = None;
+    let end = if b.first() == Some(&b'{') {
+        object_members(b, 0, |key, vs, ve| {
+            if key == b"name" {
+                name = decode_str(&body[vs..ve]);
+            }
+        })
+    } else {
+        scan_value(b, 0)
+    };
+    match end {
+        Ok(e) if skip_ws(b, e) == b.len() => Ok(name),
+        _ => Err(match serde_json::from_str::<IgnoredAny>(body) {
+            Err(e) => e.to_string(),
+            Ok(_) => "not valid JSON".into(),
+        }),
+    }
 }
 
 /// One declared tool: Hermes form `{"name", ...}` or OpenAI form `{"function": {"name"}}`.
@@ -176,18 +185,18 @@ pub type BadRow = String;
 /// Check that `line` is one JSON object, without building it (the pass-through path).
 pub fn validate_object(line: &[u8]) -> Result<(), BadRow> {
     first_is_brace(line)?;
-    if let Err(e) = std::str::from_utf8(line) {
-        return Err(format!(
-            "invalid JSON: invalid UTF-8 at byte {}",
-            e.valid_up_to()
-        ));
+    utf8(line)?;
+    match scan_json(line) {
+        Ok(()) => Ok(()),
+        // Only the error path pays for serde_json, for its message.
+        Err(at) => Err(match serde_json::from_slice::<IgnoredAny>(line) {
+            Err(e) => format!("invalid JSON: {e}"),
+            Ok(_) => format!("invalid JSON near byte {at}"),
+        }),
     }
-    serde_json::from_slice::<IgnoredAny>(line)
-        .map(|_| ())
-        .map_err(|e| format!("invalid JSON: {e}"))
 }
 
-fn first_is_brace(line: &[u8]) -> Result<(), BadRow> {
+pub(crate) fn first_is_brace(line: &[u8]) -> Result<(), BadRow> {
     match line.iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') => Ok(()),
         Some(b'[') => Err("expected a JSON object, found an array".into()),
@@ -205,26 +214,220 @@ fn first_is_brace(line: &[u8]) -> Result<(), BadRow> {
     }
 }
 
-/// Parse a line into a [`RowView`].
+/// The line as text: UTF-8 checked with SIMD (`simdutf8`; std's check runs at a few
+/// hundred MB/s on non-ASCII text), std only for the error's position.
+pub(crate) fn utf8(line: &[u8]) -> Result<&str, BadRow> {
+    simdutf8::basic::from_utf8(line).map_err(|_| {
+        let at = std::str::from_utf8(line)
+            .err()
+            .map_or(0, |e| e.valid_up_to());
+        format!("invalid JSON: invalid UTF-8 at byte {at}")
+    })
+}
+
+/// Parse a line into a [`RowView`], validating all of it.
+///
+/// One pass of the fast scanner over the line; only `messages` (raw records) goes
+/// through serde_json.
 pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
     first_is_brace(line)?;
-    let row: RowView = serde_json::from_slice(line).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => format!("unexpected row shape: {e}"),
-        _ => format!("invalid JSON: {e}"),
-    })?;
+    let text = utf8(line)?;
+    let json_err = |at: usize| match serde_json::from_slice::<IgnoredAny>(line) {
+        Err(e) => format!("invalid JSON: {e}"),
+        Ok(_) => format!("invalid JSON near byte {at}"),
+    };
+    let b = line;
+    let mut row = RowView::default();
+    let mut shape: Option<String> = None;
+    let end = object_members(b, 0, |key, vs, ve| {
+        let raw = &text[vs..ve];
+        match key {
+            b"conversations" => match conversation_turns(b, text, vs) {
+                Ok(t) => row.conversations = Some(t),
+                Err(e) => shape = Some(e),
+            },
+            b"messages" => match serde_json::from_str::<Vec<Message>>(raw) {
+                Ok(m) => row.messages = Some(m),
+                Err(e) => shape = Some(format!("`messages`: {e}")),
+            },
+            b"completed" => row.completed = Some(raw),
+            b"partial" => row.partial = Some(raw),
+            b"tools" => row.tools = Some(raw),
+            _ => {}
+        }
+    })
+    .map_err(json_err)?;
+    if skip_ws(b, end) != b.len() {
+        return Err(json_err(end));
+    }
+    if let Some(e) = shape {
+        return Err(format!("unexpected row shape: {e}"));
+    }
     if row.conversations.is_none() && row.messages.is_none() {
         return Err("row has neither `conversations` nor `messages`".into());
     }
     Ok(row)
 }
 
-/// Decode a raw JSON string value (borrowed when it holds no escapes).
-fn raw_str<'a>(raw: &'a RawValue) -> Option<Cow<'a, str>> {
-    serde_json::from_str::<Cow<'a, str>>(raw.get()).ok()
+/// Walk the members of the object at `b[i..]`, validating every value; `f` gets each
+/// key (raw, without quotes) and its value's span. Returns the offset after the object.
+pub(crate) fn object_members<'b>(
+    b: &'b [u8],
+    i: usize,
+    mut f: impl FnMut(&'b [u8], usize, usize),
+) -> Result<usize, usize> {
+    let mut i = skip_ws(b, i);
+    if b.get(i) != Some(&b'{') {
+        return Err(i);
+    }
+    i = skip_ws(b, i + 1);
+    if b.get(i) == Some(&b'}') {
+        return Ok(i + 1);
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return Err(i);
+        }
+        let ks = i + 1;
+        i = scan_string(b, ks)?;
+        let key = &b[ks..i - 1];
+        i = skip_ws(b, i);
+        if b.get(i) != Some(&b':') {
+            return Err(i);
+        }
+        let vs = skip_ws(b, i + 1);
+        let ve = scan_value(b, vs)?;
+        f(key, vs, ve);
+        i = skip_ws(b, ve);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            Some(b'}') => return Ok(i + 1),
+            _ => return Err(i),
+        }
+    }
 }
 
-fn is_true(raw: Option<&RawValue>) -> bool {
-    raw.is_some_and(|r| r.get() == "true")
+/// The turns of a `conversations` value (already validated as JSON).
+pub(crate) fn conversation_turns<'a>(
+    b: &[u8],
+    text: &'a str,
+    i: usize,
+) -> Result<Vec<Turn<'a>>, String> {
+    let mut turns = Vec::new();
+    let mut i = skip_ws(b, i);
+    if b.get(i) != Some(&b'[') {
+        return Err("`conversations` is not a list".into());
+    }
+    i = skip_ws(b, i + 1);
+    if b.get(i) == Some(&b']') {
+        return Ok(turns);
+    }
+    loop {
+        let n = turns.len() + 1;
+        let (mut from, mut value) = (None, None);
+        let end = object_members(b, i, |key, vs, ve| match key {
+            b"from" => from = Some(&text[vs..ve]),
+            b"value" => value = Some(&text[vs..ve]),
+            _ => {}
+        })
+        .map_err(|_| format!("`conversations` entry {n} is not an object"))?;
+        let from = from
+            .and_then(decode_str)
+            .ok_or_else(|| format!("`conversations` entry {n} has no string `from`"))?;
+        let value = value.ok_or_else(|| format!("`conversations` entry {n} has no `value`"))?;
+        turns.push(Turn { from, value });
+        i = skip_ws(b, end);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            _ => return Ok(turns),
+        }
+    }
+}
+
+/// Decode raw JSON text that is a string (validated), borrowing when it has no escape.
+///
+/// Copies 8 bytes at a time up to the next backslash: escapes are dense in tool output
+/// embedded as JSON, so per-escape calls to memchr/memcpy would dominate.
+pub fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    let b = inner.as_bytes();
+    let Some(first) = memchr::memchr(b'\\', b) else {
+        return Some(Cow::Borrowed(inner));
+    };
+    let mut out: Vec<u8> = Vec::with_capacity(b.len());
+    out.extend_from_slice(&b[..first]);
+    let mut i = first;
+    let n = b.len();
+    loop {
+        // here b[i] is a backslash, or i == n
+        if i >= n {
+            break;
+        }
+        let esc = *b.get(i + 1)?;
+        match esc {
+            b'n' => out.push(b'\n'),
+            b't' => out.push(b'\t'),
+            b'r' => out.push(b'\r'),
+            b'b' => out.push(8),
+            b'f' => out.push(12),
+            b'"' | b'\\' | b'/' => out.push(esc),
+            b'u' => {
+                let hex = |at: usize| -> Option<u32> {
+                    u32::from_str_radix(inner.get(at..at + 4)?, 16).ok()
+                };
+                let mut c = hex(i + 2)?;
+                let mut next = i + 6;
+                if (0xD800..0xDC00).contains(&c)
+                    && b.get(next) == Some(&b'\\')
+                    && b.get(next + 1) == Some(&b'u')
+                    && let Some(lo) = hex(next + 2).filter(|lo| (0xDC00..0xE000).contains(lo))
+                {
+                    c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
+                    next += 6;
+                }
+                let ch = char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER);
+                let mut tmp = [0u8; 4];
+                out.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+                i = next - 2;
+            }
+            _ => return None,
+        }
+        i += 2;
+        // copy plain bytes up to the next backslash
+        loop {
+            if i + 8 <= n {
+                let w: [u8; 8] = b[i..i + 8].try_into().expect("8 bytes");
+                let m = eq_bytes(u64::from_le_bytes(w), b'\\');
+                let d = if m == 0 {
+                    8
+                } else {
+                    (m.trailing_zeros() / 8) as usize
+                };
+                out.extend_from_slice(&w);
+                out.truncate(out.len() - 8 + d);
+                i += d;
+                if d < 8 {
+                    break;
+                }
+            } else {
+                while i < n && b[i] != b'\\' {
+                    out.push(b[i]);
+                    i += 1;
+                }
+                break;
+            }
+        }
+    }
+    String::from_utf8(out).ok().map(Cow::Owned)
+}
+
+/// Decode a raw JSON string value (borrowed when it holds no escapes).
+fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+    decode_str(raw.get())
+}
+
+fn is_true(raw: Option<&str>) -> bool {
+    raw == Some("true")
 }
 
 /// Evaluate every predicate; returns the reasons the row fails (empty: it passes).
@@ -498,10 +701,10 @@ pub fn tool_names(json: &str) -> Result<Vec<String>, String> {
 }
 
 /// Tool names from a row's own `tools` field: a JSON list, or a string holding one.
-fn row_tools(raw: &RawValue) -> Result<Vec<String>, String> {
-    let text = raw.get();
+fn row_tools(raw: &str) -> Result<Vec<String>, String> {
+    let text = raw;
     if text.starts_with('"') {
-        let inner = raw_str(raw).ok_or("`tools` is not a valid string")?;
+        let inner = decode_str(raw).ok_or("`tools` is not a valid string")?;
         tool_names(&inner).map_err(|e| format!("`tools`: {e}"))
     } else {
         tool_names(text).map_err(|e| format!("`tools`: {e}"))
@@ -564,7 +767,7 @@ fn hermes_facts(
             || (from == "tool" && p.well_formed)
             || p.needs_tokens();
         let value = if needs_value {
-            match raw_str(turn.value) {
+            match decode_str(turn.value) {
                 Some(v) => v,
                 None => return Err(format!("turn {n}: `value` is not a string")),
             }
@@ -694,9 +897,9 @@ fn check_responses(value: &str, calls: &[Option<String>], n: usize, slot: &mut O
         Err(e) => return set_once(slot, || format!("turn {n}: {e}")),
     };
     for (k, body) in bodies.iter().enumerate() {
-        match serde_json::from_str::<ResponseBody>(body) {
-            Ok(r) => {
-                if let (Some(name), Some(Some(call))) = (&r.name, calls.get(k))
+        match response_name(body) {
+            Ok(name) => {
+                if let (Some(name), Some(Some(call))) = (&name, calls.get(k))
                     && name != call
                 {
                     return set_once(slot, || {
@@ -1073,5 +1276,379 @@ mod tests {
                 .unwrap_err()
                 .contains("UTF-8")
         );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Fast JSON validation (the pass-through path)
+// ---------------------------------------------------------------------------
+
+/// Validate one JSON text without building it; `Err(offset)` near the first error.
+///
+/// String bodies, most of a trajectory's bytes, are skipped 8 bytes at a time (a SWAR
+/// test for `"`, `\` and control bytes); UTF-8 is checked once on the whole text with
+/// `simdutf8` (outside strings a non-ASCII byte is a syntax error). The error offset
+/// is only a hint: callers re-parse a bad line with serde_json for the message.
+pub fn json_is_valid(b: &[u8]) -> bool {
+    simdutf8::basic::from_utf8(b).is_ok() && scan_json(b).is_ok()
+}
+
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+const LO7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+
+/// High bit set in each byte of `v` equal to `c` (exact: no borrow between bytes).
+#[inline(always)]
+fn eq_bytes(v: u64, c: u8) -> u64 {
+    let x = v ^ (LO * c as u64);
+    !(((x & LO7) + LO7) | x) & HI
+}
+
+/// High bit set in each byte of `v` below 0x20 (exact).
+#[inline(always)]
+fn ctl_bytes(v: u64) -> u64 {
+    !(((v & LO7) + LO * 0x60) | v) & HI
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// The high bit of each byte of `m` (a SWAR mask), packed into 8 bits (bit k = byte k).
+#[inline(always)]
+fn pack(m: u64) -> u8 {
+    ((m >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
+}
+
+/// `i` is just after the opening quote; returns the offset after the closing one.
+///
+/// Eight bytes at a time, without a branch per escape (tool output embedded as JSON has
+/// an escape every few bytes): masks of quotes and backslashes give the escaped bytes
+/// (the simdjson odd-backslash-run method, on 8-bit masks), hence the closing quote.
+/// `\u` escapes, invalid escapes and control bytes go to the byte-wise scanner.
+/// Callers check UTF-8 on the whole text.
+#[inline]
+fn scan_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
+    const EVEN: u8 = 0x55;
+    let mut esc_in = 0u8; // 1: b[i] is escaped by a backslash run ending at i - 1
+    while i + 8 <= b.len() {
+        let v = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let bs64 = eq_bytes(v, b'\\');
+        let qt64 = eq_bytes(v, b'"');
+        let odd64 = ctl_bytes(v); // UTF-8 is checked on the whole line by the callers
+        if (bs64 | qt64 | odd64) == 0 && esc_in == 0 {
+            i += 8; // plain text: the common case outside tool output
+            continue;
+        }
+        let (bs, qt, odd) = (pack(bs64), pack(qt64), pack(odd64));
+        // bytes escaped by an odd run of backslashes
+        let starts = bs & !esc_in;
+        let follows = (starts << 1) | esc_in;
+        let odd_starts = starts & !EVEN & !follows;
+        let (even_seq, carry) = odd_starts.overflowing_add(starts);
+        let escaped = (EVEN ^ (even_seq << 1)) & follows;
+        let quotes = qt & !escaped;
+        // bytes up to and including the closing quote, if it is in this word
+        let upto = if quotes == 0 {
+            0xFF
+        } else {
+            let e = quotes.trailing_zeros();
+            (((1u16 << (e + 1)) - 1) & 0xFF) as u8
+        };
+        // escaped bytes other than `"` and `\\` must be a valid escape letter
+        let mut letters = escaped & !(qt | bs) & upto;
+        let mut rare = odd & upto;
+        while letters != 0 {
+            if ESCAPE_LEN[b[i + letters.trailing_zeros() as usize] as usize] != 2 {
+                rare = 1;
+            }
+            letters &= letters - 1;
+        }
+        if rare != 0 {
+            // Byte by byte past this word, then back to words.
+            let from = if esc_in == 1 { i - 1 } else { i };
+            match scan_string_bytes(b, from, i + 8)? {
+                Step::Closed(end) => return Ok(end),
+                Step::At(pos) => {
+                    i = pos;
+                    esc_in = 0;
+                    continue;
+                }
+            }
+        }
+        if quotes != 0 {
+            return Ok(i + quotes.trailing_zeros() as usize + 1);
+        }
+        esc_in = carry as u8;
+        i += 8;
+    }
+    match scan_string_bytes(b, if esc_in == 1 { i - 1 } else { i }, usize::MAX)? {
+        Step::Closed(end) => Ok(end),
+        Step::At(pos) => Err(pos),
+    }
+}
+
+/// Where the byte-wise scanner stopped.
+enum Step {
+    /// The string closed; offset after the quote.
+    Closed(usize),
+    /// Reached `limit` at a boundary between characters (not inside an escape).
+    At(usize),
+}
+
+/// The byte-wise string scanner (tails, rare escapes, control bytes),
+/// up to the closing quote or to the first character boundary at or after `limit`.
+fn scan_string_bytes(b: &[u8], mut i: usize, limit: usize) -> Result<Step, usize> {
+    while i < b.len() {
+        if i >= limit {
+            return Ok(Step::At(i));
+        }
+        match b[i] {
+            b'"' => return Ok(Step::Closed(i + 1)),
+            b'\\' => i += escape_len(b, i)?,
+            0..=0x1f => return Err(i),
+            _ => i += 1, // UTF-8 is checked by the callers, on the whole text
+        }
+    }
+    Err(i)
+}
+
+/// Length of each escape sequence by the byte after the backslash (0: invalid).
+const ESCAPE_LEN: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let simple = *b"\"\\/bfnrt";
+    let mut k = 0;
+    while k < simple.len() {
+        t[simple[k] as usize] = 2;
+        k += 1;
+    }
+    t[b'u' as usize] = 6;
+    t
+};
+
+/// Length of the escape sequence at `b[k]` (a backslash), if it is valid.
+#[inline(always)]
+fn escape_len(b: &[u8], k: usize) -> Result<usize, usize> {
+    let Some(&c) = b.get(k + 1) else {
+        return Err(k);
+    };
+    match ESCAPE_LEN[c as usize] {
+        2 => Ok(2),
+        6 => match b.get(k + 2..k + 6) {
+            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => Ok(6),
+            _ => Err(k),
+        },
+        _ => Err(k),
+    }
+}
+
+fn scan_number(b: &[u8], mut i: usize) -> Result<usize, usize> {
+    let digits = |b: &[u8], mut i: usize| {
+        let s = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        (i, i - s)
+    };
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = digits(b, i).0,
+        _ => return Err(i),
+    }
+    if b.get(i) == Some(&b'.') {
+        let (j, n) = digits(b, i + 1);
+        if n == 0 {
+            return Err(j);
+        }
+        i = j;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let (j, n) = digits(b, i);
+        if n == 0 {
+            return Err(j);
+        }
+        i = j;
+    }
+    Ok(i)
+}
+
+/// Validate a whole JSON text.
+fn scan_json(b: &[u8]) -> Result<(), usize> {
+    let end = scan_value(b, 0)?;
+    let end = skip_ws(b, end);
+    if end == b.len() { Ok(()) } else { Err(end) }
+}
+
+/// Validate the JSON value starting at `b[i..]` (after optional white space); returns
+/// the offset just after it. Structural validation with an explicit stack.
+fn scan_value(b: &[u8], i: usize) -> Result<usize, usize> {
+    // stack of open containers: true = object, false = array
+    let mut stack: Vec<bool> = Vec::new();
+    let mut i = skip_ws(b, i);
+    'value: loop {
+        // parse one value at i
+        i = skip_ws(b, i);
+        match b.get(i) {
+            Some(b'{') => {
+                i = skip_ws(b, i + 1);
+                if b.get(i) == Some(&b'}') {
+                    i += 1;
+                } else {
+                    stack.push(true);
+                    if b.get(i) != Some(&b'"') {
+                        return Err(i);
+                    }
+                    i = scan_string(b, i + 1)?;
+                    i = skip_ws(b, i);
+                    if b.get(i) != Some(&b':') {
+                        return Err(i);
+                    }
+                    i += 1;
+                    continue 'value;
+                }
+            }
+            Some(b'[') => {
+                i = skip_ws(b, i + 1);
+                if b.get(i) == Some(&b']') {
+                    i += 1;
+                } else {
+                    stack.push(false);
+                    continue 'value;
+                }
+            }
+            Some(b'"') => i = scan_string(b, i + 1)?,
+            Some(b't') if b[i..].starts_with(b"true") => i += 4,
+            Some(b'f') if b[i..].starts_with(b"false") => i += 5,
+            Some(b'n') if b[i..].starts_with(b"null") => i += 4,
+            Some(b'-' | b'0'..=b'9') => i = scan_number(b, i)?,
+            _ => return Err(i),
+        }
+        // after a value: close containers or go on with the next element
+        loop {
+            if stack.is_empty() {
+                return Ok(i);
+            }
+            i = skip_ws(b, i);
+            match stack.last() {
+                None => return Ok(i),
+                Some(&is_obj) => match b.get(i) {
+                    Some(b',') => {
+                        i = skip_ws(b, i + 1);
+                        if is_obj {
+                            if b.get(i) != Some(&b'"') {
+                                return Err(i);
+                            }
+                            i = scan_string(b, i + 1)?;
+                            i = skip_ws(b, i);
+                            if b.get(i) != Some(&b':') {
+                                return Err(i);
+                            }
+                            i += 1;
+                        }
+                        continue 'value;
+                    }
+                    Some(b'}') if is_obj => {
+                        stack.pop();
+                        i += 1;
+                    }
+                    Some(b']') if !is_obj => {
+                        stack.pop();
+                        i += 1;
+                    }
+                    _ => return Err(i),
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod validator_tests {
+    use super::*;
+
+    #[test]
+    fn random_strings_agree_with_serde_json() {
+        let alphabet: [&[u8]; 16] = [
+            b"a",
+            b"\"",
+            b"\\",
+            b"n",
+            b"u",
+            b"0",
+            b"\t",
+            "é".as_bytes(),
+            b"\\\"",
+            b"\\n",
+            b"\\u00e9",
+            b"#",
+            "中文".as_bytes(),
+            "😀".as_bytes(),
+            b"\xe4\xb8", // a truncated sequence: invalid UTF-8
+            b"plain words",
+        ];
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..50_000 {
+            let mut line = b"{\"k\": \"".to_vec();
+            for _ in 0..rng.usize(0..120) {
+                line.extend_from_slice(alphabet[rng.usize(0..alphabet.len())]);
+            }
+            line.extend_from_slice(b"\"}");
+            let want = serde_json::from_slice::<serde_json::Value>(&line).is_ok();
+            assert_eq!(
+                json_is_valid(&line),
+                want,
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+            if want {
+                let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                let raw = std::str::from_utf8(&line[6..line.len() - 1]).unwrap();
+                assert_eq!(decode_str(raw).unwrap(), v["k"].as_str().unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn agrees_with_serde_json() {
+        let cases: &[&[u8]] = &[
+            b"{}",
+            b" { \"a\" : [1, -2.5e+3, true, false, null, {\"b\": []}, \"x\\u00e9\\n\\\"\"] } ",
+            b"{\"a\":1,}",
+            b"{\"a\" 1}",
+            b"[1,]",
+            b"{\"a\":01}",
+            b"{\"a\":1.}",
+            b"{\"a\":-}",
+            b"{\"a\":\"\\x\"}",
+            b"{\"a\":\"\\u12g4\"}",
+            b"{\"a\":\"tab\there\"}",
+            b"{\"a\":\"unterminated}",
+            b"{\"a\":1}}",
+            b"{\"a\":1} x",
+            b"{\"a\":tru}",
+            b"[[[[[]]]]]",
+            b"[[[[[]]]]",
+            b"{\"long string with no escapes at all, more than eight bytes\": \"and \\\"quotes\\\" too\"}",
+            b"",
+            b"   ",
+            b"{\"a\":\"\xc3\xa9\"}",
+            b"{\"a\":\"\xff\"}",
+            b"{\"a\":1e5,\"b\":0.5E-2,\"c\":-0}",
+        ];
+        for c in cases {
+            // serde_json's IgnoredAny skips UTF-8 checks inside strings; Value does not.
+            let want = serde_json::from_slice::<serde_json::Value>(c).is_ok();
+            assert_eq!(json_is_valid(c), want, "{}", String::from_utf8_lossy(c));
+        }
     }
 }

@@ -22,6 +22,7 @@ pub mod jsonl;
 pub mod llm;
 pub mod merge;
 pub mod model;
+pub mod passthru;
 pub mod rundir;
 pub mod tokens;
 pub mod toolbox;

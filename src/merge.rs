@@ -198,8 +198,34 @@ struct Winner {
     lineno: u64,
 }
 
-/// The top-level fields of a row, values kept raw.
-type Fields<'a> = HashMap<Cow<'a, str>, &'a RawValue>;
+/// The top-level fields of a row, values as raw (validated) JSON text.
+type Fields<'a> = HashMap<Cow<'a, str>, &'a str>;
+
+/// Validate a line with the fast scanner and collect its top-level fields.
+fn fields_of(line: &[u8]) -> Result<Fields<'_>, String> {
+    crate::check::first_is_brace(line)?;
+    let bad = |_at: usize| match crate::jsonl::parse_object(line) {
+        Err(msg) => msg,
+        Ok(_) => "invalid JSON".to_string(),
+    };
+    let text = crate::check::utf8(line)?;
+    let mut fields = Fields::new();
+    let end = crate::check::object_members(line, 0, |key, vs, ve| {
+        let key = std::str::from_utf8(key).unwrap_or_default();
+        let key = if key.contains('\\') {
+            crate::check::decode_str(&format!("\"{key}\""))
+                .map_or(Cow::Borrowed(key), |k| Cow::Owned(k.into_owned()))
+        } else {
+            Cow::Borrowed(key)
+        };
+        fields.insert(key, &text[vs..ve]);
+    })
+    .map_err(bad)?;
+    if !line[end..].iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(bad(end));
+    }
+    Ok(fields)
+}
 
 #[derive(Deserialize)]
 struct TurnLite<'a> {
@@ -215,29 +241,28 @@ struct TurnLite<'a> {
 
 /// The first human/user turn of `conversations` or `messages`, else `prompt`.
 fn prompt_text(fields: &Fields<'_>) -> Option<String> {
-    for list in ["conversations", "messages"] {
-        let Some(raw) = fields.get(list) else {
-            continue;
-        };
-        let Ok(turns) = serde_json::from_str::<Vec<TurnLite>>(raw.get()) else {
-            continue;
-        };
+    let text_of = |raw: &str| match crate::check::decode_str(raw) {
+        Some(s) => s.trim().to_string(),
+        None => raw.to_string(), // not a string: its JSON text identifies it
+    };
+    if let Some(raw) = fields.get("conversations")
+        && let Ok(turns) = crate::check::conversation_turns(raw.as_bytes(), raw, 0)
+        && let Some(t) = turns.iter().find(|t| t.from == "human" || t.from == "user")
+    {
+        return Some(text_of(t.value));
+    }
+    if let Some(raw) = fields.get("messages")
+        && let Ok(turns) = serde_json::from_str::<Vec<TurnLite>>(raw)
+    {
         for t in turns {
             let who = t.from.as_deref().or(t.role.as_deref());
             if matches!(who, Some("human" | "user")) {
                 let v = t.value.or(t.content)?;
-                return Some(match serde_json::from_str::<Cow<str>>(v.get()) {
-                    Ok(s) => s.trim().to_string(),
-                    Err(_) => v.get().to_string(),
-                });
+                return Some(text_of(v.get()));
             }
         }
     }
-    let p = fields.get("prompt")?;
-    Some(match serde_json::from_str::<Cow<str>>(p.get()) {
-        Ok(s) => s.trim().to_string(),
-        Err(_) => p.get().to_string(),
-    })
+    fields.get("prompt").map(|p| text_of(p))
 }
 
 fn hash128(kind: &str, text: &[u8]) -> u128 {
@@ -259,35 +284,23 @@ enum Parsed {
 }
 
 fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, String> {
-    let fields: Fields = match serde_json::from_slice::<Fields>(line) {
-        Ok(f) => f,
-        Err(e) => {
-            return Err(match crate::jsonl::parse_object(line) {
-                Err(msg) => msg,
-                Ok(_) => format!("invalid JSON: {e}"),
-            });
-        }
-    };
+    let fields = fields_of(line)?;
     if let Some(d) = fields.get("discarded")
-        && d.get() != "null"
+        && *d != "null"
     {
-        return Ok(Parsed::Tombstone(format!(
-            "tombstone: discarded {}",
-            d.get()
-        )));
+        return Ok(Parsed::Tombstone(format!("tombstone: discarded {d}")));
     }
     let index = fields
         .get("prompt_index")
-        .and_then(|v| v.get().parse::<i64>().ok());
+        .and_then(|v| v.parse::<i64>().ok());
     let by_field = match spec {
-        KeySpec::Field(name) => fields.get(name.as_str()).filter(|v| v.get() != "null"),
+        KeySpec::Field(name) => fields.get(name.as_str()).filter(|v| **v != "null"),
         KeySpec::Prompt => None,
     };
     let (key, label) = match (by_field, spec) {
-        (Some(v), KeySpec::Field(name)) => (
-            Some(hash128(name, v.get().as_bytes())),
-            format!("{name} {}", v.get()),
-        ),
+        (Some(v), KeySpec::Field(name)) => {
+            (Some(hash128(name, v.as_bytes())), format!("{name} {v}"))
+        }
         _ => match prompt_text(&fields) {
             Some(text) => {
                 let h = hash128("\0prompt", text.as_bytes());
@@ -338,7 +351,7 @@ pub fn merge(
                 let i = (next_src..names.len())
                     .find(|&i| *names[i] == *src_name)
                     .expect("sources are read in order") as u32;
-                next_src = i as usize;
+                next_src = i as usize + 1;
                 cur = Some((src_name.clone(), i));
                 i
             }

@@ -1,0 +1,455 @@
+//! A zero-copy, order-preserving line pipeline for stages that keep or drop whole lines
+//! (traj-filter): kept lines are written straight from the read buffer.
+//!
+//! Why not [`crate::jsonl::process`]: that pipeline copies every line twice (into a
+//! batch, then into an output buffer) and allocates an output buffer per batch, which
+//! caps a pass-through at about a third of `cat | cat` here. A filter never changes a
+//! line, so it needs neither copy:
+//! - one reader thread reads large chunks (4 MiB, grown for longer lines) with plain
+//!   `read` calls and cuts them after the last newline; buffers are recycled;
+//! - `jobs` workers judge every line of a chunk and describe the output as ranges of the
+//!   chunk (adjacent kept lines form one range);
+//! - the calling thread writes the ranges in input order, and drops and bad lines to the
+//!   rejects file, with the same semantics as `jsonl::process` (blank lines skipped, CR
+//!   before LF and a BOM on line 1 removed, a missing final newline added, `--on-error`,
+//!   [`Summary`] counts).
+//!
+//! Memory: about (2 x jobs + 4) chunks in flight, ~50 MB with 2 workers.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, Result};
+use crossbeam_channel::{Receiver, Sender, bounded};
+
+use crate::jsonl::{LineError, OnError, PipeConfig, Rejects, Source, Summary, open_source};
+
+/// Bytes read per chunk (a chunk grows to hold a longer line).
+const CHUNK: usize = 4 << 20;
+
+/// What a stage decides about one line.
+#[derive(Debug)]
+pub enum Judgement {
+    /// Write the line unchanged.
+    Keep,
+    /// Drop it on purpose, for these reasons (rejects file).
+    Drop(Vec<String>),
+    /// Bad input: the `--on-error` policy applies.
+    Bad(String),
+}
+
+struct Chunk {
+    seq: u64,
+    source: Arc<str>,
+    /// Index of the source, to restart line numbers.
+    source_idx: usize,
+    /// The first chunk of its source (where a BOM may start line 1).
+    first: bool,
+    /// Holds whole lines; the last may lack its newline only at the end of a source.
+    data: Vec<u8>,
+}
+
+/// A piece of output: a range of the chunk, or of the worker's side buffer (lines whose
+/// bytes had to change: CR removed, newline added).
+#[derive(Debug, Clone, Copy)]
+enum Piece {
+    Chunk(usize, usize),
+    Extra(usize, usize),
+}
+
+struct Event {
+    /// 1-based line number within the chunk.
+    rel_line: u64,
+    start: usize,
+    end: usize,
+    /// Output pieces that come before this line.
+    pieces_before: usize,
+    judgement: Judgement,
+}
+
+struct Done {
+    chunk: Chunk,
+    pieces: Vec<Piece>,
+    extra: Vec<u8>,
+    events: Vec<Event>,
+    /// Physical lines in the chunk (blank ones included).
+    lines: u64,
+    read: u64,
+    kept: u64,
+}
+
+/// Run `judge` over every non-blank line of `sources` and write the kept lines, in
+/// input order and unchanged, to `out`; see the module documentation.
+pub fn run<F>(
+    cfg: &PipeConfig,
+    sources: Vec<Source>,
+    out: &mut dyn Write,
+    rejects: &mut Rejects,
+    judge: F,
+) -> Result<Summary>
+where
+    F: Fn(&[u8]) -> Judgement + Sync,
+{
+    let jobs = if cfg.jobs == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        cfg.jobs
+    };
+    let (work_tx, work_rx) = bounded::<Chunk>(jobs * 2);
+    let (done_tx, done_rx) = bounded::<Done>(jobs * 2);
+    let (recycle_tx, recycle_rx) = bounded::<Vec<u8>>(jobs * 2 + 4);
+    let stop = AtomicBool::new(false);
+    let mut summary = Summary::default();
+
+    std::thread::scope(|s| -> Result<()> {
+        let stop = &stop;
+        let reader = s.spawn(move || read_chunks(sources, work_tx, recycle_rx, stop));
+        for _ in 0..jobs {
+            let work_rx = work_rx.clone();
+            let done_tx = done_tx.clone();
+            let judge = &judge;
+            s.spawn(move || {
+                for chunk in work_rx.iter() {
+                    if done_tx.send(judge_chunk(chunk, judge)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(work_rx);
+        drop(done_tx);
+        let result = write_in_order(cfg, &done_rx, &recycle_tx, out, rejects, &mut summary);
+        if result.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        drop(done_rx);
+        let read_result = reader.join().expect("reader thread panicked");
+        result?;
+        read_result
+    })?;
+    Ok(summary)
+}
+
+fn read_chunks(
+    sources: Vec<Source>,
+    work_tx: Sender<Chunk>,
+    recycle_rx: Receiver<Vec<u8>>,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let mut seq = 0;
+    let mut carry: Vec<u8> = Vec::new();
+    for (source_idx, src) in sources.into_iter().enumerate() {
+        let name: Arc<str> = Arc::from(src.name());
+        let mut r = open_source(&src)?;
+        let mut eof = false;
+        let mut first = true;
+        while !eof {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let mut data = recycle_rx.try_recv().unwrap_or_default();
+            let target = CHUNK.max(carry.len() * 2);
+            if data.len() < target {
+                data.resize(target, 0); // recycled buffers keep their length: no refill
+            }
+            data[..carry.len()].copy_from_slice(&carry);
+            let mut filled = carry.len();
+            carry.clear();
+            // Fill the buffer, then cut after the last newline.
+            loop {
+                if filled == data.len() {
+                    if memchr::memchr(b'\n', &data[..filled]).is_some() {
+                        break;
+                    }
+                    let l = data.len();
+                    data.resize(l * 2, 0); // one line longer than the chunk: grow
+                }
+                let n = loop {
+                    match r.read(&mut data[filled..]) {
+                        Ok(n) => break n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            return Err(anyhow::Error::new(e))
+                                .with_context(|| format!("{name}: read error"));
+                        }
+                    }
+                };
+                if n == 0 {
+                    eof = true;
+                    break;
+                }
+                filled += n;
+            }
+            data.truncate(filled);
+            if !eof {
+                let k = memchr::memrchr(b'\n', &data).expect("the fill loop stops at a newline");
+                carry.extend_from_slice(&data[k + 1..]);
+                data.truncate(k + 1);
+            }
+            if data.is_empty() {
+                continue;
+            }
+            let chunk = Chunk {
+                seq,
+                source: name.clone(),
+                source_idx,
+                first: std::mem::replace(&mut first, false),
+                data,
+            };
+            seq += 1;
+            if work_tx.send(chunk).is_err() {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn judge_chunk<F>(chunk: Chunk, judge: &F) -> Done
+where
+    F: Fn(&[u8]) -> Judgement,
+{
+    let data = &chunk.data;
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut extra = Vec::new();
+    let mut events = Vec::new();
+    let (mut lines, mut read, mut kept) = (0u64, 0u64, 0u64);
+    let mut pos = 0;
+    // `open`: the chunk range being extended by adjacent kept lines.
+    let mut open: Option<(usize, usize)> = None;
+    while pos < data.len() {
+        let nl = memchr::memchr(b'\n', &data[pos..]).map(|k| pos + k);
+        let line_end = nl.unwrap_or(data.len());
+        let next = nl.map_or(data.len(), |k| k + 1);
+        lines += 1;
+        let mut start = pos;
+        let mut end = line_end;
+        if end > start && data[end - 1] == b'\r' {
+            end -= 1;
+        }
+        if lines == 1 && chunk.first && data[start..end].starts_with(b"\xEF\xBB\xBF") {
+            start += 3;
+        }
+        let line = &data[start..end];
+        pos = next;
+        if crate::jsonl::is_blank(line) {
+            continue;
+        }
+        read += 1;
+        match judge(line) {
+            Judgement::Keep => {
+                kept += 1;
+                // Unchanged bytes plus their own LF: a range of the chunk.
+                if nl == Some(end) {
+                    match &mut open {
+                        Some((_, e)) if *e == start => *e = next,
+                        _ => {
+                            if let Some((a, b)) = open.take() {
+                                pieces.push(Piece::Chunk(a, b));
+                            }
+                            open = Some((start, next));
+                        }
+                    }
+                } else {
+                    if let Some((a, b)) = open.take() {
+                        pieces.push(Piece::Chunk(a, b));
+                    }
+                    let a = extra.len();
+                    extra.extend_from_slice(line);
+                    extra.push(b'\n');
+                    pieces.push(Piece::Extra(a, extra.len()));
+                }
+            }
+            j => {
+                if let Some((a, b)) = open.take() {
+                    pieces.push(Piece::Chunk(a, b));
+                }
+                events.push(Event {
+                    rel_line: lines,
+                    start,
+                    end,
+                    pieces_before: pieces.len(),
+                    judgement: j,
+                });
+            }
+        }
+    }
+    if let Some((a, b)) = open {
+        pieces.push(Piece::Chunk(a, b));
+    }
+    Done {
+        chunk,
+        pieces,
+        extra,
+        events,
+        lines,
+        read,
+        kept,
+    }
+}
+
+fn write_pieces(out: &mut dyn Write, d: &Done, pieces: &[Piece]) -> std::io::Result<()> {
+    for p in pieces {
+        match *p {
+            Piece::Chunk(a, b) => out.write_all(&d.chunk.data[a..b])?,
+            Piece::Extra(a, b) => out.write_all(&d.extra[a..b])?,
+        }
+    }
+    Ok(())
+}
+
+fn write_in_order(
+    cfg: &PipeConfig,
+    done_rx: &Receiver<Done>,
+    recycle_tx: &Sender<Vec<u8>>,
+    out: &mut dyn Write,
+    rejects: &mut Rejects,
+    summary: &mut Summary,
+) -> Result<()> {
+    let mut pending = std::collections::BTreeMap::new();
+    let mut next = 0u64;
+    let mut source_idx = usize::MAX;
+    let mut base = 0u64;
+    for done in done_rx.iter() {
+        pending.insert(done.chunk.seq, done);
+        while let Some(d) = pending.remove(&next) {
+            next += 1;
+            if d.chunk.source_idx != source_idx {
+                source_idx = d.chunk.source_idx;
+                base = 0;
+            }
+            summary.read += d.read;
+            for ev in &d.events {
+                let lineno = base + ev.rel_line;
+                let line = &d.chunk.data[ev.start..ev.end];
+                match &ev.judgement {
+                    Judgement::Keep => {}
+                    Judgement::Drop(reasons) => {
+                        summary.dropped_lines += 1;
+                        for r in reasons {
+                            *summary.dropped.entry(r.clone()).or_default() += 1;
+                        }
+                        if rejects.is_kept() {
+                            rejects.write(&d.chunk.source, lineno, reasons, line)?;
+                        } else if cfg.drops_are_loss {
+                            summary.lost += 1;
+                        }
+                    }
+                    Judgement::Bad(reason) => {
+                        if cfg.on_error == OnError::Fail {
+                            // Everything before the bad line is written; nothing after.
+                            write_pieces(out, &d, &d.pieces[..ev.pieces_before])?;
+                            return Err(LineError {
+                                source_name: d.chunk.source.clone(),
+                                lineno,
+                                reason: reason.clone(),
+                            }
+                            .into());
+                        }
+                        summary.bad += 1;
+                        if summary.first_bad.is_none() {
+                            summary.first_bad =
+                                Some(format!("{}:{lineno}: {reason}", d.chunk.source));
+                        }
+                        if rejects.is_kept() {
+                            rejects.write(
+                                &d.chunk.source,
+                                lineno,
+                                std::slice::from_ref(reason),
+                                line,
+                            )?;
+                        } else {
+                            summary.lost += 1;
+                        }
+                    }
+                }
+            }
+            write_pieces(out, &d, &d.pieces)?;
+            summary.written += d.kept;
+            base += d.lines;
+            let _ = recycle_tx.try_send(d.chunk.data);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(on_error: OnError) -> PipeConfig {
+        PipeConfig {
+            stage: "test",
+            on_error,
+            jobs: 2,
+            drops_are_loss: false,
+        }
+    }
+
+    fn judge(line: &[u8]) -> Judgement {
+        match line {
+            b"bad" => Judgement::Bad("bad line".into()),
+            l if l.starts_with(b"drop") => Judgement::Drop(vec!["dropped".into()]),
+            _ => Judgement::Keep,
+        }
+    }
+
+    fn go(data: &[u8], on_error: OnError) -> (Result<Summary>, Vec<u8>) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("in.jsonl");
+        std::fs::write(&p, data).unwrap();
+        let mut out = Vec::new();
+        let mut rej = Rejects::open("test", None).unwrap();
+        let r = run(
+            &cfg(on_error),
+            vec![Source::File(p)],
+            &mut out,
+            &mut rej,
+            judge,
+        );
+        (r, out)
+    }
+
+    #[test]
+    fn line_endings_bom_blank_lines_and_order() {
+        let (s, out) = go(b"\xEF\xBB\xBFa\r\n\n  \ndrop 1\nb\nc", OnError::Fail);
+        let s = s.unwrap();
+        assert_eq!(out, b"a\nb\nc\n");
+        assert_eq!((s.read, s.written, s.dropped_lines), (4, 3, 1));
+    }
+
+    #[test]
+    fn many_chunks_and_long_lines_keep_order_and_line_numbers() {
+        let mut data = Vec::new();
+        for i in 0..3000 {
+            let pad = if i % 500 == 7 { 5 << 20 } else { i * 97 % 5000 };
+            writeln!(data, "{i} {}", "x".repeat(pad)).unwrap();
+            if i == 2500 {
+                data.extend_from_slice(b"bad\n");
+            }
+        }
+        let (s, out) = go(&data, OnError::Skip);
+        let s = s.unwrap();
+        let want: Vec<u8> = data
+            .split_inclusive(|&b| b == b'\n')
+            .filter(|l| *l != b"bad\n")
+            .flatten()
+            .copied()
+            .collect();
+        assert!(out == want);
+        assert_eq!((s.read, s.written, s.bad), (3001, 3000, 1));
+        let (e, out) = go(&data, OnError::Fail);
+        assert_eq!(
+            e.unwrap_err()
+                .to_string()
+                .rsplit_once(": ")
+                .unwrap()
+                .0
+                .rsplit(':')
+                .next(),
+            Some("2502")
+        );
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 2501);
+    }
+}
