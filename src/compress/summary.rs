@@ -438,7 +438,11 @@ fn looks_like_path(w: &str) -> bool {
         && w.len() <= 160
         && !w.starts_with("http")
         && w.chars().any(|c| c.is_ascii_alphabetic())
-        && (w.contains('/') && !w.contains("//") || EXT.iter().any(|e| w.ends_with(e)))
+        && !w.contains("//")
+        && (EXT.iter().any(|e| w.ends_with(e))
+            || w.starts_with('/')
+            || w.starts_with("./")
+            || w.matches('/').count() >= 2)
 }
 
 fn files_in(text: &str, out: &mut Vec<String>) {
@@ -471,12 +475,20 @@ impl Extractive {
                 }
                 super::plan::Role::Tool | super::plan::Role::Human => {
                     let text = turn_text(t, req.shape);
-                    let mut seen_error = false;
-                    for l in text.lines() {
-                        if errors.len() < MAX_ITEMS && is_error_line(l) && !seen_error {
-                            errors.push(format!("[{i}] {}", clip(l, MAX_ITEM_CHARS)));
-                            seen_error = true;
+                    // The first error line of the turn; a bare heading such as
+                    // `ERRORS:` takes the line after it along.
+                    let lines: Vec<&str> = text.lines().collect();
+                    if errors.len() < MAX_ITEMS
+                        && let Some(k) = lines.iter().position(|l| is_error_line(l))
+                    {
+                        let mut l = one_line(&untag(lines[k]));
+                        if l.len() < 24
+                            && let Some(next) =
+                                lines[k + 1..].iter().find(|n| !untag(n).trim().is_empty())
+                        {
+                            l = format!("{l} {}", one_line(&untag(next)));
                         }
+                        errors.push(format!("[{i}] {}", clip(&l, MAX_ITEM_CHARS)));
                     }
                     if role == super::plan::Role::Tool
                         && results.len() < MAX_ITEMS
