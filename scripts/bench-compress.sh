@@ -6,8 +6,10 @@
 # Corpora (generated once under target/bench/, never in the repo):
 #   over   sharegpt rows made long (gen_corpus --long-frac 1): nearly all over 15250 tokens
 #   mixed  the shared sharegpt corpus at the default budget 15250 (about half over)
-#   under  the shared sharegpt corpus at a 100000-token budget (a 128k-context model):
-#          nearly every row is proven under the budget by its byte length
+#   under  the shared sharegpt corpus at a 100000-token budget: nearly every row is
+#          proven under the budget by its byte length; the few longest are counted
+#   under-all  the same at 131072 tokens (a 128k-context model): every row is proven
+#          under by its byte length, none is tokenized
 #   openai the shared OpenAI-shape corpus at 15250
 #
 # Environment: TRAJ_BENCH_MB (default 100), TRAJ_BENCH_SHAREGPT / TRAJ_BENCH_OPENAI (set by
@@ -108,6 +110,7 @@ run_corpus() {
 run_corpus over "$long" 15250
 run_corpus mixed "$sg" 15250
 run_corpus under "$sg" 100000
+run_corpus under-all "$sg" 131072
 run_corpus openai "$oa" 15250
 echo
 echo "\"over budget\": rows over the budget (the metrics' total minus skipped under target)."

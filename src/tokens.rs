@@ -383,6 +383,35 @@ mod tests {
     }
 
     #[test]
+    fn huggingface_tokenizer_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokenizer.json");
+        let json = serde_json::json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": [],
+            "normalizer": null,
+            "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null,
+            "decoder": null,
+            "model": {
+                "type": "WordLevel",
+                "vocab": {"hello": 0, "world": 1, "[UNK]": 2},
+                "unk_token": "[UNK]"
+            }
+        });
+        std::fs::write(&path, json.to_string()).unwrap();
+        let t = load(path.to_str().unwrap()).unwrap();
+        assert_eq!(t.count("hello world"), 2);
+        assert_eq!(t.count("hello there, world"), 4);
+        assert_eq!(t.count(""), 0);
+        assert!(!t.at_most_one_token_per_byte());
+        std::fs::write(&path, "{not a tokenizer").unwrap();
+        assert!(load(path.to_str().unwrap()).is_err());
+    }
+
+    #[test]
     fn tiktoken_file_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tiny.tiktoken");

@@ -353,8 +353,8 @@ fn suffix(s: &str, n: usize) -> &str {
     &s[i..]
 }
 
-const SCAN_HEAD: usize = 4096;
-const SCAN_TAIL: usize = 2048;
+const SCAN_HEAD: usize = 2048;
+const SCAN_TAIL: usize = 1024;
 
 /// What the extractor reads of a long text: its head and its tail (errors and results
 /// sit there), so that a 1 MB tool output costs no more than a 6 KB one.
@@ -490,13 +490,16 @@ fn files_in(text: &str, out: &mut Vec<String>) {
     }
 }
 
+/// More file names than fit in any summary budget.
+const MAX_FILES: usize = 64;
+
 fn files_in_part(text: &str, out: &mut Vec<String>) {
-    if out.len() >= MAX_ITEMS {
+    if out.len() >= MAX_FILES {
         return;
     }
     for w in text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))) {
         let w = w.trim_matches(|c| c == '.' || c == '-');
-        if looks_like_path(w) && !out.iter().any(|x| x == w) && out.len() < MAX_ITEMS {
+        if looks_like_path(w) && out.len() < MAX_FILES && !out.iter().any(|x| x == w) {
             out.push(w.to_string());
         }
     }
