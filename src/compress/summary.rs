@@ -574,10 +574,13 @@ impl Extractive {
                     break;
                 }
                 let cost = tok.count(&item) + 2 + if picked[k].is_empty() { title_cost } else { 0 };
-                if used + cost <= budget {
-                    used += cost;
-                    picked[k].push(item);
+                if used + cost > budget {
+                    // Keep each section's order: no later, smaller item jumps the queue
+                    // (and no more counting of items that cannot be used).
+                    break;
                 }
+                used += cost;
+                picked[k].push(item);
             }
         }
         let render = |picked: &[Vec<String>; 4]| {
