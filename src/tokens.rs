@@ -122,18 +122,23 @@ thread_local! {
 
 /// `cl100k_base` / `o200k_base` counted with `bpe-openai` (shared tables, per-thread
 /// pre-tokenizer).
+///
+/// The tables (about 0.2 s to deserialize for o200k) are loaded at the first count, so a
+/// run whose rows are all proven under budget by their size never pays for them.
 pub struct BpeOpenai {
     enc: Encoding,
-    bpe: &'static bpe_openai::byte_pair_encoding::BytePairEncoding,
 }
 
 impl BpeOpenai {
     pub fn new(enc: Encoding) -> BpeOpenai {
-        let tok = match enc {
-            Encoding::Cl100k => bpe_openai::cl100k_base(),
-            Encoding::O200k => bpe_openai::o200k_base(),
-        };
-        BpeOpenai { enc, bpe: &tok.bpe }
+        BpeOpenai { enc }
+    }
+
+    fn bpe(&self) -> &'static bpe_openai::byte_pair_encoding::BytePairEncoding {
+        match self.enc {
+            Encoding::Cl100k => &bpe_openai::cl100k_base().bpe,
+            Encoding::O200k => &bpe_openai::o200k_base().bpe,
+        }
     }
 
     fn with_pre<R>(&self, f: impl FnOnce(&bpe_openai::Pretokenizer) -> R) -> R {
@@ -147,13 +152,14 @@ impl BpeOpenai {
 
 impl Tokenizer for BpeOpenai {
     fn count(&self, text: &str) -> usize {
-        self.with_pre(|pre| pre.split(text).map(|p| self.bpe.count(p.as_bytes())).sum())
+        let bpe = self.bpe();
+        self.with_pre(|pre| pre.split(text).map(|p| bpe.count(p.as_bytes())).sum())
     }
     fn count_till_limit(&self, text: &str, limit: usize) -> Option<usize> {
+        let bpe = self.bpe();
         self.with_pre(|pre| {
             pre.split(text).try_fold(0usize, |used, p| {
-                self.bpe
-                    .count_till_limit(p.as_bytes(), limit - used)
+                bpe.count_till_limit(p.as_bytes(), limit - used)
                     .map(|n| used + n)
             })
         })
@@ -374,6 +380,35 @@ mod tests {
             }
             assert!(total > 10_000, "{total}");
         }
+    }
+
+    #[test]
+    fn huggingface_tokenizer_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokenizer.json");
+        let json = serde_json::json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": [],
+            "normalizer": null,
+            "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null,
+            "decoder": null,
+            "model": {
+                "type": "WordLevel",
+                "vocab": {"hello": 0, "world": 1, "[UNK]": 2},
+                "unk_token": "[UNK]"
+            }
+        });
+        std::fs::write(&path, json.to_string()).unwrap();
+        let t = load(path.to_str().unwrap()).unwrap();
+        assert_eq!(t.count("hello world"), 2);
+        assert_eq!(t.count("hello there, world"), 4);
+        assert_eq!(t.count(""), 0);
+        assert!(!t.at_most_one_token_per_byte());
+        std::fs::write(&path, "{not a tokenizer").unwrap();
+        assert!(load(path.to_str().unwrap()).is_err());
     }
 
     #[test]

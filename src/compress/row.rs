@@ -8,6 +8,8 @@
 //! string or the text of its parts) plus each tool call's name and arguments (OpenAI).
 //! The reference counts `value` only, so OpenAI rows counted 0 there (its §7).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::plan::Role;
@@ -144,12 +146,15 @@ pub fn for_each_text(turn: &Value, shape: Shape, f: &mut dyn FnMut(&str)) {
 }
 
 /// The turn's text joined (tool calls as `name(arguments)` lines), for summaries.
-pub fn turn_text(turn: &Value, shape: Shape) -> String {
+pub fn turn_text(turn: &Value, shape: Shape) -> Cow<'_, str> {
     match shape {
         Shape::ShareGpt => {
+            if let Some(Value::String(s)) = turn.get("value") {
+                return Cow::Borrowed(s);
+            }
             let mut s = String::new();
             for_each_text(turn, shape, &mut |t| s.push_str(t));
-            s
+            Cow::Owned(s)
         }
         Shape::OpenAi => {
             let mut s = match turn.get("content") {
@@ -179,7 +184,7 @@ pub fn turn_text(turn: &Value, shape: Shape) -> String {
                     ));
                 }
             }
-            s
+            Cow::Owned(s)
         }
     }
 }

@@ -65,7 +65,7 @@ pub fn render_region(turns: &[Value], shape: Shape, start: usize, until: usize) 
     for (i, t) in turns.iter().enumerate().take(until).skip(start) {
         let text = turn_text(t, shape);
         let text = if text.chars().count() > ELIDE_OVER {
-            elide_middle(&text, ELIDE_HEAD, ELIDE_TAIL)
+            std::borrow::Cow::Owned(elide_middle(&text, ELIDE_HEAD, ELIDE_TAIL))
         } else {
             text
         };
@@ -329,8 +329,48 @@ fn clip(s: &str, max: usize) -> String {
     }
 }
 
+/// The longest prefix of `s` of at most `n` bytes that ends on a char boundary.
+fn prefix(s: &str, n: usize) -> &str {
+    if s.len() <= n {
+        return s;
+    }
+    let mut i = n;
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    &s[..i]
+}
+
+/// The shortest suffix of `s` of at least `n` bytes that starts on a char boundary.
+fn suffix(s: &str, n: usize) -> &str {
+    if s.len() <= n {
+        return s;
+    }
+    let mut i = s.len() - n;
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    &s[i..]
+}
+
+const SCAN_HEAD: usize = 2048;
+const SCAN_TAIL: usize = 1024;
+
+/// What the extractor reads of a long text: its head and its tail (errors and results
+/// sit there), so that a 1 MB tool output costs no more than a 6 KB one.
+fn window(text: &str) -> [&str; 2] {
+    if text.len() <= SCAN_HEAD + SCAN_TAIL {
+        [text, ""]
+    } else {
+        [prefix(text, SCAN_HEAD), suffix(text, SCAN_TAIL)]
+    }
+}
+
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    prefix(s, MAX_ITEM_CHARS * 8)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Commands in a gpt turn: OpenAI `tool_calls`, `<tool_call>` blocks, or the last fenced
@@ -374,11 +414,10 @@ fn commands_of(turn: &Value, shape: Shape, out: &mut Vec<String>) {
             found = true;
         }
     }
-    let text = turn_text(turn, Shape::ShareGpt);
     let text = if shape == Shape::OpenAi {
         crate::llm::content_text(turn.get("content").unwrap_or(&Value::Null))
     } else {
-        text
+        turn_text(turn, Shape::ShareGpt).into_owned()
     };
     let mut rest = text.as_str();
     while let Some(i) = rest.find("<tool_call>") {
@@ -438,13 +477,29 @@ fn looks_like_path(w: &str) -> bool {
         && w.len() <= 160
         && !w.starts_with("http")
         && w.chars().any(|c| c.is_ascii_alphabetic())
-        && (w.contains('/') && !w.contains("//") || EXT.iter().any(|e| w.ends_with(e)))
+        && !w.contains("//")
+        && (EXT.iter().any(|e| w.ends_with(e))
+            || w.starts_with('/')
+            || w.starts_with("./")
+            || w.matches('/').count() >= 2)
 }
 
 fn files_in(text: &str, out: &mut Vec<String>) {
+    for part in window(text) {
+        files_in_part(part, out);
+    }
+}
+
+/// More file names than fit in any summary budget.
+const MAX_FILES: usize = 64;
+
+fn files_in_part(text: &str, out: &mut Vec<String>) {
+    if out.len() >= MAX_FILES {
+        return;
+    }
     for w in text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))) {
         let w = w.trim_matches(|c| c == '.' || c == '-');
-        if looks_like_path(w) && !out.iter().any(|x| x == w) && out.len() < MAX_ITEMS {
+        if looks_like_path(w) && out.len() < MAX_FILES && !out.iter().any(|x| x == w) {
             out.push(w.to_string());
         }
     }
@@ -471,16 +526,25 @@ impl Extractive {
                 }
                 super::plan::Role::Tool | super::plan::Role::Human => {
                     let text = turn_text(t, req.shape);
-                    let mut seen_error = false;
-                    for l in text.lines() {
-                        if errors.len() < MAX_ITEMS && is_error_line(l) && !seen_error {
-                            errors.push(format!("[{i}] {}", clip(l, MAX_ITEM_CHARS)));
-                            seen_error = true;
+                    // The first error line of the turn; a bare heading such as
+                    // `ERRORS:` takes the line after it along.
+                    let [head, tail] = window(&text);
+                    let lines: Vec<&str> = head.lines().chain(tail.lines()).collect();
+                    if errors.len() < MAX_ITEMS
+                        && let Some(k) = lines.iter().position(|l| is_error_line(l))
+                    {
+                        let mut l = one_line(&untag(lines[k]));
+                        if l.len() < 24
+                            && let Some(next) =
+                                lines[k + 1..].iter().find(|n| !untag(n).trim().is_empty())
+                        {
+                            l = format!("{l} {}", one_line(&untag(next)));
                         }
+                        errors.push(format!("[{i}] {}", clip(&l, MAX_ITEM_CHARS)));
                     }
                     if role == super::plan::Role::Tool
                         && results.len() < MAX_ITEMS
-                        && let Some(first) = text.lines().find(|l| !untag(l).trim().is_empty())
+                        && let Some(first) = lines.iter().find(|l| !untag(l).trim().is_empty())
                     {
                         results.push(format!("[{i}] {}", clip(first, MAX_ITEM_CHARS)));
                     }
@@ -510,10 +574,13 @@ impl Extractive {
                     break;
                 }
                 let cost = tok.count(&item) + 2 + if picked[k].is_empty() { title_cost } else { 0 };
-                if used + cost <= budget {
-                    used += cost;
-                    picked[k].push(item);
+                if used + cost > budget {
+                    // Keep each section's order: no later, smaller item jumps the queue
+                    // (and no more counting of items that cannot be used).
+                    break;
                 }
+                used += cost;
+                picked[k].push(item);
             }
         }
         let render = |picked: &[Vec<String>; 4]| {

@@ -189,12 +189,21 @@ fn llm_summaries_against_standin() {
         {"match": "ROW-429", "before": [{"status": 429, "retry_after": "1"}],
          "last": {"content": "[CONTEXT SUMMARY]: rate limited once, then fine"}},
         {"match": "ROW-500", "before": [{"status": 500}], "last": {"content": "after a 500"}},
+        {"match": "ROW-LAST", "before": [{"status": 503}, {"status": 502}],
+         "last": {"content": "third time lucky"}},
         {"match": "ROW-LEN", "last": {"content": "cut off mid", "finish_reason": "length"}},
         {"match": "ROW-EMPTY", "last": {"content": ""}},
     ]});
     let server = standin::Standin::json(script);
     let dir = tmpdir();
-    let ids = ["ROW-OK", "ROW-429", "ROW-500", "ROW-LEN", "ROW-EMPTY"];
+    let ids = [
+        "ROW-OK",
+        "ROW-429",
+        "ROW-500",
+        "ROW-LAST",
+        "ROW-LEN",
+        "ROW-EMPTY",
+    ];
     let input = jsonl(&ids.map(tool_pair_row));
     let base = |extra: &[&str]| {
         let mut c = cmd(BIN, dir.path());
@@ -215,7 +224,7 @@ fn llm_summaries_against_standin() {
         "Retry-After: 1 was honoured"
     );
     let out = parse_jsonl(&stdout(&o));
-    assert_eq!(out.len(), 5, "row count in == out");
+    assert_eq!(out.len(), ids.len(), "row count in == out");
     let got: Vec<&str> = out.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(got, ids, "input order kept");
 
@@ -229,12 +238,18 @@ fn llm_summaries_against_standin() {
     assert_eq!(m["summarizer"], json!("llm:stand-in"));
     assert_eq!(m["summarization_api_calls"], json!(1));
 
-    for (id, calls) in [("ROW-429", 2), ("ROW-500", 2)] {
+    for (id, calls) in [("ROW-429", 2), ("ROW-500", 2), ("ROW-LAST", 3)] {
         let m = metrics_of(&out, id);
         assert_eq!(m["was_compressed"], json!(true), "{id}");
         assert_eq!(m["summarization_api_calls"], json!(calls), "{id}");
-        assert_eq!(m["summarization_errors"], json!(1), "{id}");
+        assert_eq!(m["summarization_errors"], json!(calls - 1), "{id}");
     }
+    let last = out.iter().find(|r| r["id"] == json!("ROW-LAST")).unwrap();
+    assert_eq!(
+        last["conversations"][4]["value"],
+        json!("[CONTEXT SUMMARY]: third time lucky"),
+        "success on the last attempt keeps the real text"
+    );
     let r429 = out.iter().find(|r| r["id"] == json!("ROW-429")).unwrap();
     assert_eq!(
         r429["conversations"][4]["value"],
