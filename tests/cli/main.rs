@@ -5,3 +5,4 @@
 mod util;
 
 mod core;
+mod normalize;
