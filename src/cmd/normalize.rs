@@ -132,6 +132,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         stage: NAME,
         on_error: args.io.on_error,
         jobs: args.io.jobs,
+        shard: args.io.shard,
         drops_are_loss: true,
     };
     let summary = jsonl::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {

@@ -2,8 +2,47 @@
 //!
 //! [`ToolHost`] is what the agent loop (traj-run) talks to: the schemas offered to the
 //! model, and a way to run one call.
+//!
+//! The pieces:
+//! - [`Registry`] ([`registry`]): every tool traj knows, grouped in toolsets (with
+//!   `includes`), each tool with its OpenAI function schema and an availability check
+//!   against a [`ToolConfig`]. Tools traj does not implement (browser, image
+//!   generation, ...) are listed as unavailable, never offered.
+//! - [`distributions`]: the 17 built-in toolset distributions and the deterministic,
+//!   per-row sampling used by traj-sample-tools.
+//! - [`sandbox`]: where commands run: `local` (fresh directory, scrubbed environment),
+//!   `bwrap` (bubblewrap namespaces, no network, host read-only) or `docker` (when a
+//!   prompt names an image). Per-command timeout kills the whole process group.
+//! - [`Task`] ([`task`]): one task's tools, over a fresh workspace; implements
+//!   [`ToolHost`] and cleans up (processes, container, directory) on drop.
+//!
+//! ```no_run
+//! use traj::toolbox::{Registry, SandboxConfig, Task, TaskSpec, ToolConfig, ToolHost};
+//! let registry = Registry::builtin(&ToolConfig::default());
+//! let toolsets = vec!["terminal".to_string(), "file".to_string()];
+//! let mut task = Task::new(&registry, &toolsets, &SandboxConfig::default(), &TaskSpec::default())?;
+//! let schemas = task.schemas(); // offered to the model
+//! let result = task.call("terminal", &serde_json::json!({"command": "echo hi"}));
+//! # Ok::<(), anyhow::Error>(())
+//! ```
 
 use serde_json::Value;
+
+pub mod distributions;
+pub mod fs;
+pub mod llm_tools;
+pub mod registry;
+pub mod sandbox;
+pub mod task;
+pub mod web;
+
+pub use distributions::Distribution;
+pub use registry::{
+    Availability, LlmToolsConfig, Registry, SearchConfig, SearchProvider, ToolConfig, ToolInfo,
+    Toolset, all_tool_names,
+};
+pub use sandbox::{Backend, SandboxConfig};
+pub use task::{Task, TaskSpec};
 
 /// The result of one tool call, as sent back to the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -12,6 +51,24 @@ pub struct ToolResult {
     pub content: String,
     /// True when the call failed (the tool's own error, not a non-zero exit code).
     pub is_error: bool,
+}
+
+impl ToolResult {
+    /// A successful result: `value` serialized as JSON text.
+    pub fn ok(value: Value) -> ToolResult {
+        ToolResult {
+            content: value.to_string(),
+            is_error: false,
+        }
+    }
+
+    /// A failed call: `{"error": message}`.
+    pub fn error(message: impl Into<String>) -> ToolResult {
+        ToolResult {
+            content: serde_json::json!({ "error": message.into() }).to_string(),
+            is_error: true,
+        }
+    }
 }
 
 /// The tools of one task: what is offered, and how a call runs.

@@ -1,0 +1,729 @@
+//! Where tool processes run: a fresh workspace per task and one of three backends.
+//!
+//! - `local`: `sh -c` in a fresh directory, with a scrubbed environment. No isolation
+//!   beyond that: use it for trusted prompts or inside a disposable machine.
+//! - `bwrap`: bubblewrap. New user, PID, network, IPC, UTS and mount namespaces; no
+//!   network unless [`SandboxConfig::network`]; only system directories (`/usr`, `/bin`,
+//!   `/lib*`, `/etc`, ...) are visible, read-only; `/tmp` is a private tmpfs; the
+//!   workspace, mounted at `/workspace`, is the only writable host directory.
+//! - `docker` (or any CLI with docker's `run`/`exec`/`rm`, e.g. podman): used for a task
+//!   whose prompt names an `image`. One container per task (`sleep infinity` under
+//!   `--init`), the workspace mounted at `/workspace`, no network unless asked; each
+//!   command is a `docker exec`; the container is removed when the task ends.
+//!
+//! In every backend a command gets only an explicit environment: a fixed `PATH`,
+//! `HOME` (the workspace), `LANG`, `TERM`, plus the variables named in
+//! [`SandboxConfig::env_allow`] and set in [`SandboxConfig::env_set`]. Nothing else of
+//! the caller's environment (API keys, tokens) reaches a tool process.
+//!
+//! Each command runs in its own process group. When it exceeds its timeout the whole
+//! group is killed (SIGKILL); when it ends, whatever it left running in the background
+//! is killed too, so nothing outlives the call.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use super::registry::{SANDBOX_PATH, on_path};
+
+/// The isolation backend of tasks that do not name an image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Backend {
+    /// A fresh directory and a scrubbed environment; no namespaces.
+    #[default]
+    Local,
+    /// bubblewrap namespaces: no network, host read-only, workspace writable.
+    Bwrap,
+    /// A container of the task's image (tasks naming an `image` always use it).
+    Docker,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Local => "local",
+            Backend::Bwrap => "bwrap",
+            Backend::Docker => "docker",
+        }
+    }
+}
+
+/// How tasks' sandboxes are made (one configuration per run).
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Backend for tasks without an `image`.
+    pub backend: Backend,
+    /// Directory under which workspaces are created (default: the system temp dir).
+    pub root: Option<PathBuf>,
+    /// Give bwrap and docker sandboxes network access (default: none).
+    pub network: bool,
+    /// Names of caller environment variables passed to tool processes (when set).
+    pub env_allow: Vec<String>,
+    /// Variables set for tool processes.
+    pub env_set: Vec<(String, String)>,
+    /// Default and largest per-command timeout.
+    pub timeout: Duration,
+    /// Most bytes of a command's output returned (the middle is cut beyond this).
+    pub output_cap: usize,
+    /// The docker-compatible CLI (`docker`, `podman`, a path).
+    pub docker_cli: String,
+    /// Extra `docker run` arguments (`--memory 2g`, `--cpus 1`, ...).
+    pub docker_args: Vec<String>,
+    /// Image used when the backend is `docker` and the task names none.
+    pub docker_image: Option<String>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            backend: Backend::Local,
+            root: None,
+            network: false,
+            env_allow: Vec::new(),
+            env_set: Vec::new(),
+            timeout: Duration::from_secs(180),
+            output_cap: 50_000,
+            docker_cli: "docker".to_string(),
+            docker_args: Vec::new(),
+            docker_image: None,
+        }
+    }
+}
+
+/// Where the workspace appears inside bwrap and docker sandboxes.
+pub const WORKSPACE_MOUNT: &str = "/workspace";
+
+/// What one command did.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// stdout and stderr as one text (the middle cut when over the cap, with a note).
+    pub output: String,
+    /// The exit code; 128+N when killed by signal N; 124 on timeout.
+    pub exit_code: i32,
+    pub timed_out: bool,
+    /// True when the output was cut.
+    pub truncated: bool,
+    /// Processes still running when the command ended were killed.
+    pub killed_leftovers: bool,
+    /// The process group the command ran in (its leader's pid on the host).
+    pub pgid: u32,
+}
+
+/// One task's sandbox: its workspace and how commands run in it.
+pub struct Sandbox {
+    cfg: SandboxConfig,
+    backend: Backend,
+    dir: tempfile::TempDir,
+    /// Canonical host path of the workspace.
+    host_root: PathBuf,
+    /// Working directory of commands, as the command sees it.
+    inner_cwd: String,
+    /// Working directory on the host, when it is inside the workspace.
+    host_cwd: Option<PathBuf>,
+    image: Option<String>,
+    container: Option<String>,
+    env: Vec<(String, String)>,
+}
+
+impl Sandbox {
+    /// Make a fresh workspace. A task naming an `image` uses docker; `cwd` is the
+    /// commands' working directory: relative to the workspace (created), or for docker
+    /// an absolute path in the container. Local and bwrap refuse absolute paths
+    /// outside the workspace.
+    pub fn new(cfg: &SandboxConfig, image: Option<&str>, cwd: Option<&str>) -> Result<Sandbox> {
+        let image = image
+            .map(str::to_string)
+            .or_else(|| (cfg.backend == Backend::Docker).then(|| cfg.docker_image.clone())?);
+        let backend = if image.is_some() {
+            Backend::Docker
+        } else {
+            cfg.backend
+        };
+        if backend == Backend::Docker && image.is_none() {
+            bail!(
+                "the docker backend needs an image: name one in the prompt row or in the configuration"
+            );
+        }
+        if backend == Backend::Bwrap && !on_path("bwrap", SANDBOX_PATH) {
+            bail!(
+                "the bwrap backend needs bubblewrap: `bwrap` is not installed (apt-get install bubblewrap)"
+            );
+        }
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("traj-task-");
+        let dir = match &cfg.root {
+            Some(root) => {
+                std::fs::create_dir_all(root)
+                    .with_context(|| format!("cannot create {}", root.display()))?;
+                builder.tempdir_in(root)
+            }
+            None => builder.tempdir(),
+        }
+        .context("cannot create the task's workspace")?;
+        let host_root = dir.path().canonicalize()?;
+        let view_root = match backend {
+            Backend::Local => host_root.display().to_string(),
+            Backend::Bwrap | Backend::Docker => WORKSPACE_MOUNT.to_string(),
+        };
+        let (inner_cwd, host_cwd) = match cwd {
+            None | Some("") => (view_root.clone(), Some(host_root.clone())),
+            Some(c) => {
+                let rel = if Path::new(c).is_absolute() {
+                    match Path::new(c).strip_prefix(&view_root) {
+                        Ok(rel) => Some(rel.to_path_buf()),
+                        Err(_) if backend == Backend::Docker => None,
+                        Err(_) => bail!(
+                            "cwd {c:?} is outside the task's workspace; with the {} backend, cwd must be a path inside it",
+                            backend.as_str()
+                        ),
+                    }
+                } else {
+                    Some(PathBuf::from(c))
+                };
+                match rel {
+                    Some(rel) => {
+                        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+                            bail!("cwd {c:?} must not contain `..` or `.`");
+                        }
+                        let host = host_root.join(&rel);
+                        std::fs::create_dir_all(&host)?;
+                        let inner = Path::new(&view_root).join(&rel).display().to_string();
+                        (inner, Some(host))
+                    }
+                    None => (c.to_string(), None),
+                }
+            }
+        };
+        let home = view_root.clone();
+        let mut env: Vec<(String, String)> = vec![
+            ("PATH".into(), SANDBOX_PATH.into()),
+            ("HOME".into(), home),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("TERM".into(), "dumb".into()),
+            ("PYTHONUNBUFFERED".into(), "1".into()),
+        ];
+        for name in &cfg.env_allow {
+            if let Ok(v) = std::env::var(name) {
+                env.retain(|(k, _)| k != name);
+                env.push((name.clone(), v));
+            }
+        }
+        for (k, v) in &cfg.env_set {
+            env.retain(|(e, _)| e != k);
+            env.push((k.clone(), v.clone()));
+        }
+        Ok(Sandbox {
+            cfg: cfg.clone(),
+            backend,
+            dir,
+            host_root,
+            inner_cwd,
+            host_cwd,
+            image,
+            container: None,
+            env,
+        })
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The workspace on the host (canonical path).
+    pub fn workspace(&self) -> &Path {
+        &self.host_root
+    }
+
+    /// The commands' working directory on the host, when it is inside the workspace
+    /// (file tools resolve relative paths from here).
+    pub fn host_cwd(&self) -> &Path {
+        self.host_cwd.as_deref().unwrap_or(&self.host_root)
+    }
+
+    /// How the workspace root looks to commands (`/workspace` or the host path).
+    pub fn view_root(&self) -> String {
+        match self.backend {
+            Backend::Local => self.host_root.display().to_string(),
+            _ => WORKSPACE_MOUNT.to_string(),
+        }
+    }
+
+    /// The environment tool processes get.
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// The configuration this sandbox was made with.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.cfg
+    }
+
+    /// The bubblewrap command line (without the program) that runs `argv`.
+    pub fn bwrap_args(&self, argv: &[&str]) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-all",
+            "--hostname",
+            "sandbox",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if self.cfg.network {
+            a.push("--share-net".into());
+        }
+        for dir in [
+            "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+        ] {
+            a.extend(["--ro-bind-try".into(), dir.into(), dir.into()]);
+        }
+        a.extend(
+            [
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        a.push(self.host_root.display().to_string());
+        a.push(WORKSPACE_MOUNT.into());
+        a.extend(["--chdir".into(), self.inner_cwd.clone(), "--".into()]);
+        a.extend(argv.iter().map(|s| s.to_string()));
+        a
+    }
+
+    /// The container name of this task (docker backend).
+    fn container_name(&mut self) -> String {
+        self.container
+            .get_or_insert_with(|| format!("traj-{:016x}", fastrand::u64(..)))
+            .clone()
+    }
+
+    /// The `docker run` arguments (without the CLI) that start this task's container.
+    pub fn docker_run_args(&mut self) -> Vec<String> {
+        let name = self.container_name();
+        let mut a: Vec<String> = vec![
+            "run".into(),
+            "-d".into(),
+            "--init".into(),
+            "--name".into(),
+            name,
+        ];
+        if !self.cfg.network {
+            a.extend(["--network".into(), "none".into()]);
+        }
+        a.extend([
+            "-v".into(),
+            format!("{}:{WORKSPACE_MOUNT}", self.host_root.display()),
+            "-w".into(),
+            self.inner_cwd.clone(),
+        ]);
+        a.extend(self.cfg.docker_args.iter().cloned());
+        a.push(self.image.clone().unwrap_or_default());
+        a.extend(["sleep".into(), "infinity".into()]);
+        a
+    }
+
+    /// The `docker exec` arguments (without the CLI) that run `argv` in the container.
+    pub fn docker_exec_args(&mut self, argv: &[&str]) -> Vec<String> {
+        let name = self.container_name();
+        let mut a: Vec<String> = vec![
+            "exec".into(),
+            "-i".into(),
+            "-w".into(),
+            self.inner_cwd.clone(),
+        ];
+        for (k, v) in &self.env {
+            a.extend(["-e".into(), format!("{k}={v}")]);
+        }
+        a.push(name);
+        a.extend(argv.iter().map(|s| s.to_string()));
+        a
+    }
+
+    /// A command for the docker CLI itself: it keeps only what the CLI needs to find
+    /// its engine, never the caller's whole environment.
+    fn docker_cli(&self) -> Command {
+        let mut c = Command::new(&self.cfg.docker_cli);
+        c.env_clear();
+        c.env(
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.into()),
+        );
+        for k in [
+            "HOME",
+            "DOCKER_HOST",
+            "DOCKER_CONFIG",
+            "DOCKER_CONTEXT",
+            "XDG_RUNTIME_DIR",
+            "CONTAINER_HOST",
+        ] {
+            if let Ok(v) = std::env::var(k) {
+                c.env(k, v);
+            }
+        }
+        c
+    }
+
+    fn ensure_container(&mut self) -> Result<()> {
+        if self.container.is_some() {
+            return Ok(());
+        }
+        let args = self.docker_run_args();
+        let out = self
+            .docker_cli()
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("cannot run {}", self.cfg.docker_cli))?;
+        if !out.status.success() {
+            self.container = None;
+            bail!(
+                "{} run failed: {}",
+                self.cfg.docker_cli,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// The command that runs `argv` in this sandbox (process group and pipes not yet
+    /// set).
+    pub fn command(&mut self, argv: &[&str]) -> Result<Command> {
+        Ok(match self.backend {
+            Backend::Local => {
+                let mut c = Command::new(argv[0]);
+                c.args(&argv[1..]);
+                c.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
+                c.current_dir(self.host_cwd());
+                c
+            }
+            Backend::Bwrap => {
+                let mut c = Command::new("bwrap");
+                c.args(self.bwrap_args(argv));
+                c.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
+                c.current_dir(&self.host_root);
+                c
+            }
+            Backend::Docker => {
+                self.ensure_container()?;
+                let args = self.docker_exec_args(argv);
+                let mut c = self.docker_cli();
+                c.args(args);
+                c
+            }
+        })
+    }
+
+    /// Run a shell script (`sh -c`), its stderr merged into stdout, with `stdin` fed
+    /// to it, killing its process group after `timeout` (capped by the configured
+    /// one) and whatever it leaves running when it ends.
+    pub fn run_shell(
+        &mut self,
+        script: &str,
+        stdin: Option<&[u8]>,
+        timeout: Option<Duration>,
+    ) -> Result<RunOutput> {
+        let full = format!("exec 2>&1\n{script}");
+        self.run(&["/bin/sh", "-c", &full], stdin, timeout)
+    }
+
+    /// Run `argv` in the sandbox (see [`Sandbox::run_shell`]).
+    pub fn run(
+        &mut self,
+        argv: &[&str],
+        stdin: Option<&[u8]>,
+        timeout: Option<Duration>,
+    ) -> Result<RunOutput> {
+        let timeout = timeout.map_or(self.cfg.timeout, |t| t.min(self.cfg.timeout));
+        let cmd = self.command(argv)?;
+        let out = execute(cmd, stdin, timeout, self.cfg.output_cap)?;
+        if out.timed_out && self.backend == Backend::Docker {
+            // The exec client is gone, but what it started runs on in the container:
+            // restarting it stops every process (the workspace is kept).
+            if let Some(name) = self.container.clone() {
+                let _ = self
+                    .docker_cli()
+                    .args(["restart", "-t", "0", &name])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Check that bubblewrap can create its namespaces here; the error says why not.
+    pub fn probe_bwrap() -> Result<()> {
+        if !on_path("bwrap", SANDBOX_PATH) {
+            bail!("bwrap is not installed");
+        }
+        let out = Command::new("bwrap")
+            .args([
+                "--unshare-all",
+                "--die-with-parent",
+                "--ro-bind",
+                "/",
+                "/",
+                "--",
+                "/bin/true",
+            ])
+            .stdin(Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            bail!(
+                "bwrap cannot create namespaces here: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if self.backend == Backend::Docker {
+            if let Some(name) = self.container.take() {
+                let _ = self
+                    .docker_cli()
+                    .args(["rm", "-f", &name])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+        // A process that left its group (setsid) may still run in the workspace.
+        kill_processes_in(self.dir.path());
+        kill_processes_in(&self.host_root);
+    }
+}
+
+/// Kill every process whose working directory is inside `dir` (best effort: reads
+/// /proc).
+fn kill_processes_in(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let me = std::process::id();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid as u32 == me {
+            continue;
+        }
+        if let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) {
+            if cwd.starts_with(dir) {
+                if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+            }
+        }
+    }
+}
+
+/// Live (not zombie) processes of process group `pgid`, from /proc.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let mut f = rest.split(' ');
+        let state = f.next().unwrap_or("");
+        let pgrp = f.nth(1).and_then(|s| s.parse::<u32>().ok());
+        if pgrp == Some(pgid) && state != "Z" && state != "X" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Output kept from one stream: the first and last `cap / 2` bytes, and a count.
+struct Capped {
+    cap: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl Capped {
+    fn new(cap: usize) -> Capped {
+        Capped {
+            cap,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, mut data: &[u8]) {
+        self.total += data.len() as u64;
+        let head_cap = self.cap / 2;
+        if self.head.len() < head_cap {
+            let n = (head_cap - self.head.len()).min(data.len());
+            self.head.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+        let tail_cap = self.cap - head_cap;
+        if data.len() >= tail_cap {
+            self.tail.clear();
+            self.tail.extend(&data[data.len() - tail_cap..]);
+        } else {
+            let excess = (self.tail.len() + data.len()).saturating_sub(tail_cap);
+            self.tail.drain(..excess);
+            self.tail.extend(data);
+        }
+    }
+
+    /// The text, with a note in the middle when bytes were dropped.
+    fn text(&self) -> (String, bool) {
+        let kept = self.head.len() + self.tail.len();
+        let mut s = String::from_utf8_lossy(&self.head).into_owned();
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        if (kept as u64) < self.total {
+            s.push_str(&format!(
+                "\n\n[... output truncated: {} bytes in total; the middle {} bytes are not shown ...]\n\n",
+                self.total,
+                self.total - kept as u64
+            ));
+            s.push_str(&String::from_utf8_lossy(&tail));
+            (s, true)
+        } else {
+            s.push_str(&String::from_utf8_lossy(&tail));
+            (s, false)
+        }
+    }
+}
+
+fn reader(
+    mut r: impl Read + Send + 'static,
+    buf: Arc<Mutex<Capped>>,
+    done: crossbeam_channel::Sender<()>,
+) {
+    std::thread::spawn(move || {
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            match r.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.lock().expect("output buffer").push(&chunk[..n]),
+            }
+        }
+        let _ = done.send(());
+    });
+}
+
+fn kill_group(pgid: u32) {
+    if let Some(p) = rustix::process::Pid::from_raw(pgid as i32) {
+        let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+    }
+}
+
+/// Spawn `cmd` in a new process group and wait for it (see [`Sandbox::run_shell`]).
+pub fn execute(
+    mut cmd: Command,
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+    cap: usize,
+) -> Result<RunOutput> {
+    cmd.process_group(0)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().context("cannot start the command")?;
+    let pgid = child.id();
+    let out_buf = Arc::new(Mutex::new(Capped::new(cap)));
+    let err_buf = Arc::new(Mutex::new(Capped::new(cap.min(8192))));
+    let (done_tx, done_rx) = crossbeam_channel::bounded(2);
+    reader(
+        child.stdout.take().expect("piped"),
+        out_buf.clone(),
+        done_tx.clone(),
+    );
+    reader(
+        child.stderr.take().expect("piped"),
+        err_buf.clone(),
+        done_tx,
+    );
+    if let (Some(data), Some(mut w)) = (stdin, child.stdin.take()) {
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            let _ = w.write_all(&data);
+        });
+    }
+    let start = Instant::now();
+    let mut timed_out = false;
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if start.elapsed() >= timeout {
+            timed_out = true;
+            kill_group(pgid);
+            break child.wait()?;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    };
+    // Whatever the command left running in its group goes too.
+    let killed_leftovers = !timed_out && !group_members(pgid).is_empty();
+    kill_group(pgid);
+    // Readers end when every writer is gone; a process that escaped the group could
+    // hold a pipe open, so do not wait for it forever.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    for _ in 0..2 {
+        if done_rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .is_err()
+        {
+            break;
+        }
+    }
+    let (mut output, truncated) = out_buf.lock().expect("output buffer").text();
+    let (err, _) = err_buf.lock().expect("output buffer").text();
+    if !err.trim().is_empty() {
+        if !output.is_empty() && !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str(&err);
+    }
+    let exit_code = if timed_out {
+        124
+    } else if let Some(c) = status.code() {
+        c
+    } else {
+        128 + status.signal().unwrap_or(0)
+    };
+    Ok(RunOutput {
+        output,
+        exit_code,
+        timed_out,
+        truncated,
+        killed_leftovers,
+        pgid,
+    })
+}
