@@ -37,45 +37,49 @@ sharegpt="${TRAJ_BENCH_SHAREGPT:-target/bench/sharegpt-${mb}mb.jsonl}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# measure LABEL RUNS CMD... -> prints "seconds max_rss_kb" (median seconds, max RSS)
+# measure LABEL RUNS CMD... -> prints "seconds cpu_seconds max_rss_kb" (the run with the
+# median wall time, and the largest RSS of all runs)
 measure() {
   local label="$1" n="$2"; shift 2
-  local times=() rss=0
+  local rows=() rss=0
   for _ in $(seq "$n"); do
-    /usr/bin/time -f "%e %M" -o "$tmp/time" "$@" > /dev/null
-    read -r t r < "$tmp/time"
-    times+=("$t")
+    /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" "$@" > /dev/null
+    read -r t u s r < "$tmp/time"
+    rows+=("$t $(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')")
     [ "$r" -gt "$rss" ] && rss=$r
-    echo "bench-normalize: $label: ${t}s, ${r} KB" >&2
+    echo "bench-normalize: $label: ${t}s wall, ${u}s user, ${s}s sys, ${r} KB" >&2
   done
   local med
-  med=$(printf '%s\n' "${times[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  med=$(printf '%s\n' "${rows[@]}" | sort -g | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}')
   echo "$med $rss"
 }
 
-mbs() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.0f", b / 1e6 / s }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
+mbs() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", b / 1e6 / s; else printf "-" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", a / b; else printf "-" }'; }
 
 echo "## traj-normalize"
 echo
 echo "\`scripts/bench-normalize.sh\` on $(date -u +%Y-%m-%d): $(nproc) cores, load average"
 echo "$(cut -d' ' -f1-3 /proc/loadavg) at the start. Median of $runs runs (jq: 1 run); RSS is"
-echo "the maximum resident set size from \`/usr/bin/time -v\`'s counter. Output goes to /dev/null."
+echo "the maximum resident set size (\`/usr/bin/time\` %M, the figure \`-v\` prints). CPU s"
+echo "is user + system time; MB/CPU-s is what one core does when it is not shared. Output"
+echo "goes to /dev/null."
 echo
-echo "| corpus | command | seconds | MB/s | vs \`jq -c .\` | max RSS |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| corpus | command | seconds | MB/s | vs \`jq -c .\` | CPU s | MB/CPU-s | max RSS |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for corpus in "$openai" "$sharegpt"; do
   bytes=$(stat -c %s "$corpus")
   name=$(basename "$corpus")
-  read -r t_cat r_cat < <(measure "cat $name" "$runs" cat "$corpus")
-  read -r t_jq r_jq < <(measure "jq $name" 1 jq -c . "$corpus")
-  read -r t_n r_n < <(measure "traj-normalize $name" "$runs" "$bin" -q "$corpus")
-  read -r t_n1 r_n1 < <(measure "traj-normalize -j1 $name" "$runs" "$bin" -q -j1 "$corpus")
+  read -r t_cat c_cat r_cat < <(measure "cat $name" "$runs" cat "$corpus")
+  read -r t_jq c_jq r_jq < <(measure "jq $name" 1 jq -c . "$corpus")
+  read -r t_n c_n r_n < <(measure "traj-normalize $name" "$runs" "$bin" -q "$corpus")
+  read -r t_n1 c_n1 r_n1 < <(measure "traj-normalize -j1 $name" "$runs" "$bin" -q -j1 "$corpus")
   size="$name ($((bytes / 1000000)) MB)"
-  echo "| $size | \`cat\` | $t_cat | $(mbs "$bytes" "$t_cat") | $(ratio "$t_jq" "$t_cat") | $((r_cat / 1024)) MB |"
-  echo "| $size | \`jq -c .\` | $t_jq | $(mbs "$bytes" "$t_jq") | 1.0 | $((r_jq / 1024)) MB |"
-  echo "| $size | \`traj-normalize\` (all cores) | $t_n | $(mbs "$bytes" "$t_n") | $(ratio "$t_jq" "$t_n") | $((r_n / 1024)) MB |"
-  echo "| $size | \`traj-normalize -j1\` | $t_n1 | $(mbs "$bytes" "$t_n1") | $(ratio "$t_jq" "$t_n1") | $((r_n1 / 1024)) MB |"
+  row() { echo "| $size | $1 | $2 | $(mbs "$bytes" "$2") | $(ratio "$t_jq" "$2") | $3 | $(mbs "$bytes" "$3") | $(($4 / 1024)) MB |"; }
+  row "\`cat\`" "$t_cat" "$c_cat" "$r_cat"
+  row "\`jq -c .\`" "$t_jq" "$c_jq" "$r_jq"
+  row "\`traj-normalize\` (all cores)" "$t_n" "$c_n" "$r_n"
+  row "\`traj-normalize -j1\`" "$t_n1" "$c_n1" "$r_n1"
 done
 echo
 echo "Targets (issue 2): >= 300 MB/s on 2 cores, >= 10x \`jq -c .\`, RSS < 100 MB whatever the input size."

@@ -907,3 +907,18 @@ fn output_file_is_written_atomically_and_gzip_input_works() {
     );
     assert!(!out2.exists());
 }
+
+#[test]
+fn invalid_utf8_is_a_bad_line_with_a_reason() {
+    let d = tmpdir();
+    let rej = d.path().join("rej.jsonl");
+    let mut c = cmd(BIN, d.path());
+    c.args(["-q", "--on-error", "skip", "--rejects"]).arg(&rej);
+    let mut input = b"{\"messages\": [{\"role\": \"user\", \"content\": \"".to_vec();
+    input.extend_from_slice(b"\xff\xfe\"}]}\n");
+    let o = run_with_stdin(c, &input);
+    assert_code(&o, 0);
+    let r = read_jsonl(&rej);
+    assert!(r[0]["reasons"][0].as_str().unwrap().starts_with("invalid JSON"), "{r:?}");
+    assert!(r[0]["raw"].is_string());
+}
