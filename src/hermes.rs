@@ -390,7 +390,17 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
                 s.chars().take(40).collect::<String>()
             ));
         };
-        let Some(end) = find_response_end(after) else {
+        // A JSON body ends where its value ends (so a literal `</tool_response>` inside
+        // a JSON string cannot end it); any other body at the first closing tag.
+        if let Ok((v, used)) = json_prefix(after) {
+            let rest = after[used..].trim_start_matches(py_space);
+            if let Some(tail) = rest.strip_prefix("</tool_response>") {
+                out.push(result_from_value(v));
+                s = tail;
+                continue;
+            }
+        }
+        let Some(end) = after.find("</tool_response>") else {
             return Err(format!(
                 "<tool_response> {} has no closing </tool_response>",
                 out.len() + 1
@@ -398,60 +408,39 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
         };
         let body = &after[..end];
         s = &after[end + "</tool_response>".len()..];
-        out.push(result_from_body(body));
-    }
-}
-
-/// Where the body of a response ends: after its JSON value when it is JSON (so that a
-/// literal `</tool_response>` inside a JSON string does not end it), else at the first
-/// closing tag.
-fn find_response_end(after: &str) -> Option<usize> {
-    if let Ok((_, used)) = json_prefix(after) {
-        let rest = &after[used..];
-        let ws = rest.len() - rest.trim_start_matches(py_space).len();
-        if rest[ws..].starts_with("</tool_response>") {
-            return Some(used + ws);
-        }
-    }
-    after.find("</tool_response>")
-}
-
-fn result_from_body(body: &str) -> ToolResult {
-    let trimmed = py_strip(body);
-    if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
-        if let Value::Object(mut m) = v {
-            if m.contains_key("name") && m.contains_key("content") {
-                let name = match m.remove("name") {
-                    Some(Value::String(s)) => s,
-                    _ => String::new(),
-                };
-                let tool_call_id = match m.remove("tool_call_id") {
-                    Some(Value::String(s)) => s,
-                    _ => String::new(),
-                };
-                let content = m.remove("content").unwrap_or(Value::Null);
-                return ToolResult {
-                    tool_call_id,
-                    name,
-                    content,
-                };
-            }
-            return ToolResult {
-                tool_call_id: String::new(),
-                name: String::new(),
-                content: Value::Object(m),
-            };
-        }
-        return ToolResult {
+        out.push(ToolResult {
             tool_call_id: String::new(),
             name: String::new(),
-            content: v,
-        };
+            content: crate::model::tool_content_value(py_strip(body)),
+        });
     }
-    ToolResult {
-        tool_call_id: String::new(),
-        name: String::new(),
-        content: crate::model::tool_content_value(trimmed),
+}
+
+/// A result from a parsed JSON body: `{"name", "content"}` (with or without
+/// `tool_call_id`) is the wrapper; any other value is the content itself.
+fn result_from_value(v: Value) -> ToolResult {
+    match v {
+        Value::Object(mut m) if m.contains_key("name") && m.contains_key("content") => {
+            let name = match m.remove("name") {
+                Some(Value::String(s)) => s,
+                _ => String::new(),
+            };
+            let tool_call_id = match m.remove("tool_call_id") {
+                Some(Value::String(s)) => s,
+                _ => String::new(),
+            };
+            let content = m.remove("content").unwrap_or(Value::Null);
+            ToolResult {
+                tool_call_id,
+                name,
+                content,
+            }
+        }
+        other => ToolResult {
+            tool_call_id: String::new(),
+            name: String::new(),
+            content: other,
+        },
     }
 }
 

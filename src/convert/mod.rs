@@ -77,10 +77,6 @@ pub fn normalize_row(
     }
     let stats = tool_stats(&traj, known);
 
-    let body = match opts.target {
-        Target::Hermes => hermes_conversations(&traj)?,
-        Target::OpenAi => openai_messages(&traj),
-    };
     let start = out.len();
     out.push(b'{');
     let mut first = true;
@@ -97,7 +93,15 @@ pub fn normalize_row(
             sep(out);
             pyjson::write_str(out, new_key, Style::Python);
             out.extend_from_slice(b": ");
-            out.extend_from_slice(&body);
+            match opts.target {
+                Target::Hermes => {
+                    if let Err(e) = hermes_conversations(&traj, out) {
+                        out.truncate(start);
+                        return Err(e);
+                    }
+                }
+                Target::OpenAi => out.extend_from_slice(&openai_messages(&traj)),
+            }
             if opts.target == Target::OpenAi {
                 out.extend_from_slice(b", \"tools\": ");
                 let tools: Vec<Value> = traj.tools.iter().map(|t| t.to_openai()).collect();
@@ -171,24 +175,45 @@ fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
     out.push(b'}');
 }
 
-/// The `conversations` list of a Hermes row, as JSON.
-pub fn hermes_conversations(traj: &Trajectory) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(4096);
+/// Append the `conversations` list of a Hermes row, as JSON, to `out`.
+///
+/// Tool turns, the bulk of most rows, are written straight into `out`: their JSON
+/// bodies are escaped for the outer string in the same pass
+/// ([`pyjson::write_value_nested`]), which gives the same bytes as
+/// [`hermes::render_tool`] written as a string.
+pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), String> {
     out.push(b'[');
-    write_turn(&mut out, "system", &hermes::system_prompt(&traj.tools));
+    write_turn(out, "system", &hermes::system_prompt(&traj.tools));
     for (i, t) in traj.turns.iter().enumerate() {
         out.extend_from_slice(b", ");
         match t {
-            Turn::Human(s) => write_turn(&mut out, "human", s),
+            Turn::Human(s) => write_turn(out, "human", s),
             Turn::Gpt(g) => {
                 let v = hermes::render_gpt(g).map_err(|e| format!("turn {}: {e}", i + 2))?;
-                write_turn(&mut out, "gpt", &v);
+                write_turn(out, "gpt", &v);
             }
-            Turn::Tool(rs) => write_turn(&mut out, "tool", &hermes::render_tool(rs)),
+            Turn::Tool(rs) => write_tool_turn(out, rs),
         }
     }
     out.push(b']');
-    Ok(out)
+    Ok(())
+}
+
+fn write_tool_turn(out: &mut Vec<u8>, rs: &[crate::model::ToolResult]) {
+    out.extend_from_slice(b"{\"from\": \"tool\", \"value\": \"");
+    for (i, r) in rs.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b"\\n");
+        }
+        out.extend_from_slice(b"<tool_response>\\n{\\\"tool_call_id\\\": ");
+        pyjson::write_str_nested(out, &r.tool_call_id, Style::Envelope);
+        out.extend_from_slice(b", \\\"name\\\": ");
+        pyjson::write_str_nested(out, &r.name, Style::Envelope);
+        out.extend_from_slice(b", \\\"content\\\": ");
+        pyjson::write_value_nested(out, &r.content, Style::Envelope);
+        out.extend_from_slice(b"}\\n</tool_response>");
+    }
+    out.extend_from_slice(b"\"}");
 }
 
 /// The `messages` list of an OpenAI row, as JSON.

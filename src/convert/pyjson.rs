@@ -101,10 +101,61 @@ fn attention_mask(w: u64, lt: bool) -> u64 {
 /// Append `s` as a JSON string literal. Plain bytes are skipped eight at a time; the
 /// first byte needing attention in a word is found with `trailing_zeros`.
 pub fn write_str(out: &mut Vec<u8>, s: &str, style: Style) {
-    let b = s.as_bytes();
-    let lt = style == Style::Envelope;
-    out.reserve(b.len() + 2);
+    out.reserve(s.len() + 2);
     out.push(b'"');
+    escape_into(out, s.as_bytes(), style == Style::Envelope, false);
+    out.push(b'"');
+}
+
+/// Append `s` escaped for the inside of a JSON string literal (no quotes).
+pub fn write_str_body(out: &mut Vec<u8>, s: &str) {
+    escape_into(out, s.as_bytes(), false, false);
+}
+
+/// Append the JSON string literal of `s`, escaped once more for the inside of an outer
+/// JSON string: what `write_str_body(json(s))` gives, in one pass.
+pub fn write_str_nested(out: &mut Vec<u8>, s: &str, style: Style) {
+    out.reserve(s.len() + 4);
+    out.extend_from_slice(b"\\\"");
+    escape_into(out, s.as_bytes(), style == Style::Envelope, true);
+    out.extend_from_slice(b"\\\"");
+}
+
+/// Append the JSON text of `v`, escaped for the inside of an outer JSON string, in one
+/// pass (no intermediate string).
+pub fn write_value_nested(out: &mut Vec<u8>, v: &Value, style: Style) {
+    match v {
+        Value::String(s) => write_str_nested(out, s, style),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, it) in items.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                write_value_nested(out, it, style);
+            }
+            out.push(b']');
+        }
+        Value::Object(m) => {
+            out.push(b'{');
+            for (i, (k, it)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                write_str_nested(out, k, style);
+                out.extend_from_slice(b": ");
+                write_value_nested(out, it, style);
+            }
+            out.push(b'}');
+        }
+        // null, booleans and numbers hold nothing to escape.
+        other => write_value(out, other, style),
+    }
+}
+
+/// The escaping loop. `lt`: escape closing tags as `<\/`; `nested`: escape the escapes
+/// once more (for JSON text inside a JSON string).
+fn escape_into(out: &mut Vec<u8>, b: &[u8], lt: bool, nested: bool) {
     let mut start = 0;
     let mut i = 0;
     loop {
@@ -128,6 +179,7 @@ pub fn write_str(out: &mut Vec<u8>, s: &str, style: Style) {
             break;
         }
         let c = b[i];
+        let buf: [u8; 6];
         let esc: &[u8] = match c {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
@@ -137,19 +189,16 @@ pub fn write_str(out: &mut Vec<u8>, s: &str, style: Style) {
             0x08 => b"\\b",
             0x0c => b"\\f",
             0..=0x1f => {
-                out.extend_from_slice(&b[start..i]);
                 let hex = b"0123456789abcdef";
-                out.extend_from_slice(&[
+                buf = [
                     b'\\',
                     b'u',
                     b'0',
                     b'0',
                     hex[(c >> 4) as usize],
                     hex[(c & 15) as usize],
-                ]);
-                i += 1;
-                start = i;
-                continue;
+                ];
+                &buf
             }
             _ => {
                 // '<' in envelope style: escape the slash of a closing tag.
@@ -159,7 +208,7 @@ pub fn write_str(out: &mut Vec<u8>, s: &str, style: Style) {
                         .any(|t| b[i..].starts_with(t.as_bytes()))
                 {
                     out.extend_from_slice(&b[start..=i]);
-                    out.push(b'\\');
+                    out.extend_from_slice(if nested { b"\\\\" } else { b"\\" });
                     start = i + 1;
                 }
                 i += 1;
@@ -167,12 +216,20 @@ pub fn write_str(out: &mut Vec<u8>, s: &str, style: Style) {
             }
         };
         out.extend_from_slice(&b[start..i]);
-        out.extend_from_slice(esc);
+        if nested {
+            for &x in esc {
+                if x == b'\\' || x == b'"' {
+                    out.push(b'\\');
+                }
+                out.push(x);
+            }
+        } else {
+            out.extend_from_slice(esc);
+        }
         i += 1;
         start = i;
     }
     out.extend_from_slice(&b[start..]);
-    out.push(b'"');
 }
 
 #[inline(always)]
@@ -277,6 +334,23 @@ mod tests {
         }
         let ours = to_string(&Value::String(s.clone()), Style::Python);
         assert_eq!(ours, serde_json::to_string(&s).unwrap());
+    }
+
+    #[test]
+    fn nested_writing_equals_escaping_twice() {
+        let v =
+            json!({"a\"": ["x\n\\y", 1.5, null, "</tool_response> \u{1} é"], "b": {"c": r"<\/"}});
+        for style in [Style::Python, Style::Envelope] {
+            let inner = to_string(&v, style);
+            let mut twice = Vec::new();
+            write_str_body(&mut twice, &inner);
+            let mut once = Vec::new();
+            write_value_nested(&mut once, &v, style);
+            assert_eq!(
+                String::from_utf8(once).unwrap(),
+                String::from_utf8(twice).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod compress;
 mod core;
 mod filter;
 mod merge;
+mod normalize;
 mod pipeline;
 mod run;
 mod sample;

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Benchmark traj-normalize beside `cat` and `jq -c .` on the same files, in the same run.
+#
+# Usage: scripts/bench-normalize.sh [--mb N] [--runs K]
+#   --mb N    corpus size in MB when generating (default $TRAJ_BENCH_MB or 500)
+#   --runs K  runs per command; the median time is reported (default 3; jq runs once)
+#
+# Corpora: $TRAJ_BENCH_OPENAI and $TRAJ_BENCH_SHAREGPT when set (scripts/bench.sh sets
+# them), else generated with scripts/gen_corpus.py under target/bench/ (never in the repo).
+# Uses the release binary in target/release (build it first: `make build`).
+# Prints a markdown section on stdout; progress goes to stderr.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mb="${TRAJ_BENCH_MB:-500}"
+runs=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --mb) mb="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-normalize: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+bin=target/release/traj-normalize
+[ -x "$bin" ] || { echo "bench-normalize: $bin missing; run make build" >&2; exit 1; }
+command -v jq >/dev/null || { echo "bench-normalize: jq missing (scripts/setup.sh)" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "bench-normalize: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
+
+mkdir -p target/bench
+openai="${TRAJ_BENCH_OPENAI:-target/bench/openai-${mb}mb.jsonl}"
+sharegpt="${TRAJ_BENCH_SHAREGPT:-target/bench/sharegpt-${mb}mb.jsonl}"
+[ -s "$openai" ] || python3 scripts/gen_corpus.py --shape openai --mb "$mb" --seed 1 > "$openai"
+[ -s "$sharegpt" ] || python3 scripts/gen_corpus.py --shape sharegpt --mb "$mb" --seed 1 > "$sharegpt"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# measure LABEL RUNS CMD... -> prints "seconds cpu_seconds max_rss_kb" (the run with the
+# median wall time, and the largest RSS of all runs)
+measure() {
+  local label="$1" n="$2"; shift 2
+  local rows=() rss=0
+  for _ in $(seq "$n"); do
+    /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" "$@" > /dev/null
+    read -r t u s r < "$tmp/time"
+    rows+=("$t $(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')")
+    [ "$r" -gt "$rss" ] && rss=$r
+    echo "bench-normalize: $label: ${t}s wall, ${u}s user, ${s}s sys, ${r} KB" >&2
+  done
+  local med
+  med=$(printf '%s\n' "${rows[@]}" | sort -g | awk '{a[NR]=$0} END {print a[int((NR+1)/2)]}')
+  echo "$med $rss"
+}
+
+mbs() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", b / 1e6 / s; else printf "-" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", a / b; else printf "-" }'; }
+
+echo "## traj-normalize"
+echo
+echo "\`scripts/bench-normalize.sh\` on $(date -u +%Y-%m-%d): $(nproc) cores, load average"
+echo "$(cut -d' ' -f1-3 /proc/loadavg) at the start. Median of $runs runs (jq: 1 run); RSS is"
+echo "the maximum resident set size (\`/usr/bin/time\` %M, the figure \`-v\` prints). CPU s"
+echo "is user + system time; MB/CPU-s is what one core does when it is not shared. Output"
+echo "goes to /dev/null."
+echo
+echo "| corpus | command | seconds | MB/s | vs \`jq -c .\` | CPU s | MB/CPU-s | max RSS |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
+for corpus in "$openai" "$sharegpt"; do
+  bytes=$(stat -c %s "$corpus")
+  name=$(basename "$corpus")
+  read -r t_cat c_cat r_cat < <(measure "cat $name" "$runs" cat "$corpus")
+  read -r t_jq c_jq r_jq < <(measure "jq $name" 1 jq -c . "$corpus")
+  read -r t_n c_n r_n < <(measure "traj-normalize $name" "$runs" "$bin" -q "$corpus")
+  read -r t_n1 c_n1 r_n1 < <(measure "traj-normalize -j1 $name" "$runs" "$bin" -q -j1 "$corpus")
+  size="$name ($((bytes / 1000000)) MB)"
+  row() { echo "| $size | $1 | $2 | $(mbs "$bytes" "$2") | $(ratio "$t_jq" "$2") | $3 | $(mbs "$bytes" "$3") | $(($4 / 1024)) MB |"; }
+  row "\`cat\`" "$t_cat" "$c_cat" "$r_cat"
+  row "\`jq -c .\`" "$t_jq" "$c_jq" "$r_jq"
+  row "\`traj-normalize\` (all cores)" "$t_n" "$c_n" "$r_n"
+  row "\`traj-normalize -j1\`" "$t_n1" "$c_n1" "$r_n1"
+done
+echo
+echo "Targets (issue 2): >= 300 MB/s on 2 cores, >= 10x \`jq -c .\`, RSS < 100 MB whatever the input size."
