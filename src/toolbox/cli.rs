@@ -151,7 +151,7 @@ impl ToolArgs {
                 })
             }
         };
-        if self.moa_aggregator.is_some() != !self.moa_models.is_empty() {
+        if self.moa_aggregator.is_some() == self.moa_models.is_empty() {
             crate::usage_bail!("--moa-models and --moa-aggregator go together");
         }
         let wants_llm = self.vision_model.is_some() || self.moa_aggregator.is_some();
