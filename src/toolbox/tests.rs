@@ -107,6 +107,9 @@ fn terminal_runs_in_the_workspace() {
     assert!(!err);
     assert_eq!(v["exit_code"], 3);
     assert!(v["error"].is_null());
+    // The reference's result shape: exactly output, exit_code, error.
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["output", "exit_code", "error"]);
     assert_eq!(v["output"], format!("{}\nout\nerr\n", ws.display()));
     assert_eq!(
         std::fs::read_to_string(ws.join("made.txt")).unwrap(),
@@ -335,6 +338,15 @@ fn cwd_applies_and_stays_inside() {
             .content
             .is_empty()
     );
+    // In bwrap, the same cwd is seen under /workspace.
+    let mut t = task_with(
+        &ToolConfig::default(),
+        &bwrap_config(),
+        &["terminal"],
+        &spec,
+    );
+    let (v, _) = term(&mut t, "pwd");
+    assert_eq!(v["output"], "/workspace/proj/src\n");
     for bad in ["/etc", "../up", "/tmp/elsewhere"] {
         let spec = TaskSpec {
             image: None,
