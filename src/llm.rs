@@ -5,7 +5,10 @@
 //! context-length errors are classified and returned at once. Reasoning is read from
 //! `reasoning`, `reasoning_content` or `reasoning_details`, whichever the provider sends.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -252,11 +255,52 @@ pub fn reasoning_text(message: &Value) -> Option<String> {
     None
 }
 
+/// A global request-rate cap shared by every thread of a run: requests are spaced
+/// `1 / rps` apart (no bursts), each thread sleeping until its slot.
+#[derive(Debug)]
+pub struct RateLimiter {
+    interval: Duration,
+    next: Mutex<Instant>,
+}
+
+impl RateLimiter {
+    /// `rps` requests per second at most (must be > 0).
+    pub fn new(rps: f64) -> RateLimiter {
+        RateLimiter {
+            interval: Duration::from_secs_f64(1.0 / rps.max(1e-6)),
+            next: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Reserve the next slot and return when it starts.
+    pub fn reserve(&self) -> Instant {
+        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let slot = (*next).max(now);
+        *next = slot + self.interval;
+        slot
+    }
+}
+
+/// Per-call controls for [`Client::chat_opts`].
+#[derive(Default)]
+pub struct CallOptions<'a> {
+    /// Hears about each failed attempt before its wait.
+    pub on_retry: Option<&'a dyn Fn(&LlmError)>,
+    /// No attempt starts, and no wait lasts, past this instant; requests in flight are
+    /// cut at it (class `timeout`, message starting with "deadline").
+    pub deadline: Option<Instant>,
+    /// Set by someone else to abandon the call between attempts (class `transport`,
+    /// message "stopped").
+    pub stop: Option<&'a AtomicBool>,
+}
+
 /// A blocking OpenAI-compatible client; cheap to share between threads.
 #[derive(Clone)]
 pub struct Client {
     agent: ureq::Agent,
     cfg: ClientConfig,
+    rate: Option<Arc<RateLimiter>>,
 }
 
 impl Client {
@@ -264,9 +308,20 @@ impl Client {
         let agent = ureq::AgentBuilder::new()
             .timeout(cfg.timeout)
             .timeout_connect(Duration::from_secs(30).min(cfg.timeout))
-            .max_idle_connections_per_host(1024)
+            .max_idle_connections(4096)
+            .max_idle_connections_per_host(4096)
             .build();
-        Client { agent, cfg }
+        Client {
+            agent,
+            cfg,
+            rate: None,
+        }
+    }
+
+    /// Share `limiter` between this client and its clones: every attempt waits its slot.
+    pub fn with_rate_limit(mut self, limiter: Arc<RateLimiter>) -> Client {
+        self.rate = Some(limiter);
+        self
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -285,22 +340,80 @@ impl Client {
         body: &Value,
         on_retry: &dyn Fn(&LlmError),
     ) -> Result<ChatResponse, LlmError> {
+        self.chat_opts(
+            body,
+            &CallOptions {
+                on_retry: Some(on_retry),
+                ..CallOptions::default()
+            },
+        )
+    }
+
+    /// Like [`Client::chat`], with a deadline, a stop flag and a retry hook.
+    pub fn chat_opts(&self, body: &Value, opts: &CallOptions) -> Result<ChatResponse, LlmError> {
         let url = format!(
             "{}/chat/completions",
             self.cfg.base_url.trim_end_matches('/')
         );
+        let stopped = |attempts| LlmError {
+            class: ErrorClass::Transport,
+            status: None,
+            message: "stopped".into(),
+            attempts,
+        };
+        let past_deadline = |attempts| LlmError {
+            class: ErrorClass::Timeout,
+            status: None,
+            message: "deadline reached".into(),
+            attempts,
+        };
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let (err, retry_after) = match self.once(&url, body, attempt) {
+            if let Some(rate) = &self.rate {
+                let slot = rate.reserve();
+                if !sleep_until(slot, opts) {
+                    return Err(if is_set(opts.stop) {
+                        stopped(attempt - 1)
+                    } else {
+                        past_deadline(attempt - 1)
+                    });
+                }
+            }
+            let timeout = match opts.deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(past_deadline(attempt - 1));
+                    }
+                    left.min(self.cfg.timeout)
+                }
+                None => self.cfg.timeout,
+            };
+            let (mut err, retry_after) = match self.once(&url, body, attempt, timeout) {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
             };
+            if err.class == ErrorClass::Timeout
+                && opts.deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                err.message = format!("deadline reached: {}", err.message);
+                return Err(err);
+            }
             if !err.class.retryable() || attempt > self.cfg.max_retries {
                 return Err(err);
             }
-            on_retry(&err);
-            std::thread::sleep(self.backoff(attempt, retry_after));
+            if let Some(f) = opts.on_retry {
+                f(&err);
+            }
+            let wait = self.backoff(attempt, retry_after);
+            if !sleep_until(Instant::now() + wait, opts) {
+                if is_set(opts.stop) {
+                    return Err(stopped(attempt));
+                }
+                err.message = format!("deadline reached: {}", err.message);
+                return Err(err);
+            }
         }
     }
 
@@ -325,8 +438,13 @@ impl Client {
         url: &str,
         body: &Value,
         attempt: u32,
+        timeout: Duration,
     ) -> Result<ChatResponse, (LlmError, Option<Duration>)> {
-        let mut req = self.agent.post(url).set("Content-Type", "application/json");
+        let mut req = self
+            .agent
+            .post(url)
+            .timeout(timeout)
+            .set("Content-Type", "application/json");
         if let Some(key) = &self.cfg.api_key {
             req = req.set("Authorization", &format!("Bearer {key}"));
         }
@@ -401,6 +519,36 @@ impl Client {
                 Err((fail(class, None, msg), None))
             }
         }
+    }
+}
+
+fn is_set(flag: Option<&AtomicBool>) -> bool {
+    flag.is_some_and(|f| f.load(Ordering::Relaxed))
+}
+
+/// Sleep until `when`, in short slices; false when the stop flag was set or the deadline
+/// comes first.
+fn sleep_until(when: Instant, opts: &CallOptions) -> bool {
+    loop {
+        if is_set(opts.stop) {
+            return false;
+        }
+        let now = Instant::now();
+        if opts.deadline.is_some_and(|d| now >= d || when > d) {
+            // Waiting would overrun the deadline: give up now.
+            if let Some(d) = opts.deadline {
+                let until = d.min(when);
+                if until > now {
+                    std::thread::sleep((until - now).min(Duration::from_millis(50)));
+                    continue;
+                }
+            }
+            return false;
+        }
+        if now >= when {
+            return true;
+        }
+        std::thread::sleep((when - now).min(Duration::from_millis(50)));
     }
 }
 

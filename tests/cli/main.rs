@@ -4,5 +4,12 @@
 
 mod util;
 
+#[path = "../standin/mod.rs"]
+mod standin;
+
+mod compress;
 mod core;
+mod filter;
+mod merge;
+mod run;
 mod sample;

@@ -1,0 +1,776 @@
+//! The agent loop: one prompt, a model behind an OpenAI-compatible endpoint, the tools of
+//! one task, until the model answers without tools or the turn cap is hit.
+//!
+//! Rules (hermes-agent's loop, without its off-by-one; see `docs/run.md`):
+//! - `max_turns` caps the model calls that may use tools. An answer (no tool calls) on any
+//!   of them, the last included, is `completed`.
+//! - Hitting the cap appends one user message asking for a final answer and makes one more
+//!   call without tools; the prompt is then `completed: false`.
+//! - An unknown tool name or arguments that are not a JSON object get one corrective tool
+//!   result (an error the model can read); the call counts against the cap. A second
+//!   invalid turn ends the prompt as `partial`.
+//! - `finish_reason: length` ends the prompt as `partial` (the truncated message is left
+//!   out); on the very first call it is a failure (`length`).
+//! - The ephemeral system prompt and the prefill messages are sent, never stored.
+//! - A wall-clock deadline per prompt ends it as a `prompt_timeout` failure; the stop flag
+//!   (Ctrl-C, spend cap, closed stdout) abandons it.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use crate::cache::Cache;
+use crate::llm::{CallOptions, ChatResponse, Client, ErrorClass, LlmError, Usage};
+use crate::toolbox::ToolHost;
+
+/// The user message sent when the turn cap is reached.
+pub const FINAL_REQUEST: &str = "You have used all the tool-calling turns available for \
+this task. Do not call any more tools: give your final answer now, based on what you \
+have found so far.";
+
+/// How requests are built and how long a prompt may run.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub model: String,
+    /// Model calls allowed with tools (the final-answer request comes on top).
+    pub max_turns: u32,
+    pub max_tokens: Option<u64>,
+    /// The request's `reasoning` object (OpenRouter), if any.
+    pub reasoning: Option<Value>,
+    /// The request's `provider` object (OpenRouter routing), if any.
+    pub provider: Option<Value>,
+    /// Sent as the system message; never stored.
+    pub ephemeral_system_prompt: Option<String>,
+    /// Sent after the system message; never stored.
+    pub prefill: Vec<Value>,
+    /// Wall-clock limit per prompt.
+    pub prompt_timeout: Option<Duration>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            model: "model".into(),
+            max_turns: 10,
+            max_tokens: None,
+            reasoning: None,
+            provider: None,
+            ephemeral_system_prompt: None,
+            prefill: Vec::new(),
+            prompt_timeout: None,
+        }
+    }
+}
+
+/// One model call as the loop saw it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub response: ChatResponse,
+    /// Answered from the cache (nothing spent).
+    pub cached: bool,
+    pub latency: Duration,
+}
+
+/// What the loop needs from a model: one chat call with a deadline.
+pub trait Chat: Sync {
+    fn chat(&self, body: &Value, deadline: Option<Instant>) -> Result<Call, LlmError>;
+    /// Set when the run is stopping: the loop abandons its prompt.
+    fn stopping(&self) -> bool;
+}
+
+/// The real [`Chat`]: the HTTP client, the optional cache, the spend cap and the stop
+/// flag, shared by every worker of a run.
+pub struct Llm {
+    pub client: Client,
+    pub cache: Option<Cache>,
+    /// Spend cap in dollars (provider-reported cost).
+    pub max_cost: Option<f64>,
+    /// Set to stop the run; checked between calls and during retry waits.
+    pub stop: std::sync::Arc<AtomicBool>,
+    /// Why the run stopped (first reason wins).
+    pub stop_reason: Mutex<Option<String>>,
+    spent_micro: AtomicU64,
+    retries: AtomicU64,
+}
+
+impl Llm {
+    pub fn new(
+        client: Client,
+        cache: Option<Cache>,
+        max_cost: Option<f64>,
+        stop: std::sync::Arc<AtomicBool>,
+    ) -> Llm {
+        Llm {
+            client,
+            cache,
+            max_cost,
+            stop,
+            stop_reason: Mutex::new(None),
+            spent_micro: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+        }
+    }
+
+    /// Dollars spent so far (cache hits cost nothing).
+    pub fn spent(&self) -> f64 {
+        self.spent_micro.load(Ordering::Relaxed) as f64 / 1e6
+    }
+
+    /// Failed attempts that were retried so far.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    /// Stop the run for `reason` (the first reason is kept).
+    pub fn request_stop(&self, reason: &str) {
+        let mut r = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
+        if r.is_none() {
+            *r = Some(reason.to_string());
+        }
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    pub fn stop_reason(&self) -> Option<String> {
+        self.stop_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Chat for Llm {
+    fn chat(&self, body: &Value, deadline: Option<Instant>) -> Result<Call, LlmError> {
+        let started = Instant::now();
+        let key = self
+            .cache
+            .as_ref()
+            .map(|_| Cache::key(&self.client.config().base_url, body));
+        if let (Some(cache), Some(key)) = (&self.cache, &key)
+            && let Some(raw) = cache.get(key)
+            && let Some(response) = ChatResponse::from_body(raw, 1)
+        {
+            return Ok(Call {
+                response,
+                cached: true,
+                latency: started.elapsed(),
+            });
+        }
+        let on_retry = |_: &LlmError| {
+            self.retries.fetch_add(1, Ordering::Relaxed);
+        };
+        let opts = CallOptions {
+            on_retry: Some(&on_retry),
+            deadline,
+            stop: Some(&self.stop),
+        };
+        let response = self.client.chat_opts(body, &opts)?;
+        if let Some(cost) = response.usage.cost.filter(|c| *c > 0.0) {
+            let micro = (cost * 1e6).round() as u64;
+            let total = self.spent_micro.fetch_add(micro, Ordering::Relaxed) + micro;
+            if let Some(cap) = self.max_cost
+                && total as f64 / 1e6 >= cap
+            {
+                self.request_stop(&format!("spend cap ${cap} reached"));
+            }
+        }
+        if let (Some(cache), Some(key)) = (&self.cache, &key) {
+            // A cache that cannot be written is not worth failing the prompt for.
+            let _ = cache.put(key, &response.raw);
+        }
+        Ok(Call {
+            response,
+            cached: false,
+            latency: started.elapsed(),
+        })
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// Why a finished prompt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model answered without tools within the cap.
+    Answer,
+    /// The model answered, but with no text.
+    EmptyAnswer,
+    /// The cap was hit; the final-answer request was made.
+    TurnCap,
+    /// A reply was cut by the token limit.
+    Length,
+    /// A second turn of invalid tool calls.
+    InvalidToolCalls,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Answer => "answer",
+            StopReason::EmptyAnswer => "empty_answer",
+            StopReason::TurnCap => "turn_cap",
+            StopReason::Length => "length",
+            StopReason::InvalidToolCalls => "invalid_tool_calls",
+        }
+    }
+}
+
+/// Per-call facts kept in the record.
+#[derive(Debug, Clone)]
+pub struct CallInfo {
+    pub usage: Usage,
+    pub latency_ms: u64,
+    pub http_attempts: u32,
+    pub finish_reason: Option<String>,
+    pub cached: bool,
+}
+
+impl CallInfo {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "usage": usage_json(&self.usage),
+            "latency_ms": self.latency_ms,
+            "http_attempts": self.http_attempts,
+            "finish_reason": self.finish_reason,
+            "cached": self.cached,
+        })
+    }
+}
+
+/// `usage` as stored in records.
+pub fn usage_json(u: &Usage) -> Value {
+    let mut v = json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.total_tokens,
+    });
+    if let Some(c) = u.cost {
+        v["cost"] = json!(c);
+    }
+    v
+}
+
+/// Add `b` into `a` (costs add when either has one).
+pub fn add_usage(a: &mut Usage, b: &Usage) {
+    a.prompt_tokens += b.prompt_tokens;
+    a.completion_tokens += b.completion_tokens;
+    a.total_tokens += b.total_tokens;
+    if let Some(c) = b.cost {
+        a.cost = Some(a.cost.unwrap_or(0.0) + c);
+    }
+}
+
+/// A prompt that ran to an end (answer, cap, truncation, ...).
+#[derive(Debug, Clone)]
+pub struct Trajectory {
+    /// The user prompt, then every assistant and tool message as exchanged (and the
+    /// corrective or final-answer requests, which are part of the exchange).
+    pub messages: Vec<Value>,
+    pub completed: bool,
+    pub partial: bool,
+    /// Model calls made (the final-answer request included).
+    pub api_calls: u32,
+    pub stop_reason: StopReason,
+    pub calls: Vec<CallInfo>,
+    pub usage: Usage,
+    /// Time spent waiting for the model and running tools.
+    pub llm_time: Duration,
+    pub tool_time: Duration,
+}
+
+/// A prompt that could not run to an end.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// `rate_limited`, `server_error`, ..., `prompt_timeout`, `length`, `tool_host`.
+    pub class: String,
+    pub retryable: bool,
+    pub message: String,
+    pub status: Option<u16>,
+    /// HTTP attempts of the failing call.
+    pub http_attempts: u32,
+    pub api_calls: u32,
+    pub usage: Usage,
+}
+
+/// The end of one prompt.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Done(Box<Trajectory>),
+    Failed(Failure),
+    /// The run is stopping; the prompt is left for a resume.
+    Abandoned,
+}
+
+fn tool_names(schemas: &[Value]) -> Vec<String> {
+    schemas
+        .iter()
+        .filter_map(|s| {
+            s.pointer("/function/name")
+                .or_else(|| s.get("name"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Build the request body for `messages` (ephemeral system prompt and prefill in front).
+pub fn request_body(cfg: &AgentConfig, messages: &[Value], tools: Option<&[Value]>) -> Value {
+    let mut sent = Vec::with_capacity(messages.len() + cfg.prefill.len() + 1);
+    if let Some(sys) = &cfg.ephemeral_system_prompt {
+        sent.push(json!({"role": "system", "content": sys}));
+    }
+    sent.extend(cfg.prefill.iter().cloned());
+    sent.extend(messages.iter().cloned());
+    let mut body = Map::new();
+    body.insert("model".into(), json!(cfg.model));
+    body.insert("messages".into(), Value::Array(sent));
+    if let Some(t) = tools.filter(|t| !t.is_empty()) {
+        body.insert("tools".into(), Value::Array(t.to_vec()));
+    }
+    if let Some(m) = cfg.max_tokens {
+        body.insert("max_tokens".into(), json!(m));
+    }
+    if let Some(r) = &cfg.reasoning {
+        body.insert("reasoning".into(), r.clone());
+    }
+    if let Some(p) = &cfg.provider {
+        body.insert("provider".into(), p.clone());
+    }
+    Value::Object(body)
+}
+
+/// Check one tool call: `Ok((id, name, args))` or a corrective message for the model.
+fn check_call(call: &Value, names: &[String]) -> Result<(String, String, Value), String> {
+    let name = call
+        .pointer("/function/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !names.iter().any(|n| n == name) {
+        return Err(format!(
+            "Unknown tool '{}'. The tools available are: {}. Call one of them with a JSON \
+             object of arguments, or answer without tools.",
+            name.chars().take(100).collect::<String>(),
+            names.join(", ")
+        ));
+    }
+    let args = match call.pointer("/function/arguments") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(Value::String(s)) if s.trim().is_empty() => Value::Object(Map::new()),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                return Err(format!(
+                    "The arguments of '{name}' must be a JSON object. Call it again with \
+                     a JSON object of arguments."
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "The arguments of '{name}' are not valid JSON ({e}). Call it again \
+                     with a JSON object of arguments."
+                ));
+            }
+        },
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => {
+            return Err(format!(
+                "The arguments of '{name}' must be a JSON object. Call it again with a \
+                 JSON object of arguments."
+            ));
+        }
+    };
+    let id = call
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Ok((id, name.to_string(), args))
+}
+
+fn tool_message(id: &str, content: String) -> Value {
+    json!({"role": "tool", "tool_call_id": id, "content": content})
+}
+
+/// Run one prompt to its end.
+pub fn run_prompt(
+    cfg: &AgentConfig,
+    chat: &dyn Chat,
+    host: &mut dyn ToolHost,
+    prompt: &str,
+) -> Outcome {
+    let started = Instant::now();
+    let deadline = cfg.prompt_timeout.map(|t| started + t);
+    let schemas = host.schemas();
+    let names = tool_names(&schemas);
+    let mut messages = vec![json!({"role": "user", "content": prompt})];
+    let mut calls: Vec<CallInfo> = Vec::new();
+    let mut usage = Usage::default();
+    let mut llm_time = Duration::ZERO;
+    let mut tool_time = Duration::ZERO;
+    let mut corrected = false;
+    let timeout_failure = |api_calls: u32, usage: Usage, http_attempts: u32, msg: String| {
+        Outcome::Failed(Failure {
+            class: "prompt_timeout".into(),
+            retryable: true,
+            message: msg,
+            status: None,
+            http_attempts,
+            api_calls,
+            usage,
+        })
+    };
+
+    let call_model = |messages: &[Value],
+                      tools: Option<&[Value]>,
+                      calls: &mut Vec<CallInfo>,
+                      usage: &mut Usage,
+                      llm_time: &mut Duration|
+     -> Result<ChatResponse, Outcome> {
+        if chat.stopping() {
+            return Err(Outcome::Abandoned);
+        }
+        let api_calls = calls.len() as u32;
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(timeout_failure(
+                api_calls,
+                *usage,
+                0,
+                format!("prompt ran past --prompt-timeout after {api_calls} calls"),
+            ));
+        }
+        let body = request_body(cfg, messages, tools);
+        let t = Instant::now();
+        let result = chat.chat(&body, deadline);
+        *llm_time += t.elapsed();
+        match result {
+            Ok(call) => {
+                let r = call.response;
+                let mut u = r.usage;
+                if call.cached {
+                    u.cost = None;
+                }
+                add_usage(usage, &u);
+                calls.push(CallInfo {
+                    usage: r.usage,
+                    latency_ms: call.latency.as_millis() as u64,
+                    http_attempts: r.attempts,
+                    finish_reason: r.finish_reason.clone(),
+                    cached: call.cached,
+                });
+                Ok(r)
+            }
+            Err(_) if chat.stopping() => Err(Outcome::Abandoned),
+            Err(e) if e.message.starts_with("deadline reached") => Err(timeout_failure(
+                api_calls + 1,
+                *usage,
+                e.attempts,
+                format!("prompt ran past --prompt-timeout: {}", e.message),
+            )),
+            Err(e) => Err(Outcome::Failed(Failure {
+                class: e.class.as_str().to_string(),
+                retryable: e.class.retryable(),
+                message: e.message,
+                status: e.status,
+                http_attempts: e.attempts,
+                api_calls: api_calls + 1,
+                usage: *usage,
+            })),
+        }
+    };
+
+    let mut stop = None;
+    while (calls.len() as u32) < cfg.max_turns {
+        let r = match call_model(
+            &messages,
+            Some(&schemas),
+            &mut calls,
+            &mut usage,
+            &mut llm_time,
+        ) {
+            Ok(r) => r,
+            Err(o) => return o,
+        };
+        if r.finish_reason.as_deref() == Some("length") {
+            if calls.len() == 1 {
+                return Outcome::Failed(Failure {
+                    class: "length".into(),
+                    retryable: false,
+                    message: "the first reply was cut by the token limit (finish_reason: length)"
+                        .into(),
+                    status: None,
+                    http_attempts: r.attempts,
+                    api_calls: 1,
+                    usage,
+                });
+            }
+            stop = Some(StopReason::Length);
+            break;
+        }
+        let tool_calls = r.tool_calls().to_vec();
+        if tool_calls.is_empty() {
+            let empty = r.content.trim().is_empty();
+            messages.push(r.message);
+            stop = Some(if empty {
+                StopReason::EmptyAnswer
+            } else {
+                StopReason::Answer
+            });
+            break;
+        }
+        let checked: Vec<_> = tool_calls.iter().map(|c| check_call(c, &names)).collect();
+        let invalid = checked.iter().any(Result::is_err);
+        if invalid && corrected {
+            // The bad call is left out, as the reference does.
+            stop = Some(StopReason::InvalidToolCalls);
+            break;
+        }
+        corrected |= invalid;
+        messages.push(r.message);
+        for (call, checked) in tool_calls.iter().zip(checked) {
+            let id = call.get("id").and_then(Value::as_str).unwrap_or("");
+            match checked {
+                Ok((id, name, args)) => {
+                    if chat.stopping() {
+                        return Outcome::Abandoned;
+                    }
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return timeout_failure(
+                            calls.len() as u32,
+                            usage,
+                            0,
+                            "prompt ran past --prompt-timeout while running tools".into(),
+                        );
+                    }
+                    let t = Instant::now();
+                    let result = host.call(&name, &args);
+                    tool_time += t.elapsed();
+                    messages.push(tool_message(&id, result.content));
+                }
+                Err(correction) => {
+                    messages.push(tool_message(id, json!({"error": correction}).to_string()));
+                }
+            }
+        }
+    }
+    let api_calls_capped = calls.len() as u32;
+    let stop = match stop {
+        Some(s) => s,
+        None => {
+            // The cap was hit with tool calls still coming: ask once for an answer.
+            messages.push(json!({"role": "user", "content": FINAL_REQUEST}));
+            match call_model(&messages, None, &mut calls, &mut usage, &mut llm_time) {
+                Ok(r) => messages.push(r.message),
+                Err(o) => return o,
+            }
+            StopReason::TurnCap
+        }
+    };
+    let _ = api_calls_capped;
+    Outcome::Done(Box::new(Trajectory {
+        messages,
+        completed: stop == StopReason::Answer,
+        partial: matches!(
+            stop,
+            StopReason::Length | StopReason::InvalidToolCalls | StopReason::EmptyAnswer
+        ),
+        api_calls: calls.len() as u32,
+        stop_reason: stop,
+        calls,
+        usage,
+        llm_time,
+        tool_time,
+    }))
+}
+
+/// The failure class of an [`ErrorClass`] (for callers outside the loop).
+pub fn class_name(c: ErrorClass) -> &'static str {
+    c.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toolbox::ToolResult;
+    use std::sync::Mutex;
+
+    /// Replies from a list, one per call; records the bodies.
+    struct Scripted {
+        replies: Mutex<Vec<Result<Value, LlmError>>>,
+        bodies: Mutex<Vec<Value>>,
+    }
+
+    impl Scripted {
+        fn new(replies: Vec<Result<Value, LlmError>>) -> Scripted {
+            Scripted {
+                replies: Mutex::new(replies.into_iter().rev().collect()),
+                bodies: Mutex::new(Vec::new()),
+            }
+        }
+    }
+
+    impl Chat for Scripted {
+        fn chat(&self, body: &Value, _: Option<Instant>) -> Result<Call, LlmError> {
+            self.bodies.lock().unwrap().push(body.clone());
+            let raw = self
+                .replies
+                .lock()
+                .unwrap()
+                .pop()
+                .expect("a scripted reply")?;
+            Ok(Call {
+                response: ChatResponse::from_body(raw, 1).unwrap(),
+                cached: false,
+                latency: Duration::ZERO,
+            })
+        }
+        fn stopping(&self) -> bool {
+            false
+        }
+    }
+
+    struct Echo(Vec<(String, Value)>);
+
+    impl ToolHost for Echo {
+        fn schemas(&self) -> Vec<Value> {
+            vec![
+                json!({"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}),
+            ]
+        }
+        fn call(&mut self, name: &str, args: &Value) -> ToolResult {
+            self.0.push((name.to_string(), args.clone()));
+            ToolResult {
+                content: json!({"output": args["text"]}).to_string(),
+                is_error: false,
+            }
+        }
+    }
+
+    fn answer(text: &str) -> Result<Value, LlmError> {
+        Ok(
+            json!({"choices": [{"message": {"role": "assistant", "content": text, "reasoning": "r"}, "finish_reason": "stop"}],
+                  "usage": {"prompt_tokens": 10, "completion_tokens": 2, "cost": 0.5}}),
+        )
+    }
+
+    fn tool(name: &str, args: &str) -> Result<Value, LlmError> {
+        Ok(
+            json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": name, "arguments": args}}]},
+            "finish_reason": "tool_calls"}]}),
+        )
+    }
+
+    fn cfg(turns: u32) -> AgentConfig {
+        AgentConfig {
+            model: "m".into(),
+            max_turns: turns,
+            ephemeral_system_prompt: Some("be brief".into()),
+            prefill: vec![
+                json!({"role": "user", "content": "pre"}),
+                json!({"role": "assistant", "content": "fill"}),
+            ],
+            ..AgentConfig::default()
+        }
+    }
+
+    fn done(o: Outcome) -> Trajectory {
+        match o {
+            Outcome::Done(t) => *t,
+            other => panic!("not done: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn answer_on_the_last_allowed_call_is_completed() {
+        let chat = Scripted::new(vec![tool("echo", r#"{"text":"a"}"#), answer("done")]);
+        let mut host = Echo(Vec::new());
+        let t = done(run_prompt(&cfg(2), &chat, &mut host, "q"));
+        assert!(t.completed && !t.partial);
+        assert_eq!(t.api_calls, 2);
+        assert_eq!(t.stop_reason, StopReason::Answer);
+        assert_eq!(host.0, vec![("echo".to_string(), json!({"text": "a"}))]);
+        // user, assistant(tool call), tool, assistant(answer); no system/prefill stored.
+        assert_eq!(t.messages.len(), 4);
+        assert_eq!(t.messages[2]["tool_call_id"], "c1");
+        assert_eq!(t.messages[3]["reasoning"], "r");
+        assert_eq!(t.usage.cost, Some(0.5));
+        let bodies = chat.bodies.lock().unwrap();
+        assert_eq!(bodies[0]["messages"][0]["content"], "be brief");
+        assert_eq!(bodies[0]["messages"][1]["content"], "pre");
+        assert_eq!(bodies[0]["messages"][3]["content"], "q");
+        assert!(bodies[0]["tools"].is_array());
+    }
+
+    #[test]
+    fn cap_asks_once_for_a_final_answer_without_tools() {
+        let chat = Scripted::new(vec![
+            tool("echo", "{}"),
+            tool("echo", "{}"),
+            answer("summary"),
+        ]);
+        let t = done(run_prompt(&cfg(2), &chat, &mut Echo(Vec::new()), "q"));
+        assert!(!t.completed && !t.partial);
+        assert_eq!(t.stop_reason, StopReason::TurnCap);
+        assert_eq!(t.api_calls, 3);
+        let bodies = chat.bodies.lock().unwrap();
+        assert!(bodies[2].get("tools").is_none());
+        let last_user = &t.messages[t.messages.len() - 2];
+        assert_eq!(last_user["content"], FINAL_REQUEST);
+    }
+
+    #[test]
+    fn invalid_calls_get_one_correction_then_partial() {
+        let chat = Scripted::new(vec![
+            tool("nope", "{}"),
+            tool("echo", "{not json"),
+            answer("x"),
+        ]);
+        let t = done(run_prompt(&cfg(5), &chat, &mut Echo(Vec::new()), "q"));
+        assert!(t.partial && !t.completed);
+        assert_eq!(t.stop_reason, StopReason::InvalidToolCalls);
+        assert_eq!(t.api_calls, 2);
+        let correction = t.messages[2]["content"].as_str().unwrap();
+        assert!(correction.contains("Unknown tool 'nope'"), "{correction}");
+        assert_eq!(t.messages.len(), 3);
+
+        let chat = Scripted::new(vec![tool("echo", "[1]"), answer("ok")]);
+        let t = done(run_prompt(&cfg(5), &chat, &mut Echo(Vec::new()), "q"));
+        assert!(t.completed);
+        assert!(
+            t.messages[2]["content"]
+                .as_str()
+                .unwrap()
+                .contains("must be a JSON object")
+        );
+    }
+
+    #[test]
+    fn errors_are_classified_failures() {
+        let err = LlmError {
+            class: ErrorClass::Auth,
+            status: Some(401),
+            message: "bad key".into(),
+            attempts: 1,
+        };
+        let chat = Scripted::new(vec![Err(err)]);
+        match run_prompt(&cfg(3), &chat, &mut Echo(Vec::new()), "q") {
+            Outcome::Failed(f) => {
+                assert_eq!(f.class, "auth");
+                assert!(!f.retryable);
+                assert_eq!(f.status, Some(401));
+            }
+            o => panic!("{o:?}"),
+        }
+        let cut = Ok(
+            json!({"choices": [{"message": {"role": "assistant", "content": "abc"}, "finish_reason": "length"}]}),
+        );
+        let chat = Scripted::new(vec![cut]);
+        match run_prompt(&cfg(3), &chat, &mut Echo(Vec::new()), "q") {
+            Outcome::Failed(f) => assert_eq!(f.class, "length"),
+            o => panic!("{o:?}"),
+        }
+    }
+}

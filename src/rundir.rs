@@ -1,0 +1,595 @@
+//! The run directory of traj-run: `batch_N.jsonl` (records), `failures.jsonl`,
+//! `checkpoint.json` and `statistics.json`, and the scan that `--resume` starts from.
+//!
+//! The batch files and `failures.jsonl` are the truth: lines are appended whole and
+//! fsynced before anything else hears of them, so after a `kill -9` at most the last line
+//! of a file is torn. The resume scan cuts such a tail off (the prompt then runs again).
+//! `checkpoint.json` and `statistics.json` are summaries, rewritten atomically (temp file,
+//! fsync, rename) and rebuilt from the files on every resume.
+//!
+//! A prompt is identified by `(prompt_index, prompt_hash)`, counted as a multiset: a
+//! dataset holding the same prompt twice (even under one index) runs it twice.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+/// The identity of one prompt in a run.
+pub type Key = (u64, String);
+
+/// A short, stable hash of a prompt's text (16 hex digits of SHA-256).
+pub fn prompt_hash(prompt: &str) -> String {
+    let d = Sha256::digest(prompt.as_bytes());
+    crate::cache::hex(&d[..8])
+}
+
+/// Now as UTC ISO-8601 with microseconds and a `Z`.
+pub fn utc_now() -> String {
+    utc_iso(SystemTime::now())
+}
+
+/// `t` as UTC ISO-8601 (`2026-11-29T10:59:43.222630Z`).
+pub fn utc_iso(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_micros()
+    )
+}
+
+/// Write `value` as pretty JSON to `path` atomically (temp file, fsync, rename).
+pub fn write_json_atomic(path: &Path, value: &Value) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Success of one tool result, by hermes-agent's rule: JSON objects fail on a non-null
+/// `error` (top level or inside a `content` object) or `success: false`; other JSON
+/// succeeds; text fails when empty or starting with `error:`.
+pub fn tool_succeeded(content: &str) -> bool {
+    match serde_json::from_str::<Value>(content) {
+        Ok(Value::Object(o)) => {
+            let err = |m: &Map<String, Value>| m.get("error").is_some_and(|e| !e.is_null());
+            if err(&o) {
+                return false;
+            }
+            if let Some(Value::Object(inner)) = o.get("content")
+                && err(inner)
+            {
+                return false;
+            }
+            o.get("success") != Some(&Value::Bool(false))
+        }
+        Ok(_) => true,
+        Err(_) => {
+            let t = content.trim().to_lowercase();
+            !(t.is_empty() || t.starts_with("error:"))
+        }
+    }
+}
+
+/// Per-tool counts.
+#[derive(Debug, Clone, Default)]
+pub struct ToolCount {
+    pub count: u64,
+    pub success: u64,
+    pub failure: u64,
+}
+
+/// Aggregates over every record and failure in the run directory.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub records: u64,
+    pub completed: u64,
+    pub partial: u64,
+    pub api_calls: u64,
+    pub tools: BTreeMap<String, ToolCount>,
+    pub assistant_turns: u64,
+    pub turns_with_reasoning: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub cost: f64,
+    pub failure_lines: u64,
+    pub failure_classes: BTreeMap<String, u64>,
+}
+
+impl Stats {
+    /// Count one raw record.
+    pub fn add_record(&mut self, r: &Value) {
+        self.records += 1;
+        self.completed += u64::from(r.get("completed") == Some(&Value::Bool(true)));
+        self.partial += u64::from(r.get("partial") == Some(&Value::Bool(true)));
+        self.api_calls += r.get("api_calls").and_then(Value::as_u64).unwrap_or(0);
+        if let Some(u) = r.get("usage") {
+            self.add_usage(u);
+        }
+        let Some(messages) = r.get("messages").and_then(Value::as_array) else {
+            return;
+        };
+        let mut names: HashMap<&str, &str> = HashMap::new();
+        for m in messages {
+            match m.get("role").and_then(Value::as_str) {
+                Some("assistant") => {
+                    self.assistant_turns += 1;
+                    let scratch = m
+                        .get("content")
+                        .and_then(Value::as_str)
+                        .is_some_and(|c| c.contains("<REASONING_SCRATCHPAD>"));
+                    if scratch || crate::llm::reasoning_text(m).is_some() {
+                        self.turns_with_reasoning += 1;
+                    }
+                    for c in m
+                        .get("tool_calls")
+                        .and_then(Value::as_array)
+                        .map(Vec::as_slice)
+                        .unwrap_or(&[])
+                    {
+                        let name = c
+                            .pointer("/function/name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("unknown");
+                        if let Some(id) = c.get("id").and_then(Value::as_str) {
+                            names.insert(id, name);
+                        }
+                        self.tools.entry(name.to_string()).or_default().count += 1;
+                    }
+                }
+                Some("tool") => {
+                    let Some(name) = m
+                        .get("tool_call_id")
+                        .and_then(Value::as_str)
+                        .and_then(|id| names.get(id))
+                    else {
+                        continue;
+                    };
+                    let content =
+                        crate::llm::content_text(m.get("content").unwrap_or(&Value::Null));
+                    let t = self.tools.entry(name.to_string()).or_default();
+                    if tool_succeeded(&content) {
+                        t.success += 1;
+                    } else {
+                        t.failure += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn add_usage(&mut self, u: &Value) {
+        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+        self.prompt_tokens += n("prompt_tokens");
+        self.completion_tokens += n("completion_tokens");
+        self.total_tokens += n("total_tokens");
+        self.cost += u.get("cost").and_then(Value::as_f64).unwrap_or(0.0);
+    }
+
+    /// Count one failure line.
+    pub fn add_failure(&mut self, f: &Value) {
+        self.failure_lines += 1;
+        let class = f.get("class").and_then(Value::as_str).unwrap_or("unknown");
+        *self.failure_classes.entry(class.to_string()).or_default() += 1;
+        if let Some(u) = f.get("usage") {
+            self.add_usage(u);
+        }
+    }
+
+    /// `tool_statistics` as the reference writes it (rates in percent, 2 decimals).
+    pub fn tool_statistics(&self) -> Value {
+        let round2 = |x: f64| (x * 100.0).round() / 100.0;
+        let mut out = Map::new();
+        for (name, t) in &self.tools {
+            let answered = t.success + t.failure;
+            let rate = |x: u64| {
+                if answered == 0 {
+                    0.0
+                } else {
+                    round2(x as f64 / answered as f64 * 100.0)
+                }
+            };
+            out.insert(
+                name.clone(),
+                json!({"count": t.count, "success": t.success, "failure": t.failure,
+                       "success_rate": rate(t.success), "failure_rate": rate(t.failure)}),
+            );
+        }
+        Value::Object(out)
+    }
+}
+
+/// What a failure line says about a prompt.
+#[derive(Debug, Clone, Default)]
+pub struct FailState {
+    /// Failed runs of the prompt so far.
+    pub attempts: u32,
+    pub last_class: String,
+    /// False once any failure was of a class that is never retried.
+    pub retryable: bool,
+}
+
+/// What the run directory already holds.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Records per prompt.
+    pub done: HashMap<Key, u32>,
+    /// Failures per prompt.
+    pub failed: HashMap<Key, FailState>,
+    /// Numbers of the existing batch files.
+    pub batches: BTreeSet<u64>,
+    pub stats: Stats,
+    /// Torn tails cut off (file, bytes).
+    pub repaired: Vec<(PathBuf, u64)>,
+}
+
+impl Scan {
+    /// The first batch number free for this run.
+    pub fn next_batch(&self) -> u64 {
+        self.batches.last().map_or(0, |n| n + 1)
+    }
+}
+
+/// The batch number of `batch_N.jsonl`.
+pub fn batch_number(name: &str) -> Option<u64> {
+    name.strip_prefix("batch_")?
+        .strip_suffix(".jsonl")?
+        .parse()
+        .ok()
+}
+
+/// Read a JSONL file we wrote, cutting off a torn last line (no final newline, or not
+/// JSON) when `repair` is set; a bad line elsewhere is an error naming it.
+fn read_own_jsonl(path: &Path, repair: bool, mut f: impl FnMut(Value)) -> Result<Option<u64>> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut r = BufReader::new(file);
+    let mut buf = Vec::new();
+    let mut good_end = 0u64;
+    let mut lineno = 0u64;
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        lineno += 1;
+        let complete = buf.ends_with(b"\n");
+        let parsed = serde_json::from_slice::<Value>(&buf);
+        let at_end = !complete || r.fill_buf()?.is_empty();
+        match parsed {
+            Ok(v) if complete => {
+                good_end += n as u64;
+                if v.is_object() {
+                    f(v);
+                }
+            }
+            _ if buf.iter().all(u8::is_ascii_whitespace) && complete => good_end += n as u64,
+            Ok(_) | Err(_) if at_end => {
+                if !repair {
+                    bail!(
+                        "{}:{lineno}: torn last line (use --resume to repair)",
+                        path.display()
+                    );
+                }
+                let len = std::fs::metadata(path)?.len();
+                let file = OpenOptions::new().write(true).open(path)?;
+                file.set_len(good_end)?;
+                file.sync_all()?;
+                return Ok(Some(len - good_end));
+            }
+            Err(e) => bail!("{}:{lineno}: invalid JSON: {e}", path.display()),
+            Ok(_) => unreachable!("a complete line that parsed is handled above"),
+        }
+    }
+}
+
+/// Read what `dir` holds (records, failures), repairing torn tails when `repair`.
+pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
+    let mut s = Scan::default();
+    if !dir.exists() {
+        return Ok(s);
+    }
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let e = e?;
+        if let Some(n) = e.file_name().to_str().and_then(batch_number) {
+            files.push((n, e.path()));
+        }
+    }
+    files.sort();
+    for (n, path) in files {
+        s.batches.insert(n);
+        let torn = read_own_jsonl(&path, repair, |v| {
+            if let Some(key) = record_key(&v) {
+                *s.done.entry(key).or_default() += 1;
+            }
+            s.stats.add_record(&v);
+        })?;
+        if let Some(bytes) = torn {
+            s.repaired.push((path, bytes));
+        }
+    }
+    let fpath = dir.join("failures.jsonl");
+    if fpath.exists() {
+        let torn = read_own_jsonl(&fpath, repair, |v| {
+            if let Some(key) = record_key(&v) {
+                let st = s.failed.entry(key).or_insert(FailState {
+                    retryable: true,
+                    ..FailState::default()
+                });
+                st.attempts += 1;
+                st.last_class = v
+                    .get("class")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                st.retryable &= v.get("retryable") != Some(&Value::Bool(false));
+            }
+            s.stats.add_failure(&v);
+        })?;
+        if let Some(bytes) = torn {
+            s.repaired.push((fpath, bytes));
+        }
+    }
+    Ok(s)
+}
+
+fn record_key(v: &Value) -> Option<Key> {
+    let idx = v.get("prompt_index")?.as_u64()?;
+    let hash = v.get("prompt_hash")?.as_str()?.to_string();
+    Some((idx, hash))
+}
+
+/// Appends lines to the batch files and `failures.jsonl`; [`Appender::sync`] fsyncs what
+/// was written since the last sync (one fsync per file per group of lines).
+pub struct Appender {
+    dir: PathBuf,
+    files: HashMap<u64, (File, bool)>,
+    failures: Option<(File, bool)>,
+}
+
+impl Appender {
+    pub fn new(dir: &Path) -> Appender {
+        Appender {
+            dir: dir.to_path_buf(),
+            files: HashMap::new(),
+            failures: None,
+        }
+    }
+
+    fn open(path: &Path) -> Result<File> {
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        f.seek(SeekFrom::End(0))?;
+        Ok(f)
+    }
+
+    /// Append one record line (ending in `\n`) to `batch_<n>.jsonl`.
+    pub fn record(&mut self, batch: u64, line: &[u8]) -> Result<()> {
+        if !self.files.contains_key(&batch) {
+            let f = Self::open(&self.dir.join(format!("batch_{batch}.jsonl")))?;
+            self.files.insert(batch, (f, false));
+        }
+        let (f, dirty) = self.files.get_mut(&batch).expect("opened above");
+        f.write_all(line)
+            .with_context(|| format!("cannot write batch_{batch}.jsonl"))?;
+        *dirty = true;
+        Ok(())
+    }
+
+    /// Append one failure line (ending in `\n`).
+    pub fn failure(&mut self, line: &[u8]) -> Result<()> {
+        if self.failures.is_none() {
+            self.failures = Some((Self::open(&self.dir.join("failures.jsonl"))?, false));
+        }
+        let (f, dirty) = self.failures.as_mut().expect("opened above");
+        f.write_all(line).context("cannot write failures.jsonl")?;
+        *dirty = true;
+        Ok(())
+    }
+
+    /// fsync every file written since the last sync.
+    pub fn sync(&mut self) -> Result<()> {
+        for (f, dirty) in self.files.values_mut().chain(self.failures.as_mut()) {
+            if *dirty {
+                f.sync_data()?;
+                *dirty = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Close the file of a finished batch.
+    pub fn close(&mut self, batch: u64) -> Result<()> {
+        if let Some((f, dirty)) = self.files.remove(&batch)
+            && dirty
+        {
+            f.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
+/// Counts of one batch in `checkpoint.json`.
+#[derive(Debug, Clone, Default)]
+pub struct BatchStat {
+    pub processed: u64,
+    pub skipped: u64,
+    pub failed: u64,
+}
+
+/// `checkpoint.json`: the reference's fields, plus `failed_prompts`.
+#[derive(Debug, Clone, Default)]
+pub struct Checkpoint {
+    pub run_name: String,
+    pub completed_prompts: BTreeSet<u64>,
+    pub failed_prompts: BTreeSet<u64>,
+    pub batch_stats: BTreeMap<u64, BatchStat>,
+}
+
+impl Checkpoint {
+    /// Load the old batch stats of `run_name` (a different run or a corrupt file gives an
+    /// empty checkpoint and a warning in the second value).
+    pub fn load(path: &Path, run_name: &str) -> (Checkpoint, Option<String>) {
+        let fresh = Checkpoint {
+            run_name: run_name.to_string(),
+            ..Checkpoint::default()
+        };
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return (fresh, None);
+        };
+        let v: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                return (
+                    fresh,
+                    Some(format!(
+                        "{}: unreadable ({e}); starting a new one",
+                        path.display()
+                    )),
+                );
+            }
+        };
+        if v.get("run_name").and_then(Value::as_str) != Some(run_name) {
+            return (
+                fresh,
+                Some(format!(
+                    "{}: from another run; starting a new one",
+                    path.display()
+                )),
+            );
+        }
+        let mut c = fresh;
+        if let Some(stats) = v.get("batch_stats").and_then(Value::as_object) {
+            for (k, s) in stats {
+                let Ok(n) = k.parse() else { continue };
+                let g = |f: &str| s.get(f).and_then(Value::as_u64).unwrap_or(0);
+                c.batch_stats.insert(
+                    n,
+                    BatchStat {
+                        processed: g("processed"),
+                        skipped: g("skipped"),
+                        failed: g("failed"),
+                    },
+                );
+            }
+        }
+        (c, None)
+    }
+
+    pub fn to_json(&self) -> Value {
+        let stats: Map<String, Value> = self
+            .batch_stats
+            .iter()
+            .map(|(n, s)| {
+                (
+                    n.to_string(),
+                    json!({"processed": s.processed, "skipped": s.skipped,
+                           "discarded_no_reasoning": 0, "failed": s.failed}),
+                )
+            })
+            .collect();
+        json!({
+            "run_name": self.run_name,
+            "completed_prompts": self.completed_prompts,
+            "failed_prompts": self.failed_prompts,
+            "batch_stats": stats,
+            "last_updated": utc_now(),
+        })
+    }
+
+    pub fn save(&self, path: &Path) -> Result<()> {
+        write_json_atomic(path, &self.to_json())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(1_795_000_000_123_456);
+        assert_eq!(utc_iso(t), "2026-11-18T11:06:40.123456Z");
+        assert_eq!(
+            utc_iso(SystemTime::UNIX_EPOCH),
+            "1970-01-01T00:00:00.000000Z"
+        );
+    }
+
+    #[test]
+    fn tool_success_rule() {
+        assert!(tool_succeeded(
+            r#"{"output": "x", "exit_code": 1, "error": null}"#
+        ));
+        assert!(!tool_succeeded(r#"{"error": "boom"}"#));
+        assert!(!tool_succeeded(r#"{"content": {"error": "x"}}"#));
+        assert!(!tool_succeeded(r#"{"success": false}"#));
+        assert!(tool_succeeded("[1]"));
+        assert!(!tool_succeeded("  Error: nope"));
+        assert!(!tool_succeeded(""));
+        assert!(tool_succeeded("fine"));
+    }
+
+    #[test]
+    fn torn_tail_is_cut_and_counted() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("batch_3.jsonl");
+        std::fs::write(
+            &p,
+            "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n{\"prompt_index\":2,\"prompt_ha",
+        )
+        .unwrap();
+        assert!(scan(d.path(), false).is_err());
+        let s = scan(d.path(), true).unwrap();
+        assert_eq!(s.done.len(), 1);
+        assert_eq!(s.next_batch(), 4);
+        assert_eq!(s.repaired.len(), 1);
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n"
+        );
+        // A complete JSON line without its newline is torn too.
+        std::fs::write(&p, "{\"prompt_index\":1,\"prompt_hash\":\"h\"}").unwrap();
+        let s = scan(d.path(), true).unwrap();
+        assert!(s.done.is_empty());
+        // A bad line in the middle is an error with its place.
+        std::fs::write(&p, "{}\nnot json\n{}\n").unwrap();
+        let e = scan(d.path(), true).unwrap_err().to_string();
+        assert!(e.contains("batch_3.jsonl:2: invalid JSON"), "{e}");
+    }
+}

@@ -1,0 +1,825 @@
+//! traj-run against the stand-in endpoint (`tests/standin`).
+
+use serde_json::{Value, json};
+
+use crate::standin::Standin;
+
+fn post(url: &str, body: &Value) -> Result<Value, (u16, Option<String>, String)> {
+    match ureq::post(&format!("{url}/chat/completions")).send_json(body) {
+        Ok(r) => Ok(r.into_json().unwrap()),
+        Err(ureq::Error::Status(code, r)) => {
+            let ra = r.header("retry-after").map(str::to_string);
+            Err((code, ra, r.into_string().unwrap_or_default()))
+        }
+        Err(e) => panic!("transport: {e}"),
+    }
+}
+
+#[test]
+fn standin_serves_scripted_turns_errors_and_records_requests() {
+    let s = Standin::json(json!({
+        "queue": [{"status": 429, "retry_after": "0", "error": "slow down"}],
+        "rules": [{
+            "match": "weather",
+            "turns": [
+                {"reasoning": "need a tool", "reasoning_field": "reasoning_content",
+                 "tool_calls": [{"name": "terminal", "arguments": {"command": "echo {turn}"}}]},
+                {"content": "It said {tool_output}", "reasoning": "done", "reasoning_field": "reasoning_details"}
+            ],
+            "last": {"content": "final without tools"}
+        }]
+    }));
+    let url = s.url();
+    let tools = json!([{"type": "function", "function": {"name": "terminal", "parameters": {}}}]);
+    let first = json!({"model": "m", "messages": [{"role": "user", "content": "weather?"}], "tools": tools});
+    let e = post(&url, &first).unwrap_err();
+    assert_eq!(e.0, 429);
+    assert_eq!(e.1.as_deref(), Some("0"));
+    let r = post(&url, &first).unwrap();
+    let m = &r["choices"][0]["message"];
+    assert_eq!(m["reasoning_content"], "need a tool");
+    assert_eq!(m["tool_calls"][0]["function"]["name"], "terminal");
+    assert_eq!(
+        m["tool_calls"][0]["function"]["arguments"],
+        r#"{"command":"echo 0"}"#
+    );
+    assert_eq!(r["choices"][0]["finish_reason"], "tool_calls");
+    let second = json!({"model": "m", "tools": tools, "messages": [
+        {"role": "user", "content": "weather?"}, m.clone(),
+        {"role": "tool", "tool_call_id": "x", "content": "sunny"}]});
+    let r = post(&url, &second).unwrap();
+    assert_eq!(r["choices"][0]["message"]["content"], "It said sunny");
+    assert_eq!(
+        r["choices"][0]["message"]["reasoning_details"][0]["text"],
+        "done"
+    );
+    let mut no_tools = second.clone();
+    no_tools.as_object_mut().unwrap().remove("tools");
+    let r = post(&url, &no_tools).unwrap();
+    assert_eq!(r["choices"][0]["message"]["content"], "final without tools");
+    // Unmatched prompts get the default echo.
+    let r = post(
+        &url,
+        &json!({"messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .unwrap();
+    assert_eq!(r["choices"][0]["message"]["content"], "Answer to: hi");
+    assert!(r["usage"]["total_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(s.count(), 5);
+    assert_eq!(s.requests().len(), 5);
+    assert_eq!(s.requests()[0]["messages"][0]["content"], "weather?");
+}
+
+// ---- traj-run end to end ------------------------------------------------------------
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+/// traj-run against `s`, run dir `data/r`, fast retries.
+fn traj_run(dir: &Path, s: &Standin) -> Command {
+    let mut c = cmd("traj-run", dir);
+    c.args([
+        "--model",
+        "standin",
+        "--base-url",
+        &s.url(),
+        "--run-dir",
+        "data/r",
+    ])
+    .args(["--retry-base-ms", "1", "--retry-max-ms", "20", "-q"]);
+    c
+}
+
+fn write_prompts(dir: &Path, prompts: &[&str]) -> String {
+    let text: String = prompts
+        .iter()
+        .map(|p| format!("{}\n", json!({"prompt": p})))
+        .collect();
+    std::fs::write(dir.join("prompts.jsonl"), text).unwrap();
+    "prompts.jsonl".into()
+}
+
+/// Every record of the run directory, from all batch files.
+fn records(run: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(run).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if name.starts_with("batch_") {
+            out.extend(read_jsonl(&p));
+        }
+    }
+    out
+}
+
+fn failures(run: &Path) -> Vec<Value> {
+    let p = run.join("failures.jsonl");
+    if p.exists() {
+        read_jsonl(&p)
+    } else {
+        Vec::new()
+    }
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn plain_prompts_make_records_checkpoint_and_statistics() {
+    let d = tmpdir();
+    let s = Standin::json(
+        json!({"default": {"content": "Answer to: {prompt}", "reasoning": "thinking", "cost": 0.001}}),
+    );
+    let input = write_prompts(d.path(), &["a", "b", "c"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--batch-size",
+        "2",
+        "--ephemeral-system-prompt",
+        "SECRET-SYS",
+    ]);
+    c.args([
+        "--reasoning-effort",
+        "high",
+        "--providers-allowed",
+        "x, y",
+        "--provider-sort",
+        "price",
+        "--max-tokens",
+        "77",
+    ]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let out = parse_jsonl(&stdout(&o));
+    assert_eq!(out.len(), 3);
+    let run_dir = d.path().join("data/r");
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 3);
+    let mut idx: Vec<u64> = recs
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    idx.sort();
+    assert_eq!(idx, [0, 1, 2]);
+    assert!(run_dir.join("batch_0.jsonl").exists() && run_dir.join("batch_1.jsonl").exists());
+    let r = &recs[0];
+    assert_eq!(r["completed"], true);
+    assert_eq!(r["messages"][1]["reasoning"], "thinking");
+    assert_eq!(r["usage"]["cost"], 0.001);
+    assert!(
+        !r.to_string().contains("SECRET-SYS"),
+        "ephemeral prompt stored: {r}"
+    );
+    let req = &s.requests()[0];
+    assert_eq!(req["messages"][0]["content"], "SECRET-SYS");
+    assert_eq!(req["reasoning"], json!({"enabled": true, "effort": "high"}));
+    assert_eq!(
+        req["provider"],
+        json!({"only": ["x", "y"], "sort": "price"})
+    );
+    assert_eq!(req["max_tokens"], 77);
+    let cp = read_json(&run_dir.join("checkpoint.json"));
+    assert_eq!(cp["run_name"], "r");
+    assert_eq!(cp["completed_prompts"], json!([0, 1, 2]));
+    assert_eq!(cp["batch_stats"]["1"]["processed"], 1);
+    let st = read_json(&run_dir.join("statistics.json"));
+    for k in [
+        "run_name",
+        "distribution",
+        "total_prompts",
+        "total_batches",
+        "batch_size",
+        "model",
+        "completed_at",
+        "duration_seconds",
+        "tool_statistics",
+        "reasoning_statistics",
+    ] {
+        assert!(st.get(k).is_some(), "statistics.json lacks {k}");
+    }
+    assert_eq!(st["total_prompts"], 3);
+    assert_eq!(st["total_batches"], 2);
+    assert_eq!(st["reasoning_statistics"]["turns_with_reasoning"], 3);
+    assert!((st["usage"]["cost"].as_f64().unwrap() - 0.003).abs() < 1e-9);
+}
+
+#[test]
+fn each_error_class_is_classified_and_only_retryable_ones_retried() {
+    let d = tmpdir();
+    let cases = [
+        (
+            "p400",
+            json!({"status": 400, "error": "bad field"}),
+            "bad_request",
+            false,
+        ),
+        ("p401", json!({"status": 401}), "auth", false),
+        (
+            "p402",
+            json!({"status": 402, "error": "credits"}),
+            "payment_required",
+            false,
+        ),
+        ("p403", json!({"status": 403}), "forbidden", false),
+        (
+            "p404",
+            json!({"status": 404, "error": "no such model"}),
+            "not_found",
+            false,
+        ),
+        (
+            "pctx",
+            json!({"status": 400, "error": "maximum context length is 8192 tokens"}),
+            "context_length",
+            false,
+        ),
+        (
+            "p429",
+            json!({"status": 429, "retry_after": "0"}),
+            "rate_limited",
+            true,
+        ),
+        ("p503", json!({"status": 503}), "server_error", true),
+        (
+            "pjunk",
+            json!({"body": "<html>not json"}),
+            "invalid_response",
+            true,
+        ),
+        (
+            "p200err",
+            json!({"error": "upstream failed"}),
+            "server_error",
+            true,
+        ),
+    ];
+    let rules: Vec<Value> = cases
+        .iter()
+        .map(|(m, r, _, _)| json!({"match": m, "turns": [r]}))
+        .collect();
+    let s = Standin::json(json!({"rules": rules}));
+    let prompts: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    let input = write_prompts(d.path(), &prompts);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--max-retries", "2"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails.len(), cases.len());
+    for (i, (m, _, class, retryable)) in cases.iter().enumerate() {
+        let f = fails
+            .iter()
+            .find(|f| f["prompt_index"] == i as u64)
+            .unwrap_or_else(|| panic!("{m}"));
+        assert_eq!(f["class"], *class, "{m}: {f}");
+        assert_eq!(f["retryable"], *retryable, "{m}");
+        assert_eq!(
+            f["http_attempts"],
+            if *retryable { 3 } else { 1 },
+            "{m}: {f}"
+        );
+        assert_eq!(f["attempts"], 1);
+    }
+    let st = read_json(&d.path().join("data/r/statistics.json"));
+    assert_eq!(st["failure_classes"]["auth"], 1);
+    // Resume: the non-retryable ones are never sent again; retryable ones are (and fail).
+    let before = s.count();
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--max-retries", "0", "--resume"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert_eq!(s.count() - before, 4);
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails.len(), cases.len() + 4);
+    assert!(
+        fails[cases.len()..]
+            .iter()
+            .all(|f| f["attempts"] == 2 && f["retryable"] == true)
+    );
+}
+
+#[test]
+fn retries_honour_retry_after_and_max_attempts_caps_resumes() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [
+        {"match": "flaky", "before": [{"status": 429, "retry_after": "0.6"}, {"status": 502}], "turns": [{"content": "ok"}]},
+        {"match": "down", "turns": [{"status": 503}]}
+    ]}));
+    let input = write_prompts(d.path(), &["flaky", "down"]);
+    let t = Instant::now();
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--max-retries",
+        "3",
+        "--retry-max-ms",
+        "5000",
+        "--max-attempts",
+        "2",
+    ]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(
+        t.elapsed() >= Duration::from_millis(600),
+        "Retry-After not honoured: {:?}",
+        t.elapsed()
+    );
+    let recs = records(&d.path().join("data/r"));
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["calls"][0]["http_attempts"], 3);
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails.len(), 1);
+    assert_eq!(fails[0]["http_attempts"], 4);
+    // Attempt 2 of "down" on resume, then it is given up.
+    for expected_calls in [4, 0] {
+        let before = s.count();
+        let mut c = traj_run(d.path(), &s);
+        c.args([
+            &input,
+            "--max-retries",
+            "3",
+            "--max-attempts",
+            "2",
+            "--resume",
+        ]);
+        let o = run(c);
+        assert_eq!(s.count() - before, expected_calls);
+        if expected_calls == 0 {
+            assert_code(&o, 0);
+        }
+    }
+    assert_eq!(failures(&d.path().join("data/r")).len(), 2);
+    assert_eq!(records(&d.path().join("data/r")).len(), 1);
+}
+
+#[test]
+fn cache_replays_identical_requests_without_calling() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"default": {"content": "cached {prompt}", "cost": 0.5}}));
+    let input = write_prompts(d.path(), &["x", "y"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--cache", "cache"]);
+    assert_code(&run(c), 0);
+    assert_eq!(s.count(), 2);
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--cache",
+        "cache",
+        "--run-dir",
+        "data/r2",
+        "--max-cost",
+        "0.1",
+    ]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert_eq!(s.count(), 2, "cache missed");
+    let a = records(&d.path().join("data/r"));
+    let b = records(&d.path().join("data/r2"));
+    assert_eq!(b.len(), 2);
+    let by_idx = |v: &[Value], i: u64| v.iter().find(|r| r["prompt_index"] == i).unwrap().clone();
+    for i in 0..2 {
+        assert_eq!(by_idx(&a, i)["messages"], by_idx(&b, i)["messages"]);
+        assert_eq!(by_idx(&b, i)["calls"][0]["cached"], true);
+        assert!(
+            by_idx(&b, i)["usage"].get("cost").is_none(),
+            "a cache hit costs nothing"
+        );
+    }
+}
+
+#[test]
+fn prompt_timeout_ends_a_stuck_prompt_as_a_failure() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [{"match": "stuck", "turns": [{"hang": true}]}]}));
+    let input = write_prompts(d.path(), &["stuck", "fine"]);
+    let t = Instant::now();
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--prompt-timeout", "0.5"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails.len(), 1);
+    assert_eq!(fails[0]["class"], "prompt_timeout");
+    assert_eq!(fails[0]["retryable"], true);
+    assert_eq!(records(&d.path().join("data/r")).len(), 1);
+}
+
+#[test]
+fn spend_cap_stops_cleanly_and_resume_finishes() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 5, "default": {"content": "ok", "cost": 0.01}}));
+    let prompts: Vec<String> = (0..40).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--max-cost", "0.05", "--num-workers", "2"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("spend cap"), "{}", stderr(&o));
+    let n = records(&d.path().join("data/r")).len();
+    assert!(
+        (5..=8).contains(&n),
+        "{n} records after a $0.05 cap at $0.01 each"
+    );
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--resume", "--num-workers", "4"]);
+    assert_code(&run(c), 0);
+    assert_eq!(records(&d.path().join("data/r")).len(), 40);
+}
+
+#[test]
+fn rate_cap_spaces_requests() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let prompts: Vec<String> = (0..11).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let t = Instant::now();
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--max-rps", "20", "--num-workers", "8"]);
+    assert_code(&run(c), 0);
+    assert!(
+        t.elapsed() >= Duration::from_millis(480),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn existing_run_needs_resume_and_bad_rows_are_located() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let input = write_prompts(d.path(), &["a"]);
+    let mut c = traj_run(d.path(), &s);
+    c.arg(&input);
+    assert_code(&run(c), 0);
+    let mut c = traj_run(d.path(), &s);
+    c.arg(&input);
+    let o = run(c);
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    std::fs::write(
+        d.path().join("bad.jsonl"),
+        "{\"prompt\": \"ok\"}\n{\"prompt\": 5}\n",
+    )
+    .unwrap();
+    let mut c = traj_run(d.path(), &s);
+    c.args(["bad.jsonl", "--run-dir", "data/bad"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains("bad.jsonl:2: prompt is a number"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(d.path().join("prefill.json"), "{\"role\": \"user\"}").unwrap();
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--run-dir",
+        "data/p",
+        "--prefill-messages",
+        "prefill.json",
+    ]);
+    assert_code(&run(c), 2);
+}
+
+#[test]
+fn duplicate_prompts_each_get_a_record_and_resume_keeps_them() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let input = write_prompts(d.path(), &["same", "same", "other", "same"]);
+    let mut c = traj_run(d.path(), &s);
+    c.arg(&input);
+    assert_code(&run(c), 0);
+    let recs = records(&d.path().join("data/r"));
+    assert_eq!(recs.len(), 4);
+    assert_eq!(recs.iter().filter(|r| r["prompt"] == "same").count(), 3);
+    let before = s.count();
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--resume"]);
+    assert_code(&run(c), 0);
+    assert_eq!(s.count(), before, "resume re-ran finished prompts");
+    // Task rows that carry their own prompt_index, twice the same (a concatenated dataset).
+    let rows =
+        "{\"prompt\": \"dup\", \"prompt_index\": 7}\n{\"prompt\": \"dup\", \"prompt_index\": 7}\n";
+    std::fs::write(d.path().join("tasks.jsonl"), rows).unwrap();
+    let mut c = traj_run(d.path(), &s);
+    c.args(["tasks.jsonl", "--run-dir", "data/t"]);
+    assert_code(&run(c), 0);
+    assert_eq!(records(&d.path().join("data/t")).len(), 2);
+}
+
+/// Every prompt of `n` has exactly one record (by index; hashes checked too).
+fn assert_exactly_once(run_dir: &Path, n: u64) {
+    let recs = records(run_dir);
+    let mut seen: HashMap<u64, usize> = HashMap::new();
+    for r in &recs {
+        *seen.entry(r["prompt_index"].as_u64().unwrap()).or_default() += 1;
+        assert_eq!(
+            r["prompt"],
+            format!("task {}", r["prompt_index"].as_u64().unwrap() % 17)
+        );
+    }
+    let dups: Vec<_> = seen.iter().filter(|(_, c)| **c > 1).collect();
+    assert!(
+        dups.is_empty(),
+        "prompts with more than one record: {dups:?}"
+    );
+    assert_eq!(seen.len() as u64, n, "missing prompts");
+}
+
+#[test]
+fn kill_9_at_random_points_then_resume_gives_every_prompt_exactly_once() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 15, "record": false,
+        "default": {"content": "done {prompt}", "reasoning": "r"}}));
+    // 240 prompts with duplicates (17 distinct texts).
+    let prompts: Vec<String> = (0..240).map(|i| format!("task {}", i % 17)).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let run_dir = d.path().join("data/r");
+    let mut kills = 0;
+    for round in 0..6 {
+        let mut c = traj_run(d.path(), &s);
+        c.args([&input, "--num-workers", "6", "--batch-size", "7"]);
+        if round > 0 {
+            c.arg("--resume");
+        }
+        // Old batch files must never grow (a torn tail may only shrink them).
+        let old: HashMap<String, Vec<u8>> = std::fs::read_dir(&run_dir)
+            .map(|rd| {
+                rd.filter_map(|e| {
+                    let p = e.ok()?.path();
+                    let n = p.file_name()?.to_str()?.to_string();
+                    n.starts_with("batch_")
+                        .then(|| (n, std::fs::read(&p).unwrap()))
+                })
+                .collect()
+            })
+            .unwrap_or_default();
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .stdin(Stdio::null());
+        let mut child = c.spawn().unwrap();
+        let wait = fastrand::u64(10..250);
+        std::thread::sleep(Duration::from_millis(wait));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap(); // SIGKILL
+            kills += 1;
+        }
+        child.wait().unwrap();
+        for (name, bytes) in old {
+            let now = std::fs::read(run_dir.join(&name)).unwrap_or_default();
+            assert!(
+                bytes.starts_with(&now) || now == bytes,
+                "{name} was appended to by a resumed run"
+            );
+        }
+    }
+    assert!(kills > 0, "the run was never killed; make it slower");
+    // Tear the last line of one batch file by hand, as a kill during a write would.
+    let last = std::fs::read_dir(&run_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("batch_")
+                && std::fs::metadata(p).unwrap().len() > 0
+        })
+        .max()
+        .unwrap();
+    let text = std::fs::read(&last).unwrap();
+    std::fs::write(&last, &text[..text.len() - 10]).unwrap();
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--num-workers",
+        "6",
+        "--batch-size",
+        "7",
+        "--resume",
+    ]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert_exactly_once(&run_dir, 240);
+    let cp = read_json(&run_dir.join("checkpoint.json"));
+    assert_eq!(cp["completed_prompts"].as_array().unwrap().len(), 240);
+    let st = read_json(&run_dir.join("statistics.json"));
+    assert_eq!(st["records"], 240);
+    assert_eq!(st["reasoning_statistics"]["turns_with_reasoning"], 240);
+}
+
+#[test]
+fn closed_stdout_stops_cleanly() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 20, "record": false}));
+    let prompts: Vec<String> = (0..300).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--num-workers", "4"]);
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.contains("prompt_index"));
+    drop(out);
+    let t = Instant::now();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let n = records(&d.path().join("data/r")).len();
+    assert!(n < 300, "did not stop: {n}");
+    // The files are consistent: resume completes the run.
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--num-workers", "16", "--resume"]);
+    assert_code(&run(c), 0);
+    let recs = records(&d.path().join("data/r"));
+    assert_eq!(recs.len(), 300);
+}
+
+/// An agent script: terminal, write_file, read_file, then an answer quoting the file.
+fn agent_script() -> Value {
+    json!({"rules": [{"match": "", "turns": [
+        {"reasoning": "Look around first.", "reasoning_field": "reasoning_content",
+         "tool_calls": [{"name": "terminal", "arguments": {"command": "echo marker-$((6*7)); printenv | grep -c KEY || true"}}]},
+        {"reasoning": "Write the notes.", "reasoning_field": "reasoning_details",
+         "tool_calls": [{"name": "write_file", "arguments": {"path": "notes/out.txt", "content": "notes for {prompt}"}}]},
+        {"reasoning": "Check them.",
+         "tool_calls": [{"name": "read_file", "arguments": {"path": "notes/out.txt"}}]},
+        {"reasoning": "Done.", "content": "Final: {tool_output}"}
+    ]}]})
+}
+
+#[test]
+fn multi_turn_tool_run_end_to_end() {
+    let d = tmpdir();
+    let s = Standin::json(agent_script());
+    let rows = [
+        json!({"prompt": "task A", "toolsets": ["terminal", "file"], "prompt_index": 0, "distribution": "terminal_only", "seed": 9}),
+        json!({"prompt": "task B", "toolsets": ["terminal", "file"], "prompt_index": 1, "id": "b"}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("tasks.jsonl"), text).unwrap();
+    let mut c = traj_run(d.path(), &s);
+    c.env("OPENROUTER_API_KEY", "sk-secret-KEY");
+    c.args(["tasks.jsonl", "--api-key-env", "OPENROUTER_API_KEY"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let recs = parse_jsonl(&stdout(&o));
+    assert_eq!(recs.len(), 2);
+    let a = recs.iter().find(|r| r["prompt_index"] == 0).unwrap();
+    assert_eq!(a["completed"], true);
+    assert_eq!(a["partial"], false);
+    assert_eq!(a["api_calls"], 4);
+    assert_eq!(a["toolsets"], json!(["terminal", "file"]));
+    assert_eq!(a["distribution"], "terminal_only");
+    assert_eq!(a["seed"], 9);
+    let names: Vec<&str> = a["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"terminal") && names.contains(&"write_file"),
+        "{names:?}"
+    );
+    let m = a["messages"].as_array().unwrap();
+    // user, (assistant, tool) x 3, assistant
+    assert_eq!(m.len(), 8);
+    assert_eq!(m[1]["reasoning_content"], "Look around first.");
+    assert_eq!(m[3]["reasoning_details"][0]["text"], "Write the notes.");
+    let term = m[2]["content"].as_str().unwrap();
+    assert!(term.contains("marker-42"), "terminal ran for real: {term}");
+    // Tool processes never see the API key.
+    assert!(!term.contains("sk-secret"), "{term}");
+    assert_eq!(m[2]["tool_call_id"], m[1]["tool_calls"][0]["id"]);
+    let answer = m[7]["content"].as_str().unwrap();
+    assert!(answer.contains("notes for task A"), "{answer}");
+    let b = recs.iter().find(|r| r["prompt_index"] == 1).unwrap();
+    assert_eq!(b["id"], "b");
+    let st = read_json(&d.path().join("data/r/statistics.json"));
+    assert_eq!(st["tool_statistics"]["terminal"]["count"], 2);
+    assert_eq!(st["tool_statistics"]["write_file"]["success"], 2);
+    assert_eq!(st["tool_statistics"]["read_file"]["success_rate"], 100.0);
+    assert_eq!(st["reasoning_statistics"]["total_assistant_turns"], 8);
+    assert_eq!(st["reasoning_statistics"]["turns_with_reasoning"], 8);
+    // The key went to the endpoint as a bearer token only.
+    assert!(
+        s.requests()
+            .iter()
+            .all(|r| !r.to_string().contains("sk-secret"))
+    );
+}
+
+#[test]
+fn turn_cap_asks_for_a_final_answer_and_the_last_allowed_answer_is_completed() {
+    let d = tmpdir();
+    let s = Standin::json(agent_script());
+    let input = write_prompts(d.path(), &["capped"]);
+    // 4 turns allowed: the answer comes on call 4 => completed (no off-by-one).
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--toolsets", "terminal,file", "--max-turns", "4"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let r = &parse_jsonl(&stdout(&o))[0];
+    assert_eq!(r["completed"], true);
+    assert_eq!(r["api_calls"], 4);
+    // 2 turns: the cap is hit, one more call without tools asks for the answer.
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--toolsets",
+        "terminal,file",
+        "--max-turns",
+        "2",
+        "--run-dir",
+        "data/cap",
+    ]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let r = &parse_jsonl(&stdout(&o))[0];
+    assert_eq!(r["completed"], false);
+    assert_eq!(r["partial"], false);
+    assert_eq!(r["stop_reason"], "turn_cap");
+    assert_eq!(r["api_calls"], 3);
+    let m = r["messages"].as_array().unwrap();
+    assert_eq!(m[m.len() - 2]["role"], "user");
+    let reqs = s.requests();
+    let last = reqs.last().unwrap();
+    assert!(
+        last.get("tools").is_none(),
+        "final-answer request offers no tools"
+    );
+}
+
+#[test]
+fn invalid_tool_calls_get_one_correction() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [
+        {"match": "typo", "turns": [
+            {"tool_calls": [{"name": "terminall", "arguments": {"command": "ls"}}]},
+            {"content": "recovered"}]},
+        {"match": "stubborn", "turns": [
+            {"tool_calls": [{"name": "terminal", "arguments": "{\"command\": "}]},
+            {"tool_calls": [{"name": "nope", "arguments": {}}]}]}
+    ]}));
+    let input = write_prompts(d.path(), &["typo", "stubborn"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--toolsets", "terminal"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let recs = parse_jsonl(&stdout(&o));
+    let typo = recs.iter().find(|r| r["prompt"] == "typo").unwrap();
+    assert_eq!(typo["completed"], true);
+    assert_eq!(typo["api_calls"], 2);
+    assert!(
+        typo["messages"][2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown tool")
+    );
+    let stubborn = recs.iter().find(|r| r["prompt"] == "stubborn").unwrap();
+    assert_eq!(stubborn["partial"], true);
+    assert_eq!(stubborn["completed"], false);
+    assert_eq!(stubborn["stop_reason"], "invalid_tool_calls");
+    assert!(
+        stubborn["messages"][2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
+}
+
+#[test]
+fn distribution_samples_toolsets_for_plain_prompts() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let input = write_prompts(d.path(), &["a", "b", "c"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--distribution", "terminal_only", "--seed", "3"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    for r in parse_jsonl(&stdout(&o)) {
+        assert_eq!(r["toolsets"], json!(["terminal", "file"]), "{r}");
+    }
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--distribution", "nope", "--run-dir", "data/x"]);
+    assert_code(&run(c), 2);
+}
