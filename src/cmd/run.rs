@@ -179,15 +179,17 @@ struct Task {
 
 /// What a worker hands the writer.
 enum Done {
+    /// A record line, and its contribution to the statistics (computed by the worker
+    /// so that the single writer only appends).
     Record {
         task: usize,
         line: Vec<u8>,
-        tokens: u64,
+        stats: Box<Stats>,
     },
     Failure {
         task: usize,
         line: Vec<u8>,
-        tokens: u64,
+        stats: Box<Stats>,
     },
     Abandoned,
 }
@@ -658,16 +660,16 @@ fn run_task(s: &Shared, i: usize) -> Done {
     let task = &s.tasks[i];
     let row = match jsonl::parse_object(task.line.as_bytes()) {
         Ok(r) => r,
-        Err(e) => return failure(s, task, i, "bad_task", false, &e, None, 0, 0),
+        Err(e) => return failure(s, task, i, "bad_task", false, &e),
     };
     let prompt = row.get("prompt").and_then(Value::as_str).unwrap_or("");
     let toolsets = match toolsets_of(s, &row, task.index) {
         Ok(t) => t,
-        Err(e) => return failure(s, task, i, "bad_task", false, &e, None, 0, 0),
+        Err(e) => return failure(s, task, i, "bad_task", false, &e),
     };
     let mut host = match (s.hosts)(&row, &toolsets) {
         Ok(h) => h,
-        Err(e) => return failure(s, task, i, e.class, e.retryable, &e.message, None, 0, 0),
+        Err(e) => return failure(s, task, i, e.class, e.retryable, &e.message),
     };
     let tools = host.schemas();
     let started_wall = SystemTime::now();
@@ -678,11 +680,9 @@ fn run_task(s: &Shared, i: usize) -> Done {
     match outcome {
         Outcome::Abandoned => Done::Abandoned,
         Outcome::Failed(f) => {
-            let tokens = f.usage.total_tokens;
-            let mut d = failure(
+            let mut v = failure_json(
                 s,
                 task,
-                i,
                 &f.class,
                 f.retryable,
                 &f.message,
@@ -690,19 +690,9 @@ fn run_task(s: &Shared, i: usize) -> Done {
                 f.http_attempts,
                 f.api_calls,
             );
-            if let Done::Failure {
-                line, tokens: t, ..
-            } = &mut d
-            {
-                *t = tokens;
-                // Put the usage spent before the failure into the line.
-                if let Ok(mut v) = serde_json::from_slice::<Value>(line) {
-                    v["usage"] = agent::usage_json(&f.usage);
-                    *line = serde_json::to_vec(&v).unwrap_or_default();
-                    line.push(b'\n');
-                }
-            }
-            d
+            // The usage spent before the failure.
+            v["usage"] = agent::usage_json(&f.usage);
+            failure_done(i, v)
         }
         Outcome::Done(t) => {
             let mut rec = Map::new();
@@ -742,30 +732,39 @@ fn run_task(s: &Shared, i: usize) -> Done {
                     rec.insert(k, v);
                 }
             }
-            let mut line = serde_json::to_vec(&Value::Object(rec)).unwrap_or_default();
+            let rec = Value::Object(rec);
+            let mut stats = Stats::default();
+            stats.add_record(&rec);
+            let mut line = serde_json::to_vec(&rec).unwrap_or_default();
             line.push(b'\n');
             Done::Record {
                 task: i,
                 line,
-                tokens: t.usage.total_tokens,
+                stats: Box::new(stats),
             }
         }
     }
 }
 
+fn failure(s: &Shared, task: &Task, i: usize, class: &str, retryable: bool, message: &str) -> Done {
+    failure_done(
+        i,
+        failure_json(s, task, class, retryable, message, None, 0, 0),
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
-fn failure(
+fn failure_json(
     s: &Shared,
     task: &Task,
-    i: usize,
     class: &str,
     retryable: bool,
     message: &str,
     status: Option<u16>,
     http_attempts: u32,
     api_calls: u32,
-) -> Done {
-    let v = json!({
+) -> Value {
+    json!({
         "prompt_index": task.index,
         "prompt_hash": task.hash,
         "class": class,
@@ -778,13 +777,18 @@ fn failure(
         "batch_num": task.batch,
         "model": s.cfg.model,
         "at": rundir::utc_now(),
-    });
+    })
+}
+
+fn failure_done(i: usize, v: Value) -> Done {
+    let mut stats = Stats::default();
+    stats.add_failure(&v);
     let mut line = serde_json::to_vec(&v).unwrap_or_default();
     line.push(b'\n');
     Done::Failure {
         task: i,
         line,
-        tokens: 0,
+        stats: Box::new(stats),
     }
 }
 
@@ -868,17 +872,17 @@ impl Writer<'_> {
         let mut to_stdout: Vec<&[u8]> = Vec::new();
         let mut finished_batches = Vec::new();
         for d in group.iter() {
-            let (task, line, is_record, tokens) = match d {
-                Done::Record { task, line, tokens } => (*task, line, true, *tokens),
-                Done::Failure { task, line, tokens } => (*task, line, false, *tokens),
+            let (task, line, is_record, stats) = match d {
+                Done::Record { task, line, stats } => (*task, line, true, stats),
+                Done::Failure { task, line, stats } => (*task, line, false, stats),
                 Done::Abandoned => continue,
             };
             let t = &shared.tasks[task];
-            let v: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
+            self.stats.merge(stats);
+            let tokens = stats.total_tokens;
             let bs = self.checkpoint.batch_stats.entry(t.batch).or_default();
             if is_record {
                 self.appender.record(t.batch, line)?;
-                self.stats.add_record(&v);
                 self.checkpoint.completed_prompts.insert(t.index);
                 self.checkpoint.failed_prompts.remove(&t.index);
                 bs.processed += 1;
@@ -887,7 +891,6 @@ impl Writer<'_> {
                 to_stdout.push(line);
             } else {
                 self.appender.failure(line)?;
-                self.stats.add_failure(&v);
                 if !self.checkpoint.completed_prompts.contains(&t.index) {
                     self.checkpoint.failed_prompts.insert(t.index);
                 }
@@ -1076,6 +1079,18 @@ fn format_secs(s: f64) -> String {
 
 // ---- tools ---------------------------------------------------------------------------
 
+/// The host of a task offered no tools.
+struct NoTools;
+
+impl ToolHost for NoTools {
+    fn schemas(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    fn call(&mut self, name: &str, _: &Value) -> crate::toolbox::ToolResult {
+        crate::toolbox::ToolResult::error(format!("no tool named {name:?}: this task has no tools"))
+    }
+}
+
 /// Why the tools of a task could not be made.
 #[derive(Debug, Clone)]
 pub struct HostError {
@@ -1098,12 +1113,17 @@ fn host_factory(args: &Args) -> Result<Box<HostFactory>> {
         usage_bail!("--toolsets: {e:#}");
     }
     Ok(Box::new(move |row, toolsets| {
-        if let Err(e) = registry.resolve_all(toolsets) {
-            return Err(HostError {
-                class: "bad_task",
-                retryable: false,
-                message: format!("{e:#}"),
-            });
+        match registry.resolve(toolsets) {
+            Err(e) => {
+                return Err(HostError {
+                    class: "bad_task",
+                    retryable: false,
+                    message: format!("{e:#}"),
+                });
+            }
+            // No tool to offer: no sandbox to make (or to clean up).
+            Ok(tools) if tools.is_empty() => return Ok(Box::new(NoTools) as Box<dyn ToolHost>),
+            Ok(_) => {}
         }
         match toolbox::Task::new(&registry, toolsets, &sandbox, &TaskSpec::from_row(row)) {
             Ok(t) => Ok(Box::new(t) as Box<dyn ToolHost>),
