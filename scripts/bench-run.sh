@@ -62,18 +62,19 @@ start_standin() { # script
 }
 stop_standin() { kill "$STANDIN_PID" 2>/dev/null || true; wait "$STANDIN_PID" 2>/dev/null || true; STANDIN_PID=""; : > "$WORK/addr"; }
 
-# run NAME PROMPTS WORKERS -> sets SECS, RSS_KB, CALLS, RECORDS
+# run NAME PROMPTS WORKERS -> sets SECS, RSS_KB, CPU (% of one core), CALLS, RECORDS
 run() {
     local name=$1 prompts=$2 workers=$3
     local t0 t1
     t0=$(date +%s.%N)
-    /usr/bin/time -f %M -o "$WORK/$name.rss" \
+    /usr/bin/time -f "%M %U %S" -o "$WORK/$name.rss" \
         "$BIN" --model standin --base-url "$URL" --run-dir "$WORK/$name" \
         --num-workers "$workers" --batch-size 1000 -q --workspace-root "$WORK/ws" \
         "$prompts" > "$WORK/$name.out"
     t1=$(date +%s.%N)
     SECS=$(echo "$t1 - $t0" | bc -l)
-    RSS_KB=$(tail -n1 "$WORK/$name.rss")
+    read -r RSS_KB USER_S SYS_S < <(tail -n1 "$WORK/$name.rss")
+    CPU=$(echo "($USER_S + $SYS_S) / $SECS * 100" | bc -l)
     CALLS=$(jq '.api_calls' "$WORK/$name/statistics.json")
     RECORDS=$(wc -l < "$WORK/$name.out")
 }
@@ -83,14 +84,14 @@ echo "## traj-run: $WORKERS agents against a stand-in answering after ${LATENCY_
 echo
 echo "Machine: $(nproc) cores; ideal rate = workers / latency = $IDEAL calls/s."
 echo
-echo "| scenario | prompts | calls | wall s | calls/s | % of ideal | peak RSS MB |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| scenario | prompts | calls | wall s | calls/s | % of ideal | peak RSS MB | traj-run CPU % |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 
 start_standin "$WORK/answer.json"
 run one-call "$WORK/prompts1.jsonl" "$WORKERS"
 RATE=$(echo "$CALLS / $SECS" | bc -l)
-printf '| 1 call per prompt (no tools) | %d | %d | %.2f | %.0f | %.1f%% | %.1f |\n' \
-    "$RECORDS" "$CALLS" "$SECS" "$RATE" "$(echo "100 * $RATE / $IDEAL" | bc -l)" "$(echo "$RSS_KB / 1024" | bc -l)"
+printf '| 1 call per prompt (no tools) | %d | %d | %.2f | %.0f | %.1f%% | %.1f | %.0f |\n' \
+    "$RECORDS" "$CALLS" "$SECS" "$RATE" "$(echo "100 * $RATE / $IDEAL" | bc -l)" "$(echo "$RSS_KB / 1024" | bc -l)" "$CPU"
 RSS_BIG=$RSS_KB
 
 # Memory per in-flight agent: the same run with 16 workers (fewer prompts, same shape).
@@ -102,11 +103,14 @@ stop_standin
 start_standin "$WORK/agent.json"
 run agent "$WORK/prompts4.jsonl" "$WORKERS"
 RATE4=$(echo "$CALLS / $SECS" | bc -l)
-printf '| 4 calls per prompt (write_file, read_file, terminal, answer) | %d | %d | %.2f | %.0f | %.1f%% | %.1f |\n' \
-    "$RECORDS" "$CALLS" "$SECS" "$RATE4" "$(echo "100 * $RATE4 / $IDEAL" | bc -l)" "$(echo "$RSS_KB / 1024" | bc -l)"
+printf '| 4 calls per prompt (write_file, read_file, terminal, answer) | %d | %d | %.2f | %.0f | %.1f%% | %.1f | %.0f |\n' \
+    "$RECORDS" "$CALLS" "$SECS" "$RATE4" "$(echo "100 * $RATE4 / $IDEAL" | bc -l)" "$(echo "$RSS_KB / 1024" | bc -l)" "$CPU"
+TIMES=$(jq -s '[.[] | .timings] | "\(map(.llm_ms) | add / length | floor) ms waiting for the model, \(map(.tool_ms) | add / length | floor) ms in tools"' -r "$WORK/agent.out")
 stop_standin
 
 echo
+echo "Agent scenario, per prompt (ideal: 4 x ${LATENCY_MS} ms of model time): $TIMES."
+echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 PER=$(echo "($RSS_BIG - $RSS_SMALL) / ($WORKERS - 16)" | bc -l)
 printf 'Memory: peak RSS %.1f MB with %d workers, %.1f MB with 16: about %.0f KB per in-flight agent.\n' \
     "$(echo "$RSS_BIG / 1024" | bc -l)" "$WORKERS" "$(echo "$RSS_SMALL / 1024" | bc -l)" "$PER"
