@@ -33,6 +33,9 @@ use crate::usage_bail;
 
 const NAME: &str = "traj-run";
 
+/// How long a stopping run waits for agents to leave their prompts.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
 const EXAMPLES: &str = "Examples:
   # 200 prompts, 64 agents, OpenRouter (key in OPENROUTER_API_KEY)
   traj-sample-tools --distribution terminal_tasks prompts.jsonl > tasks.jsonl
@@ -845,11 +848,22 @@ impl Writer<'_> {
             }
             self.write_group(shared, &mut group, progress)?;
             if shared.llm.stopping_now() {
-                // In-flight prompts are abandoned; what already finished is kept.
-                while let Ok(d) = rx.try_recv() {
-                    group.push(d);
+                // Agents notice the stop between steps and abandon their prompts (they
+                // run again on resume), dropping their sandboxes. Give them a moment,
+                // keeping what finishes meanwhile; agents still waiting on HTTP after
+                // that are left behind.
+                let grace = Instant::now();
+                while grace.elapsed() < STOP_GRACE
+                    && (shared.in_flight.load(Ordering::Relaxed) > 0 || !rx.is_empty())
+                {
+                    if let Ok(d) = rx.recv_timeout(Duration::from_millis(20)) {
+                        group.push(d);
+                    }
+                    while let Ok(d) = rx.try_recv() {
+                        group.push(d);
+                    }
+                    self.write_group(shared, &mut group, progress)?;
                 }
-                self.write_group(shared, &mut group, progress)?;
                 break;
             }
             if self.last_save.elapsed() >= Duration::from_secs(1) {

@@ -823,3 +823,91 @@ fn distribution_samples_toolsets_for_plain_prompts() {
     c.args([&input, "--distribution", "nope", "--run-dir", "data/x"]);
     assert_code(&run(c), 2);
 }
+
+#[test]
+fn ctrl_c_stops_cleanly_and_resume_finishes() {
+    let d = tmpdir();
+    let s = Standin::json(
+        json!({"latency_ms": 20, "record": false, "rules": [{"match": "", "turns": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "x.txt", "content": "{prompt}"}}]},
+        {"content": "done"}]}]}),
+    );
+    let prompts: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--num-workers",
+        "8",
+        "--toolsets",
+        "file",
+        "--workspace-root",
+        "ws",
+    ]);
+    std::fs::create_dir(d.path().join("ws")).unwrap();
+    c.stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let child = c.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let k = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let o = child.wait_with_output().unwrap();
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
+    let run_dir = d.path().join("data/r");
+    let n = records(&run_dir).len();
+    assert!(n > 0 && n < 200, "{n}");
+    let cp = read_json(&run_dir.join("checkpoint.json"));
+    assert_eq!(cp["completed_prompts"].as_array().unwrap().len(), n);
+    // Abandoned agents removed their workspaces.
+    assert_eq!(std::fs::read_dir(d.path().join("ws")).unwrap().count(), 0);
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--num-workers",
+        "32",
+        "--toolsets",
+        "file",
+        "--resume",
+    ]);
+    assert_code(&run(c), 0);
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 200);
+    let idx: std::collections::HashSet<u64> = recs
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(idx.len(), 200);
+}
+
+#[test]
+fn demo_agent_script_runs_and_caps_cleanly() {
+    let d = tmpdir();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/scripts/agent.json"),
+    )
+    .unwrap();
+    let s = Standin::json(serde_json::from_str(&text).unwrap());
+    let input = write_prompts(
+        d.path(),
+        &["Summarise the workspace", "Write a haiku about logs"],
+    );
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--toolsets", "terminal,file"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let recs = parse_jsonl(&stdout(&o));
+    assert_eq!(recs.len(), 2);
+    for r in &recs {
+        assert_eq!(r["completed"], true, "{r}");
+        assert_eq!(r["api_calls"], 4);
+        let answer = r["messages"][7]["content"].as_str().unwrap();
+        assert!(answer.contains(r["prompt"].as_str().unwrap()), "{answer}");
+        assert!((r["usage"]["cost"].as_f64().unwrap() - 0.002).abs() < 1e-9);
+    }
+}
