@@ -102,6 +102,11 @@ pub struct Args {
     /// System prompt sent with every request and never stored in records.
     #[arg(long, value_name = "TEXT")]
     pub ephemeral_system_prompt: Option<String>,
+    /// Send the reasoning fields of earlier assistant messages back to the model:
+    /// `auto` = only to OpenRouter (others may reject unknown fields). Records always
+    /// keep them.
+    #[arg(long, value_enum, default_value_t = SendReasoning::Auto, value_name = "WHEN")]
+    pub send_reasoning: SendReasoning,
     /// JSON file with an array of `{role, content}` messages sent before each prompt
     /// (never stored).
     #[arg(long, value_name = "FILE")]
@@ -167,6 +172,14 @@ pub struct Args {
     /// Directory under which task workspaces are made (default: the temp directory).
     #[arg(long, value_name = "DIR")]
     pub workspace_root: Option<PathBuf>,
+}
+
+/// When reasoning fields go back to the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SendReasoning {
+    Auto,
+    Yes,
+    No,
 }
 
 /// One prompt to run.
@@ -292,6 +305,11 @@ fn agent_config(args: &Args) -> Result<AgentConfig> {
         ephemeral_system_prompt: args.ephemeral_system_prompt.clone(),
         prefill,
         prompt_timeout,
+        send_reasoning: match args.send_reasoning {
+            SendReasoning::Auto => args.base_url.contains("openrouter"),
+            SendReasoning::Yes => true,
+            SendReasoning::No => false,
+        },
     })
 }
 
@@ -513,8 +531,17 @@ pub fn run_cli(args: Args) -> Result<Status> {
             r => r?,
         }
     }
-    let batches = rundir::scan(&dir, false)
-        .map(|s| s.batches.len())
+    let batches = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(rundir::batch_number)
+                        .is_some()
+                })
+                .count()
+        })
         .unwrap_or(0);
     let statistics = statistics(
         &args,

@@ -480,6 +480,20 @@ fn existing_run_needs_resume_and_bad_rows_are_located() {
         "{}",
         stderr(&o)
     );
+    // A remote endpoint needs a key.
+    let mut c = cmd("traj-run", d.path());
+    c.args([
+        "--model",
+        "m",
+        "--base-url",
+        "https://example.invalid/v1",
+        "--run-dir",
+        "data/k",
+        &input,
+    ]);
+    let o = run(c);
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("OPENROUTER_API_KEY"), "{}", stderr(&o));
     std::fs::write(d.path().join("prefill.json"), "{\"role\": \"user\"}").unwrap();
     let mut c = traj_run(d.path(), &s);
     c.args([
