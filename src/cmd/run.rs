@@ -140,7 +140,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
 
-    /// Agents running at once (threads waiting on HTTP: hundreds are fine).
+    /// Agents running at once (threads waiting on HTTP: hundreds are fine; `-j N` is the
+    /// same).
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub num_workers: usize,
     /// Prompts per batch file.
@@ -482,9 +483,15 @@ pub fn run_cli(args: Args) -> Result<Status> {
         let _ = ctrlc::set_handler(move || s.llm.request_stop("interrupted"));
     }
 
-    let (tx, rx) = crossbeam_channel::bounded::<Done>(args.num_workers.max(16) * 2);
+    // `-j N` (the flag every stage shares) means the same as --num-workers N here.
+    let num_workers = if args.io.jobs > 0 {
+        args.io.jobs
+    } else {
+        args.num_workers
+    };
+    let (tx, rx) = crossbeam_channel::bounded::<Done>(num_workers.max(16) * 2);
     let n_tasks = shared.tasks.len();
-    let workers = args.num_workers.min(n_tasks.max(1));
+    let workers = num_workers.min(n_tasks.max(1));
     for w in 0..workers {
         let s = shared.clone();
         let tx = tx.clone();

@@ -925,3 +925,97 @@ fn demo_agent_script_runs_and_caps_cleanly() {
         assert!((r["usage"]["cost"].as_f64().unwrap() - 0.002).abs() < 1e-9);
     }
 }
+
+/// The reference's golden run (`/work/shared/reference/golden`): 20 prompts, batch size 5,
+/// terminal_only, a terminal call then an answer, both with reasoning. Our
+/// checkpoint.json and statistics.json carry the same fields and values.
+#[test]
+fn golden_shaped_run_matches_the_reference_files() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [{"match": "", "turns": [
+        {"reasoning": "Check the environment.", "reasoning_field": "reasoning_content",
+         "tool_calls": [{"name": "terminal", "arguments": {"command": "printenv; echo marker-$((6*7))"}}]},
+        {"reasoning": "Report it.", "reasoning_field": "reasoning_content", "content": "The environment is reported."}
+    ]}]}));
+    let prompts: Vec<String> = (0..20)
+        .map(|i| format!("Report the environment, task {i}"))
+        .collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let mut c = traj_run(d.path(), &s);
+    c.env("OPENROUTER_API_KEY", "sk-or-SECRET");
+    c.args([
+        &input,
+        "--distribution",
+        "terminal_only",
+        "--batch-size",
+        "5",
+        "--max-turns",
+        "5",
+        "--num-workers",
+        "2",
+    ]);
+    c.args(["--run-dir", "data/golden"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let run_dir = d.path().join("data/golden");
+    let st = read_json(&run_dir.join("statistics.json"));
+    let golden_keys = [
+        "run_name",
+        "distribution",
+        "total_prompts",
+        "total_batches",
+        "batch_size",
+        "model",
+        "completed_at",
+        "duration_seconds",
+        "tool_statistics",
+        "reasoning_statistics",
+    ];
+    for k in golden_keys {
+        assert!(st.get(k).is_some(), "{k}");
+    }
+    assert_eq!(st["run_name"], "golden");
+    assert_eq!(st["distribution"], "terminal_only");
+    assert_eq!(st["total_prompts"], 20);
+    assert_eq!(st["total_batches"], 4);
+    assert_eq!(st["batch_size"], 5);
+    assert_eq!(
+        st["tool_statistics"],
+        json!({"terminal": {"count": 20, "success": 20, "failure": 0,
+        "success_rate": 100.0, "failure_rate": 0.0}})
+    );
+    assert_eq!(
+        st["reasoning_statistics"],
+        json!({"total_assistant_turns": 40,
+        "turns_with_reasoning": 40, "turns_without_reasoning": 0})
+    );
+    let cp = read_json(&run_dir.join("checkpoint.json"));
+    assert_eq!(cp["run_name"], "golden");
+    assert_eq!(
+        cp["completed_prompts"],
+        json!((0..20).collect::<Vec<u64>>())
+    );
+    for b in 0..4 {
+        let bs = &cp["batch_stats"][b.to_string()];
+        assert_eq!(
+            (
+                bs["processed"].as_u64(),
+                bs["skipped"].as_u64(),
+                bs["discarded_no_reasoning"].as_u64()
+            ),
+            (Some(5), Some(0), Some(0)),
+            "{cp}"
+        );
+    }
+    assert!(cp["last_updated"].as_str().unwrap().ends_with('Z'));
+    for r in records(&run_dir) {
+        let out = r["messages"][2]["content"].as_str().unwrap();
+        assert!(out.contains("marker-42"), "{out}");
+        assert!(!out.contains("SECRET"), "the API key reached a tool: {out}");
+        assert_eq!(
+            r["metadata"]["batch_num"],
+            r["prompt_index"].as_u64().unwrap() / 5
+        );
+    }
+}
