@@ -170,6 +170,9 @@ pub struct Args {
     /// Default and largest time limit of one tool command, in seconds.
     #[arg(long, default_value_t = 180.0, value_name = "SECS")]
     pub tool_timeout: f64,
+    /// Seconds between progress lines on stderr (default: 2 on a terminal, else 10).
+    #[arg(long, value_name = "SECS")]
+    pub progress_secs: Option<f64>,
     /// Directory under which task workspaces are made (default: the temp directory).
     #[arg(long, value_name = "DIR")]
     pub workspace_root: Option<PathBuf>,
@@ -521,7 +524,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
         stdout_closed: false,
     };
     writer.checkpoint_from_scan(&existing, &shared.tasks);
-    let progress = Progress::start(shared.clone(), args.io.quiet, n_tasks);
+    let every = args
+        .progress_secs
+        .map(|s| Duration::from_secs_f64(s.max(0.05)));
+    let progress = Progress::start(shared.clone(), args.io.quiet, n_tasks, every);
     let result = writer.drain(&shared, rx, &progress);
     progress.finish();
     writer.appender.sync()?;
@@ -1052,7 +1058,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn start(shared: Arc<Shared>, quiet: bool, total: usize) -> Progress {
+    fn start(shared: Arc<Shared>, quiet: bool, total: usize, every: Option<Duration>) -> Progress {
         let records = Arc::new(AtomicU64::new(0));
         let failures = Arc::new(AtomicU64::new(0));
         let tokens = Arc::new(AtomicU64::new(0));
@@ -1061,11 +1067,15 @@ impl Progress {
             let (r, f, t, d) = (records.clone(), failures.clone(), tokens.clone(), done.clone());
             std::thread::spawn(move || {
                 let tty = crate::cli::stderr_is_tty();
-                let every = if tty { Duration::from_secs(2) } else { Duration::from_secs(10) };
+                let every = every.unwrap_or(if tty {
+                    Duration::from_secs(2)
+                } else {
+                    Duration::from_secs(10)
+                });
                 let start = Instant::now();
                 let mut last = Instant::now();
                 while !d.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(100));
+                    std::thread::sleep(Duration::from_millis(25));
                     if last.elapsed() < every {
                         continue;
                     }

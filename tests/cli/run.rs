@@ -1019,3 +1019,37 @@ fn golden_shaped_run_matches_the_reference_files() {
         );
     }
 }
+
+#[test]
+fn progress_lines_on_stderr() {
+    let d = tmpdir();
+    let s = Standin::json(
+        json!({"latency_ms": 30, "record": false, "default": {"content": "ok", "cost": 0.25}}),
+    );
+    let prompts: Vec<String> = (0..40).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let mut c = cmd("traj-run", d.path());
+    c.args([
+        "--model",
+        "m",
+        "--base-url",
+        &s.url(),
+        "--run-dir",
+        "data/r",
+        &input,
+    ]);
+    c.args(["--num-workers", "4", "--progress-secs", "0.1"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let err = stderr(&o);
+    let line = err
+        .lines()
+        .find(|l| l.contains("in flight"))
+        .unwrap_or_else(|| panic!("{err}"));
+    for part in ["/40 done", "failed", "prompts/s", "tokens", "$", "ETA"] {
+        assert!(line.contains(part), "{part}: {line}");
+    }
+    assert!(err.contains("40 records, 0 failures"), "{err}");
+    assert!(err.contains("$10.0000"), "{err}");
+}
