@@ -426,6 +426,14 @@ pub fn run_cli(args: Args) -> Result<Status> {
     }
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create run directory {}", dir.display()))?;
+    // Temp files of a summary write cut short by a kill.
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     for (path, bytes) in &existing.repaired {
         note(
             NAME,

@@ -116,6 +116,23 @@ fn records(run: &Path) -> Vec<Value> {
     out
 }
 
+/// Complete lines in the batch files so far (while a run is going).
+fn records_so_far(run: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(run) else {
+        return 0;
+    };
+    rd.filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("batch_"))
+        .map(|e| {
+            std::fs::read(e.path())
+                .unwrap_or_default()
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+        })
+        .sum()
+}
+
 fn failures(run: &Path) -> Vec<Value> {
     let p = run.join("failures.jsonl");
     if p.exists() {
@@ -600,6 +617,8 @@ fn kill_9_at_random_points_then_resume_gives_every_prompt_exactly_once() {
         }
     }
     assert!(kills > 0, "the run was never killed; make it slower");
+    // A summary write cut short leaves a temp file; resume removes it.
+    std::fs::write(run_dir.join(".tmp-checkpoint"), "{").unwrap();
     // Tear the last line of one batch file by hand, as a kill during a write would.
     let last = std::fs::read_dir(&run_dir)
         .unwrap()
@@ -628,6 +647,7 @@ fn kill_9_at_random_points_then_resume_gives_every_prompt_exactly_once() {
     let o = run(c);
     assert_code(&o, 0);
     assert_exactly_once(&run_dir, 240);
+    assert!(!run_dir.join(".tmp-checkpoint").exists());
     let cp = read_json(&run_dir.join("checkpoint.json"));
     assert_eq!(cp["completed_prompts"].as_array().unwrap().len(), 240);
     let st = read_json(&run_dir.join("statistics.json"));
@@ -864,7 +884,11 @@ fn ctrl_c_stops_cleanly_and_resume_finishes() {
         .stderr(Stdio::piped())
         .stdin(Stdio::null());
     let child = c.spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let run_dir = d.path().join("data/r");
+    let t = Instant::now();
+    while records_so_far(&run_dir) == 0 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let k = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -873,7 +897,6 @@ fn ctrl_c_stops_cleanly_and_resume_finishes() {
     let o = child.wait_with_output().unwrap();
     assert_code(&o, 1);
     assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
-    let run_dir = d.path().join("data/r");
     let n = records(&run_dir).len();
     assert!(n > 0 && n < 200, "{n}");
     let cp = read_json(&run_dir.join("checkpoint.json"));
