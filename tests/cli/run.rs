@@ -1076,3 +1076,40 @@ fn progress_lines_on_stderr() {
     assert!(err.contains("40 records, 0 failures"), "{err}");
     assert!(err.contains("$10.0000"), "{err}");
 }
+
+#[test]
+fn truncated_replies_are_partial_or_failures() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [
+        {"match": "later", "turns": [
+            {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo hi"}}]},
+            {"content": "cut in the midd", "finish_reason": "length"}]},
+        {"match": "first", "turns": [{"content": "cut", "finish_reason": "length"}]},
+        {"match": "empty", "turns": [{"content": ""}]}
+    ]}));
+    let input = write_prompts(d.path(), &["later", "first", "empty"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--toolsets", "terminal"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    let recs = parse_jsonl(&stdout(&o));
+    let later = recs.iter().find(|r| r["prompt"] == "later").unwrap();
+    assert_eq!(
+        (later["completed"].as_bool(), later["partial"].as_bool()),
+        (Some(false), Some(true))
+    );
+    assert_eq!(later["stop_reason"], "length");
+    assert_eq!(later["api_calls"], 2);
+    assert_eq!(
+        later["messages"].as_array().unwrap().len(),
+        3,
+        "the cut reply is left out"
+    );
+    let empty = recs.iter().find(|r| r["prompt"] == "empty").unwrap();
+    assert_eq!(empty["stop_reason"], "empty_answer");
+    assert_eq!(empty["partial"], true);
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails.len(), 1);
+    assert_eq!(fails[0]["class"], "length");
+    assert_eq!(fails[0]["retryable"], false);
+}
