@@ -51,6 +51,8 @@ pub struct AgentConfig {
     /// provider (OpenRouter takes them; DeepSeek and others reject unknown fields).
     /// Stored messages always keep every field as returned.
     pub send_reasoning: bool,
+    /// More top-level request fields (e.g. OpenRouter's `usage: {include: true}`).
+    pub extra_body: Map<String, Value>,
 }
 
 impl Default for AgentConfig {
@@ -65,6 +67,7 @@ impl Default for AgentConfig {
             prefill: Vec::new(),
             prompt_timeout: None,
             send_reasoning: false,
+            extra_body: Map::new(),
         }
     }
 }
@@ -343,6 +346,9 @@ pub fn request_body(cfg: &AgentConfig, messages: &[Value], tools: Option<&[Value
     }
     if let Some(p) = &cfg.provider {
         body.insert("provider".into(), p.clone());
+    }
+    for (k, v) in &cfg.extra_body {
+        body.entry(k.clone()).or_insert_with(|| v.clone());
     }
     Value::Object(body)
 }

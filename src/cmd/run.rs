@@ -309,6 +309,14 @@ fn agent_config(args: &Args) -> Result<AgentConfig> {
         ephemeral_system_prompt: args.ephemeral_system_prompt.clone(),
         prefill,
         prompt_timeout,
+        // OpenRouter reports the cost of a call only when asked to.
+        extra_body: if args.base_url.contains("openrouter") {
+            let mut m = Map::new();
+            m.insert("usage".into(), json!({"include": true}));
+            m
+        } else {
+            Map::new()
+        },
         send_reasoning: match args.send_reasoning {
             SendReasoning::Auto => args.base_url.contains("openrouter"),
             SendReasoning::Yes => true,
@@ -593,6 +601,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
             msg.push_str(&format!("; stopped: {r}"));
         }
         note(NAME, &msg);
+    }
+    if args.max_cost.is_some() && records + failures > 0 && shared.llm.spent() == 0.0 {
+        note(
+            NAME,
+            "warning: the endpoint reported no cost, so --max-cost could not limit this run",
+        );
     }
     if stdout_closed {
         return Ok(Status::Ok);
