@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use crate::cache::Cache;
-use crate::llm::{CallOptions, ChatResponse, Client, ErrorClass, LlmError, Usage};
+use crate::llm::{CallOptions, ChatResponse, Client, LlmError, Usage};
 use crate::toolbox::ToolHost;
 
 /// The user message sent when the turn cap is reached.
@@ -608,7 +608,6 @@ pub fn run_prompt(
             }
         }
     }
-    let api_calls_capped = calls.len() as u32;
     let stop = match stop {
         Some(s) => s,
         None => {
@@ -621,7 +620,6 @@ pub fn run_prompt(
             StopReason::TurnCap
         }
     };
-    let _ = api_calls_capped;
     Outcome::Done(Box::new(Trajectory {
         messages,
         completed: stop == StopReason::Answer,
@@ -638,14 +636,10 @@ pub fn run_prompt(
     }))
 }
 
-/// The failure class of an [`ErrorClass`] (for callers outside the loop).
-pub fn class_name(c: ErrorClass) -> &'static str {
-    c.as_str()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::ErrorClass;
     use crate::toolbox::ToolResult;
     use std::sync::Mutex;
 

@@ -594,7 +594,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "{records} records, {failures} failures, {left} not run; {} in {:.1}s; {} tokens, ${:.4}",
             dir.display(),
             started.elapsed().as_secs_f64(),
-            stats_tokens(&stats),
+            stats.total_tokens,
             shared.llm.spent()
         );
         if let Some(r) = &stop_reason {
@@ -622,10 +622,6 @@ pub fn run_cli(args: Args) -> Result<Status> {
         return Ok(Status::Failed);
     }
     Ok(Status::Ok)
-}
-
-fn stats_tokens(s: &Stats) -> u64 {
-    s.total_tokens
 }
 
 struct Plan {
