@@ -54,6 +54,11 @@ pub struct IoArgs {
     #[arg(short = 'j', long, default_value_t = 0, value_name = "N")]
     pub jobs: usize,
 
+    /// Process only shard I of N (0-based): the k-th non-blank input line belongs to
+    /// shard k % N. Run N processes with 0/N .. (N-1)/N and `traj-merge` their outputs.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<crate::jsonl::Shard>,
+
     /// No summary line on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,

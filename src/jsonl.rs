@@ -359,6 +359,14 @@ pub fn reject_line(
     v
 }
 
+/// True for an existing path that is not a regular file (a device, FIFO or socket), which
+/// cannot be replaced by a rename.
+fn is_special_file(p: &Path) -> bool {
+    std::fs::metadata(p)
+        .map(|m| !m.is_file() && !m.is_dir())
+        .unwrap_or(false)
+}
+
 /// Where output goes: stdout, or a file that appears only when the run succeeds.
 pub struct Output {
     inner: OutputKind,
@@ -366,6 +374,7 @@ pub struct Output {
 
 enum OutputKind {
     Stdout(BufWriter<io::Stdout>),
+    Special(BufWriter<File>),
     File {
         w: BufWriter<tempfile::NamedTempFile>,
         path: PathBuf,
@@ -378,6 +387,16 @@ impl Output {
         match path {
             None => Ok(Output::stdout()),
             Some(p) if p.as_os_str() == "-" => Ok(Output::stdout()),
+            Some(p) if is_special_file(p) => {
+                // /dev/stderr, a FIFO, a terminal: write straight to it.
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .with_context(|| format!("cannot open {}", p.display()))?;
+                Ok(Output {
+                    inner: OutputKind::Special(BufWriter::with_capacity(BUF_SIZE, f)),
+                })
+            }
             Some(p) => {
                 let dir = match p.parent() {
                     Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -411,6 +430,10 @@ impl Output {
                 w.flush()?;
                 Ok(())
             }
+            OutputKind::Special(mut w) => {
+                w.flush()?;
+                Ok(())
+            }
             OutputKind::File { w, path } => {
                 let tmp = w.into_inner().map_err(|e| e.into_error())?;
                 tmp.as_file().sync_all()?;
@@ -427,18 +450,21 @@ impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &mut self.inner {
             OutputKind::Stdout(w) => w.write(buf),
+            OutputKind::Special(w) => w.write(buf),
             OutputKind::File { w, .. } => w.write(buf),
         }
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match &mut self.inner {
             OutputKind::Stdout(w) => w.write_all(buf),
+            OutputKind::Special(w) => w.write_all(buf),
             OutputKind::File { w, .. } => w.write_all(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match &mut self.inner {
             OutputKind::Stdout(w) => w.flush(),
+            OutputKind::Special(w) => w.flush(),
             OutputKind::File { w, .. } => w.flush(),
         }
     }
@@ -492,6 +518,46 @@ pub struct PipeConfig {
     /// Lines dropped on purpose count as lost when there is no rejects file
     /// (a filter keeps its drops; a normalizer has none).
     pub drops_are_loss: bool,
+    /// Process only this shard of the non-blank input lines.
+    pub shard: Option<Shard>,
+}
+
+/// `--shard I/N`: line k (0-based, counting non-blank lines across all inputs) belongs
+/// to shard `k % N`; shards are numbered from 0, so `0/4` .. `3/4` cover everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Shard {
+    /// True when the k-th non-blank line (0-based) is in this shard.
+    pub fn holds(&self, k: u64) -> bool {
+        k % self.count == self.index
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Shard, String> {
+        let (i, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?}: expected I/N, e.g. 0/4"))?;
+        let index: u64 = i
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?}: I is not a number"))?;
+        let count: u64 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?}: N is not a number"))?;
+        if count == 0 || index >= count {
+            return Err(format!(
+                "{s:?}: need 0 <= I < N (shards are numbered from 0)"
+            ));
+        }
+        Ok(Shard { index, count })
+    }
 }
 
 const BATCH_BYTES: usize = 1 << 20;
@@ -547,7 +613,8 @@ where
 
     std::thread::scope(|s| -> Result<()> {
         let stop_ref = &stop;
-        let reader = s.spawn(move || read_batches(sources, work_tx, recycle_rx, stop_ref));
+        let shard = cfg.shard;
+        let reader = s.spawn(move || read_batches(sources, shard, work_tx, recycle_rx, stop_ref));
         for _ in 0..jobs {
             let work_rx = work_rx.clone();
             let done_tx = done_tx.clone();
@@ -599,11 +666,13 @@ where
 
 fn read_batches(
     sources: Vec<Source>,
+    shard: Option<Shard>,
     work_tx: crossbeam_channel::Sender<Batch>,
     recycle_rx: crossbeam_channel::Receiver<(Vec<u8>, Vec<u8>)>,
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<()> {
     let mut seq = 0;
+    let mut nonblank = 0u64;
     for src in sources {
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             return Ok(());
@@ -639,6 +708,10 @@ fn read_batches(
                     l = &l[3..];
                 }
                 if is_blank(l) {
+                    continue;
+                }
+                nonblank += 1;
+                if shard.is_some_and(|sh| !sh.holds(nonblank - 1)) {
                     continue;
                 }
                 data.extend_from_slice(l);
@@ -800,6 +873,7 @@ mod tests {
             on_error,
             jobs: 3,
             drops_are_loss: true,
+            shard: None,
         }
     }
 
@@ -834,6 +908,36 @@ mod tests {
         .unwrap();
         assert_eq!(out, data);
         assert_eq!((s.read, s.written, s.lost), (20_000, 20_000, 0));
+    }
+
+    #[test]
+    fn shards_partition_the_input() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_tmp(
+            d.path(),
+            "x.jsonl",
+            b"{\"a\":0}\n\n{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n{\"a\":4}\n",
+        );
+        let mut all = Vec::new();
+        for i in 0..2 {
+            let mut c = cfg(OnError::Fail);
+            c.shard = Some(format!("{i}/2").parse().unwrap());
+            let mut out = Vec::new();
+            let mut rej = Rejects::open("test", None).unwrap();
+            process(
+                &c,
+                vec![Source::File(p.clone())],
+                &mut out,
+                &mut rej,
+                echo_or_bad,
+            )
+            .unwrap();
+            all.push(String::from_utf8(out).unwrap());
+        }
+        assert_eq!(all[0], "{\"a\":0}\n{\"a\":2}\n{\"a\":4}\n");
+        assert_eq!(all[1], "{\"a\":1}\n{\"a\":3}\n");
+        assert!("2/2".parse::<Shard>().is_err());
+        assert!("1-2".parse::<Shard>().is_err());
     }
 
     #[test]

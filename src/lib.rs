@@ -12,10 +12,16 @@
 
 pub mod agent;
 pub mod cache;
+pub mod check;
 pub mod cli;
 pub mod cmd;
+pub mod compress;
+pub mod convert;
+pub mod hermes;
 pub mod jsonl;
 pub mod llm;
+pub mod merge;
+pub mod model;
 pub mod rundir;
 pub mod tokens;
 pub mod toolbox;

@@ -1,14 +1,279 @@
-//! traj-filter (not built yet).
+//! traj-filter: keep the rows that pass every predicate, drop the others with reasons.
+//!
+//! Streaming and order-preserving (`jsonl::process`): memory is a few 1 MiB batches per
+//! worker. Kept rows are written as their original bytes, never re-serialised. With no
+//! predicate every valid row passes through unchanged; invalid lines are bad input
+//! (`--on-error`). Predicates are in [`crate::check`].
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use crate::check::{self, Predicates};
+use crate::cli::{IoArgs, Status, note};
+use crate::jsonl::{self, Output, PipeConfig, Rejects, Summary, Verdict};
+use crate::tokens::Tokenizer;
+
+const NAME: &str = "traj-filter";
+
+const EXAMPLES: &str = "\
+Examples:
+  # keep rows with reasoning, valid tool calls and well-formed Hermes tags
+  traj-filter --require-reasoning --valid-tools --well-formed data/run/trajectories.jsonl \\
+      -o kept.jsonl --rejects rejects.jsonl --stats filter-stats.json
+
+  # completed, non-partial runs with at least one tool call and at most 40 turns
+  traj-filter --completed --no-partial --has-tool-calls --max-turns 40 < in.jsonl > out.jsonl
+
+  # what --well-formed would drop (the complement), reasons in the rejects file
+  traj-filter --well-formed --invert in.jsonl > malformed.jsonl
+
+  # rows between 1k and 32k tokens
+  traj-filter --min-tokens 1000 --max-tokens 32000 --tokenizer o200k_base in.jsonl
+
+Rows dropped by a predicate exit 0: dropping is the filter's job. Without --rejects they
+are counted on stderr but not kept anywhere. Bad lines follow --on-error.";
 
 /// Flags of traj-filter.
 #[derive(Debug, clap::Parser)]
-#[command(name = "traj-filter", version)]
+#[command(
+    name = "traj-filter",
+    version,
+    about = "Keep trajectories that pass every predicate (flags are ANDed); drop the rest with reasons.",
+    after_help = EXAMPLES
+)]
 pub struct Args {
     #[command(flatten)]
-    pub io: crate::cli::IoArgs,
+    pub io: IoArgs,
+
+    /// Drop rows where no assistant turn has reasoning (a non-empty <think> block;
+    /// raw records: a non-blank `reasoning`/`reasoning_content` field).
+    #[arg(long, help_heading = "Predicates")]
+    pub require_reasoning: bool,
+
+    /// Drop rows calling a tool not offered to that row (its system <tools> list, its
+    /// `tools` field, or --tools FILE), or whose arguments are not a JSON object.
+    #[arg(long, help_heading = "Predicates")]
+    pub valid_tools: bool,
+
+    /// Judge --valid-tools against this JSON list of tools instead of each row's own.
+    #[arg(long, value_name = "FILE", help_heading = "Predicates")]
+    pub tools: Option<PathBuf>,
+
+    /// Drop rows whose Hermes tags are unbalanced or out of order, whose <tool_call> or
+    /// <tool_response> bodies are not JSON, or whose calls and responses do not pair up.
+    #[arg(long, help_heading = "Predicates")]
+    pub well_formed: bool,
+
+    /// Drop rows whose `completed` is not true.
+    #[arg(long, help_heading = "Predicates")]
+    pub completed: bool,
+
+    /// Drop rows whose `partial` is true.
+    #[arg(long, help_heading = "Predicates")]
+    pub no_partial: bool,
+
+    /// Drop rows with no tool call.
+    #[arg(long, help_heading = "Predicates")]
+    pub has_tool_calls: bool,
+
+    /// Drop rows with fewer turns (every entry of `conversations`/`messages`).
+    #[arg(long, value_name = "N", help_heading = "Predicates")]
+    pub min_turns: Option<usize>,
+
+    /// Drop rows with more turns.
+    #[arg(long, value_name = "N", help_heading = "Predicates")]
+    pub max_turns: Option<usize>,
+
+    /// Drop rows with fewer tokens (sum over turn values, with --tokenizer).
+    #[arg(long, value_name = "N", help_heading = "Predicates")]
+    pub min_tokens: Option<usize>,
+
+    /// Drop rows with more tokens.
+    #[arg(long, value_name = "N", help_heading = "Predicates")]
+    pub max_tokens: Option<usize>,
+
+    /// Tokenizer for --min-tokens/--max-tokens.
+    #[arg(long, value_name = "SPEC", default_value = "o200k_base")]
+    pub tokenizer: String,
+
+    /// Keep the rows that fail at least one predicate; drop those passing all.
+    #[arg(long)]
+    pub invert: bool,
+
+    /// Write counts (read, kept, dropped per reason, bad) as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+}
+
+/// Read the `--tools FILE` list: a JSON list of tool declarations (Hermes
+/// `{"name",...}`, OpenAI `{"type":"function","function":{"name",...}}` or plain
+/// names), or an object with such a list under `tools`.
+fn load_tools(path: &std::path::Path) -> Result<HashSet<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --tools {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| crate::cli::UsageError(format!("--tools {}: {e}", path.display())))?;
+    let list = match &v {
+        serde_json::Value::Object(m) => m.get("tools").cloned().unwrap_or_default(),
+        other => other.clone(),
+    };
+    let names = check::tool_names(&list.to_string())
+        .map_err(|e| crate::cli::UsageError(format!("--tools {}: {e}", path.display())))?;
+    Ok(names.into_iter().collect())
 }
 
 /// Run traj-filter.
-pub fn run_cli(_args: Args) -> anyhow::Result<crate::cli::Status> {
-    crate::usage_bail!("traj-filter is not built yet")
+pub fn run_cli(args: Args) -> Result<Status> {
+    if let (Some(a), Some(b)) = (args.min_turns, args.max_turns)
+        && a > b
+    {
+        crate::usage_bail!("--min-turns {a} is above --max-turns {b}");
+    }
+    if let (Some(a), Some(b)) = (args.min_tokens, args.max_tokens)
+        && a > b
+    {
+        crate::usage_bail!("--min-tokens {a} is above --max-tokens {b}");
+    }
+    if args.tools.is_some() && !args.valid_tools {
+        crate::usage_bail!("--tools FILE is only used with --valid-tools");
+    }
+    let preds = Predicates {
+        require_reasoning: args.require_reasoning,
+        valid_tools: args.valid_tools,
+        tools: args.tools.as_deref().map(load_tools).transpose()?,
+        well_formed: args.well_formed,
+        completed: args.completed,
+        no_partial: args.no_partial,
+        has_tool_calls: args.has_tool_calls,
+        min_turns: args.min_turns,
+        max_turns: args.max_turns,
+        min_tokens: args.min_tokens,
+        max_tokens: args.max_tokens,
+    };
+    if args.invert && preds.is_empty() {
+        crate::usage_bail!("--invert needs at least one predicate");
+    }
+    let tokenizer: Option<Arc<dyn Tokenizer>> = if preds.needs_tokens() {
+        Some(crate::tokens::load(&args.tokenizer)?)
+    } else {
+        None
+    };
+
+    let sources = jsonl::sources_from_args(&args.io.inputs)?;
+    let mut out = Output::create(args.io.output.as_deref())?;
+    let mut rejects = Rejects::open("filter", args.io.rejects.as_deref())?;
+    let cfg = PipeConfig {
+        stage: "filter",
+        on_error: args.io.on_error,
+        jobs: args.io.jobs,
+        shard: args.io.shard,
+        // Dropping is what a filter is for: drops without --rejects are counted and
+        // reported, not an error (bad lines still are).
+        drops_are_loss: false,
+    };
+    let invert = args.invert;
+    let tk = tokenizer.as_deref();
+    let summary = if preds.is_empty() {
+        jsonl::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
+            match check::validate_object(line) {
+                Ok(()) => {
+                    buf.extend_from_slice(line);
+                    buf.push(b'\n');
+                    Verdict::Written
+                }
+                Err(e) => Verdict::Bad(e),
+            }
+        })?
+    } else {
+        jsonl::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
+            let row = match check::parse_row(line) {
+                Ok(r) => r,
+                Err(e) => return Verdict::Bad(e),
+            };
+            let reasons = match check::evaluate(&row, &preds, tk) {
+                Ok(r) => r,
+                Err(e) => return Verdict::Bad(e),
+            };
+            let keep = reasons.is_empty() != invert;
+            if keep {
+                buf.extend_from_slice(line);
+                buf.push(b'\n');
+                Verdict::Written
+            } else if invert {
+                Verdict::Dropped(vec!["inverted: passes every predicate".into()])
+            } else {
+                Verdict::Dropped(reasons)
+            }
+        })?
+    };
+    out.commit()?;
+    let kept_rejects = rejects.is_kept();
+    rejects.finish()?;
+
+    let per_reason = by_category(&summary);
+    if let Some(path) = &args.stats {
+        let stats = serde_json::json!({
+            "read": summary.read,
+            "kept": summary.written,
+            "dropped": summary.dropped_lines,
+            "dropped_by_reason": per_reason,
+            "bad": summary.bad,
+            "inverted": invert,
+        });
+        let mut o = Output::create(Some(path))?;
+        serde_json::to_writer_pretty(&mut o, &stats)?;
+        o.write_all(b"\n")?;
+        o.commit()?;
+    }
+    if !args.io.quiet {
+        note(
+            NAME,
+            &summary_text(&summary, &per_reason, &args, kept_rejects),
+        );
+    }
+    Ok(Status::from_summary(&summary))
+}
+
+/// Drop counts per reason category (a row failing two predicates counts in both).
+fn by_category(s: &Summary) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for (reason, n) in &s.dropped {
+        *m.entry(check::category(reason).to_string()).or_default() += n;
+    }
+    m
+}
+
+fn summary_text(
+    s: &Summary,
+    per: &BTreeMap<String, u64>,
+    args: &Args,
+    kept_rejects: bool,
+) -> String {
+    let mut msg = format!("{} read, {} kept", s.read, s.written);
+    if s.dropped_lines > 0 || !per.is_empty() {
+        let list: Vec<String> = per.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        msg.push_str(&format!(
+            ", {} dropped ({})",
+            s.dropped_lines,
+            list.join(", ")
+        ));
+        match (&args.io.rejects, kept_rejects) {
+            (Some(p), true) => msg.push_str(&format!(" -> {}", p.display())),
+            _ => msg.push_str(" (not kept: use --rejects FILE to keep them)"),
+        }
+    }
+    if s.bad > 0 {
+        msg.push_str(&format!(", {} bad lines skipped", s.bad));
+        if let Some(first) = &s.first_bad {
+            msg.push_str(&format!(" (first: {first})"));
+        }
+    }
+    if s.lost > 0 {
+        msg.push_str(&format!(", {} bad lines lost (no --rejects file)", s.lost));
+    }
+    msg
 }

@@ -1,14 +1,133 @@
-//! traj-merge (not built yet).
+//! traj-merge: merge batch files, shards and directories into one ordered,
+//! deduplicated stream. The work is in [`crate::merge`].
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::cli::{IoArgs, Status, note};
+use crate::jsonl::{Output, Rejects};
+use crate::merge::{Keep, KeySpec, MergeConfig, MergeSummary};
+
+const NAME: &str = "traj-merge";
+
+const EXAMPLES: &str = "\
+Examples:
+  # a run directory: its batch_*.jsonl in numeric order, into trajectories.jsonl
+  traj-merge data/run1 -o data/run1/trajectories.jsonl --rejects data/run1/merge-rejects.jsonl
+
+  # shards from several machines; the first row of a prompt_index wins
+  traj-merge shard-a.jsonl shard-b.jsonl.gz --keep first -o merged.jsonl
+
+  # rows without prompt_index, deduplicated on the first human turn
+  cat a.jsonl b.jsonl | traj-merge --key prompt - > merged.jsonl
+
+  # inputs much larger than memory: spill sorted runs of 256 MiB to a big disk
+  traj-merge data/run1 --buffer-size 256M --tmp-dir /scratch -o out.jsonl
+
+Output is sorted by prompt_index (rows without one last, in input order). Duplicates and
+tombstones (`discarded` rows) never reach the output: they are counted on stderr and go
+to --rejects with the reason. Memory: --buffer-size plus about 64 bytes per distinct key.";
 
 /// Flags of traj-merge.
 #[derive(Debug, clap::Parser)]
-#[command(name = "traj-merge", version)]
+#[command(
+    name = "traj-merge",
+    version,
+    about = "Merge batch files, shards and run directories into one sorted, deduplicated JSONL stream.",
+    after_help = EXAMPLES
+)]
 pub struct Args {
     #[command(flatten)]
-    pub io: crate::cli::IoArgs,
+    pub io: IoArgs,
+
+    /// What identifies a row: a top-level field (rows without it fall back to the
+    /// prompt text), or `prompt` for the text of the first human turn.
+    #[arg(long, value_name = "FIELD", default_value = "prompt_index")]
+    pub key: String,
+
+    /// Which row of a duplicated key is kept, in input order.
+    #[arg(long, value_enum, default_value_t = Keep::Last)]
+    pub keep: Keep,
+
+    /// Rows held in memory before a sorted run is spilled to disk (e.g. 512K, 64M, 1G).
+    #[arg(long, alias = "mem-limit", value_name = "SIZE", default_value = "64M",
+          value_parser = crate::merge::parse_size)]
+    pub buffer_size: usize,
+
+    /// Directory for spill files (default: $TMPDIR or /tmp).
+    #[arg(long, value_name = "DIR")]
+    pub tmp_dir: Option<PathBuf>,
 }
 
 /// Run traj-merge.
-pub fn run_cli(_args: Args) -> anyhow::Result<crate::cli::Status> {
-    crate::usage_bail!("traj-merge is not built yet")
+pub fn run_cli(args: Args) -> Result<Status> {
+    if args.io.jobs > 1 {
+        // Accepted for symmetry with the other stages; the merge reads sequentially.
+        note(NAME, "--jobs is ignored: the merge is sequential");
+    }
+    let key = match args.key.as_str() {
+        "" => crate::usage_bail!("--key needs a field name or `prompt`"),
+        "prompt" => KeySpec::Prompt,
+        f => KeySpec::Field(f.to_string()),
+    };
+    let cfg = MergeConfig {
+        key,
+        keep: args.keep,
+        buffer_bytes: args.buffer_size,
+        tmp_dir: args.tmp_dir.clone(),
+        on_error: args.io.on_error,
+    };
+    let sources = crate::merge::merge_sources(&args.io.inputs)?;
+    let mut out = Output::create(args.io.output.as_deref())?;
+    let mut rejects = Rejects::open("merge", args.io.rejects.as_deref())?;
+    let s = crate::merge::merge(&cfg, sources, &mut out, &mut rejects)?;
+    out.commit()?;
+    let kept = rejects.is_kept();
+    rejects.finish()?;
+    if !args.io.quiet {
+        note(NAME, &summary_text(&s, &args, kept));
+    }
+    Ok(if s.lost > 0 {
+        Status::Failed
+    } else {
+        Status::Ok
+    })
+}
+
+fn summary_text(s: &MergeSummary, args: &Args, kept: bool) -> String {
+    let mut msg = format!(
+        "{} files, {} rows read, {} written",
+        s.files, s.read, s.written
+    );
+    let keep = match args.keep {
+        Keep::First => "first",
+        Keep::Last => "last",
+    };
+    msg.push_str(&format!(
+        ", {} duplicates dropped (kept the {keep} of each {})",
+        s.duplicates, args.key
+    ));
+    if s.tombstones > 0 {
+        msg.push_str(&format!(", {} tombstones dropped", s.tombstones));
+    }
+    if s.bad > 0 {
+        msg.push_str(&format!(", {} bad lines skipped", s.bad));
+        if let Some(first) = &s.first_bad {
+            msg.push_str(&format!(" (first: {first})"));
+        }
+    }
+    if s.duplicates + s.tombstones + s.bad > 0 {
+        match (&args.io.rejects, kept) {
+            (Some(p), true) => msg.push_str(&format!(" -> {}", p.display())),
+            _ => msg.push_str(" (not kept: use --rejects FILE to keep them)"),
+        }
+    }
+    if s.lost > 0 {
+        msg.push_str(&format!(", {} bad lines lost", s.lost));
+    }
+    if s.runs > 0 {
+        msg.push_str(&format!(", sorted via {} spill runs", s.runs));
+    }
+    msg
 }

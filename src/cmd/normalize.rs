@@ -1,14 +1,147 @@
-//! traj-normalize (not built yet).
+//! traj-normalize: any trajectory shape in, Hermes ShareGPT rows (or OpenAI messages) out.
+//!
+//! Stateless per line: rows are converted in parallel by [`crate::jsonl::process`] and
+//! written in input order; memory is a few 1 MiB batches per worker, whatever the input
+//! size.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+use crate::cli::{IoArgs, Status};
+use crate::convert::{self, Options, Target};
+use crate::jsonl::{self, PipeConfig, Rejects, Verdict};
+
+const NAME: &str = "traj-normalize";
+
+const EXAMPLES: &str = "\
+Examples:
+  traj-normalize data/run/batch_*.jsonl -o trajectories.jsonl
+  traj-normalize glaive.jsonl --tools all_tools.json -o hermes.jsonl
+  traj-normalize swe_trajs.jsonl --messages-field history --on-error skip --rejects bad.jsonl
+  traj-normalize --to openai hermes.jsonl > openai.jsonl
+  traj-normalize big.jsonl.gz | head -1
+
+Input shapes (detected per row): traj-run raw records and OpenAI `messages` datasets
+(tool_calls, function_call, role tool/function, typed content parts, reasoning fields);
+ShareGPT `conversations` (from/value, LLaMA-Factory function_call/observation, or
+role/content); rows already in Hermes ShareGPT (normalising again changes nothing).
+
+Exit status: 0 ok, 1 bad input or lost lines, 2 usage error.";
 
 /// Flags of traj-normalize.
 #[derive(Debug, clap::Parser)]
-#[command(name = "traj-normalize", version)]
+#[command(
+    name = "traj-normalize",
+    version,
+    about = "Convert trajectories of any common shape into Hermes ShareGPT rows (or back into OpenAI messages)",
+    after_help = EXAMPLES
+)]
 pub struct Args {
     #[command(flatten)]
-    pub io: crate::cli::IoArgs,
+    pub io: IoArgs,
+
+    /// Output shape: `hermes` (ShareGPT with Hermes tags) or `openai` (messages with
+    /// tool_calls, tool_call_id, reasoning_content, plus a `tools` list).
+    #[arg(long, value_enum, default_value_t = Target::Hermes, value_name = "SHAPE")]
+    pub to: Target,
+
+    /// The field holding the message list (default: `conversations`, then `messages`),
+    /// e.g. `history` for SWE-agent trajectories.
+    #[arg(long, value_name = "FIELD")]
+    pub messages_field: Option<String>,
+
+    /// Tools every row's tool_stats / tool_error_counts covers, besides the tools offered
+    /// to it: a JSON list of names or tool schemas, or one name per line. Give the full
+    /// tool set to get the same keys in every row (one Arrow schema for the whole file).
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
+}
+
+/// Read `--tools FILE`: a JSON list of names or schemas (OpenAI or bare), a JSON object
+/// with such a list under `tools`, or plain text with one name per line.
+pub fn load_tool_names(path: &Path) -> Result<Vec<String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let trimmed = text.trim_start_matches('\u{feff}').trim();
+    let names = match serde_json::from_str::<Value>(trimmed) {
+        Ok(v) => {
+            let list = match v {
+                Value::Array(l) => l,
+                Value::Object(mut m) => match m.remove("tools") {
+                    Some(Value::Array(l)) => l,
+                    _ => anyhow::bail!("{}: expected a JSON list of tools", path.display()),
+                },
+                _ => anyhow::bail!("{}: expected a JSON list of tools", path.display()),
+            };
+            let mut names = Vec::with_capacity(list.len());
+            for (i, t) in list.iter().enumerate() {
+                match t {
+                    Value::String(s) => names.push(s.clone()),
+                    other => names.push(
+                        crate::model::ToolSpec::from_json(other)
+                            .map_err(|e| {
+                                anyhow::anyhow!("{}: tool {}: {e}", path.display(), i + 1)
+                            })?
+                            .name,
+                    ),
+                }
+            }
+            names
+        }
+        Err(_) if !trimmed.starts_with('[') && !trimmed.starts_with('{') => trimmed
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect(),
+        Err(e) => anyhow::bail!("{}: invalid JSON: {e}", path.display()),
+    };
+    Ok(names)
+}
+
+/// Convert one input line (the function [`jsonl::process`] runs on every line).
+pub fn convert_line(line: &[u8], opts: &Options, out: &mut Vec<u8>) -> Verdict {
+    let row = match jsonl::parse_object(line) {
+        Ok(r) => r,
+        Err(e) => return Verdict::Bad(e),
+    };
+    match convert::normalize_row(row, opts, out) {
+        Ok(()) => Verdict::Written,
+        Err(e) => Verdict::Bad(e),
+    }
 }
 
 /// Run traj-normalize.
-pub fn run_cli(_args: Args) -> anyhow::Result<crate::cli::Status> {
-    crate::usage_bail!("traj-normalize is not built yet")
+pub fn run_cli(args: Args) -> Result<Status> {
+    let known_tools = match &args.tools {
+        Some(p) => load_tool_names(p)
+            .map_err(|e| anyhow::Error::new(crate::cli::UsageError(format!("--tools: {e:#}"))))?,
+        None => Vec::new(),
+    };
+    let opts = Options {
+        target: args.to,
+        messages_field: args.messages_field.clone(),
+        known_tools,
+    };
+    let sources = jsonl::sources_from_args(&args.io.inputs)?;
+    let mut out = jsonl::Output::create(args.io.output.as_deref())?;
+    let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
+    let cfg = PipeConfig {
+        stage: NAME,
+        on_error: args.io.on_error,
+        jobs: args.io.jobs,
+        shard: args.io.shard,
+        drops_are_loss: true,
+    };
+    let summary = jsonl::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
+        convert_line(line, &opts, buf)
+    })?;
+    out.commit()?;
+    rejects.finish()?;
+    if !args.io.quiet {
+        crate::cli::note(NAME, &crate::cli::summary_line(&summary));
+    }
+    Ok(Status::from_summary(&summary))
 }

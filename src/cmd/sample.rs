@@ -9,8 +9,14 @@
 //! distribution (see [`crate::toolbox::distributions`]), so re-running, sharding or
 //! reordering the input gives each row the same toolsets.
 //!
+//! `--shard I/N` keeps the rows at non-blank positions k with k % N == I, like every
+//! line stage; their toolsets are the same as in an unsharded run, since the
+//! `prompt_index` of a row without one is its position in the whole input.
+//!
 //! Rows are handled one at a time in input order (drawing is far cheaper than parsing
-//! the JSON, and the running line index needs a single reader); memory is one line.
+//! the JSON, and the running line index needs a single reader, which
+//! [`crate::jsonl::process`] does not expose); memory is one line. The `--on-error`,
+//! `--rejects` and summary behaviour is the common one.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -61,11 +67,6 @@ pub struct Args {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub seed: u64,
 
-    /// Keep only rows whose prompt_index % N == I (rows get the same toolsets as in
-    /// an unsharded run).
-    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
-    pub shard: Option<(u64, u64)>,
-
     /// Toolsets that may be drawn, comma-separated, or `all` for every toolset a
     /// distribution names (for another runner). Default: the toolsets traj can
     /// offer (see --list-toolsets).
@@ -85,24 +86,6 @@ pub struct Args {
     pub json: bool,
 }
 
-fn parse_shard(s: &str) -> Result<(u64, u64), String> {
-    let (i, n) = s
-        .split_once('/')
-        .ok_or_else(|| format!("{s:?}: expected I/N, e.g. 0/4"))?;
-    let i: u64 = i
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?}: I is not a number"))?;
-    let n: u64 = n
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?}: N is not a number"))?;
-    if n == 0 || i >= n {
-        return Err(format!("{s:?}: need 0 <= I < N"));
-    }
-    Ok((i, n))
-}
-
 /// What a run draws from.
 struct Plan {
     dists: Vec<Distribution>,
@@ -110,7 +93,6 @@ struct Plan {
     available: BTreeSet<String>,
     all: bool,
     seed: u64,
-    shard: Option<(u64, u64)>,
 }
 
 impl Plan {
@@ -122,8 +104,93 @@ impl Plan {
         }
     }
 
-    /// The output line for one row, or why the row is bad. `None`: another shard's.
-    fn row(&self, line: &[u8], index: u64) -> Result<Option<Vec<u8>>, String> {
+    /// The distribution a row names (or the default), or why the name is bad.
+    fn dist_for(&self, field: Option<&Value>) -> Result<&Distribution, String> {
+        match field {
+            None | Some(Value::Null) => Ok(&self.dists[self.default]),
+            Some(Value::String(name)) => self
+                .dists
+                .iter()
+                .find(|d| &d.name == name)
+                .ok_or_else(|| format!("unknown distribution {name:?} in the row")),
+            Some(other) => Err(format!(
+                "\"distribution\" must be a string, found {}",
+                crate::jsonl::json_kind(other)
+            )),
+        }
+    }
+
+    fn draw(&self, dist: &Distribution, key: u64) -> Result<Vec<String>, String> {
+        let available = self.available_for(dist);
+        let toolsets = distributions::sample(dist, self.seed, key, &available);
+        if toolsets.is_empty() {
+            return Err(format!(
+                "distribution {:?} has no available toolset",
+                dist.name
+            ));
+        }
+        Ok(toolsets)
+    }
+
+    /// The output line for one row, or why the row is bad.
+    fn row(&self, line: &[u8], index: u64) -> Result<Vec<u8>, String> {
+        if let Some(out) = self.row_fast(line, index)? {
+            return Ok(out);
+        }
+        self.row_slow(line, index)
+    }
+
+    /// The common case without re-serialising the row: a valid object with a string
+    /// `prompt` and none of `toolsets`, `distribution`, `seed`; the new fields are
+    /// appended to the line as it is. `None`: anything else, left to [`Plan::row_slow`]
+    /// (which also words the errors).
+    fn row_fast(&self, line: &[u8], index: u64) -> Result<Option<Vec<u8>>, String> {
+        #[derive(serde::Deserialize)]
+        struct Probe<'a> {
+            #[serde(borrow)]
+            prompt: Option<&'a serde_json::value::RawValue>,
+            prompt_index: Option<Value>,
+            distribution: Option<serde::de::IgnoredAny>,
+            toolsets: Option<serde::de::IgnoredAny>,
+            seed: Option<serde::de::IgnoredAny>,
+        }
+        let Ok(p) = serde_json::from_slice::<Probe>(line) else {
+            return Ok(None);
+        };
+        let prompt_is_string = p.prompt.is_some_and(|r| r.get().starts_with('"'));
+        if !prompt_is_string || p.distribution.is_some() || p.toolsets.is_some() || p.seed.is_some()
+        {
+            return Ok(None);
+        }
+        let (key, add_index) = match &p.prompt_index {
+            None | Some(Value::Null) => (index, true),
+            Some(v) => match v.as_u64() {
+                Some(k) => (k, false),
+                None => return Ok(None),
+            },
+        };
+        let dist = &self.dists[self.default];
+        let toolsets = self.draw(dist, key)?;
+        let end = line
+            .iter()
+            .rposition(|&b| b == b'}')
+            .expect("a JSON object ends with }");
+        let mut out = Vec::with_capacity(line.len() + 128);
+        out.extend_from_slice(&line[..end]);
+        out.extend_from_slice(b",\"toolsets\":");
+        serde_json::to_writer(&mut out, &toolsets).map_err(|e| e.to_string())?;
+        out.extend_from_slice(b",\"distribution\":");
+        serde_json::to_writer(&mut out, &dist.name).map_err(|e| e.to_string())?;
+        out.extend_from_slice(format!(",\"seed\":{}", self.seed).as_bytes());
+        if add_index {
+            out.extend_from_slice(format!(",\"prompt_index\":{key}").as_bytes());
+        }
+        out.extend_from_slice(b"}\n");
+        Ok(Some(out))
+    }
+
+    /// Any row: parsed, fields set in place (existing keys keep their position).
+    fn row_slow(&self, line: &[u8], index: u64) -> Result<Vec<u8>, String> {
         let mut row: Map<String, Value> = crate::jsonl::parse_object(line)?;
         match row.get("prompt") {
             Some(Value::String(_)) => {}
@@ -141,40 +208,15 @@ impl Plan {
                 format!("\"prompt_index\" must be a non-negative integer, found {v}")
             })?,
         };
-        if let Some((i, n)) = self.shard {
-            if key % n != i {
-                return Ok(None);
-            }
-        }
-        let dist = match row.get("distribution") {
-            None | Some(Value::Null) => &self.dists[self.default],
-            Some(Value::String(name)) => self
-                .dists
-                .iter()
-                .find(|d| &d.name == name)
-                .ok_or_else(|| format!("unknown distribution {name:?} in the row"))?,
-            Some(other) => {
-                return Err(format!(
-                    "\"distribution\" must be a string, found {}",
-                    crate::jsonl::json_kind(other)
-                ));
-            }
-        };
-        let available = self.available_for(dist);
-        let toolsets = distributions::sample(dist, self.seed, key, &available);
-        if toolsets.is_empty() {
-            return Err(format!(
-                "distribution {:?} has no available toolset",
-                dist.name
-            ));
-        }
+        let dist = self.dist_for(row.get("distribution"))?;
+        let toolsets = self.draw(dist, key)?;
         row.insert("toolsets".into(), json!(toolsets));
         row.insert("distribution".into(), json!(dist.name));
         row.insert("seed".into(), json!(self.seed));
         row.insert("prompt_index".into(), json!(key));
         let mut out = serde_json::to_vec(&row).map_err(|e| e.to_string())?;
         out.push(b'\n');
-        Ok(Some(out))
+        Ok(out)
     }
 }
 
@@ -254,14 +296,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
         available,
         all,
         seed: args.seed,
-        shard: args.shard,
     };
 
     let sources = crate::jsonl::sources_from_args(&args.io.inputs)?;
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let mut summary = Summary::default();
-    let mut other_shards = 0u64;
     let mut reader = LineReader::new(sources);
     let mut line = Vec::new();
     let mut index = 0u64;
@@ -269,15 +309,17 @@ pub fn run_cli(args: Args) -> Result<Status> {
         if is_blank(&line) {
             continue;
         }
-        summary.read += 1;
         let this = index;
         index += 1;
+        if args.io.shard.is_some_and(|sh| !sh.holds(this)) {
+            continue;
+        }
+        summary.read += 1;
         match plan.row(&line, this) {
-            Ok(Some(bytes)) => {
+            Ok(bytes) => {
                 out.write_all(&bytes)?;
                 summary.written += 1;
             }
-            Ok(None) => other_shards += 1,
             Err(reason) => {
                 let err = LineError {
                     source_name: source.clone(),
@@ -303,11 +345,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     out.commit().context("writing the output")?;
     rejects.finish()?;
     if !args.io.quiet {
-        let mut msg = summary_line(&summary);
-        if other_shards > 0 {
-            msg.push_str(&format!(", {other_shards} rows of other shards left out"));
-        }
-        note(NAME, &msg);
+        note(NAME, &summary_line(&summary));
     }
     Ok(Status::from_summary(&summary))
 }
@@ -458,4 +496,58 @@ fn list_toolsets(
         writeln!(out, "{:15} {:8} {line}", t.name, sampled)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        let dists = distributions::builtin();
+        let default = dists.iter().position(|d| d.name == "balanced").unwrap();
+        Plan {
+            dists,
+            default,
+            available: Registry::builtin(&ToolConfig::default()).implemented_toolsets(),
+            all: false,
+            seed: 5,
+        }
+    }
+
+    /// The fast path and the full parse give the same rows (up to white space).
+    #[test]
+    fn fast_and_slow_paths_agree() {
+        let p = plan();
+        let rows: &[&[u8]] = &[
+            br#"{"prompt":"a"}"#,
+            br#"{ "prompt" : "b\"q" , "x" : [1, {"y": null}] }  "#,
+            br#"{"id":3,"prompt":"c","prompt_index":77}"#,
+            br#"{"prompt":"d","prompt_index":null}"#,
+        ];
+        for (i, row) in rows.iter().enumerate() {
+            let fast = p.row_fast(row, i as u64).unwrap().expect("fast path taken");
+            let slow = p.row_slow(row, i as u64).unwrap();
+            let f: Value = serde_json::from_slice(&fast).unwrap();
+            let s: Value = serde_json::from_slice(&slow).unwrap();
+            assert_eq!(f, s, "{}", String::from_utf8_lossy(row));
+            let fk: Vec<&String> = f.as_object().unwrap().keys().collect();
+            let sk: Vec<&String> = s.as_object().unwrap().keys().collect();
+            assert_eq!(fk, sk);
+        }
+        for row in [
+            &br#"{"prompt":1}"#[..],
+            br#"{"prompt":"a","distribution":"minimal"}"#,
+            br#"{"prompt":"a","toolsets":["x"]}"#,
+            br#"{"prompt":"a","prompt":"b"}"#,
+            br#"{"prompt":"a","prompt_index":-1}"#,
+            br#"[1]"#,
+            br#"{"prompt":"a""#,
+        ] {
+            assert!(
+                p.row_fast(row, 0).unwrap().is_none(),
+                "{}",
+                String::from_utf8_lossy(row)
+            );
+        }
+    }
 }

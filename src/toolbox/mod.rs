@@ -28,6 +28,7 @@
 
 use serde_json::Value;
 
+pub mod cli;
 pub mod distributions;
 pub mod fs;
 pub mod llm_tools;
@@ -36,6 +37,12 @@ pub mod sandbox;
 pub mod task;
 pub mod web;
 
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testserver;
+
+pub use cli::ToolArgs;
 pub use distributions::Distribution;
 pub use registry::{
     Availability, LlmToolsConfig, Registry, SearchConfig, SearchProvider, ToolConfig, ToolInfo,

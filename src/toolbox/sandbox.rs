@@ -150,6 +150,13 @@ impl Sandbox {
                 "the docker backend needs an image: name one in the prompt row or in the configuration"
             );
         }
+        if backend == Backend::Docker && !cli_exists(&cfg.docker_cli) {
+            bail!(
+                "the task needs a container (image {}), but the container CLI {:?} is not installed",
+                image.as_deref().unwrap_or(""),
+                cfg.docker_cli
+            );
+        }
         if backend == Backend::Bwrap && !on_path("bwrap", SANDBOX_PATH) {
             bail!(
                 "the bwrap backend needs bubblewrap: `bwrap` is not installed (apt-get install bubblewrap)"
@@ -505,6 +512,17 @@ impl Drop for Sandbox {
         kill_processes_in(self.dir.path());
         kill_processes_in(&self.host_root);
     }
+}
+
+/// True when `cli` is a path to a file, or a program on the caller's `PATH`.
+fn cli_exists(cli: &str) -> bool {
+    if cli.contains('/') {
+        return Path::new(cli).is_file();
+    }
+    on_path(
+        cli,
+        &std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.into()),
+    )
 }
 
 /// Kill every process whose working directory is inside `dir` (best effort: reads

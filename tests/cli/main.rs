@@ -7,5 +7,9 @@ mod util;
 #[path = "../standin/mod.rs"]
 mod standin;
 
+mod compress;
 mod core;
+mod filter;
+mod merge;
 mod run;
+mod sample;

@@ -1,0 +1,316 @@
+//! traj-compress's engine: fit each trajectory into a token budget by replacing a
+//! middle region of turns with one summary (the reference's algorithm, its bugs fixed).
+//!
+//! - [`plan`]: protected turns, boundary snapping, the region, the net-savings guard.
+//! - [`row`]: the ShareGPT and OpenAI row shapes, each compressed in its own shape.
+//! - [`summary`]: rendering, prompt, the LLM summarizer, the offline extractive one.
+//! - [`metrics`]: per-trajectory and aggregate metrics.
+//! - [`pipeline`]: the windowed ordered pipeline used when summaries wait on a network.
+//!
+//! One line in, one line out, always: rows under the budget, rows that cannot be
+//! compressed and rows whose summary failed are written unchanged (never dropped).
+//! Unchanged rows are written as their original bytes.
+//!
+//! Cost per row: a row is parsed and tokenized once; after compression only the summary
+//! and the system turns that got the notice are counted again (the other turns' counts
+//! are reused). A row whose byte length proves it under the budget (see
+//! [`crate::tokens::Tokenizer::at_most_one_token_per_byte`]) is not even parsed into a
+//! tree, only validated.
+
+pub mod metrics;
+pub mod pipeline;
+pub mod plan;
+pub mod row;
+pub mod summary;
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use crate::jsonl::Verdict;
+use crate::tokens::Tokenizer;
+use metrics::{Aggregate, TrajectoryMetrics};
+use plan::{Plan, PlanConfig, Role};
+use row::Row;
+use summary::{Request, Summarizer};
+
+/// What to do with a row whose summary failed or timed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OnSummaryFailure {
+    /// Write the row unchanged and count it (the default).
+    #[default]
+    Keep,
+    /// Replace the region with the reference's placeholder text.
+    Placeholder,
+}
+
+/// Settings of a compression run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub plan: PlanConfig,
+    pub add_summary_notice: bool,
+    pub summary_notice_text: String,
+    pub on_summary_failure: OnSummaryFailure,
+    pub per_trajectory_metrics: bool,
+    /// Tokenize every row, even those proven under the budget by their size (exact
+    /// token totals in the metrics, at the cost of speed).
+    pub count_all: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            plan: PlanConfig::default(),
+            add_summary_notice: true,
+            summary_notice_text:
+                "\n\nSome of your previous tool responses may be summarized to preserve context."
+                    .to_string(),
+            on_summary_failure: OnSummaryFailure::Keep,
+            per_trajectory_metrics: false,
+            count_all: false,
+        }
+    }
+}
+
+/// Compresses rows; shared by all worker threads.
+pub struct Compressor {
+    pub settings: Settings,
+    pub tokenizer: Arc<dyn Tokenizer>,
+    pub summarizer: Arc<dyn Summarizer>,
+    agg: Mutex<Aggregate>,
+}
+
+fn push_line(out: &mut Vec<u8>, line: &[u8]) {
+    out.extend_from_slice(line);
+    out.push(b'\n');
+}
+
+impl Compressor {
+    pub fn new(
+        settings: Settings,
+        tokenizer: Arc<dyn Tokenizer>,
+        summarizer: Arc<dyn Summarizer>,
+    ) -> Compressor {
+        Compressor {
+            settings,
+            tokenizer,
+            summarizer,
+            agg: Mutex::new(Aggregate::default()),
+        }
+    }
+
+    /// The totals so far.
+    pub fn aggregate(&self) -> Aggregate {
+        self.agg.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn record(&self, f: impl FnOnce(&mut Aggregate)) {
+        f(&mut self.agg.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// Compress one JSONL line, appending exactly one output line to `out`.
+    pub fn line(&self, line: &[u8], out: &mut Vec<u8>) -> Verdict {
+        let target = self.settings.plan.target_max_tokens;
+        let bytes_bound = self.tokenizer.at_most_one_token_per_byte() && !self.settings.count_all;
+        // A JSON line is at least as long as the UTF-8 text of its strings (escaping
+        // only lengthens), so with at most one token per byte it counts <= its length.
+        if bytes_bound && line.len() <= target {
+            if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err() {
+                return match crate::jsonl::parse_object(line) {
+                    Err(e) => Verdict::Bad(e),
+                    Ok(_) => Verdict::Bad("invalid JSON".into()),
+                };
+            }
+            let is_object = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+            self.record(|a| {
+                a.total += 1;
+                if is_object {
+                    a.skipped_under_target += 1;
+                    a.skipped_by_size += 1;
+                } else {
+                    a.passed_through += 1;
+                }
+            });
+            push_line(out, line);
+            return Verdict::Written;
+        }
+        let obj = match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => {
+                // Not an object: passed through unchanged, as the reference does.
+                self.record(|a| {
+                    a.total += 1;
+                    a.passed_through += 1;
+                });
+                push_line(out, line);
+                return Verdict::Written;
+            }
+            Err(_) => {
+                return Verdict::Bad(
+                    crate::jsonl::parse_object(line)
+                        .err()
+                        .unwrap_or_else(|| "invalid JSON".into()),
+                );
+            }
+        };
+        let Some(mut row) = Row::locate(obj) else {
+            self.record(|a| {
+                a.total += 1;
+                a.passed_through += 1;
+            });
+            push_line(out, line);
+            return Verdict::Written;
+        };
+        let (m, rewritten) = self.compress_row(&mut row);
+        self.record(|a| a.add(&m));
+        if rewritten || (self.settings.per_trajectory_metrics && !m.skipped_under_target) {
+            if self.settings.per_trajectory_metrics && !m.skipped_under_target {
+                row.obj.insert("compression_metrics".into(), m.to_json());
+            }
+            serde_json::to_writer(&mut *out, &row.obj).expect("writing to a Vec");
+            out.push(b'\n');
+        } else {
+            push_line(out, line);
+        }
+        Verdict::Written
+    }
+
+    /// Per-turn token counts; `None` when the row is proven under the target by the
+    /// byte length of its text.
+    fn count_turns(&self, row: &Row) -> Option<Vec<usize>> {
+        let tok = &*self.tokenizer;
+        if tok.at_most_one_token_per_byte() && !self.settings.count_all {
+            let mut bytes = 0;
+            for t in row.turns() {
+                row::for_each_text(t, row.shape, &mut |s| bytes += s.len());
+            }
+            if bytes <= self.settings.plan.target_max_tokens {
+                return None;
+            }
+        }
+        Some(
+            row.turns()
+                .iter()
+                .map(|t| {
+                    let mut n = 0;
+                    row::for_each_text(t, row.shape, &mut |s| n += tok.count(s));
+                    n
+                })
+                .collect(),
+        )
+    }
+
+    /// Compress a located row in place; returns its metrics and whether it changed.
+    pub fn compress_row(&self, row: &mut Row) -> (TrajectoryMetrics, bool) {
+        let cfg = &self.settings.plan;
+        let n = row.turns().len();
+        let mut m = TrajectoryMetrics {
+            original_turns: n,
+            compressed_turns: n,
+            ..Default::default()
+        };
+        let Some(tokens) = self.count_turns(row) else {
+            m.skipped_under_target = true;
+            return (m, false);
+        };
+        let total: usize = tokens.iter().sum();
+        m.original_tokens = total;
+        m.compressed_tokens = total;
+        let roles = row.roles();
+        let (start, until) = match plan::plan(&roles, &tokens, cfg) {
+            Plan::UnderTarget => {
+                m.skipped_under_target = true;
+                return (m, false);
+            }
+            Plan::Keep(k) => {
+                m.still_over_limit = true;
+                m.reason = Some(k.as_str().to_string());
+                return (m, false);
+            }
+            Plan::Compress { start, until } => (start, until),
+        };
+        m.still_over_limit = true;
+        m.start_idx = start as i64;
+        m.end_idx = until as i64;
+        let region_tokens: usize = tokens[start..until].iter().sum();
+        let outcome = self.summarizer.summarize(&Request {
+            turns: row.turns(),
+            shape: row.shape,
+            start,
+            until,
+            budget: cfg.summary_target_tokens,
+            tokenizer: &*self.tokenizer,
+        });
+        m.api_calls = outcome.api_calls;
+        m.errors = outcome.errors;
+        let (text, summarizer) = match outcome.text {
+            Ok(t) => (t, self.summarizer.name()),
+            Err(f) => {
+                m.summary_failed = true;
+                match self.settings.on_summary_failure {
+                    OnSummaryFailure::Keep => {
+                        m.reason = Some(f.reason());
+                        m.start_idx = -1;
+                        m.end_idx = -1;
+                        return (m, false);
+                    }
+                    OnSummaryFailure::Placeholder => {
+                        m.reason = Some(f.reason());
+                        (summary::PLACEHOLDER.to_string(), "placeholder".to_string())
+                    }
+                }
+            }
+        };
+        let summary_tokens = self.tokenizer.count(&text);
+        if !m.summary_failed && summary_tokens >= region_tokens {
+            // The summary would not save anything: keep the turns.
+            m.reason = Some("no_net_savings".into());
+            m.start_idx = -1;
+            m.end_idx = -1;
+            return (m, false);
+        }
+        // Assemble: head (notice on its system turns), summary, the rest.
+        let shape = row.shape;
+        let turns = std::mem::take(
+            row.obj
+                .get_mut(row.key)
+                .and_then(Value::as_array_mut)
+                .expect("located"),
+        );
+        let mut new_total = total - region_tokens + summary_tokens;
+        let mut out = Vec::with_capacity(n - (until - start) + 1);
+        for (i, mut t) in turns.into_iter().enumerate() {
+            if i == start {
+                out.push(row::summary_turn(&text, shape));
+            }
+            if i >= start && i < until {
+                continue;
+            }
+            if i < start && self.settings.add_summary_notice && roles[i] == Role::System {
+                row::append_notice(&mut t, shape, &self.settings.summary_notice_text);
+                let mut c = 0;
+                row::for_each_text(&t, shape, &mut |s| c += self.tokenizer.count(s));
+                new_total = new_total + c - tokens[i];
+            }
+            out.push(t);
+        }
+        m.compressed_turns = out.len();
+        row.obj.insert(row.key.to_string(), Value::Array(out));
+        m.compressed_tokens = new_total;
+        m.was_compressed = true;
+        m.summarizer = Some(summarizer);
+        m.still_over_limit = new_total > cfg.target_max_tokens;
+        if m.still_over_limit {
+            m.reason = Some(if m.summary_failed {
+                "summary_failed_placeholder".into()
+            } else if summary_tokens > cfg.summary_target_tokens {
+                "summary_over_budget".into()
+            } else {
+                "region_too_small".into()
+            });
+        } else {
+            m.reason = None;
+        }
+        (m, true)
+    }
+}

@@ -1,0 +1,222 @@
+//! The two row shapes traj-compress reads, compressed in their own shape.
+//!
+//! - ShareGPT (Hermes): `{"conversations": [{"from", "value"}, ...]}`; tool calls live in
+//!   the gpt `value` as `<tool_call>` text, results in `tool` turns.
+//! - OpenAI: `{"messages": [{"role", "content", "tool_calls"?}, ...]}`.
+//!
+//! A turn's counted text is what the model reads: `value` (ShareGPT), or `content` (a
+//! string or the text of its parts) plus each tool call's name and arguments (OpenAI).
+//! The reference counts `value` only, so OpenAI rows counted 0 there (its §7).
+
+use serde_json::{Map, Value};
+
+use super::plan::Role;
+
+/// Which key and turn layout a row uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `from` / `value` turns.
+    ShareGpt,
+    /// `role` / `content` turns.
+    OpenAi,
+}
+
+impl Shape {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shape::ShareGpt => "sharegpt",
+            Shape::OpenAi => "openai",
+        }
+    }
+}
+
+/// A parsed row with its turn list located.
+pub struct Row {
+    pub obj: Map<String, Value>,
+    /// `conversations` or `messages`.
+    pub key: &'static str,
+    pub shape: Shape,
+}
+
+impl Row {
+    /// Find the turn list of a row; `None` for rows traj-compress passes through
+    /// unchanged (no `conversations` / `messages` list).
+    pub fn locate(obj: Map<String, Value>) -> Option<Row> {
+        let key = if obj.get("conversations").is_some_and(Value::is_array) {
+            "conversations"
+        } else if obj.get("messages").is_some_and(Value::is_array) {
+            "messages"
+        } else {
+            return None;
+        };
+        let turns = obj[key].as_array().expect("checked");
+        let shape = match turns.iter().find_map(Value::as_object) {
+            Some(t) if t.contains_key("from") || t.contains_key("value") => Shape::ShareGpt,
+            Some(t) if t.contains_key("role") || t.contains_key("content") => Shape::OpenAi,
+            _ if key == "messages" => Shape::OpenAi,
+            _ => Shape::ShareGpt,
+        };
+        Some(Row { obj, key, shape })
+    }
+
+    pub fn turns(&self) -> &[Value] {
+        self.obj[self.key].as_array().expect("checked")
+    }
+
+    pub fn roles(&self) -> Vec<Role> {
+        self.turns()
+            .iter()
+            .map(|t| role_of(t, self.shape))
+            .collect()
+    }
+}
+
+/// The role of a turn.
+pub fn role_of(turn: &Value, shape: Shape) -> Role {
+    let key = match shape {
+        Shape::ShareGpt => "from",
+        Shape::OpenAi => "role",
+    };
+    turn.get(key)
+        .and_then(Value::as_str)
+        .map_or(Role::Other, Role::parse)
+}
+
+/// The role name as the turn spells it (`UNKNOWN` when missing), for summary headers.
+pub fn role_name(turn: &Value, shape: Shape) -> String {
+    let key = match shape {
+        Shape::ShareGpt => "from",
+        Shape::OpenAi => "role",
+    };
+    turn.get(key)
+        .and_then(Value::as_str)
+        .map_or_else(|| "UNKNOWN".to_string(), str::to_ascii_uppercase)
+}
+
+/// Call `f` on each piece of text a turn holds (its counted text).
+pub fn for_each_text(turn: &Value, shape: Shape, f: &mut dyn FnMut(&str)) {
+    match shape {
+        Shape::ShareGpt => match turn.get("value") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => f(s),
+            Some(other) => f(&other.to_string()),
+        },
+        Shape::OpenAi => {
+            match turn.get("content") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) => f(s),
+                Some(Value::Array(parts)) => {
+                    for p in parts {
+                        match p {
+                            Value::String(s) => f(s),
+                            Value::Object(o) => {
+                                for k in ["text", "value"] {
+                                    match o.get(k) {
+                                        Some(Value::String(s)) => f(s),
+                                        Some(v @ (Value::Object(_) | Value::Array(_))) => {
+                                            f(&v.to_string())
+                                        }
+                                        _ => {}
+                                    }
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                Some(other) => f(&other.to_string()),
+            }
+            if let Some(calls) = turn.get("tool_calls").and_then(Value::as_array) {
+                for c in calls {
+                    let func = c.get("function").unwrap_or(c);
+                    if let Some(n) = func.get("name").and_then(Value::as_str) {
+                        f(n);
+                    }
+                    match func.get("arguments") {
+                        Some(Value::String(s)) => f(s),
+                        Some(Value::Null) | None => {}
+                        Some(v) => f(&v.to_string()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The turn's text joined (tool calls as `name(arguments)` lines), for summaries.
+pub fn turn_text(turn: &Value, shape: Shape) -> String {
+    match shape {
+        Shape::ShareGpt => {
+            let mut s = String::new();
+            for_each_text(turn, shape, &mut |t| s.push_str(t));
+            s
+        }
+        Shape::OpenAi => {
+            let mut s = match turn.get("content") {
+                Some(Value::String(c)) => c.clone(),
+                Some(Value::Array(_)) => {
+                    let mut s = String::new();
+                    let only = serde_json::json!({"content": turn["content"]});
+                    for_each_text(&only, shape, &mut |t| s.push_str(t));
+                    s
+                }
+                _ => String::new(),
+            };
+            if let Some(calls) = turn.get("tool_calls").and_then(Value::as_array) {
+                for c in calls {
+                    let func = c.get("function").unwrap_or(c);
+                    let name = func.get("name").and_then(Value::as_str).unwrap_or("tool");
+                    let args = match func.get("arguments") {
+                        Some(Value::String(a)) => a.clone(),
+                        Some(Value::Null) | None => String::new(),
+                        Some(v) => v.to_string(),
+                    };
+                    if !s.is_empty() {
+                        s.push('\n');
+                    }
+                    s.push_str(&format!(
+                        "<tool_call>{{\"name\": \"{name}\", \"arguments\": {args}}}</tool_call>"
+                    ));
+                }
+            }
+            s
+        }
+    }
+}
+
+/// The summary turn in the row's shape: a human/user turn with only two keys.
+pub fn summary_turn(text: &str, shape: Shape) -> Value {
+    let mut m = Map::new();
+    match shape {
+        Shape::ShareGpt => {
+            m.insert("from".into(), Value::from("human"));
+            m.insert("value".into(), Value::from(text));
+        }
+        Shape::OpenAi => {
+            m.insert("role".into(), Value::from("user"));
+            m.insert("content".into(), Value::from(text));
+        }
+    }
+    Value::Object(m)
+}
+
+/// Append the summary notice to a system turn.
+pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str) {
+    let key = match shape {
+        Shape::ShareGpt => "value",
+        Shape::OpenAi => "content",
+    };
+    let Some(obj) = turn.as_object_mut() else {
+        return;
+    };
+    match obj.get_mut(key) {
+        Some(Value::String(s)) => s.push_str(notice),
+        Some(Value::Array(parts)) if shape == Shape::OpenAi => {
+            parts.push(serde_json::json!({"type": "text", "text": notice}));
+        }
+        None | Some(Value::Null) => {
+            obj.insert(key.to_string(), Value::from(notice));
+        }
+        Some(_) => {}
+    }
+}

@@ -1,0 +1,708 @@
+//! Summaries of a compressed region: the rendering of its turns (reference §3.3), the
+//! prompt (§4.3), the post-processing of a reply (§4.4), the LLM summarizer with its
+//! retries (§4.5), and the offline extractive summarizer used without an API key.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::row::{Shape, role_name, turn_text};
+use crate::llm::{Client, ClientConfig, ErrorClass};
+use crate::tokens::Tokenizer;
+
+/// The prefix every summary starts with.
+pub const PREFIX: &str = "[CONTEXT SUMMARY]:";
+
+/// The reference's fallback text, used with `--on-summary-failure placeholder`.
+pub const PLACEHOLDER: &str = "[CONTEXT SUMMARY]: [Summary generation failed - previous turns contained tool calls and responses that have been compressed to save context space.]";
+
+/// Values longer than this many characters are elided in the summarizer's input.
+pub const ELIDE_OVER: usize = 3000;
+const ELIDE_HEAD: usize = 1500;
+const ELIDE_TAIL: usize = 500;
+
+fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Keep the first `head` and last `tail` characters of `text`, with a marker saying how
+/// many were left out. The marker cannot be mistaken for something an agent wrote.
+/// (The reference raises on negative lengths; here the type rules them out.)
+pub fn elide_middle(text: &str, head: usize, tail: usize) -> String {
+    let total = text.chars().count();
+    if head + tail >= total {
+        return text.to_string();
+    }
+    let head_end = text.char_indices().nth(head).map_or(text.len(), |(i, _)| i);
+    let tail_start = if tail == 0 {
+        text.len()
+    } else {
+        text.char_indices()
+            .nth(total - tail)
+            .map_or(text.len(), |(i, _)| i)
+    };
+    format!(
+        "{}⟪TRAJ-CONTEXT-COMPRESSION: {} of {} chars omitted here by the trajectory compressor.⟫{}",
+        &text[..head_end],
+        thousands(total - head - tail),
+        thousands(total),
+        &text[tail_start..]
+    )
+}
+
+/// Render turns `start..until` for the summarizer: `[Turn i - ROLE]:` and the text,
+/// blocks separated by a blank line, long values elided in the middle.
+pub fn render_region(turns: &[Value], shape: Shape, start: usize, until: usize) -> String {
+    let mut blocks = Vec::with_capacity(until.saturating_sub(start));
+    for (i, t) in turns.iter().enumerate().take(until).skip(start) {
+        let text = turn_text(t, shape);
+        let text = if text.chars().count() > ELIDE_OVER {
+            elide_middle(&text, ELIDE_HEAD, ELIDE_TAIL)
+        } else {
+            text
+        };
+        blocks.push(format!("[Turn {i} - {}]:\n{text}", role_name(t, shape)));
+    }
+    blocks.join("\n\n")
+}
+
+/// The summarization prompt (our own wording of the reference's instructions).
+pub fn prompt(content: &str, summary_target_tokens: usize) -> String {
+    format!(
+        "Summarize the agent conversation turns below. Your summary replaces these turns in \
+the conversation history, so the agent must be able to continue its work from it.\n\n\
+IMPORTANT: write the summary in the same language as the turns. If they mix languages, \
+use the one most of the text is in. Do not translate anything.\n\n\
+Write neutrally about what the assistant did and learned:\n\
+1. the actions it took (tool calls, searches, file reads and edits, commands);\n\
+2. the results that matter;\n\
+3. what it decided or found out;\n\
+4. concrete details it will need again: file names, paths, values, outputs.\n\n\
+Be factual and dense; aim for about {summary_target_tokens} tokens.\n\n\
+---\nTURNS TO SUMMARIZE:\n{content}\n---\n\n\
+Reply with the summary only, starting with \"{PREFIX}\"."
+    )
+}
+
+/// Post-process a reply (reference §4.4): `None` is empty; strip; keep an existing
+/// prefix; an empty text becomes the bare prefix; otherwise prefix and one space.
+pub fn finish_summary(content: Option<&str>) -> String {
+    let text = content.unwrap_or("").trim();
+    if text.starts_with(PREFIX) {
+        text.to_string()
+    } else if text.is_empty() {
+        PREFIX.to_string()
+    } else {
+        format!("{PREFIX} {text}")
+    }
+}
+
+/// Why a summary could not be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The per-trajectory time budget ran out.
+    Timeout,
+    /// Every attempt failed; the last reason (`length`, `empty`, an error class).
+    Failed(String),
+}
+
+impl Failure {
+    pub fn reason(&self) -> String {
+        match self {
+            Failure::Timeout => "summary_timeout".to_string(),
+            Failure::Failed(r) => format!("summary_failed:{r}"),
+        }
+    }
+}
+
+/// What one summary took.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub text: Result<String, Failure>,
+    /// Attempts sent to the API (0 for the offline summarizer).
+    pub api_calls: u32,
+    /// Failed attempts.
+    pub errors: u32,
+}
+
+/// The region to summarise and its budget.
+pub struct Request<'a> {
+    pub turns: &'a [Value],
+    pub shape: Shape,
+    pub start: usize,
+    pub until: usize,
+    pub budget: usize,
+    pub tokenizer: &'a dyn Tokenizer,
+}
+
+/// Makes the summary of a region.
+pub trait Summarizer: Send + Sync {
+    /// Recorded in the metrics: `offline-extractive` or `llm:<model>`.
+    fn name(&self) -> String;
+    /// True when `summarize` waits on the network (the pipeline then runs many at once).
+    fn is_remote(&self) -> bool;
+    fn summarize(&self, req: &Request) -> Outcome;
+}
+
+/// Settings of the LLM summarizer.
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub model: String,
+    pub temperature: f64,
+    /// Attempts in total (the reference's `max_retries`).
+    pub max_attempts: u32,
+    /// First backoff delay (the reference's `retry_delay`).
+    pub retry_delay: Duration,
+    /// Budget for one trajectory's summary, retries and waits included.
+    pub timeout: Duration,
+}
+
+/// Summaries from an OpenAI-compatible endpoint.
+pub struct LlmSummarizer {
+    cfg: LlmConfig,
+    /// `clients[k]` retries HTTP failures `k` more times, so that the attempts of one
+    /// summary never exceed `max_attempts`, whatever failed.
+    clients: Vec<Client>,
+}
+
+impl LlmSummarizer {
+    pub fn new(cfg: LlmConfig) -> LlmSummarizer {
+        let clients = (0..cfg.max_attempts.max(1))
+            .map(|k| {
+                Client::new(ClientConfig {
+                    base_url: cfg.base_url.clone(),
+                    api_key: cfg.api_key.clone(),
+                    timeout: cfg.timeout,
+                    max_retries: k,
+                    backoff_base: cfg.retry_delay,
+                    backoff_max: Duration::from_secs(30),
+                })
+            })
+            .collect();
+        LlmSummarizer { cfg, clients }
+    }
+
+    /// Models that take no temperature (the reference omits it for Kimi coding models).
+    fn omit_temperature(&self) -> bool {
+        let m = self.cfg.model.to_ascii_lowercase();
+        m.starts_with("kimi-for-coding")
+            || (m.starts_with("kimi-k2.5") && self.cfg.base_url.contains("moonshot"))
+    }
+
+    /// The request body for a prompt.
+    pub fn body(&self, prompt: &str, budget: usize) -> Value {
+        let mut body = json!({
+            "model": self.cfg.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": 2 * budget,
+        });
+        if !self.omit_temperature() {
+            body["temperature"] = json!(self.cfg.temperature);
+        }
+        body
+    }
+}
+
+impl Summarizer for LlmSummarizer {
+    fn name(&self) -> String {
+        format!("llm:{}", self.cfg.model)
+    }
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    fn summarize(&self, req: &Request) -> Outcome {
+        let content = render_region(req.turns, req.shape, req.start, req.until);
+        let body = self.body(&prompt(&content, req.budget), req.budget);
+        let deadline = Instant::now() + self.cfg.timeout;
+        let max = self.cfg.max_attempts.max(1);
+        let (mut calls, mut errors) = (0u32, 0u32);
+        let mut last = String::from("no attempt");
+        while calls < max {
+            if Instant::now() >= deadline {
+                return Outcome {
+                    text: Err(Failure::Timeout),
+                    api_calls: calls,
+                    errors,
+                };
+            }
+            if calls > 0 {
+                // A reply that was unusable (not an HTTP failure): back off, jittered.
+                let wait = self.clients[0].backoff(calls, None);
+                let left = deadline.saturating_duration_since(Instant::now());
+                std::thread::sleep(wait.min(left));
+            }
+            let client = &self.clients[(max - calls - 1) as usize];
+            match client.chat(&body) {
+                Ok(resp) => {
+                    calls += resp.attempts;
+                    errors += resp.attempts - 1;
+                    if resp.finish_reason.as_deref() == Some("length") {
+                        errors += 1;
+                        last = "length".into();
+                        continue;
+                    }
+                    let text = finish_summary(Some(&resp.content));
+                    if text == PREFIX {
+                        errors += 1;
+                        last = "empty".into();
+                        continue;
+                    }
+                    return Outcome {
+                        text: Ok(text),
+                        api_calls: calls,
+                        errors,
+                    };
+                }
+                Err(e) => {
+                    calls += e.attempts;
+                    errors += e.attempts;
+                    if e.class == ErrorClass::Timeout && Instant::now() >= deadline {
+                        return Outcome {
+                            text: Err(Failure::Timeout),
+                            api_calls: calls,
+                            errors,
+                        };
+                    }
+                    last = e.class.as_str().to_string();
+                    if !e.class.retryable() {
+                        break;
+                    }
+                }
+            }
+        }
+        let text = if last == "timeout" {
+            Err(Failure::Timeout)
+        } else {
+            Err(Failure::Failed(last))
+        };
+        Outcome {
+            text,
+            api_calls: calls,
+            errors,
+        }
+    }
+}
+
+/// The offline extractive summarizer: deterministic, no network. It keeps, within the
+/// summary budget, the commands (tool calls), the errors, the first line of each
+/// result and the files of the region, each quoted from the turns themselves (so the
+/// language of the turns is kept).
+pub struct Extractive;
+
+const MAX_ITEM_CHARS: usize = 200;
+const MAX_ITEMS: usize = 200;
+
+/// Drop the tags that frame calls and responses, so that a summary never holds a
+/// `<tool_call>` without its response (nor teaches the model to write one).
+fn untag(s: &str) -> String {
+    let mut s = s.to_string();
+    for tag in [
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_response>",
+        "</tool_response>",
+    ] {
+        if s.contains(tag) {
+            s = s.replace(tag, "");
+        }
+    }
+    s
+}
+
+fn clip(s: &str, max: usize) -> String {
+    let s = untag(s);
+    let s = s.trim();
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Commands in a gpt turn: OpenAI `tool_calls`, `<tool_call>` blocks, or the last fenced
+/// code block of a text action.
+fn commands_of(turn: &Value, shape: Shape, out: &mut Vec<String>) {
+    let mut found = false;
+    let render = |name: &str, args: &Value| -> String {
+        let args = match args {
+            Value::String(s) => {
+                serde_json::from_str::<Value>(s).unwrap_or(Value::String(s.clone()))
+            }
+            v => v.clone(),
+        };
+        let shown = match &args {
+            Value::Object(m) if m.len() == 1 => match m.values().next() {
+                Some(Value::String(s)) => s.clone(),
+                Some(v) => v.to_string(),
+                None => String::new(),
+            },
+            Value::Object(m) => {
+                for k in ["command", "cmd", "code", "query", "path"] {
+                    if let Some(Value::String(s)) = m.get(k) {
+                        return format!("{name}: {}", clip(&one_line(s), MAX_ITEM_CHARS));
+                    }
+                }
+                args.to_string()
+            }
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            v => v.to_string(),
+        };
+        format!("{name}: {}", clip(&one_line(&shown), MAX_ITEM_CHARS))
+    };
+    if shape == Shape::OpenAi
+        && let Some(calls) = turn.get("tool_calls").and_then(Value::as_array)
+    {
+        for c in calls {
+            let f = c.get("function").unwrap_or(c);
+            let name = f.get("name").and_then(Value::as_str).unwrap_or("tool");
+            out.push(render(name, f.get("arguments").unwrap_or(&Value::Null)));
+            found = true;
+        }
+    }
+    let text = turn_text(turn, Shape::ShareGpt);
+    let text = if shape == Shape::OpenAi {
+        crate::llm::content_text(turn.get("content").unwrap_or(&Value::Null))
+    } else {
+        text
+    };
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("<tool_call>") {
+        let after = &rest[i + "<tool_call>".len()..];
+        let end = after.find("</tool_call>").unwrap_or(after.len());
+        let body = after[..end].trim();
+        match serde_json::from_str::<Value>(body) {
+            Ok(v) => {
+                let name = v.get("name").and_then(Value::as_str).unwrap_or("tool");
+                out.push(render(name, v.get("arguments").unwrap_or(&Value::Null)));
+            }
+            Err(_) => out.push(clip(&one_line(body), MAX_ITEM_CHARS)),
+        }
+        found = true;
+        rest = &after[end..];
+    }
+    if !found && let Some(end) = text.rfind("```") {
+        let before = &text[..end];
+        if let Some(start) = before.rfind("```") {
+            let block = &before[start + 3..];
+            let block = block.split_once('\n').map_or(block, |(lang, body)| {
+                if lang.trim().chars().all(|c| c.is_ascii_alphanumeric()) {
+                    body
+                } else {
+                    block
+                }
+            });
+            if !block.trim().is_empty() {
+                out.push(clip(&one_line(block), MAX_ITEM_CHARS));
+            }
+        }
+    }
+}
+
+fn is_error_line(l: &str) -> bool {
+    const NEEDLES: [&str; 10] = [
+        "Error",
+        "error:",
+        "ERROR",
+        "Traceback",
+        "Exception",
+        "FAILED",
+        "failed",
+        "No such file",
+        "command not found",
+        "fatal:",
+    ];
+    NEEDLES.iter().any(|n| l.contains(n))
+}
+
+fn looks_like_path(w: &str) -> bool {
+    const EXT: [&str; 16] = [
+        ".py", ".rs", ".js", ".ts", ".go", ".c", ".h", ".cpp", ".java", ".md", ".json", ".yaml",
+        ".yml", ".toml", ".txt", ".sh",
+    ];
+    w.len() >= 3
+        && w.len() <= 160
+        && !w.starts_with("http")
+        && w.chars().any(|c| c.is_ascii_alphabetic())
+        && (w.contains('/') && !w.contains("//") || EXT.iter().any(|e| w.ends_with(e)))
+}
+
+fn files_in(text: &str, out: &mut Vec<String>) {
+    for w in text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))) {
+        let w = w.trim_matches(|c| c == '.' || c == '-');
+        if looks_like_path(w) && !out.iter().any(|x| x == w) && out.len() < MAX_ITEMS {
+            out.push(w.to_string());
+        }
+    }
+}
+
+impl Extractive {
+    /// The summary text (deterministic) within `req.budget` tokens.
+    pub fn summary(req: &Request) -> String {
+        let (mut commands, mut errors, mut results, mut files) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (i, t) in req.turns.iter().enumerate().take(req.until).skip(req.start) {
+            let role = super::row::role_of(t, req.shape);
+            match role {
+                super::plan::Role::Gpt => {
+                    if commands.len() < MAX_ITEMS {
+                        let mut c = Vec::new();
+                        commands_of(t, req.shape, &mut c);
+                        commands.extend(c.into_iter().map(|c| format!("[{i}] {c}")));
+                    }
+                    if let Some(calls) = t.get("tool_calls") {
+                        files_in(&calls.to_string(), &mut files);
+                    }
+                    files_in(&turn_text(t, req.shape), &mut files);
+                }
+                super::plan::Role::Tool | super::plan::Role::Human => {
+                    let text = turn_text(t, req.shape);
+                    let mut seen_error = false;
+                    for l in text.lines() {
+                        if errors.len() < MAX_ITEMS && is_error_line(l) && !seen_error {
+                            errors.push(format!("[{i}] {}", clip(l, MAX_ITEM_CHARS)));
+                            seen_error = true;
+                        }
+                    }
+                    if role == super::plan::Role::Tool
+                        && results.len() < MAX_ITEMS
+                        && let Some(first) = text.lines().find(|l| !untag(l).trim().is_empty())
+                    {
+                        results.push(format!("[{i}] {}", clip(first, MAX_ITEM_CHARS)));
+                    }
+                    files_in(&text, &mut files);
+                }
+                _ => {}
+            }
+        }
+        let header = format!(
+            "{PREFIX} Extract of turns {}-{} ({} turns, {} commands), removed to fit the token budget.",
+            req.start,
+            req.until.saturating_sub(1),
+            req.until - req.start,
+            commands.len()
+        );
+        let tok = req.tokenizer;
+        let budget = req.budget;
+        let mut used = tok.count(&header) + 1;
+        // Priority: commands, errors, files, results; each section keeps its order.
+        let mut picked: [Vec<String>; 4] = Default::default();
+        let titles = ["Commands:", "Errors:", "Files:", "Results:"];
+        let sections = [commands, errors, files, results];
+        for (k, items) in sections.into_iter().enumerate() {
+            let title_cost = tok.count(titles[k]) + 1;
+            for item in items {
+                if budget.saturating_sub(used) < 4 {
+                    break;
+                }
+                let cost = tok.count(&item) + 2 + if picked[k].is_empty() { title_cost } else { 0 };
+                if used + cost <= budget {
+                    used += cost;
+                    picked[k].push(item);
+                }
+            }
+        }
+        let render = |picked: &[Vec<String>; 4]| {
+            let mut s = header.clone();
+            for (k, items) in picked.iter().enumerate() {
+                if items.is_empty() {
+                    continue;
+                }
+                s.push('\n');
+                s.push_str(titles[k]);
+                for it in items {
+                    s.push_str("\n- ");
+                    s.push_str(it);
+                }
+            }
+            s
+        };
+        let mut text = render(&picked);
+        // The per-item estimate can be off by a token at joins: trim until it fits.
+        while tok.count(&text) > budget {
+            match picked.iter_mut().rev().find(|p| !p.is_empty()) {
+                Some(p) => {
+                    p.pop();
+                }
+                None => break,
+            }
+            text = render(&picked);
+        }
+        text
+    }
+}
+
+impl Summarizer for Extractive {
+    fn name(&self) -> String {
+        "offline-extractive".to_string()
+    }
+    fn is_remote(&self) -> bool {
+        false
+    }
+    fn summarize(&self, req: &Request) -> Outcome {
+        Outcome {
+            text: Ok(Extractive::summary(req)),
+            api_calls: 0,
+            errors: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::CharsPerToken4;
+
+    fn sg(turns: &[(&str, &str)]) -> Vec<Value> {
+        turns
+            .iter()
+            .map(|(f, v)| json!({"from": f, "value": v}))
+            .collect()
+    }
+
+    // Reference §9.5: summarizer input extraction.
+    #[test]
+    fn render_headers_and_range() {
+        let t = sg(&[("gpt", "call it"), ("tool", "result"), ("gpt", "later")]);
+        let s = render_region(&t, Shape::ShareGpt, 0, 2);
+        assert!(s.contains("[Turn 0 - GPT]:\ncall it"));
+        assert!(s.contains("[Turn 1 - TOOL]:\nresult"));
+        assert!(!s.contains("[Turn 2"));
+        assert_eq!(s, "[Turn 0 - GPT]:\ncall it\n\n[Turn 1 - TOOL]:\nresult");
+        assert_eq!(render_region(&t, Shape::ShareGpt, 1, 1), "");
+    }
+
+    #[test]
+    fn render_elides_long_values() {
+        let long = "x".repeat(5000);
+        let t = sg(&[("tool", &long)]);
+        let s = render_region(&t, Shape::ShareGpt, 0, 1);
+        assert!(s.contains("chars omitted"));
+        assert!(s.chars().count() < 5000);
+        assert!(!s.contains("...[truncated]"));
+    }
+
+    #[test]
+    fn render_marker_layout() {
+        let v = format!(
+            "{}{}{}",
+            "h".repeat(1500),
+            "m".repeat(2000),
+            "t".repeat(500)
+        );
+        let t = sg(&[("tool", &v)]);
+        let s = render_region(&t, Shape::ShareGpt, 0, 1);
+        let expected = format!(
+            "[Turn 0 - TOOL]:\n{}{}{}",
+            "h".repeat(1500),
+            "⟪TRAJ-CONTEXT-COMPRESSION: 2,000 of 4,000 chars omitted here by the trajectory compressor.⟫",
+            "t".repeat(500)
+        );
+        assert_eq!(s, expected);
+    }
+
+    #[test]
+    fn elide_middle_cases() {
+        let s = elide_middle("abcdef", 3, 0);
+        assert!(s.starts_with("abc"));
+        assert!(s.contains("3 of 6 chars omitted"));
+        assert!(!s.contains("def"));
+        assert_eq!(elide_middle("abc", 3, 0), "abc");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    // Reference §4.4 / §9.7: post-processing.
+    #[test]
+    fn finish_summary_cases() {
+        assert_eq!(finish_summary(None), "[CONTEXT SUMMARY]:");
+        assert_eq!(finish_summary(Some("  ")), "[CONTEXT SUMMARY]:");
+        assert_eq!(finish_summary(Some(" did x ")), "[CONTEXT SUMMARY]: did x");
+        assert_eq!(
+            finish_summary(Some("[CONTEXT SUMMARY]: kept")),
+            "[CONTEXT SUMMARY]: kept"
+        );
+    }
+
+    #[test]
+    fn prompt_asks_for_same_language() {
+        let p = prompt("[Turn 4 - GPT]:\nx", 750);
+        assert!(p.contains("same language"));
+        assert!(p.contains("750 tokens"));
+        assert!(p.contains("TURNS TO SUMMARIZE:\n[Turn 4 - GPT]:\nx\n---"));
+    }
+
+    #[test]
+    fn kimi_models_take_no_temperature() {
+        let mk = |model: &str, url: &str| {
+            LlmSummarizer::new(LlmConfig {
+                base_url: url.into(),
+                api_key: None,
+                model: model.into(),
+                temperature: 0.3,
+                max_attempts: 3,
+                retry_delay: Duration::from_millis(1),
+                timeout: Duration::from_secs(1),
+            })
+        };
+        let b = mk("kimi-for-coding", "https://api.kimi.com/coding/v1").body("p", 750);
+        assert!(b.get("temperature").is_none());
+        let b = mk("kimi-k2.5", "https://api.moonshot.ai/v1").body("p", 750);
+        assert!(b.get("temperature").is_none());
+        let b = mk(
+            "google/gemini-3-flash-preview",
+            "https://openrouter.ai/api/v1",
+        )
+        .body("p", 750);
+        assert_eq!(b["temperature"], json!(0.3));
+        assert_eq!(b["max_tokens"], json!(1500));
+    }
+
+    #[test]
+    fn extractive_is_deterministic_and_within_budget() {
+        let t = vec![
+            json!({"from": "gpt", "value": "Let me look.\n<tool_call>\n{\"name\": \"terminal\", \"arguments\": {\"command\": \"cat src/main.py\"}}\n</tool_call>"}),
+            json!({"from": "tool", "value": "<tool_response>\nTraceback (most recent call last):\n  File \"src/main.py\", line 3\nNameError: name 'x' is not defined\n</tool_response>"}),
+            json!({"from": "gpt", "value": "<tool_call>\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"src/main.py\", \"content\": \"x = 1\"}}\n</tool_call>"}),
+            json!({"from": "tool", "value": "wrote 6 bytes"}),
+        ];
+        let req = Request {
+            turns: &t,
+            shape: Shape::ShareGpt,
+            start: 0,
+            until: 4,
+            budget: 200,
+            tokenizer: &CharsPerToken4,
+        };
+        let a = Extractive::summary(&req);
+        assert_eq!(a, Extractive::summary(&req));
+        assert!(a.starts_with(PREFIX));
+        assert!(a.contains("terminal: cat src/main.py"), "{a}");
+        assert!(a.contains("write_file: src/main.py"), "{a}");
+        assert!(a.contains("Traceback"), "{a}");
+        assert!(a.contains("src/main.py"));
+        assert!(!a.contains("<tool_"), "{a}");
+        assert!(CharsPerToken4.count(&a) <= 200);
+        for budget in [30, 50, 80] {
+            let s = Extractive::summary(&Request { budget, ..req });
+            assert!(
+                CharsPerToken4.count(&s)
+                    <= budget.max(CharsPerToken4.count(s.lines().next().unwrap())),
+                "{budget}: {s}"
+            );
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Conversions between record shapes and the trajectory model, one row at a time.
+//!
+//! - [`read`]: any supported row shape → [`Trajectory`] (see its docs for the shapes).
+//! - [`normalize_row`]: a row → one output line, in Hermes ShareGPT ([`Target::Hermes`])
+//!   or OpenAI messages ([`Target::OpenAi`]).
+//! - [`pyjson`]: JSON written exactly as Python's `json.dumps` writes it.
+//!
+//! Row layout. The message list is replaced, at its place in the row, by
+//! `conversations` (Hermes) or `messages` (OpenAI, followed by the `tools` list); the
+//! row's own `tools` field is consumed (the tools now live in the system prompt, or in the
+//! new `tools` list). `tool_stats` and `tool_error_counts` are (re)computed, in place when
+//! present, else appended. Every other field passes through unchanged, in its order.
+
+pub mod pyjson;
+pub mod read;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::hermes;
+use crate::model::{ToolCount, Trajectory, Turn, tool_stats};
+use pyjson::Style;
+
+/// The output shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Target {
+    /// Hermes ShareGPT: `conversations` of `{"from", "value"}` with Hermes tags.
+    #[default]
+    Hermes,
+    /// OpenAI chat `messages` with `tool_calls`, `tool_call_id`, `reasoning_content`,
+    /// plus a `tools` list.
+    #[value(name = "openai")]
+    OpenAi,
+}
+
+/// Settings of one conversion run.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub target: Target,
+    /// Where the message list is (`--messages-field`); default `conversations`, then
+    /// `messages`.
+    pub messages_field: Option<String>,
+    /// Tool names every row's `tool_stats` covers (`--tools FILE`).
+    pub known_tools: Vec<String>,
+}
+
+/// Convert one parsed row and append the output line (with its `\n`) to `out`.
+/// On error `out` is left as it was.
+pub fn normalize_row(
+    mut row: Map<String, Value>,
+    opts: &Options,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let key = read::find_messages(&row, opts.messages_field.as_deref())?
+        .0
+        .to_string();
+    let key = key.as_str();
+    let items = match row.get_mut(key).map(Value::take) {
+        Some(Value::Array(items)) => items,
+        _ => unreachable!("find_messages checked the list"),
+    };
+    let tools = read::row_tools(&row)?;
+    let traj = read::read_messages(items, tools)?;
+    let new_key = match opts.target {
+        Target::Hermes => "conversations",
+        Target::OpenAi => "messages",
+    };
+    if key != new_key && row.contains_key(new_key) {
+        return Err(format!(
+            "the row has both `{key}` (read) and `{new_key}` (would be overwritten)"
+        ));
+    }
+    let mut known: Vec<&str> = opts.known_tools.iter().map(String::as_str).collect();
+    if let Some(Value::Object(old)) = row.get("tool_stats") {
+        known.extend(old.keys().map(String::as_str));
+    }
+    let stats = tool_stats(&traj, known);
+
+    let body = match opts.target {
+        Target::Hermes => hermes_conversations(&traj)?,
+        Target::OpenAi => openai_messages(&traj),
+    };
+    let start = out.len();
+    out.push(b'{');
+    let mut first = true;
+    let mut sep = |out: &mut Vec<u8>| {
+        if !first {
+            out.extend_from_slice(b", ");
+        }
+        first = false;
+    };
+    let mut stats_done = false;
+    let mut errors_done = false;
+    for (k, v) in &row {
+        if k == key {
+            sep(out);
+            pyjson::write_str(out, new_key, Style::Python);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(&body);
+            if opts.target == Target::OpenAi {
+                out.extend_from_slice(b", \"tools\": ");
+                let tools: Vec<Value> = traj.tools.iter().map(|t| t.to_openai()).collect();
+                pyjson::write_value(out, &Value::Array(tools), Style::Python);
+            }
+        } else if k == "tools" {
+            continue;
+        } else if k == "tool_stats" {
+            sep(out);
+            write_stats(out, &stats);
+            stats_done = true;
+        } else if k == "tool_error_counts" {
+            sep(out);
+            write_error_counts(out, &stats);
+            errors_done = true;
+        } else {
+            sep(out);
+            pyjson::write_str(out, k, Style::Python);
+            out.extend_from_slice(b": ");
+            pyjson::write_value(out, v, Style::Python);
+        }
+    }
+    if !stats_done {
+        sep(out);
+        write_stats(out, &stats);
+    }
+    if !errors_done {
+        sep(out);
+        write_error_counts(out, &stats);
+    }
+    out.extend_from_slice(b"}\n");
+    debug_assert!(out.len() > start);
+    Ok(())
+}
+
+fn write_stats(out: &mut Vec<u8>, stats: &BTreeMap<String, ToolCount>) {
+    out.extend_from_slice(b"\"tool_stats\": {");
+    for (i, (name, c)) in stats.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        pyjson::write_str(out, name, Style::Python);
+        out.extend_from_slice(
+            format!(
+                ": {{\"count\": {}, \"success\": {}, \"failure\": {}}}",
+                c.count, c.success, c.failure
+            )
+            .as_bytes(),
+        );
+    }
+    out.push(b'}');
+}
+
+fn write_error_counts(out: &mut Vec<u8>, stats: &BTreeMap<String, ToolCount>) {
+    out.extend_from_slice(b"\"tool_error_counts\": {");
+    for (i, (name, c)) in stats.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        pyjson::write_str(out, name, Style::Python);
+        out.extend_from_slice(format!(": {}", c.failure).as_bytes());
+    }
+    out.push(b'}');
+}
+
+fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
+    out.extend_from_slice(b"{\"from\": \"");
+    out.extend_from_slice(from.as_bytes());
+    out.extend_from_slice(b"\", \"value\": ");
+    pyjson::write_str(out, value, Style::Python);
+    out.push(b'}');
+}
+
+/// The `conversations` list of a Hermes row, as JSON.
+pub fn hermes_conversations(traj: &Trajectory) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(4096);
+    out.push(b'[');
+    write_turn(&mut out, "system", &hermes::system_prompt(&traj.tools));
+    for (i, t) in traj.turns.iter().enumerate() {
+        out.extend_from_slice(b", ");
+        match t {
+            Turn::Human(s) => write_turn(&mut out, "human", s),
+            Turn::Gpt(g) => {
+                let v = hermes::render_gpt(g).map_err(|e| format!("turn {}: {e}", i + 2))?;
+                write_turn(&mut out, "gpt", &v);
+            }
+            Turn::Tool(rs) => write_turn(&mut out, "tool", &hermes::render_tool(rs)),
+        }
+    }
+    out.push(b']');
+    Ok(out)
+}
+
+/// The `messages` list of an OpenAI row, as JSON.
+///
+/// Calls without an id get the `tool_call_id` of the result that answers them (matched
+/// by name, in order), else `call_<turn>_<k>`; results keep their own id (possibly
+/// `""`) and carry `name`, so that reading the messages back gives the same trajectory.
+pub fn openai_messages(traj: &Trajectory) -> Vec<u8> {
+    let mut msgs: Vec<Value> = Vec::with_capacity(traj.turns.len());
+    let s = |x: &str| Value::String(x.to_string());
+    for (ti, t) in traj.turns.iter().enumerate() {
+        match t {
+            Turn::Human(text) => {
+                let mut m = Map::new();
+                m.insert("role".into(), s("user"));
+                m.insert("content".into(), s(text));
+                msgs.push(Value::Object(m));
+            }
+            Turn::Gpt(g) => {
+                let mut m = Map::new();
+                m.insert("role".into(), s("assistant"));
+                let content = if g.content.is_empty() && !g.tool_calls.is_empty() {
+                    Value::Null
+                } else {
+                    s(&g.content)
+                };
+                m.insert("content".into(), content);
+                if let Some(r) = g.reasoning.as_deref()
+                    && !hermes::py_strip(r).is_empty()
+                {
+                    m.insert("reasoning_content".into(), s(r));
+                }
+                if !g.tool_calls.is_empty() {
+                    let ids = call_ids(traj, ti);
+                    let calls: Vec<Value> = g
+                        .tool_calls
+                        .iter()
+                        .zip(ids)
+                        .map(|(c, id)| {
+                            let mut f = Map::new();
+                            f.insert("name".into(), s(&c.name));
+                            f.insert(
+                                "arguments".into(),
+                                Value::String(pyjson::to_string(&c.arguments, Style::Python)),
+                            );
+                            let mut cm = Map::new();
+                            cm.insert("id".into(), Value::String(id));
+                            cm.insert("type".into(), s("function"));
+                            cm.insert("function".into(), Value::Object(f));
+                            Value::Object(cm)
+                        })
+                        .collect();
+                    m.insert("tool_calls".into(), Value::Array(calls));
+                }
+                msgs.push(Value::Object(m));
+            }
+            Turn::Tool(rs) => {
+                for r in rs {
+                    let mut m = Map::new();
+                    m.insert("role".into(), s("tool"));
+                    m.insert("tool_call_id".into(), s(&r.tool_call_id));
+                    m.insert("name".into(), s(&r.name));
+                    let content = match &r.content {
+                        v @ (Value::Object(_) | Value::Array(_)) => {
+                            Value::String(pyjson::to_string(v, Style::Python))
+                        }
+                        v => v.clone(),
+                    };
+                    m.insert("content".into(), content);
+                    msgs.push(Value::Object(m));
+                }
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(4096);
+    pyjson::write_value(&mut out, &Value::Array(msgs), Style::Python);
+    out
+}
+
+/// Ids for the calls of the gpt turn at `ti`.
+fn call_ids(traj: &Trajectory, ti: usize) -> Vec<String> {
+    let Turn::Gpt(g) = &traj.turns[ti] else {
+        return Vec::new();
+    };
+    let mut ids: Vec<Option<String>> = g.tool_calls.iter().map(|c| c.id.clone()).collect();
+    if let Some(Turn::Tool(rs)) = traj.turns.get(ti + 1) {
+        let mut taken: Vec<bool> = ids.iter().map(|i| i.is_some()).collect();
+        for r in rs {
+            if r.tool_call_id.is_empty()
+                || ids.iter().any(|i| i.as_deref() == Some(&r.tool_call_id))
+            {
+                continue;
+            }
+            if let Some(k) = (0..ids.len()).find(|&k| !taken[k] && g.tool_calls[k].name == r.name) {
+                ids[k] = Some(r.tool_call_id.clone());
+                taken[k] = true;
+            }
+        }
+    }
+    ids.into_iter()
+        .enumerate()
+        .map(|(k, id)| id.unwrap_or_else(|| format!("call_{ti}_{k}")))
+        .collect()
+}

@@ -1,0 +1,296 @@
+//! JSON written the way Python's `json.dumps(v, ensure_ascii=False)` writes it, so that
+//! traj's rows are byte-identical to the reference's: `", "` between items, `": "` after
+//! keys, non-ASCII as is, and floats as Python's `repr` (`1e-05`, `1e+16`, `100.0`).
+//!
+//! [`Style::Envelope`] additionally writes the closing tags of the Hermes envelope that
+//! occur inside JSON strings (`</think>`, `</tool_call>`, `</tool_response>`,
+//! `</tools>`) as `<\/...`: the same string to any JSON parser, but no longer a tag to a
+//! text scanner. Used for the JSON bodies inside tags, never for whole rows.
+
+use std::io::Write;
+
+use serde_json::Value;
+
+/// How strings are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Exactly `json.dumps(v, ensure_ascii=False)`.
+    Python,
+    /// As `Python`, with envelope closing tags inside strings escaped as `<\/`.
+    Envelope,
+}
+
+/// The closing tags that must not appear literally inside a JSON body of the envelope.
+pub const CLOSING_TAGS: [&str; 4] = ["</think>", "</tool_call>", "</tool_response>", "</tools>"];
+
+/// Python's `repr(float)`: the shortest digits that round-trip, in fixed notation for
+/// exponents -4..16 (with `.0` when integral) and `1.5e-05` / `1e+16` otherwise.
+pub fn py_float(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let sci = format!("{x:e}"); // shortest round-trip digits, e.g. "-1.25e-7"
+    let (mant, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("integer exponent");
+    let (neg, mant) = match mant.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mant),
+    };
+    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    let mut out = String::with_capacity(digits.len() + 8);
+    if neg {
+        out.push('-');
+    }
+    if (-4..16).contains(&exp) {
+        if exp < 0 {
+            out.push_str("0.");
+            for _ in 0..(-exp - 1) {
+                out.push('0');
+            }
+            out.push_str(&digits);
+        } else {
+            let int_len = exp as usize + 1;
+            if digits.len() <= int_len {
+                out.push_str(&digits);
+                for _ in digits.len()..int_len {
+                    out.push('0');
+                }
+                out.push_str(".0");
+            } else {
+                out.push_str(&digits[..int_len]);
+                out.push('.');
+                out.push_str(&digits[int_len..]);
+            }
+        }
+    } else {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        out.push_str(&format!("{:02}", exp.abs()));
+    }
+    out
+}
+
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// High bit set in each byte of `w` equal to `b`; exact for the lowest such byte (the
+/// only one used), possibly spurious above it.
+#[inline(always)]
+fn eq_mask(w: u64, b: u8) -> u64 {
+    let x = w ^ (LO * b as u64);
+    x.wrapping_sub(LO) & !x & HI
+}
+
+/// Mask of the bytes of `w` that may need attention: control characters, `"`, `\\`,
+/// and (when `lt`) `<`. The lowest set byte is exact.
+#[inline(always)]
+fn attention_mask(w: u64, lt: bool) -> u64 {
+    let ctrl = w.wrapping_sub(LO * 0x20) & !w & HI;
+    let m = ctrl | eq_mask(w, b'"') | eq_mask(w, b'\\');
+    if lt { m | eq_mask(w, b'<') } else { m }
+}
+
+/// Append `s` as a JSON string literal. Plain bytes are skipped eight at a time; the
+/// first byte needing attention in a word is found with `trailing_zeros`.
+pub fn write_str(out: &mut Vec<u8>, s: &str, style: Style) {
+    let b = s.as_bytes();
+    let lt = style == Style::Envelope;
+    out.reserve(b.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    let mut i = 0;
+    loop {
+        // Find the next byte needing attention, from i.
+        while i + 8 <= b.len() {
+            let w = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+            let m = attention_mask(w, lt);
+            if m == 0 {
+                i += 8;
+            } else {
+                i += (m.trailing_zeros() / 8) as usize;
+                break;
+            }
+        }
+        if i + 8 > b.len() {
+            while i < b.len() && !needs_attention(b[i], lt) {
+                i += 1;
+            }
+        }
+        if i >= b.len() {
+            break;
+        }
+        let c = b[i];
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => {
+                out.extend_from_slice(&b[start..i]);
+                let hex = b"0123456789abcdef";
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    hex[(c >> 4) as usize],
+                    hex[(c & 15) as usize],
+                ]);
+                i += 1;
+                start = i;
+                continue;
+            }
+            _ => {
+                // '<' in envelope style: escape the slash of a closing tag.
+                if b[i + 1..].starts_with(b"/")
+                    && CLOSING_TAGS
+                        .iter()
+                        .any(|t| b[i..].starts_with(t.as_bytes()))
+                {
+                    out.extend_from_slice(&b[start..=i]);
+                    out.push(b'\\');
+                    start = i + 1;
+                }
+                i += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&b[start..i]);
+        out.extend_from_slice(esc);
+        i += 1;
+        start = i;
+    }
+    out.extend_from_slice(&b[start..]);
+    out.push(b'"');
+}
+
+#[inline(always)]
+fn needs_attention(c: u8, lt: bool) -> bool {
+    c < 0x20 || c == b'"' || c == b'\\' || (lt && c == b'<')
+}
+
+/// Append `v` to `out` in the given style.
+pub fn write_value(out: &mut Vec<u8>, v: &Value, style: Style) {
+    match v {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => {
+            if n.is_f64() {
+                out.extend_from_slice(py_float(n.as_f64().unwrap_or(0.0)).as_bytes());
+            } else {
+                let _ = write!(out, "{n}");
+            }
+        }
+        Value::String(s) => write_str(out, s, style),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, it) in items.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                write_value(out, it, style);
+            }
+            out.push(b']');
+        }
+        Value::Object(m) => {
+            out.push(b'{');
+            for (i, (k, it)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b", ");
+                }
+                write_str(out, k, style);
+                out.extend_from_slice(b": ");
+                write_value(out, it, style);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// `v` as a string in the given style.
+pub fn to_string(v: &Value, style: Style) -> String {
+    let mut out = Vec::with_capacity(128);
+    write_value(&mut out, v, style);
+    String::from_utf8(out).expect("valid UTF-8 in, valid UTF-8 out")
+}
+
+/// Convenience: a [`Value`] in Python style.
+pub fn dumps(v: &Value) -> String {
+    to_string(v, Style::Python)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn separators_and_unicode_match_python() {
+        let v = json!({"a": [1, 2, {"b": null}], "é": "ü\n\t\"\\\u{1f}", "e": {}, "l": []});
+        assert_eq!(
+            dumps(&v),
+            r#"{"a": [1, 2, {"b": null}], "é": "ü\n\t\"\\\u001f", "e": {}, "l": []}"#
+        );
+    }
+
+    #[test]
+    fn floats_match_python_repr() {
+        let cases = [
+            (1.0, "1.0"),
+            (100.0, "100.0"),
+            (0.1, "0.1"),
+            (1e-5, "1e-05"),
+            (1.5e-5, "1.5e-05"),
+            (0.0001, "0.0001"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (123456789012345678.0, "1.2345678901234568e+17"),
+            (-0.0, "-0.0"),
+            (-2.5, "-2.5"),
+            (8.8, "8.8"),
+            (1e300, "1e+300"),
+            (5e-324, "5e-324"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(py_float(x), want, "{x:e}");
+        }
+    }
+
+    #[test]
+    fn escaping_matches_serde_on_every_byte_class() {
+        let mut s = String::new();
+        for c in (0u32..0x80).chain([0xe9, 0x2028, 0x1f600]) {
+            s.push(char::from_u32(c).unwrap());
+            s.push_str("abcdefgh");
+        }
+        let ours = to_string(&Value::String(s.clone()), Style::Python);
+        assert_eq!(ours, serde_json::to_string(&s).unwrap());
+    }
+
+    #[test]
+    fn envelope_style_escapes_only_closing_tags() {
+        let v = json!("a</tool_response>b</div></think></tools></tool_call>");
+        assert_eq!(
+            to_string(&v, Style::Envelope),
+            r#""a<\/tool_response>b</div><\/think><\/tools><\/tool_call>""#
+        );
+        let back: Value = serde_json::from_str(&to_string(&v, Style::Envelope)).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(
+            to_string(&v, Style::Python),
+            r#""a</tool_response>b</div></think></tools></tool_call>""#
+        );
+    }
+}

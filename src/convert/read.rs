@@ -1,0 +1,501 @@
+//! Reading any supported record shape into a [`Trajectory`].
+//!
+//! The message list is found under `--messages-field`, else `conversations`, else
+//! `messages`. Each entry is read by its own keys:
+//! - `from`/`value` (ShareGPT): `human`/`user`, `gpt`/`assistant` (Hermes text: `<think>`,
+//!   `<tool_call>` blocks), `tool` (`<tool_response>` blocks), LLaMA-Factory's
+//!   `function_call` (a JSON call or list of calls) and `observation` (raw tool output);
+//! - `role`/`content` (OpenAI): `user`, `assistant` (with `tool_calls` whose arguments are
+//!   a string or an object, legacy `function_call`, reasoning in `reasoning`,
+//!   `reasoning_content` or `reasoning_details`, and typed content parts `text`,
+//!   `reasoning`, `tool_call`, `image_url`), `tool` (`tool_call_id`, or SWE-agent's
+//!   `tool_call_ids`) and legacy `function`.
+//!
+//! `system` and `developer` entries are not turns: the Hermes system prompt is generated
+//! from the tool list. A system entry holding a `<tools>` block gives the tool list;
+//! otherwise the tools come from the row's `tools` field (a list or a JSON string).
+//!
+//! Tool results are paired with the calls of the assistant turn right before them: by
+//! `tool_call_id` where the calls carry ids, else by name, else by position; a result
+//! that answers no call is named by its own `name` field or `"unknown"`. Tool results
+//! with no assistant-with-calls right before them are dropped, as in the reference.
+
+use serde_json::{Map, Value};
+
+use crate::hermes;
+use crate::model::{
+    GptTurn, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
+};
+
+/// What stands in for an image part in text.
+pub const IMAGE_PLACEHOLDER: &str = "[screenshot]";
+
+/// The key of the message list in `row`, and the list.
+pub fn find_messages<'a>(
+    row: &'a Map<String, Value>,
+    field: Option<&str>,
+) -> Result<(&'a str, &'a [Value]), String> {
+    let keys: &[&str] = match field {
+        Some(f) => &[f][..],
+        None => &["conversations", "messages"][..],
+    };
+    for k in keys {
+        if let Some((key, v)) = row.get_key_value(*k) {
+            return match v {
+                Value::Array(items) => Ok((key.as_str(), items.as_slice())),
+                other => Err(format!(
+                    "`{k}` must be a list of messages, found {}",
+                    crate::jsonl::json_kind(other)
+                )),
+            };
+        }
+    }
+    let mut msg = match field {
+        Some(f) => format!("no `{f}` field"),
+        None => "no message list: expected a `conversations` or `messages` field".to_string(),
+    };
+    if field.is_none() {
+        for hint in ["history", "trajectory", "chat", "dialog"] {
+            if matches!(row.get(hint), Some(Value::Array(_))) {
+                msg.push_str(&format!(" (try --messages-field {hint})"));
+                break;
+            }
+        }
+    }
+    Err(msg)
+}
+
+/// The row's own `tools` field: a list of schemas or a JSON string holding one.
+pub fn row_tools(row: &Map<String, Value>) -> Result<Option<Vec<ToolSpec>>, String> {
+    let parsed;
+    let list = match row.get("tools") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(a)) => a,
+        Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
+        Some(Value::String(s)) => {
+            parsed = serde_json::from_str::<Value>(s)
+                .map_err(|e| format!("`tools` is a string but not JSON: {e}"))?;
+            match &parsed {
+                Value::Array(a) => a,
+                other => {
+                    return Err(format!(
+                        "`tools` must hold a list of tool schemas, found {}",
+                        crate::jsonl::json_kind(other)
+                    ));
+                }
+            }
+        }
+        Some(other) => {
+            return Err(format!(
+                "`tools` must be a list of tool schemas or a JSON string of one, found {}",
+                crate::jsonl::json_kind(other)
+            ));
+        }
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, t)| ToolSpec::from_json(t).map_err(|e| format!("tools[{i}]: {e}")))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// The calls of the last assistant turn, for pairing the results that follow.
+struct Pending {
+    calls: Vec<(Option<String>, String)>,
+    answered: Vec<bool>,
+    has_ids: bool,
+}
+
+impl Pending {
+    fn new(calls: &[ToolCall]) -> Option<Pending> {
+        if calls.is_empty() {
+            return None;
+        }
+        Some(Pending {
+            calls: calls
+                .iter()
+                .map(|c| (c.id.clone(), c.name.clone()))
+                .collect(),
+            answered: vec![false; calls.len()],
+            has_ids: calls.iter().any(|c| c.id.is_some()),
+        })
+    }
+
+    /// Resolve the name of a result with this id and own name (either may be empty).
+    fn pair(&mut self, id: &str, own_name: &str) -> String {
+        let slot = if !id.is_empty() && self.has_ids {
+            let by_id = |only_open: bool| {
+                (0..self.calls.len()).find(|&k| {
+                    self.calls[k].0.as_deref() == Some(id) && (!only_open || !self.answered[k])
+                })
+            };
+            by_id(true).or_else(|| by_id(false))
+        } else if !own_name.is_empty() {
+            (0..self.calls.len()).find(|&k| !self.answered[k] && self.calls[k].1 == own_name)
+        } else {
+            (0..self.calls.len()).find(|&k| !self.answered[k])
+        };
+        match slot {
+            Some(k) => {
+                self.answered[k] = true;
+                self.calls[k].1.clone()
+            }
+            None if own_name.is_empty() => "unknown".to_string(),
+            None => own_name.to_string(),
+        }
+    }
+}
+
+/// Read `items` (the message list of a row) into a trajectory; `tools` is the row's own
+/// tool list, used when no system entry carries a `<tools>` block.
+pub fn read_messages(
+    items: Vec<Value>,
+    tools: Option<Vec<ToolSpec>>,
+) -> Result<Trajectory, String> {
+    let mut turns: Vec<Turn> = Vec::with_capacity(items.len());
+    let mut system_tools: Option<Vec<ToolSpec>> = None;
+    let mut pending: Option<Pending> = None;
+    for (i, item) in items.into_iter().enumerate() {
+        let at = |e: String| format!("message {}: {e}", i + 1);
+        let Value::Object(mut m) = item else {
+            return Err(at(format!(
+                "expected an object, found {}",
+                crate::jsonl::json_kind(&item)
+            )));
+        };
+        let (sharegpt, role) = match (m.get("from"), m.get("role")) {
+            (Some(Value::String(r)), _) => (true, r.clone()),
+            (_, Some(Value::String(r))) => (false, r.clone()),
+            _ => return Err(at("no `role` or `from` string".into())),
+        };
+        let body = if sharegpt {
+            m.remove("value")
+        } else {
+            m.remove("content")
+        };
+        match role.as_str() {
+            "system" | "developer" => {
+                pending = None;
+                if system_tools.is_none() {
+                    let text = text_of(body).map_err(at)?;
+                    if let Some(t) = hermes::parse_system(&text) {
+                        system_tools = Some(t.map_err(at)?);
+                    }
+                }
+            }
+            "user" | "human" => {
+                pending = None;
+                turns.push(Turn::Human(text_of(body).map_err(at)?));
+            }
+            "assistant" | "gpt" => {
+                let g = if sharegpt {
+                    hermes::parse_gpt(&text_of(body).map_err(at)?).map_err(at)?
+                } else {
+                    openai_assistant(m, body).map_err(at)?
+                };
+                pending = Pending::new(&g.tool_calls);
+                turns.push(Turn::Gpt(g));
+            }
+            "function_call" => {
+                let text = text_of(body).map_err(at)?;
+                let v: Value = serde_json::from_str(&text)
+                    .map_err(|e| at(format!("function_call is not JSON: {e}")))?;
+                let calls = match v {
+                    Value::Array(list) => list
+                        .into_iter()
+                        .map(|c| call_object(&c))
+                        .collect::<Result<Vec<_>, _>>(),
+                    one => call_object(&one).map(|c| vec![c]),
+                }
+                .map_err(|e| at(format!("function_call: {e}")))?;
+                let g = GptTurn {
+                    reasoning: None,
+                    content: String::new(),
+                    tool_calls: calls,
+                };
+                pending = Pending::new(&g.tool_calls);
+                turns.push(Turn::Gpt(g));
+            }
+            "tool" | "observation" | "function" | "function_response" | "tool_response"
+            | "ipython" => {
+                let Some(p) = pending.as_mut() else {
+                    continue; // no assistant-with-calls right before: dropped (reference)
+                };
+                let mut results = if sharegpt && role == "tool" {
+                    hermes::parse_tool(&text_of(body).map_err(at)?).map_err(at)?
+                } else {
+                    vec![openai_result(&m, body, sharegpt).map_err(at)?]
+                };
+                for r in &mut results {
+                    r.name = p.pair(&r.tool_call_id, &r.name);
+                }
+                match turns.last_mut() {
+                    Some(Turn::Tool(group)) => group.extend(results),
+                    _ => turns.push(Turn::Tool(results)),
+                }
+            }
+            other => return Err(at(format!("unknown role {other:?}"))),
+        }
+    }
+    if turns.is_empty() {
+        return Err("the conversation has no user, assistant or tool turns".into());
+    }
+    Ok(Trajectory {
+        tools: system_tools.or(tools).unwrap_or_default(),
+        turns,
+    })
+}
+
+/// Text of a message body: a string, a list of typed parts (text joined with `\n`,
+/// images as [`IMAGE_PLACEHOLDER`]), or null (empty).
+fn text_of(body: Option<Value>) -> Result<String, String> {
+    match body {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s),
+        Some(Value::Array(parts)) => {
+            let mut texts = Vec::new();
+            for (k, p) in parts.iter().enumerate() {
+                match part_kind(p) {
+                    Part::Text(t) => texts.push(t),
+                    Part::Image => texts.push(IMAGE_PLACEHOLDER.to_string()),
+                    Part::Reasoning(_) | Part::ToolCall(_) => {
+                        return Err(format!(
+                            "content part {} ({}) is only allowed in assistant messages",
+                            k + 1,
+                            part_type(p)
+                        ));
+                    }
+                    Part::Unknown(e) => return Err(format!("content part {}: {e}", k + 1)),
+                }
+            }
+            Ok(texts.join("\n"))
+        }
+        Some(other) => Err(format!(
+            "content must be text or a list of parts, found {}",
+            crate::jsonl::json_kind(&other)
+        )),
+    }
+}
+
+enum Part<'a> {
+    Text(String),
+    Reasoning(String),
+    ToolCall(&'a Value),
+    Image,
+    Unknown(String),
+}
+
+fn part_type(p: &Value) -> &str {
+    p.get("type").and_then(Value::as_str).unwrap_or("?")
+}
+
+/// The text of a part under the first of `keys` that holds a string.
+fn part_text(p: &Value, keys: &[&str]) -> Option<String> {
+    keys.iter()
+        .find_map(|k| p.get(*k).and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+fn part_kind(p: &Value) -> Part<'_> {
+    if let Value::String(s) = p {
+        return Part::Text(s.clone());
+    }
+    match part_type(p) {
+        "text" | "input_text" | "output_text" => {
+            match part_text(p, &["text", "value", "content"]) {
+                Some(t) => Part::Text(t),
+                None => Part::Unknown("a text part without text".into()),
+            }
+        }
+        "reasoning" | "thinking" | "reasoning_text" => {
+            match part_text(p, &["reasoning", "thinking", "text", "value", "content"]) {
+                Some(t) => Part::Reasoning(t),
+                None => Part::Unknown("a reasoning part without text".into()),
+            }
+        }
+        "tool_call" | "tool_use" | "function_call" => Part::ToolCall(p),
+        "image_url" | "image" | "input_image" => Part::Image,
+        other => Part::Unknown(format!("unsupported part type {other:?}")),
+    }
+}
+
+/// Arguments as given: a JSON string is parsed (not JSON → `{}`, the reference's rule),
+/// anything else is used as is; missing → `{}`.
+fn arguments_value(a: Option<&Value>) -> Value {
+    match a {
+        None => Value::Object(Map::new()),
+        Some(Value::String(s)) => {
+            serde_json::from_str(s).unwrap_or_else(|_| Value::Object(Map::new()))
+        }
+        Some(v) => v.clone(),
+    }
+}
+
+/// A call spelled `{"name", "arguments"}`, `{"function": {...}}` or
+/// `{"id", "type": "function", "function": {...}}`.
+fn call_object(v: &Value) -> Result<ToolCall, String> {
+    let Value::Object(m) = v else {
+        return Err(format!(
+            "a tool call must be an object, found {}",
+            crate::jsonl::json_kind(v)
+        ));
+    };
+    let f = match m.get("function") {
+        Some(Value::Object(f)) => f,
+        _ => m,
+    };
+    let name = match f.get("name") {
+        Some(Value::String(s)) => s.clone(),
+        _ => return Err("a tool call has no \"name\" string".into()),
+    };
+    let id = match m.get("id") {
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        _ => None,
+    };
+    let args = f.get("arguments").or_else(|| f.get("input"));
+    Ok(ToolCall {
+        id,
+        name,
+        arguments: arguments_value(args),
+    })
+}
+
+fn openai_assistant(m: Map<String, Value>, body: Option<Value>) -> Result<GptTurn, String> {
+    let mut content = String::new();
+    let mut part_reasoning: Vec<String> = Vec::new();
+    let mut calls = Vec::new();
+    match body {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => content = s,
+        Some(Value::Array(parts)) => {
+            let mut texts = Vec::new();
+            for (k, p) in parts.iter().enumerate() {
+                match part_kind(p) {
+                    Part::Text(t) => texts.push(t),
+                    Part::Image => texts.push(IMAGE_PLACEHOLDER.to_string()),
+                    Part::Reasoning(r) => part_reasoning.push(r),
+                    Part::ToolCall(p) => {
+                        // LLaMA-Factory: {"type": "tool_call", "value": "<JSON call(s)>"}.
+                        let inner = match part_text(p, &["value", "text"]) {
+                            Some(s) => serde_json::from_str::<Value>(&s).map_err(|e| {
+                                format!("content part {} (tool_call) is not JSON: {e}", k + 1)
+                            })?,
+                            None => p.clone(),
+                        };
+                        let list = match inner {
+                            Value::Array(l) => l,
+                            one => vec![one],
+                        };
+                        for c in &list {
+                            calls.push(
+                                call_object(c)
+                                    .map_err(|e| format!("content part {}: {e}", k + 1))?,
+                            );
+                        }
+                    }
+                    Part::Unknown(e) => return Err(format!("content part {}: {e}", k + 1)),
+                }
+            }
+            content = texts.join("\n");
+        }
+        Some(other) => {
+            return Err(format!(
+                "content must be text or a list of parts, found {}",
+                crate::jsonl::json_kind(&other)
+            ));
+        }
+    }
+    let mut reasoning = reasoning_field(&m);
+    if reasoning.is_none() && !part_reasoning.is_empty() {
+        reasoning = Some(part_reasoning.join("\n"));
+    }
+    match m.get("tool_calls") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) => {
+            for (k, c) in list.iter().enumerate() {
+                if !c.is_object() {
+                    continue; // the reference skips calls that are not objects
+                }
+                calls.push(call_object(c).map_err(|e| format!("tool_calls[{k}]: {e}"))?);
+            }
+        }
+        Some(other) => {
+            return Err(format!(
+                "tool_calls must be a list, found {}",
+                crate::jsonl::json_kind(other)
+            ));
+        }
+    }
+    if let Some(fc @ Value::Object(_)) = m.get("function_call") {
+        calls.push(call_object(fc).map_err(|e| format!("function_call: {e}"))?);
+    }
+    Ok(GptTurn {
+        reasoning,
+        content,
+        tool_calls: calls,
+    })
+}
+
+/// Reasoning from `reasoning`, `reasoning_content` or `reasoning_details` (a list of
+/// `{type, text|summary}`), the first that holds text (as [`crate::llm::reasoning_text`]).
+fn reasoning_field(m: &Map<String, Value>) -> Option<String> {
+    for key in ["reasoning", "reasoning_content"] {
+        if let Some(Value::String(s)) = m.get(key)
+            && !hermes::py_strip(s).is_empty()
+        {
+            return Some(s.clone());
+        }
+    }
+    if let Some(Value::Array(details)) = m.get("reasoning_details") {
+        let mut out = String::new();
+        for d in details {
+            for key in ["text", "summary"] {
+                if let Some(s) = d.get(key).and_then(Value::as_str) {
+                    out.push_str(s);
+                }
+            }
+        }
+        if !hermes::py_strip(&out).is_empty() {
+            return Some(out);
+        }
+    }
+    None
+}
+
+/// One tool result from an OpenAI `tool`/`function` message or a ShareGPT
+/// `observation`-like turn.
+fn openai_result(
+    m: &Map<String, Value>,
+    body: Option<Value>,
+    sharegpt: bool,
+) -> Result<ToolResult, String> {
+    let id = match (m.get("tool_call_id"), m.get("tool_call_ids")) {
+        (Some(Value::String(s)), _) => s.clone(),
+        (_, Some(Value::Array(ids))) => ids
+            .first()
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        _ => String::new(),
+    };
+    let name = if sharegpt {
+        String::new()
+    } else {
+        m.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let content = match body {
+        Some(Value::String(s)) => tool_content_value_owned(s),
+        None | Some(Value::Null) => Value::String(String::new()),
+        Some(b @ Value::Array(_)) => tool_content_value_owned(text_of(Some(b))?),
+        // A non-string, non-list content is kept as is (the reference's rule).
+        Some(v) => v,
+    };
+    Ok(ToolResult {
+        tool_call_id: id,
+        name,
+        content,
+    })
+}

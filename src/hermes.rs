@@ -1,0 +1,559 @@
+//! The Hermes function-calling text format of ShareGPT rows, both ways.
+//!
+//! Rendering (model → text) follows the reference exactly (hermes-batch-runner.md §8):
+//! - [`system_prompt`]: the fixed Hermes system prompt with the offered tools as a JSON
+//!   list inside `<tools>` (each `{"name", "description", "parameters", "required": null}`,
+//!   or `[]` when there are none);
+//! - [`render_gpt`]: `<think>\n…\n</think>\n` when there is reasoning, the content with
+//!   `<REASONING_SCRATCHPAD>` turned into `<think>`, then one
+//!   `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>` per call; an empty
+//!   `<think>\n</think>\n` in front when the text holds no `<think>` at all; `rstrip` when
+//!   there are calls, `strip` when there are none;
+//! - [`render_tool`]: one `<tool_response>\n{"tool_call_id": …, "name": …, "content": …}\n
+//!   </tool_response>` block per result, joined with `\n`.
+//!
+//! JSON inside the tags is written as Python's `json.dumps` writes it (`", "`, `": "`,
+//! non-ASCII as is).
+//!
+//! Closing tags (the envelope policy): a closing tag inside a JSON body (tool arguments,
+//! tool output, tool descriptions) is written `<\/tag>`, which every JSON parser reads
+//! back as the same string, so the repair loses nothing. Raw text cannot be escaped that
+//! way, so a turn whose *reasoning* contains `</think>`, or whose *content* contains
+//! `<tool_call>` or `</tool_call>`, is refused with an [`EnvelopeError`]: it would be
+//! read back as a different turn by any Hermes parser.
+//!
+//! Parsing (text → model): [`parse_system`], [`parse_gpt`], [`parse_tool`]. They accept
+//! what [`render_gpt`] and friends write, and are tolerant of other Hermes writers
+//! (whitespace around JSON bodies, a `{"name", "content"}` response without an id, tool
+//! lists written as one object per tool). For any text `t` these functions produced,
+//! `render(parse(t)) == t` byte for byte.
+
+use serde_json::{Map, Value};
+
+use crate::convert::pyjson::{self, Style};
+use crate::model::{GptTurn, ToolCall, ToolResult, ToolSpec};
+
+/// The system prompt up to the tool list.
+pub const SYSTEM_PREFIX: &str = "You are a function calling AI model. You are provided with function signatures within <tools> </tools> XML tags. You may call one or more functions to assist with the user query. If available tools are not relevant in assisting with user query, just respond in natural conversational language. Don't make assumptions about what values to plug into functions. After calling & executing the functions, you will be provided with function results within <tool_response> </tool_response> XML tags. Here are the available tools:\n";
+
+/// The system prompt after the tool list.
+pub const SYSTEM_SUFFIX: &str = "For each function call return a JSON object, with the following pydantic model json schema for each:\n{'title': 'FunctionCall', 'type': 'object', 'properties': {'name': {'title': 'Name', 'type': 'string'}, 'arguments': {'title': 'Arguments', 'type': 'object'}}, 'required': ['name', 'arguments']}\nEach function call should be enclosed within <tool_call> </tool_call> XML tags.\nExample:\n<tool_call>\n{'name': <function-name>,'arguments': <args-dict>}\n</tool_call>";
+
+const THINK_OPEN: &str = "<think>";
+const EMPTY_THINK: &str = "<think>\n</think>\n";
+
+/// A turn that cannot be written without breaking the tag envelope.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EnvelopeError(pub String);
+
+/// Python's `str.isspace` (Rust's `char::is_whitespace` lacks U+001C..U+001F).
+fn py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Python's `s.strip()`.
+pub fn py_strip(s: &str) -> &str {
+    s.trim_matches(py_space)
+}
+
+/// Python's `s.rstrip()`.
+pub fn py_rstrip(s: &str) -> &str {
+    s.trim_end_matches(py_space)
+}
+
+fn is_blank(s: &str) -> bool {
+    py_strip(s).is_empty()
+}
+
+/// The reference's scratchpad conversion: `<REASONING_SCRATCHPAD>` → `<think>` and
+/// `</REASONING_SCRATCHPAD>` → `</think>`, everywhere, nothing else touched.
+pub fn convert_scratchpad(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains("REASONING_SCRATCHPAD>") {
+        std::borrow::Cow::Owned(
+            s.replace("<REASONING_SCRATCHPAD>", "<think>")
+                .replace("</REASONING_SCRATCHPAD>", "</think>"),
+        )
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+/// The tool list as it appears inside `<tools>`: `[]` when empty.
+pub fn tools_json(tools: &[ToolSpec]) -> String {
+    if tools.is_empty() {
+        return "[]".to_string();
+    }
+    let mut out = Vec::with_capacity(256 * tools.len());
+    out.push(b'[');
+    for (i, t) in tools.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(b"{\"name\": ");
+        pyjson::write_str(&mut out, &t.name, Style::Envelope);
+        out.extend_from_slice(b", \"description\": ");
+        pyjson::write_str(&mut out, &t.description, Style::Envelope);
+        out.extend_from_slice(b", \"parameters\": ");
+        pyjson::write_value(&mut out, &t.parameters, Style::Envelope);
+        out.extend_from_slice(b", \"required\": null}");
+    }
+    out.push(b']');
+    String::from_utf8(out).expect("UTF-8")
+}
+
+/// The generated system turn for these tools.
+pub fn system_prompt(tools: &[ToolSpec]) -> String {
+    let tj = tools_json(tools);
+    let mut s = String::with_capacity(SYSTEM_PREFIX.len() + SYSTEM_SUFFIX.len() + tj.len() + 20);
+    s.push_str(SYSTEM_PREFIX);
+    s.push_str("<tools>\n");
+    s.push_str(&tj);
+    s.push_str("\n</tools>\n");
+    s.push_str(SYSTEM_SUFFIX);
+    s
+}
+
+/// The JSON body of one `<tool_call>` block: `{"name": …, "arguments": …}`.
+pub fn call_json(c: &ToolCall) -> String {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(b"{\"name\": ");
+    pyjson::write_str(&mut out, &c.name, Style::Envelope);
+    out.extend_from_slice(b", \"arguments\": ");
+    pyjson::write_value(&mut out, &c.arguments, Style::Envelope);
+    out.push(b'}');
+    String::from_utf8(out).expect("UTF-8")
+}
+
+/// The value of a `gpt` turn.
+pub fn render_gpt(g: &GptTurn) -> Result<String, EnvelopeError> {
+    let mut s = String::with_capacity(g.content.len() + 64);
+    if let Some(r) = g.reasoning.as_deref()
+        && !is_blank(r)
+    {
+        if r.contains("</think>") {
+            return Err(EnvelopeError(
+                "reasoning contains </think>, which would end the <think> block early".into(),
+            ));
+        }
+        s.push_str("<think>\n");
+        s.push_str(r);
+        s.push_str("\n</think>\n");
+    }
+    let content = convert_scratchpad(&g.content);
+    for tag in ["<tool_call>", "</tool_call>"] {
+        if content.contains(tag) {
+            return Err(EnvelopeError(format!(
+                "content contains {tag}, which Hermes parsers would read as a tool call"
+            )));
+        }
+    }
+    if g.tool_calls.is_empty() {
+        s.push_str(&content);
+        if !s.contains(THINK_OPEN) {
+            s.insert_str(0, EMPTY_THINK);
+        }
+        Ok(py_strip(&s).to_string())
+    } else {
+        if !is_blank(&content) {
+            s.push_str(&content);
+            s.push('\n');
+        }
+        for c in &g.tool_calls {
+            s.push_str("<tool_call>\n");
+            s.push_str(&call_json(c));
+            s.push_str("\n</tool_call>\n");
+        }
+        if !s.contains(THINK_OPEN) {
+            s.insert_str(0, EMPTY_THINK);
+        }
+        let n = py_rstrip(&s).len();
+        s.truncate(n);
+        Ok(s)
+    }
+}
+
+/// The JSON body of one `<tool_response>` block.
+pub fn response_json(r: &ToolResult) -> String {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(b"{\"tool_call_id\": ");
+    pyjson::write_str(&mut out, &r.tool_call_id, Style::Envelope);
+    out.extend_from_slice(b", \"name\": ");
+    pyjson::write_str(&mut out, &r.name, Style::Envelope);
+    out.extend_from_slice(b", \"content\": ");
+    pyjson::write_value(&mut out, &r.content, Style::Envelope);
+    out.push(b'}');
+    String::from_utf8(out).expect("UTF-8")
+}
+
+/// The value of a `tool` turn: one block per result, joined with `\n`.
+pub fn render_tool(results: &[ToolResult]) -> String {
+    let mut s = String::new();
+    for (i, r) in results.iter().enumerate() {
+        if i > 0 {
+            s.push('\n');
+        }
+        s.push_str("<tool_response>\n");
+        s.push_str(&response_json(r));
+        s.push_str("\n</tool_response>");
+    }
+    s
+}
+
+/// Parse one JSON value at the start of `s` (after optional white space); returns the
+/// value and the number of bytes it used.
+fn json_prefix(s: &str) -> Result<(Value, usize), String> {
+    let mut it = serde_json::Deserializer::from_str(s).into_iter::<Value>();
+    match it.next() {
+        Some(Ok(v)) => Ok((v, it.byte_offset())),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err("nothing".into()),
+    }
+}
+
+/// The tools listed in a system prompt's `<tools>` block, or `None` when it has none.
+///
+/// Accepts a JSON list or a sequence of JSON objects (the Hermes-Function-Calling
+/// spelling) between `<tools>` and `</tools>`; mentions such as "within <tools> </tools>
+/// XML tags" are skipped.
+pub fn parse_system(value: &str) -> Option<Result<Vec<ToolSpec>, String>> {
+    let mut from = 0;
+    while let Some(off) = value[from..].find("<tools>") {
+        let start = from + off + "<tools>".len();
+        from = start;
+        let body = value[start..].trim_start_matches(py_space);
+        if !(body.starts_with('[') || body.starts_with('{')) {
+            continue;
+        }
+        return Some(parse_tools_body(body));
+    }
+    None
+}
+
+fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, String> {
+    let mut tools = Vec::new();
+    loop {
+        body = body.trim_start_matches(|c: char| py_space(c) || c == ',');
+        if body.starts_with("</tools>") {
+            return Ok(tools);
+        }
+        if body.is_empty() {
+            return Err("<tools> block has no closing </tools>".into());
+        }
+        let (v, used) = json_prefix(body).map_err(|e| format!("<tools> block: {e}"))?;
+        body = &body[used..];
+        match v {
+            Value::Array(items) => {
+                for it in &items {
+                    tools.push(ToolSpec::from_json(it).map_err(|e| format!("<tools>: {e}"))?);
+                }
+            }
+            other => tools.push(ToolSpec::from_json(&other).map_err(|e| format!("<tools>: {e}"))?),
+        }
+    }
+}
+
+/// Split `<tool_call>` blocks off the end of `rest`. Returns the text before the first
+/// block (without the one `\n` the writer puts there) and the calls.
+fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), String> {
+    let Some(first) = rest.find("<tool_call>") else {
+        return Ok((rest, Vec::new()));
+    };
+    let before = &rest[..first];
+    let before = before.strip_suffix('\n').unwrap_or(before);
+    let mut calls = Vec::new();
+    let mut s = &rest[first..];
+    loop {
+        s = s.trim_start_matches(py_space);
+        if s.is_empty() {
+            break;
+        }
+        let Some(after) = s.strip_prefix("<tool_call>") else {
+            return Err(format!(
+                "text after a </tool_call>: {:?}",
+                s.chars().take(40).collect::<String>()
+            ));
+        };
+        let (v, used) = json_prefix(after)
+            .map_err(|e| format!("<tool_call> {} is not JSON: {e}", calls.len() + 1))?;
+        let tail = after[used..].trim_start_matches(py_space);
+        let Some(tail) = tail.strip_prefix("</tool_call>") else {
+            return Err(format!(
+                "<tool_call> {} has no closing </tool_call>",
+                calls.len() + 1
+            ));
+        };
+        calls.push(call_from_json(v).map_err(|e| format!("<tool_call> {}: {e}", calls.len() + 1))?);
+        s = tail;
+    }
+    Ok((before, calls))
+}
+
+fn call_from_json(v: Value) -> Result<ToolCall, String> {
+    let Value::Object(mut m) = v else {
+        return Err("expected an object with \"name\" and \"arguments\"".into());
+    };
+    let name = match m.remove("name") {
+        Some(Value::String(s)) => s,
+        _ => return Err("no \"name\" string".into()),
+    };
+    let arguments = m
+        .remove("arguments")
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    Ok(ToolCall {
+        id: None,
+        name,
+        arguments,
+    })
+}
+
+/// Parse the value of a `gpt` turn into reasoning, content and calls.
+///
+/// A leading `<think>\n…\n</think>` block becomes the reasoning (an empty one becomes
+/// none); trailing `<tool_call>` blocks become calls; the rest is the content. When that
+/// reading would not write back the same text (for example an inline
+/// `<think>x</think>` in the content), the think block stays in the content.
+pub fn parse_gpt(value: &str) -> Result<GptTurn, String> {
+    if let Some((reasoning, rest)) = split_think(value) {
+        let (content, calls) = split_calls(rest)?;
+        let primary = GptTurn {
+            reasoning: (!reasoning.is_empty()).then(|| reasoning.to_string()),
+            content: content.to_string(),
+            tool_calls: calls,
+        };
+        // Keep the split only when it writes back the same text.
+        if render_gpt(&primary).ok().as_deref() != Some(value)
+            && let Ok((content, calls)) = split_calls(value)
+        {
+            let fallback = GptTurn {
+                reasoning: None,
+                content: content.to_string(),
+                tool_calls: calls,
+            };
+            if render_gpt(&fallback).ok().as_deref() == Some(value) {
+                return Ok(fallback);
+            }
+        }
+        return Ok(primary);
+    }
+    let (content, calls) = split_calls(value)?;
+    Ok(GptTurn {
+        reasoning: None,
+        content: content.to_string(),
+        tool_calls: calls,
+    })
+}
+
+/// `<think>\nR\n</think>\nrest` → `(R, rest)`; `<think>\n</think>…` gives an empty R.
+fn split_think(value: &str) -> Option<(&str, &str)> {
+    let after_open = value.strip_prefix("<think>\n")?;
+    let close = after_open.find("</think>")?;
+    let after_close = &after_open[close + "</think>".len()..];
+    let rest = if after_close.is_empty() {
+        ""
+    } else {
+        after_close.strip_prefix('\n')?
+    };
+    let reasoning = if close == 0 {
+        ""
+    } else {
+        after_open[..close].strip_suffix('\n')?
+    };
+    Some((reasoning, rest))
+}
+
+/// Parse the value of a `tool` turn into results.
+///
+/// Each `<tool_response>` block holding `{"name", "content"}` (with or without
+/// `tool_call_id`) gives one result; a block holding anything else gives a result whose
+/// content is that body. A value with no block at all is one result holding the whole
+/// text (as [`crate::model::tool_content_value`] reads it). Missing names and ids are
+/// left empty for the caller to pair with the calls.
+pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
+    if !value.contains("<tool_response>") {
+        return Ok(vec![ToolResult {
+            tool_call_id: String::new(),
+            name: String::new(),
+            content: crate::model::tool_content_value(value),
+        }]);
+    }
+    let mut out = Vec::new();
+    let mut s = value;
+    loop {
+        s = s.trim_start_matches(py_space);
+        if s.is_empty() {
+            return Ok(out);
+        }
+        let Some(after) = s.strip_prefix("<tool_response>") else {
+            return Err(format!(
+                "text outside <tool_response> blocks: {:?}",
+                s.chars().take(40).collect::<String>()
+            ));
+        };
+        let Some(end) = find_response_end(after) else {
+            return Err(format!(
+                "<tool_response> {} has no closing </tool_response>",
+                out.len() + 1
+            ));
+        };
+        let body = &after[..end];
+        s = &after[end + "</tool_response>".len()..];
+        out.push(result_from_body(body));
+    }
+}
+
+/// Where the body of a response ends: after its JSON value when it is JSON (so that a
+/// literal `</tool_response>` inside a JSON string does not end it), else at the first
+/// closing tag.
+fn find_response_end(after: &str) -> Option<usize> {
+    if let Ok((_, used)) = json_prefix(after) {
+        let rest = &after[used..];
+        let ws = rest.len() - rest.trim_start_matches(py_space).len();
+        if rest[ws..].starts_with("</tool_response>") {
+            return Some(used + ws);
+        }
+    }
+    after.find("</tool_response>")
+}
+
+fn result_from_body(body: &str) -> ToolResult {
+    let trimmed = py_strip(body);
+    if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
+        if let Value::Object(mut m) = v {
+            if m.contains_key("name") && m.contains_key("content") {
+                let name = match m.remove("name") {
+                    Some(Value::String(s)) => s,
+                    _ => String::new(),
+                };
+                let tool_call_id = match m.remove("tool_call_id") {
+                    Some(Value::String(s)) => s,
+                    _ => String::new(),
+                };
+                let content = m.remove("content").unwrap_or(Value::Null);
+                return ToolResult {
+                    tool_call_id,
+                    name,
+                    content,
+                };
+            }
+            return ToolResult {
+                tool_call_id: String::new(),
+                name: String::new(),
+                content: Value::Object(m),
+            };
+        }
+        return ToolResult {
+            tool_call_id: String::new(),
+            name: String::new(),
+            content: v,
+        };
+    }
+    ToolResult {
+        tool_call_id: String::new(),
+        name: String::new(),
+        content: crate::model::tool_content_value(trimmed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(name: &str, args: Value) -> ToolCall {
+        ToolCall {
+            id: None,
+            name: name.into(),
+            arguments: args,
+        }
+    }
+
+    fn gpt(r: Option<&str>, c: &str, calls: Vec<ToolCall>) -> GptTurn {
+        GptTurn {
+            reasoning: r.map(str::to_string),
+            content: c.into(),
+            tool_calls: calls,
+        }
+    }
+
+    #[test]
+    fn gpt_turns_round_trip_through_the_text() {
+        let cases = vec![
+            gpt(
+                Some("R"),
+                "C",
+                vec![call("a", json!({"x": 1})), call("b", json!({}))],
+            ),
+            gpt(None, "", vec![call("a", json!({"x": "</tool_call>"}))]),
+            gpt(None, "just text", vec![]),
+            gpt(None, "", vec![]),
+            gpt(Some("R  \n"), "", vec![]),
+            gpt(None, "<think>x</think> answer", vec![]),
+            gpt(None, "<think>\n  \n</think>\nfoo", vec![]),
+            gpt(None, "<think>\n</think>\n<think>x</think>y", vec![]),
+            gpt(Some("R"), "<think>\nX\n</think>\nY", vec![]),
+            gpt(None, "  lead", vec![call("a", json!({"q": "<think>"}))]),
+            gpt(Some("r"), "trail\n\n", vec![call("a", json!(null))]),
+            gpt(None, "stray </think> in text", vec![]),
+            gpt(
+                Some("<REASONING_SCRATCHPAD>"),
+                "<REASONING_SCRATCHPAD>s</REASONING_SCRATCHPAD>",
+                vec![],
+            ),
+        ];
+        for g in cases {
+            let t = render_gpt(&g).unwrap();
+            let back = parse_gpt(&t).unwrap();
+            assert_eq!(render_gpt(&back).unwrap(), t, "{g:?}");
+        }
+    }
+
+    #[test]
+    fn envelope_breakers_are_refused() {
+        assert!(render_gpt(&gpt(Some("a</think>b"), "", vec![])).is_err());
+        assert!(render_gpt(&gpt(None, "see <tool_call>", vec![])).is_err());
+        assert!(render_gpt(&gpt(Some("R"), "ok </think>", vec![])).is_ok());
+    }
+
+    #[test]
+    fn tool_turns_round_trip_and_tolerate_other_writers() {
+        let rs = vec![
+            ToolResult {
+                tool_call_id: "c1".into(),
+                name: "a".into(),
+                content: json!({"out": "x</tool_response>y"}),
+            },
+            ToolResult {
+                tool_call_id: String::new(),
+                name: "b".into(),
+                content: json!("plain"),
+            },
+        ];
+        let t = render_tool(&rs);
+        assert_eq!(parse_tool(&t).unwrap(), rs);
+        let other = "<tool_response>{\"name\": \"a\", \"content\": 1}</tool_response>\n";
+        let p = parse_tool(other).unwrap();
+        assert_eq!((p[0].name.as_str(), &p[0].content), ("a", &json!(1)));
+        let raw = parse_tool("{\"temp\": 20}").unwrap();
+        assert_eq!(raw[0].content, json!({"temp": 20}));
+    }
+
+    #[test]
+    fn system_prompt_round_trips_tools() {
+        let tools = vec![ToolSpec {
+            name: "t".into(),
+            description: "d </tools>".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let s = system_prompt(&tools);
+        assert_eq!(parse_system(&s).unwrap().unwrap(), tools);
+        assert_eq!(parse_system(&system_prompt(&[])).unwrap().unwrap(), vec![]);
+        assert!(parse_system("You are helpful. Use <tools> </tools> tags.").is_none());
+        let hfc = "Here are the tools: <tools> {\"type\": \"function\", \"function\": {\"name\": \"x\"}} {\"name\": \"y\"} </tools> go";
+        let got = parse_system(hfc).unwrap().unwrap();
+        assert_eq!(
+            got.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["x", "y"]
+        );
+    }
+}

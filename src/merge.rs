@@ -1,0 +1,588 @@
+//! Merging shards: deduplicate by key, drop tombstones, sort by `prompt_index`, in
+//! bounded memory.
+//!
+//! How it works (an external merge sort):
+//! 1. Every input line is parsed once (top-level keys only). Tombstones (`discarded`)
+//!    and bad lines go to the rejects file at once, in input order.
+//! 2. Each kept row is appended, with its sort key (`prompt_index`, then input order),
+//!    its dedup key and its location, to an in-memory buffer. When the buffer holds more
+//!    than `buffer_bytes`, it is sorted and written to a spill file (a "run") in a
+//!    private temp directory, removed at the end.
+//! 3. The runs are merged k ways (at most [`FAN_IN`] files open at once; more runs are
+//!    first merged in passes). Rows come out sorted by `prompt_index`; rows without one
+//!    follow, in input order.
+//! 4. Duplicates: an index maps each dedup key (a 128-bit hash) to the row that wins
+//!    (`--keep first|last`); a row is written only if it is the winner of its key, else
+//!    it goes to the rejects file as a duplicate.
+//!
+//! Memory: the buffer (`--buffer-size`, default 64 MiB), plus the dedup index, about
+//! 64 bytes per distinct key (1 million rows: ~64 MB), plus 64 KiB per run being merged.
+//! Disk: one copy of the kept rows in the temp directory while merging.
+
+use std::borrow::Cow;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+use crate::jsonl::{LineError, OnError, Rejects, Source};
+
+/// Most spill files merged at once.
+pub const FAN_IN: usize = 64;
+
+/// Which duplicate survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Keep {
+    /// The first row of a key in input order.
+    First,
+    /// The last row of a key in input order (a re-run supersedes an earlier one).
+    Last,
+}
+
+/// How rows are identified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySpec {
+    /// A top-level field (default `prompt_index`); rows without it fall back to the
+    /// prompt text.
+    Field(String),
+    /// The text of the first human/user turn (or `prompt`), whitespace-trimmed.
+    Prompt,
+}
+
+/// Settings of one merge.
+#[derive(Debug, Clone)]
+pub struct MergeConfig {
+    pub key: KeySpec,
+    pub keep: Keep,
+    /// Bytes of rows buffered before a spill.
+    pub buffer_bytes: usize,
+    /// Where spill files go (default: the system temp directory).
+    pub tmp_dir: Option<PathBuf>,
+    pub on_error: OnError,
+}
+
+/// Counts of one merge.
+#[derive(Debug, Default, Clone)]
+pub struct MergeSummary {
+    pub files: usize,
+    pub read: u64,
+    pub written: u64,
+    pub duplicates: u64,
+    pub tombstones: u64,
+    pub bad: u64,
+    /// Lines dropped that went to no rejects file (duplicates and tombstones are
+    /// counted, not lost; only bad lines can be lost).
+    pub lost: u64,
+    pub first_bad: Option<String>,
+    /// Spill files written (0: everything fit in the buffer).
+    pub runs: usize,
+}
+
+/// The inputs of a merge: files, `-`, and directories (their `batch_*.jsonl` and
+/// `batch_*.jsonl.gz` files in natural order: `batch_2` before `batch_10`).
+pub fn merge_sources(args: &[String]) -> Result<Vec<Source>> {
+    if args.is_empty() {
+        return Ok(vec![Source::Stdin]);
+    }
+    let mut out = Vec::new();
+    for a in args {
+        let src = Source::parse(a);
+        match &src {
+            Source::File(p) if p.is_dir() => {
+                let files: Vec<PathBuf> = crate::jsonl::jsonl_files_in(p)?
+                    .into_iter()
+                    .filter(|f| {
+                        f.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("batch_"))
+                    })
+                    .collect();
+                if files.is_empty() {
+                    bail!("{}: directory holds no batch_*.jsonl files", p.display());
+                }
+                out.extend(files.into_iter().map(Source::File));
+            }
+            _ => out.push(src),
+        }
+    }
+    Ok(out)
+}
+
+/// One row on its way through the sort.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rec {
+    /// `prompt_index` when it is an integer.
+    index: Option<i64>,
+    /// Position in the input (all sources in order).
+    seq: u64,
+    src: u32,
+    lineno: u64,
+    /// Dedup key; `None`: the row has no key and is never a duplicate.
+    key: Option<u128>,
+    /// How the key reads in messages (`prompt_index 5`).
+    label: String,
+    line: Vec<u8>,
+}
+
+impl Rec {
+    fn order(&self) -> (bool, i64, u64) {
+        (self.index.is_none(), self.index.unwrap_or(0), self.seq)
+    }
+
+    fn write_to(&self, w: &mut impl Write) -> std::io::Result<()> {
+        let (has, idx) = (self.index.is_some() as u8, self.index.unwrap_or(0));
+        w.write_all(&[has])?;
+        w.write_all(&idx.to_le_bytes())?;
+        w.write_all(&self.seq.to_le_bytes())?;
+        w.write_all(&self.src.to_le_bytes())?;
+        w.write_all(&self.lineno.to_le_bytes())?;
+        w.write_all(&[self.key.is_some() as u8])?;
+        w.write_all(&self.key.unwrap_or(0).to_le_bytes())?;
+        w.write_all(&(self.label.len() as u32).to_le_bytes())?;
+        w.write_all(self.label.as_bytes())?;
+        w.write_all(&(self.line.len() as u64).to_le_bytes())?;
+        w.write_all(&self.line)
+    }
+
+    /// Read one record; `None` at the end of the run.
+    fn read_from(r: &mut impl Read) -> Result<Option<Rec>> {
+        let mut has = [0u8; 1];
+        match r.read_exact(&mut has) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        let mut b8 = [0u8; 8];
+        let mut b4 = [0u8; 4];
+        let mut b16 = [0u8; 16];
+        r.read_exact(&mut b8)?;
+        let idx = i64::from_le_bytes(b8);
+        r.read_exact(&mut b8)?;
+        let seq = u64::from_le_bytes(b8);
+        r.read_exact(&mut b4)?;
+        let src = u32::from_le_bytes(b4);
+        r.read_exact(&mut b8)?;
+        let lineno = u64::from_le_bytes(b8);
+        let mut has_key = [0u8; 1];
+        r.read_exact(&mut has_key)?;
+        r.read_exact(&mut b16)?;
+        let key = (has_key[0] == 1).then(|| u128::from_le_bytes(b16));
+        r.read_exact(&mut b4)?;
+        let mut label = vec![0u8; u32::from_le_bytes(b4) as usize];
+        r.read_exact(&mut label)?;
+        r.read_exact(&mut b8)?;
+        let mut line = vec![0u8; u64::from_le_bytes(b8) as usize];
+        r.read_exact(&mut line)?;
+        Ok(Some(Rec {
+            index: (has[0] == 1).then_some(idx),
+            seq,
+            src,
+            lineno,
+            key,
+            label: String::from_utf8(label).context("corrupt spill file")?,
+            line,
+        }))
+    }
+}
+
+/// Where the winner of a key was read.
+#[derive(Debug, Clone, Copy)]
+struct Winner {
+    seq: u64,
+    src: u32,
+    lineno: u64,
+}
+
+/// The top-level fields of a row, values kept raw.
+type Fields<'a> = HashMap<Cow<'a, str>, &'a RawValue>;
+
+#[derive(Deserialize)]
+struct TurnLite<'a> {
+    #[serde(borrow, default)]
+    from: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    role: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    value: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+/// The first human/user turn of `conversations` or `messages`, else `prompt`.
+fn prompt_text(fields: &Fields<'_>) -> Option<String> {
+    for list in ["conversations", "messages"] {
+        let Some(raw) = fields.get(list) else {
+            continue;
+        };
+        let Ok(turns) = serde_json::from_str::<Vec<TurnLite>>(raw.get()) else {
+            continue;
+        };
+        for t in turns {
+            let who = t.from.as_deref().or(t.role.as_deref());
+            if matches!(who, Some("human" | "user")) {
+                let v = t.value.or(t.content)?;
+                return Some(match serde_json::from_str::<Cow<str>>(v.get()) {
+                    Ok(s) => s.trim().to_string(),
+                    Err(_) => v.get().to_string(),
+                });
+            }
+        }
+    }
+    let p = fields.get("prompt")?;
+    Some(match serde_json::from_str::<Cow<str>>(p.get()) {
+        Ok(s) => s.trim().to_string(),
+        Err(_) => p.get().to_string(),
+    })
+}
+
+fn hash128(kind: &str, text: &[u8]) -> u128 {
+    let mut h = Sha256::new();
+    h.update(kind.as_bytes());
+    h.update([0]);
+    h.update(text);
+    let d = h.finalize();
+    u128::from_le_bytes(d[..16].try_into().expect("32-byte digest"))
+}
+
+enum Parsed {
+    Row {
+        index: Option<i64>,
+        key: Option<u128>,
+        label: String,
+    },
+    Tombstone(String),
+}
+
+fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, String> {
+    let fields: Fields = match serde_json::from_slice::<Fields>(line) {
+        Ok(f) => f,
+        Err(e) => {
+            return Err(match crate::jsonl::parse_object(line) {
+                Err(msg) => msg,
+                Ok(_) => format!("invalid JSON: {e}"),
+            });
+        }
+    };
+    if let Some(d) = fields.get("discarded")
+        && d.get() != "null"
+    {
+        return Ok(Parsed::Tombstone(format!(
+            "tombstone: discarded {}",
+            d.get()
+        )));
+    }
+    let index = fields
+        .get("prompt_index")
+        .and_then(|v| v.get().parse::<i64>().ok());
+    let by_field = match spec {
+        KeySpec::Field(name) => fields.get(name.as_str()).filter(|v| v.get() != "null"),
+        KeySpec::Prompt => None,
+    };
+    let (key, label) = match (by_field, spec) {
+        (Some(v), KeySpec::Field(name)) => (
+            Some(hash128(name, v.get().as_bytes())),
+            format!("{name} {}", v.get()),
+        ),
+        _ => match prompt_text(&fields) {
+            Some(text) => {
+                let h = hash128("\0prompt", text.as_bytes());
+                (Some(h), format!("prompt {:08x}", (h >> 96) as u32))
+            }
+            None => (None, String::new()),
+        },
+    };
+    Ok(Parsed::Row { index, key, label })
+}
+
+/// Merge `sources` into `out`: see the module documentation.
+pub fn merge(
+    cfg: &MergeConfig,
+    sources: Vec<Source>,
+    out: &mut dyn Write,
+    rejects: &mut Rejects,
+) -> Result<MergeSummary> {
+    let mut s = MergeSummary {
+        files: sources.len(),
+        ..MergeSummary::default()
+    };
+    let names: Vec<String> = sources.iter().map(Source::name).collect();
+    let tmp = match &cfg.tmp_dir {
+        Some(d) => tempfile::Builder::new().prefix("traj-merge-").tempdir_in(d),
+        None => tempfile::Builder::new().prefix("traj-merge-").tempdir(),
+    }
+    .context("cannot create a temp directory for spill files")?;
+    let mut winners: HashMap<u128, Winner> = HashMap::new();
+    let mut buf: Vec<Rec> = Vec::new();
+    let mut buf_bytes = 0usize;
+    let mut runs: Vec<PathBuf> = Vec::new();
+    let mut seq = 0u64;
+
+    let mut reader = crate::jsonl::LineReader::new(sources);
+    let mut line = Vec::new();
+    // The reader hands out one shared name per source: its index is found once.
+    let mut cur: Option<(std::sync::Arc<str>, u32)> = None;
+    let mut next_src = 0usize;
+    while let Some((src_name, lineno)) = reader.read_into(&mut line)? {
+        if crate::jsonl::is_blank(&line) {
+            continue;
+        }
+        s.read += 1;
+        let src = match &cur {
+            Some((n, i)) if std::sync::Arc::ptr_eq(n, &src_name) => *i,
+            _ => {
+                let i = (next_src..names.len())
+                    .find(|&i| *names[i] == *src_name)
+                    .expect("sources are read in order") as u32;
+                next_src = i as usize;
+                cur = Some((src_name.clone(), i));
+                i
+            }
+        };
+        match parse_line(&line, &cfg.key) {
+            Err(reason) => {
+                if cfg.on_error == OnError::Fail {
+                    return Err(LineError {
+                        source_name: src_name,
+                        lineno,
+                        reason,
+                    }
+                    .into());
+                }
+                s.bad += 1;
+                if s.first_bad.is_none() {
+                    s.first_bad = Some(format!("{src_name}:{lineno}: {reason}"));
+                }
+                if rejects.is_kept() {
+                    rejects.write(&src_name, lineno, &[reason], &line)?;
+                } else {
+                    s.lost += 1;
+                }
+            }
+            Ok(Parsed::Tombstone(reason)) => {
+                s.tombstones += 1;
+                rejects.write(&src_name, lineno, &[reason], &line)?;
+            }
+            Ok(Parsed::Row { index, key, label }) => {
+                if let Some(k) = key {
+                    let w = Winner { seq, src, lineno };
+                    match cfg.keep {
+                        Keep::First => {
+                            winners.entry(k).or_insert(w);
+                        }
+                        Keep::Last => {
+                            winners.insert(k, w);
+                        }
+                    }
+                }
+                buf_bytes += line.len() + label.len() + 64;
+                buf.push(Rec {
+                    index,
+                    seq,
+                    src,
+                    lineno,
+                    key,
+                    label,
+                    line: std::mem::take(&mut line),
+                });
+                seq += 1;
+                if buf_bytes > cfg.buffer_bytes {
+                    runs.push(spill(&mut buf, tmp.path(), runs.len())?);
+                    buf_bytes = 0;
+                }
+            }
+        }
+    }
+
+    let mut emit = |r: Rec| -> Result<()> {
+        let keep = match r.key {
+            None => true,
+            Some(k) => winners.get(&k).is_some_and(|w| w.seq == r.seq),
+        };
+        if keep {
+            out.write_all(&r.line)?;
+            out.write_all(b"\n")?;
+            s.written += 1;
+        } else {
+            let w = winners[&r.key.expect("a duplicate has a key")];
+            let reason = format!(
+                "duplicate: {} (kept {}:{})",
+                r.label, names[w.src as usize], w.lineno
+            );
+            s.duplicates += 1;
+            rejects.write(&names[r.src as usize], r.lineno, &[reason], &r.line)?;
+        }
+        Ok(())
+    };
+    if runs.is_empty() {
+        buf.sort_by_key(Rec::order);
+        for r in buf.drain(..) {
+            emit(r)?;
+        }
+    } else {
+        if !buf.is_empty() {
+            runs.push(spill(&mut buf, tmp.path(), runs.len())?);
+        }
+        s.runs = runs.len();
+        let mut next_id = runs.len();
+        while runs.len() > FAN_IN {
+            let group: Vec<PathBuf> = runs.drain(..FAN_IN).collect();
+            let path = tmp.path().join(format!("run-{next_id}"));
+            next_id += 1;
+            let mut w = BufWriter::new(File::create(&path)?);
+            merge_runs(&group, &mut |r| Ok(r.write_to(&mut w)?))?;
+            w.flush()?;
+            for g in group {
+                std::fs::remove_file(g)?;
+            }
+            runs.push(path);
+        }
+        merge_runs(&runs, &mut emit)?;
+    }
+    drop(tmp);
+    Ok(s)
+}
+
+/// Sort the buffer and write it as one run; returns its path.
+fn spill(buf: &mut Vec<Rec>, dir: &Path, id: usize) -> Result<PathBuf> {
+    buf.sort_by_key(Rec::order);
+    let path = dir.join(format!("run-{id}"));
+    let mut w = BufWriter::with_capacity(
+        crate::jsonl::BUF_SIZE,
+        File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
+    );
+    for r in buf.drain(..) {
+        r.write_to(&mut w)?;
+    }
+    w.flush()
+        .with_context(|| format!("cannot write spill file {}", path.display()))?;
+    Ok(path)
+}
+
+/// K-way merge of sorted runs, in order, into `sink`.
+fn merge_runs(runs: &[PathBuf], sink: &mut dyn FnMut(Rec) -> Result<()>) -> Result<()> {
+    struct Head {
+        rec: Rec,
+        run: usize,
+    }
+    impl PartialEq for Head {
+        fn eq(&self, o: &Self) -> bool {
+            self.rec.order() == o.rec.order()
+        }
+    }
+    impl Eq for Head {}
+    impl PartialOrd for Head {
+        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Head {
+        // Reversed: BinaryHeap is a max-heap.
+        fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+            o.rec.order().cmp(&self.rec.order())
+        }
+    }
+    let mut readers = Vec::with_capacity(runs.len());
+    let mut heap = BinaryHeap::with_capacity(runs.len());
+    for (i, p) in runs.iter().enumerate() {
+        let mut r = BufReader::with_capacity(
+            64 * 1024,
+            File::open(p).with_context(|| format!("cannot open {}", p.display()))?,
+        );
+        if let Some(rec) = Rec::read_from(&mut r)? {
+            heap.push(Head { rec, run: i });
+        }
+        readers.push(r);
+    }
+    while let Some(Head { rec, run }) = heap.pop() {
+        if let Some(next) = Rec::read_from(&mut readers[run])? {
+            heap.push(Head { rec: next, run });
+        }
+        sink(rec)?;
+    }
+    Ok(())
+}
+
+/// Parse a size such as `4096`, `512K`, `64M`, `2G` (binary units).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'B' => 1,
+                _ => return Err(format!("unknown unit in {s:?} (use K, M or G)")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let n: usize = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a size: {s:?} (examples: 4096, 512K, 64M, 1G)"))?;
+    Ok(n.saturating_mul(mult))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(buffer_bytes: usize, keep: Keep) -> MergeConfig {
+        MergeConfig {
+            key: KeySpec::Field("prompt_index".into()),
+            keep,
+            buffer_bytes,
+            tmp_dir: None,
+            on_error: OnError::Fail,
+        }
+    }
+
+    fn run(data: &str, c: &MergeConfig) -> (String, MergeSummary) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("in.jsonl");
+        std::fs::write(&p, data).unwrap();
+        let mut out = Vec::new();
+        let mut rej = Rejects::open("merge", None).unwrap();
+        let s = merge(c, vec![Source::File(p)], &mut out, &mut rej).unwrap();
+        (String::from_utf8(out).unwrap(), s)
+    }
+
+    #[test]
+    fn sorts_dedups_and_spills_alike() {
+        let mut data = String::new();
+        for i in 0..500 {
+            let idx = (i * 37) % 200; // every index 2 or 3 times
+            data.push_str(&format!("{{\"prompt_index\": {idx}, \"v\": {i}}}\n"));
+        }
+        data.push_str("{\"conversations\": [{\"from\": \"human\", \"value\": \"q\"}], \"v\": 1}\n");
+        data.push_str(
+            "{\"conversations\": [{\"from\": \"human\", \"value\": \" q \"}], \"v\": 2}\n",
+        );
+        let (mem, s1) = run(&data, &cfg(1 << 20, Keep::Last));
+        let (disk, s2) = run(&data, &cfg(100, Keep::Last));
+        assert_eq!(mem, disk);
+        assert_eq!(s1.runs, 0);
+        assert!(s2.runs > FAN_IN, "forces merge passes: {}", s2.runs);
+        let lines: Vec<&str> = mem.lines().collect();
+        assert_eq!(lines.len(), 201);
+        assert_eq!(s1.duplicates, 301);
+        assert!(lines[0].starts_with("{\"prompt_index\": 0, \"v\": 400}"));
+        assert!(lines[200].ends_with("\"v\": 2}"));
+        let (first, _) = run(&data, &cfg(100, Keep::First));
+        assert!(first.starts_with("{\"prompt_index\": 0, \"v\": 0}"));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64M").unwrap(), 64 << 20);
+        assert_eq!(parse_size("10").unwrap(), 10);
+        assert!(parse_size("3X").is_err());
+    }
+}

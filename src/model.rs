@@ -1,0 +1,360 @@
+//! The trajectory model every stage shares: what an agent conversation *is*, apart from
+//! how one file format or another spells it.
+//!
+//! A [`Trajectory`] is the tools that were offered plus a list of [`Turn`]s:
+//! - [`Turn::Human`]: text from the user (or text injected in the user's place);
+//! - [`Turn::Gpt`]: one assistant message: optional reasoning, text content, and zero or
+//!   more [`ToolCall`]s;
+//! - [`Turn::Tool`]: the [`ToolResult`]s that answer the calls of the `Gpt` turn just
+//!   before it, grouped into one turn.
+//!
+//! The system prompt is not part of the model: in the Hermes format it is generated from
+//! the tool list (see [`crate::hermes::system_prompt`]).
+//!
+//! Readers and writers of concrete formats live in [`crate::hermes`] (Hermes ShareGPT
+//! text) and [`crate::convert`] (OpenAI messages, ShareGPT variants, whole rows). This
+//! module also holds the per-row tool statistics ([`tool_stats`]) and the reference's
+//! success/failure rule for one tool result ([`classify_result`]).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// One tool the model was offered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    /// Free text; `""` when the source had none.
+    pub description: String,
+    /// The JSON Schema of the arguments; `{}` when the source had none.
+    pub parameters: Value,
+}
+
+impl ToolSpec {
+    /// Read a tool schema in any of the usual spellings: OpenAI's
+    /// `{"type": "function", "function": {"name", "description", "parameters"}}`, the
+    /// bare `{"name", "description", "parameters"}`, or the Hermes system prompt's
+    /// `{"name", "description", "parameters", "required": null}`.
+    pub fn from_json(v: &Value) -> Result<ToolSpec, String> {
+        let Value::Object(m) = v else {
+            return Err(format!(
+                "a tool schema must be an object, found {}",
+                crate::jsonl::json_kind(v)
+            ));
+        };
+        let f = match m.get("function") {
+            Some(Value::Object(f)) => f,
+            _ => m,
+        };
+        let name = match f.get("name") {
+            Some(Value::String(s)) => s.clone(),
+            _ => return Err("a tool schema has no \"name\" string".to_string()),
+        };
+        let description = match f.get("description") {
+            Some(Value::String(s)) => s.clone(),
+            _ => String::new(),
+        };
+        let parameters = match f.get("parameters") {
+            Some(p) if !p.is_null() => p.clone(),
+            _ => Value::Object(Default::default()),
+        };
+        Ok(ToolSpec {
+            name,
+            description,
+            parameters,
+        })
+    }
+
+    /// The OpenAI spelling: `{"type": "function", "function": {...}}`.
+    pub fn to_openai(&self) -> Value {
+        let mut f = serde_json::Map::new();
+        f.insert("name".into(), Value::String(self.name.clone()));
+        f.insert(
+            "description".into(),
+            Value::String(self.description.clone()),
+        );
+        f.insert("parameters".into(), self.parameters.clone());
+        let mut m = serde_json::Map::new();
+        m.insert("type".into(), Value::String("function".into()));
+        m.insert("function".into(), Value::Object(f));
+        Value::Object(m)
+    }
+}
+
+/// One call the assistant made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The call id, when the source had one (OpenAI `tool_calls[].id`). The Hermes text
+    /// format does not carry call ids; its tool results carry `tool_call_id` instead.
+    pub id: Option<String>,
+    pub name: String,
+    /// The parsed arguments, usually an object. Arguments given as a string that is not
+    /// JSON become `{}` (the reference's rule).
+    pub arguments: Value,
+}
+
+/// The result of one call, as the model saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// The id of the call it answers; `""` when unknown.
+    pub tool_call_id: String,
+    /// The name of the call it answers (matched by id, else by position), or the
+    /// source's own name for it, or `"unknown"`.
+    pub name: String,
+    /// The content: a JSON value parsed from text that looked like JSON (starts with `{`
+    /// or `[` once stripped), else the text as a string. See [`tool_content_value`].
+    pub content: Value,
+}
+
+/// One assistant message.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GptTurn {
+    /// Reasoning text (`reasoning`, `reasoning_content`, ... or a `<think>` block), if any.
+    pub reasoning: Option<String>,
+    /// The visible text; `""` when there is none.
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// One turn of a conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Turn {
+    Human(String),
+    Gpt(GptTurn),
+    Tool(Vec<ToolResult>),
+}
+
+/// A conversation and the tools it was offered.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Trajectory {
+    pub tools: Vec<ToolSpec>,
+    pub turns: Vec<Turn>,
+}
+
+/// What one tool result says about its call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Failure,
+}
+
+/// The reference's rule for whether a tool result is a failure (hermes-batch-runner.md
+/// §3.2), applied to the content as the model saw it:
+/// - a JSON object fails when its `error` is present and not null, when its `content`
+///   is an object whose `error` is not null, or when its `success` is exactly `false`
+///   (a non-zero exit code is not a failure);
+/// - any other JSON value (array, number, ...) succeeds;
+/// - text that is not JSON fails when it is empty or when, stripped and lowercased, it
+///   starts with `error:`.
+pub fn classify_result(content: &Value) -> Outcome {
+    match content {
+        Value::Object(m) => classify_object(m),
+        Value::String(s) => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Object(m)) => classify_object(&m),
+            Ok(_) => Outcome::Success,
+            Err(_) => {
+                let t = s.trim();
+                if t.is_empty() || t.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("error:")) {
+                    Outcome::Failure
+                } else {
+                    Outcome::Success
+                }
+            }
+        },
+        _ => Outcome::Success,
+    }
+}
+
+fn classify_object(m: &serde_json::Map<String, Value>) -> Outcome {
+    let err_set = |v: Option<&Value>| v.is_some_and(|e| !e.is_null());
+    if err_set(m.get("error")) {
+        return Outcome::Failure;
+    }
+    if let Some(Value::Object(inner)) = m.get("content")
+        && err_set(inner.get("error"))
+    {
+        return Outcome::Failure;
+    }
+    if m.get("success") == Some(&Value::Bool(false)) {
+        return Outcome::Failure;
+    }
+    Outcome::Success
+}
+
+/// Turn tool output text into the value stored in a result: text whose stripped form
+/// starts with `{` or `[` and parses as JSON becomes that JSON value; anything else
+/// stays text (the reference's rule).
+pub fn tool_content_value(text: &str) -> Value {
+    let t = text.trim_start();
+    if (t.starts_with('{') || t.starts_with('['))
+        && let Ok(v) = serde_json::from_str::<Value>(text)
+    {
+        return v;
+    }
+    Value::String(text.to_string())
+}
+
+/// [`tool_content_value`] without copying text that stays text.
+pub fn tool_content_value_owned(text: String) -> Value {
+    let t = text.trim_start();
+    if (t.starts_with('{') || t.starts_with('['))
+        && let Ok(v) = serde_json::from_str::<Value>(&text)
+    {
+        return v;
+    }
+    Value::String(text)
+}
+
+/// Calls and results of one tool in one trajectory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ToolCount {
+    /// Calls made.
+    pub count: u64,
+    /// Results judged a success by [`classify_result`].
+    pub success: u64,
+    /// Results judged a failure.
+    pub failure: u64,
+}
+
+/// Per-tool counts over `traj`, with a key for every tool in `known` and every tool
+/// offered to the trajectory (zero when unused) plus any tool that was called without
+/// being offered. Keys are sorted, so every row with the same tool set has the same
+/// key order.
+///
+/// A result counts for the first not-yet-answered call of the preceding `Gpt` turn
+/// whose name equals the result's name; a result that answers no call (for example
+/// `"unknown"`) adds nothing, and a call without a result adds to `count` only.
+pub fn tool_stats<'a>(
+    traj: &Trajectory,
+    known: impl IntoIterator<Item = &'a str>,
+) -> BTreeMap<String, ToolCount> {
+    let mut stats: BTreeMap<String, ToolCount> = BTreeMap::new();
+    for name in known {
+        stats.entry(name.to_string()).or_default();
+    }
+    for t in &traj.tools {
+        stats.entry(t.name.clone()).or_default();
+    }
+    let mut prev_calls: &[ToolCall] = &[];
+    for turn in &traj.turns {
+        match turn {
+            Turn::Gpt(g) => {
+                for c in &g.tool_calls {
+                    stats.entry(c.name.clone()).or_default().count += 1;
+                }
+                prev_calls = &g.tool_calls;
+            }
+            Turn::Tool(results) => {
+                let mut answered = vec![false; prev_calls.len()];
+                for r in results {
+                    let slot = prev_calls
+                        .iter()
+                        .enumerate()
+                        .position(|(k, c)| !answered[k] && c.name == r.name);
+                    if let Some(k) = slot {
+                        answered[k] = true;
+                        let e = stats.entry(r.name.clone()).or_default();
+                        match classify_result(&r.content) {
+                            Outcome::Success => e.success += 1,
+                            Outcome::Failure => e.failure += 1,
+                        }
+                    }
+                }
+                prev_calls = &[];
+            }
+            Turn::Human(_) => prev_calls = &[],
+        }
+    }
+    stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn success_rule_of_the_reference() {
+        use Outcome::*;
+        let cases = [
+            (
+                json!({"output": "x", "exit_code": 1, "error": null}),
+                Success,
+            ),
+            (json!({"error": "boom"}), Failure),
+            (json!({"content": {"error": "x"}}), Failure),
+            (json!({"content": {"error": null}}), Success),
+            (json!({"success": false}), Failure),
+            (json!({"success": 0}), Success),
+            (json!([1, 2]), Success),
+            (json!("42"), Success),
+            (json!("{\"error\": 1}"), Failure),
+            (json!(""), Failure),
+            (json!("  Error: no such file"), Failure),
+            (json!("an error: later"), Success),
+            (json!(7), Success),
+        ];
+        for (v, want) in cases {
+            assert_eq!(classify_result(&v), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn content_value_parses_only_json_looking_text() {
+        assert_eq!(tool_content_value(" {\"a\": 1}"), json!({"a": 1}));
+        assert_eq!(tool_content_value("[1"), json!("[1"));
+        assert_eq!(tool_content_value("42"), json!("42"));
+    }
+
+    #[test]
+    fn stats_cover_known_offered_and_called_tools() {
+        let call = |n: &str| ToolCall {
+            id: None,
+            name: n.into(),
+            arguments: json!({}),
+        };
+        let res = |n: &str, c: Value| ToolResult {
+            tool_call_id: String::new(),
+            name: n.into(),
+            content: c,
+        };
+        let traj = Trajectory {
+            tools: vec![ToolSpec {
+                name: "offered".into(),
+                description: String::new(),
+                parameters: json!({}),
+            }],
+            turns: vec![
+                Turn::Human("hi".into()),
+                Turn::Gpt(GptTurn {
+                    tool_calls: vec![call("a"), call("a"), call("b")],
+                    ..Default::default()
+                }),
+                Turn::Tool(vec![
+                    res("a", json!({"error": "x"})),
+                    res("a", json!("ok")),
+                    res("unknown", json!("ok")),
+                ]),
+            ],
+        };
+        let s = tool_stats(&traj, ["zeta"]);
+        let keys: Vec<&str> = s.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["a", "b", "offered", "zeta"]);
+        assert_eq!(
+            s["a"],
+            ToolCount {
+                count: 2,
+                success: 1,
+                failure: 1
+            }
+        );
+        assert_eq!(
+            s["b"],
+            ToolCount {
+                count: 1,
+                success: 0,
+                failure: 0
+            }
+        );
+    }
+}

@@ -1,0 +1,691 @@
+//! traj-compress, driven as a binary: the reference's pinned cases with the 4-chars
+//! tokenizer, the LLM paths against the stand-in server, real SWE-agent trajectories at
+//! a 4000-token budget, naming, sampling and the bad-line policy.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::util::{
+    assert_code, cmd, fixture, parse_jsonl, read_jsonl, run, run_with_stdin, stderr, stdout, tmpdir,
+};
+
+use crate::standin;
+
+const BIN: &str = "traj-compress";
+
+fn pad(prefix: &str, chars: usize) -> String {
+    assert!(prefix.len() <= chars);
+    format!("{prefix}{}", "x".repeat(chars - prefix.len()))
+}
+
+fn sg(from: &str, value: String) -> Value {
+    json!({"from": from, "value": value})
+}
+
+/// The reference's tool-pair scenario (§3.5): turn tokens 18, 20, 12, 12, 400, 12, 12,
+/// 12, 6, 1 under the 4-chars tokenizer, with `marker` in the big turn.
+fn tool_pair_row(marker: &str) -> Value {
+    let call = |n: usize| pad("<tool_call>{\"name\": \"terminal\"}</tool_call>", n);
+    let resp = |n: usize| pad("<tool_response>ok</tool_response>", n);
+    json!({"id": marker, "conversations": [
+        sg("system", pad("You are an agent.", 72)),
+        sg("human", pad("Fix the bug.", 80)),
+        sg("gpt", call(48)),
+        sg("tool", resp(48)),
+        sg("gpt", pad(&format!("{marker} <tool_call>{{\"name\": \"terminal\", \"arguments\": {{\"command\": \"make test\"}}}}</tool_call>"), 1600)),
+        sg("tool", resp(48)),
+        sg("gpt", call(48)),
+        sg("tool", resp(48)),
+        sg("gpt", pad("done", 24)),
+        sg("human", pad("ok", 4)),
+    ]})
+}
+
+fn jsonl(rows: &[Value]) -> String {
+    rows.iter().map(|r| format!("{r}\n")).collect()
+}
+
+fn roles(row: &Value) -> Vec<String> {
+    row["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["from"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn count_in(row: &Value, needle: &str) -> usize {
+    row["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["value"].as_str().unwrap_or("").matches(needle).count())
+        .sum()
+}
+
+#[test]
+fn tool_pair_scenario_keeps_pairs() {
+    let dir = tmpdir();
+    let row = tool_pair_row("ROW");
+    // total 505 tokens; need = 400 means target = 505 - 400 + 4.
+    let mut c = cmd(BIN, dir.path());
+    c.args([
+        "--tokenizer",
+        "chars4",
+        "--target-max-tokens",
+        "109",
+        "--summary-target-tokens",
+        "4",
+        "--protect-last-n",
+        "2",
+        "--per-trajectory-metrics",
+    ]);
+    let o = run_with_stdin(c, jsonl(&[row]).as_bytes());
+    assert_code(&o, 0);
+    let out = parse_jsonl(&stdout(&o));
+    assert_eq!(out.len(), 1);
+    let r = &out[0];
+    assert_eq!(
+        roles(r),
+        [
+            "system", "human", "gpt", "tool", "human", "gpt", "tool", "gpt", "human"
+        ]
+    );
+    let summary = r["conversations"][4]["value"].as_str().unwrap();
+    assert!(summary.starts_with("[CONTEXT SUMMARY]:"), "{summary}");
+    assert_eq!(
+        r["conversations"][4].as_object().unwrap().len(),
+        2,
+        "summary turn has only from and value"
+    );
+    assert_eq!(count_in(r, "<tool_call>"), count_in(r, "<tool_response>"));
+    let rs = roles(r);
+    for (i, role) in rs.iter().enumerate() {
+        if role == "tool" {
+            assert_eq!(rs[i - 1], "gpt", "tool turn {i} follows its call");
+        }
+    }
+    let m = &r["compression_metrics"];
+    assert_eq!(m["was_compressed"], json!(true));
+    assert_eq!(
+        m["compression_region"],
+        json!({"start_idx": 4, "end_idx": 6, "turns_count": 2})
+    );
+    assert_eq!(m["original_tokens"], json!(505));
+    assert_eq!(m["summarizer"], json!("offline-extractive"));
+    assert!(
+        r["conversations"][0]["value"]
+            .as_str()
+            .unwrap()
+            .ends_with("may be summarized to preserve context.")
+    );
+    // The midpoint split picks the same region here.
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--tokenizer", "chars4", "--target-max-tokens", "109"]);
+    c.args(["--summary-target-tokens", "4", "--protect-last-n", "2"]);
+    c.arg("--compat-midpoint");
+    let o2 = run_with_stdin(c, jsonl(&[tool_pair_row("ROW")]).as_bytes());
+    assert_code(&o2, 0);
+    let r2 = &parse_jsonl(&stdout(&o2))[0];
+    assert_eq!(roles(r2), roles(r));
+}
+
+fn net_savings_row() -> Value {
+    let mut turns = vec![sg("system", "s".repeat(800)), sg("human", "h".repeat(800))];
+    for i in 0..6 {
+        let role = if i % 2 == 0 { "gpt" } else { "tool" };
+        turns.push(sg(role, "abcd".into()));
+    }
+    json!({"conversations": turns})
+}
+
+#[test]
+fn net_savings_guard_calls_no_summarizer() {
+    let server = standin::Standin::json(json!({"default": {"content": "[CONTEXT SUMMARY]: x"}}));
+    let dir = tmpdir();
+    let input = jsonl(&[net_savings_row()]);
+    let mut c = cmd(BIN, dir.path());
+    c.env("STANDIN_KEY", "k");
+    c.args(["--api-key-env", "STANDIN_KEY", "--base-url", &server.url()]);
+    c.args(["--tokenizer", "chars4", "--target-max-tokens", "100"]);
+    c.args(["--summary-target-tokens", "20", "--protect-last-n", "2"]);
+    c.args(["-o", "out.jsonl"]);
+    let o = run_with_stdin(c, input.as_bytes());
+    assert_code(&o, 0);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap(),
+        input
+    );
+    assert_eq!(server.count(), 0, "no summary request");
+    let m: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out_metrics.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(m["summary"]["trajectories_compressed"], json!(0));
+    assert_eq!(m["summary"]["trajectories_still_over_limit"], json!(1));
+    assert_eq!(
+        m["summary"]["still_over_limit_reasons"],
+        json!({"no_net_savings": 1})
+    );
+    assert_eq!(m["tokens"]["total_before"], json!(406));
+    assert_eq!(m["tokens"]["total_after"], json!(406));
+    assert_eq!(m["summarizer"], json!("llm:google/gemini-3-flash-preview"));
+    assert_eq!(m["tokenizer"], json!("chars4"));
+}
+
+fn metrics_of(rows: &[Value], id: &str) -> Value {
+    rows.iter()
+        .find(|r| r["id"] == json!(id))
+        .unwrap_or_else(|| panic!("row {id}"))["compression_metrics"]
+        .clone()
+}
+
+#[test]
+fn llm_summaries_against_standin() {
+    let script = json!({"rules": [
+        {"match": "ROW-OK", "last": {"content": "The agent ran make test and it passed."}},
+        {"match": "ROW-429", "before": [{"status": 429, "retry_after": "1"}],
+         "last": {"content": "[CONTEXT SUMMARY]: rate limited once, then fine"}},
+        {"match": "ROW-500", "before": [{"status": 500}], "last": {"content": "after a 500"}},
+        {"match": "ROW-LEN", "last": {"content": "cut off mid", "finish_reason": "length"}},
+        {"match": "ROW-EMPTY", "last": {"content": ""}},
+    ]});
+    let server = standin::Standin::json(script);
+    let dir = tmpdir();
+    let ids = ["ROW-OK", "ROW-429", "ROW-500", "ROW-LEN", "ROW-EMPTY"];
+    let input = jsonl(&ids.map(tool_pair_row));
+    let base = |extra: &[&str]| {
+        let mut c = cmd(BIN, dir.path());
+        c.env("STANDIN_KEY", "secret");
+        c.args(["--api-key-env", "STANDIN_KEY", "--base-url", &server.url()]);
+        c.args(["--model", "stand-in", "--retry-delay", "0.01"]);
+        c.args(["--tokenizer", "chars4", "--target-max-tokens", "109"]);
+        c.args(["--summary-target-tokens", "4", "--protect-last-n", "2"]);
+        c.args(["--per-trajectory-metrics", "--max-concurrent-requests", "3"]);
+        c.args(extra);
+        c
+    };
+    let t0 = Instant::now();
+    let o = run_with_stdin(base(&[]), input.as_bytes());
+    assert_code(&o, 0);
+    assert!(
+        t0.elapsed().as_secs_f64() >= 0.9,
+        "Retry-After: 1 was honoured"
+    );
+    let out = parse_jsonl(&stdout(&o));
+    assert_eq!(out.len(), 5, "row count in == out");
+    let got: Vec<&str> = out.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(got, ids, "input order kept");
+
+    let ok = &out[0];
+    assert_eq!(
+        ok["conversations"][4]["value"],
+        json!("[CONTEXT SUMMARY]: The agent ran make test and it passed.")
+    );
+    let m = metrics_of(&out, "ROW-OK");
+    assert_eq!(m["was_compressed"], json!(true));
+    assert_eq!(m["summarizer"], json!("llm:stand-in"));
+    assert_eq!(m["summarization_api_calls"], json!(1));
+
+    for (id, calls) in [("ROW-429", 2), ("ROW-500", 2)] {
+        let m = metrics_of(&out, id);
+        assert_eq!(m["was_compressed"], json!(true), "{id}");
+        assert_eq!(m["summarization_api_calls"], json!(calls), "{id}");
+        assert_eq!(m["summarization_errors"], json!(1), "{id}");
+    }
+    let r429 = out.iter().find(|r| r["id"] == json!("ROW-429")).unwrap();
+    assert_eq!(
+        r429["conversations"][4]["value"],
+        json!("[CONTEXT SUMMARY]: rate limited once, then fine")
+    );
+
+    // Truncated and empty summaries fail after 3 attempts: rows kept unchanged.
+    let originals = parse_jsonl(&input);
+    for (id, reason) in [
+        ("ROW-LEN", "summary_failed:length"),
+        ("ROW-EMPTY", "summary_failed:empty"),
+    ] {
+        let r = out.iter().find(|r| r["id"] == json!(id)).unwrap();
+        let orig = originals.iter().find(|r| r["id"] == json!(id)).unwrap();
+        assert_eq!(r["conversations"], orig["conversations"], "{id} unchanged");
+        let m = &r["compression_metrics"];
+        assert_eq!(m["was_compressed"], json!(false), "{id}");
+        assert_eq!(m["still_over_limit"], json!(true), "{id}");
+        assert_eq!(m["still_over_limit_reason"], json!(reason), "{id}");
+        assert_eq!(m["summarization_api_calls"], json!(3), "{id}");
+        assert_eq!(m["summarization_errors"], json!(3), "{id}");
+    }
+    // The prompt carries the region, asks for the same language, and the key is sent.
+    let reqs = server.requests();
+    let first = reqs
+        .iter()
+        .find(|r| {
+            r["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .contains("ROW-OK")
+        })
+        .unwrap();
+    let prompt = first["messages"][0]["content"].as_str().unwrap();
+    assert!(prompt.contains("[Turn 4 - GPT]:"));
+    assert!(prompt.contains("same language"));
+    assert!(!prompt.contains("[Turn 3 -"));
+    assert_eq!(first["max_tokens"], json!(8));
+    assert_eq!(first["model"], json!("stand-in"));
+
+    // With --on-summary-failure placeholder the reference's fallback replaces the region.
+    let o = run_with_stdin(
+        base(&["--on-summary-failure", "placeholder"]),
+        jsonl(&[tool_pair_row("ROW-LEN")]).as_bytes(),
+    );
+    assert_code(&o, 0);
+    let r = &parse_jsonl(&stdout(&o))[0];
+    assert!(
+        r["conversations"][4]["value"]
+            .as_str()
+            .unwrap()
+            .contains("Summary generation failed")
+    );
+    assert_eq!(r["compression_metrics"]["was_compressed"], json!(true));
+    assert_eq!(r["compression_metrics"]["summarizer"], json!("placeholder"));
+}
+
+#[test]
+fn summary_timeout_keeps_the_row() {
+    let server = standin::Standin::json(json!({"default": {"hang": true}}));
+    let dir = tmpdir();
+    let input = jsonl(&[tool_pair_row("ROW-HANG")]);
+    let mut c = cmd(BIN, dir.path());
+    c.env("STANDIN_KEY", "secret");
+    c.args(["--api-key-env", "STANDIN_KEY", "--base-url", &server.url()]);
+    c.args([
+        "--timeout",
+        "1",
+        "--max-retries",
+        "1",
+        "--retry-delay",
+        "0.01",
+    ]);
+    c.args(["--tokenizer", "chars4", "--target-max-tokens", "109"]);
+    c.args(["--summary-target-tokens", "4", "--protect-last-n", "2"]);
+    c.args(["--per-trajectory-metrics", "-o", "out.jsonl"]);
+    let t0 = Instant::now();
+    let o = run_with_stdin(c, input.as_bytes());
+    assert_code(&o, 0);
+    assert!(t0.elapsed().as_secs() < 20);
+    let out = read_jsonl(&dir.path().join("out.jsonl"));
+    assert_eq!(out.len(), 1, "a timed-out row is never dropped");
+    assert_eq!(
+        out[0]["conversations"],
+        parse_jsonl(&input)[0]["conversations"]
+    );
+    let m = &out[0]["compression_metrics"];
+    assert_eq!(m["still_over_limit_reason"], json!("summary_timeout"));
+    let agg: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out_metrics.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(agg["summary"]["trajectories_failed"], json!(1));
+    assert_eq!(agg["summary"]["total_trajectories"], json!(1));
+}
+
+/// The SWE-agent demo records as OpenAI `messages` rows (their `history`).
+fn swe_messages_rows() -> Vec<Value> {
+    let text = std::fs::read_to_string(fixture("swe_agent_demo_trajs.jsonl")).unwrap();
+    parse_jsonl(&text)
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| json!({"id": i, "messages": r["history"]}))
+        .collect()
+}
+
+/// The same records in Hermes ShareGPT form (tool calls as `<tool_call>` text).
+fn swe_sharegpt_rows() -> Vec<Value> {
+    swe_messages_rows()
+        .into_iter()
+        .map(|r| {
+            let turns: Vec<Value> = r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| {
+                    let content = match &m["content"] {
+                        Value::String(s) => s.clone(),
+                        Value::Array(parts) => parts
+                            .iter()
+                            .filter_map(|p| p["text"].as_str())
+                            .collect::<Vec<_>>()
+                            .join(""),
+                        _ => String::new(),
+                    };
+                    match m["role"].as_str().unwrap() {
+                        "assistant" => {
+                            let mut v = content;
+                            for c in m["tool_calls"].as_array().into_iter().flatten() {
+                                v.push_str(&format!(
+                                    "\n<tool_call>\n{}\n</tool_call>",
+                                    json!({"name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+                                ));
+                            }
+                            sg("gpt", v)
+                        }
+                        "tool" => sg("tool", format!("<tool_response>\n{content}\n</tool_response>")),
+                        "user" => sg("human", content),
+                        other => sg(other, content),
+                    }
+                })
+                .collect();
+            json!({"id": r["id"], "conversations": turns})
+        })
+        .collect()
+}
+
+fn row_tokens(row: &Value) -> usize {
+    let tok = traj::tokens::load("o200k_base").unwrap();
+    let obj = row.as_object().unwrap().clone();
+    let r = traj::compress::row::Row::locate(obj).unwrap();
+    let mut n = 0;
+    for t in r.turns() {
+        traj::compress::row::for_each_text(t, r.shape, &mut |s| n += tok.count(s));
+    }
+    n
+}
+
+fn check_real_run(dir: &Path, input_rows: &[Value], out_name: &str) {
+    let out = read_jsonl(&dir.join(out_name));
+    assert_eq!(out.len(), input_rows.len(), "row count in == out");
+    let mut over = 0;
+    let mut compressed = 0;
+    for (i, (o, r)) in out.iter().zip(input_rows).enumerate() {
+        assert_eq!(o["id"], r["id"], "order kept");
+        let before = row_tokens(r);
+        let after = row_tokens(o);
+        if before <= 4000 {
+            assert!(o.get("compression_metrics").is_none());
+            assert_eq!(o, r, "row {i} under budget is unchanged");
+            continue;
+        }
+        over += 1;
+        let m = &o["compression_metrics"];
+        assert_eq!(m["original_tokens"], json!(before), "row {i}");
+        assert_eq!(
+            m["compressed_tokens"],
+            json!(after),
+            "row {i}: counts reused exactly"
+        );
+        if after > 4000 {
+            assert_eq!(m["still_over_limit"], json!(true), "row {i}");
+            assert!(m["still_over_limit_reason"].is_string(), "row {i}: {m}");
+        } else {
+            assert_eq!(m["still_over_limit"], json!(false), "row {i}");
+        }
+        if m["was_compressed"] == json!(true) {
+            compressed += 1;
+            assert!(after < before, "row {i} saved tokens");
+        }
+    }
+    assert!(over >= 5, "the fixture has long rows: {over}");
+    assert!(compressed >= 5, "{compressed} of {over} compressed");
+}
+
+#[test]
+fn real_trajectories_openai_shape() {
+    let dir = tmpdir();
+    let rows = swe_messages_rows();
+    std::fs::write(dir.path().join("swe.jsonl"), jsonl(&rows)).unwrap();
+    let args = [
+        "--input",
+        "swe.jsonl",
+        "--target-max-tokens",
+        "4000",
+        "--per-trajectory-metrics",
+    ];
+    let o = run({
+        let mut c = cmd(BIN, dir.path());
+        c.args(args);
+        c
+    });
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("offline extractive"), "{}", stderr(&o));
+    check_real_run(dir.path(), &rows, "swe_compressed.jsonl");
+    // Every tool call keeps its response, right after its assistant turn.
+    for row in read_jsonl(&dir.path().join("swe_compressed.jsonl")) {
+        let msgs = row["messages"].as_array().unwrap();
+        for (i, m) in msgs.iter().enumerate() {
+            if let Some(calls) = m["tool_calls"].as_array() {
+                for (j, c) in (i + 1..).zip(calls) {
+                    assert_eq!(msgs[j]["role"], json!("tool"), "call {} answered", c["id"]);
+                    let id = if msgs[j]["tool_call_id"].is_string() {
+                        &msgs[j]["tool_call_id"]
+                    } else {
+                        &msgs[j]["tool_call_ids"][0]
+                    };
+                    assert_eq!(id, &c["id"]);
+                }
+            }
+            if m["role"] == json!("tool") {
+                let prev = &msgs[i - 1];
+                assert!(prev["role"] == json!("tool") || prev["tool_calls"].is_array());
+            }
+        }
+    }
+    let metrics: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("swe_compressed_metrics.json")).unwrap(),
+    )
+    .unwrap();
+    for g in [
+        "summary",
+        "tokens",
+        "turns",
+        "averages",
+        "summarization",
+        "processing",
+    ] {
+        assert!(metrics[g].is_object(), "{g}");
+    }
+    assert_eq!(metrics["tokenizer"], json!("o200k_base"));
+    assert_eq!(metrics["summarizer"], json!("offline-extractive"));
+    assert_eq!(metrics["summary"]["total_trajectories"], json!(rows.len()));
+    // Two runs give identical output.
+    let first = std::fs::read(dir.path().join("swe_compressed.jsonl")).unwrap();
+    let o = run({
+        let mut c = cmd(BIN, dir.path());
+        c.args(args);
+        c.args(["-j", "1"]);
+        c
+    });
+    assert_code(&o, 0);
+    assert_eq!(
+        std::fs::read(dir.path().join("swe_compressed.jsonl")).unwrap(),
+        first
+    );
+}
+
+#[test]
+fn real_trajectories_sharegpt_shape() {
+    let dir = tmpdir();
+    let rows = swe_sharegpt_rows();
+    std::fs::write(dir.path().join("swe.jsonl"), jsonl(&rows)).unwrap();
+    let mut c = cmd(BIN, dir.path());
+    c.args([
+        "swe.jsonl",
+        "-o",
+        "out.jsonl",
+        "--target-max-tokens",
+        "4000",
+    ]);
+    c.arg("--per-trajectory-metrics");
+    let o = run(c);
+    assert_code(&o, 0);
+    check_real_run(dir.path(), &rows, "out.jsonl");
+    let mut paired = 0;
+    for (row, orig) in read_jsonl(&dir.path().join("out.jsonl")).iter().zip(&rows) {
+        // Rows with native calls pair every call with a response; text-action rows
+        // have responses without a <tool_call>.
+        if count_in(orig, "<tool_call>") == count_in(orig, "<tool_response>") {
+            paired += 1;
+            assert_eq!(
+                count_in(row, "<tool_call>"),
+                count_in(row, "<tool_response>")
+            );
+        }
+        let rs = roles(row);
+        for (i, r) in rs.iter().enumerate() {
+            if r == "tool" {
+                assert_eq!(rs[i - 1], "gpt", "tool turn {i} follows its call");
+            }
+        }
+    }
+    assert!(paired >= 4, "{paired}");
+}
+
+#[test]
+fn directory_input_naming_and_gz() {
+    let dir = tmpdir();
+    let run_dir = dir.path().join("run");
+    std::fs::create_dir(&run_dir).unwrap();
+    let rows = swe_messages_rows();
+    std::fs::write(run_dir.join("batch_2.jsonl"), jsonl(&rows[..5])).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, jsonl(&rows[5..]).as_bytes()).unwrap();
+    std::fs::write(run_dir.join("batch_10.jsonl.gz"), gz.finish().unwrap()).unwrap();
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--input", "run", "--target-max-tokens", "4000", "-q"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert_eq!(stderr(&o), "");
+    let out_dir = dir.path().join("run_compressed");
+    assert_eq!(read_jsonl(&out_dir.join("batch_2.jsonl")).len(), 5);
+    assert_eq!(
+        read_jsonl(&out_dir.join("batch_10.jsonl")).len(),
+        rows.len() - 5
+    );
+    let m: Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("compression_metrics.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(m["summary"]["total_trajectories"], json!(rows.len()));
+
+    // --dry-run writes nothing.
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--input", "run", "-o", "elsewhere", "--dry-run"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("would compress"));
+    assert!(!dir.path().join("elsewhere").exists());
+}
+
+#[test]
+fn bad_lines_follow_the_policy() {
+    let dir = tmpdir();
+    let good = tool_pair_row("A").to_string();
+    let input = format!("{good}\n{{not json\n\n[1,2]\n{good}\n");
+    std::fs::write(dir.path().join("in.jsonl"), &input).unwrap();
+    let o = run({
+        let mut c = cmd(BIN, dir.path());
+        c.args(["in.jsonl", "--tokenizer", "chars4", "-o", "out.jsonl"]);
+        c
+    });
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains("in.jsonl:2: invalid JSON"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !dir.path().join("out.jsonl").exists(),
+        "no partial output file"
+    );
+
+    let o = run({
+        let mut c = cmd(BIN, dir.path());
+        c.args([
+            "in.jsonl",
+            "--tokenizer",
+            "chars4",
+            "--target-max-tokens",
+            "109",
+        ]);
+        c.args(["--on-error", "skip", "--rejects", "rej.jsonl"]);
+        c
+    });
+    assert_code(&o, 0);
+    let out = parse_jsonl(&stdout(&o));
+    assert_eq!(out.len(), 3, "good rows and the non-object row pass");
+    assert_eq!(out[1], json!([1, 2]));
+    let rej = read_jsonl(&dir.path().join("rej.jsonl"));
+    assert_eq!(rej.len(), 1);
+    assert_eq!(rej[0]["line"], json!(2));
+}
+
+#[test]
+fn sampling_is_seeded_and_ordered() {
+    let dir = tmpdir();
+    let rows: Vec<Value> = (0..50).map(|i| json!({"id": i, "messages": []})).collect();
+    std::fs::write(dir.path().join("in.jsonl"), jsonl(&rows)).unwrap();
+    let sample = |seed: &str| {
+        let mut c = cmd(BIN, dir.path());
+        c.args(["in.jsonl", "--sample-percent", "10", "--seed", seed, "-q"]);
+        let o = run(c);
+        assert_code(&o, 0);
+        parse_jsonl(&stdout(&o))
+            .iter()
+            .map(|r| r["id"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let a = sample("42");
+    assert_eq!(a.len(), 5);
+    assert!(a.windows(2).all(|w| w[0] < w[1]), "input order: {a:?}");
+    assert_eq!(a, sample("42"));
+    assert_ne!(a, sample("7"));
+    // An empty input samples to nothing, without a crash (reference #93737).
+    std::fs::write(dir.path().join("empty.jsonl"), "").unwrap();
+    let mut c = cmd(BIN, dir.path());
+    c.args(["empty.jsonl", "--sample-percent", "50", "-q"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let mut c = cmd(BIN, dir.path());
+    c.args(["in.jsonl", "--sample-percent", "0"]);
+    assert_code(&run(c), 2);
+}
+
+#[test]
+fn config_file_and_count_only() {
+    let dir = tmpdir();
+    std::fs::write(
+        dir.path().join("c.yaml"),
+        "tokenizer:\n  name: moonshotai/Kimi-K2-Thinking\ncompression:\n  target_max_tokens: 109\n  summary_target_tokens: 4\nprotected_turns:\n  last_n_turns: 2\nmetrics:\n  per_trajectory: true\n",
+    )
+    .unwrap();
+    let input = jsonl(&[tool_pair_row("C")]);
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--config", "c.yaml", "--tokenizer", "chars4"]);
+    let o = run_with_stdin(c, input.as_bytes());
+    assert_code(&o, 0);
+    let r = &parse_jsonl(&stdout(&o))[0];
+    assert_eq!(
+        r["compression_metrics"]["compression_region"]["start_idx"],
+        json!(4)
+    );
+    // An unloadable tokenizer name in the YAML falls back to the default, with a note.
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--config", "c.yaml", "--count-only"]);
+    let o = run_with_stdin(c, input.as_bytes());
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("not loadable"));
+    let v = &parse_jsonl(&stdout(&o))[0];
+    assert_eq!(v["rows"], json!(1));
+    assert_eq!(v["tokenizer"], json!("o200k_base"));
+    assert!(v["tokens"].as_u64().unwrap() > 10);
+    // A broken YAML is a usage error.
+    std::fs::write(dir.path().join("bad.yaml"), "compression: [1, 2\n").unwrap();
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--config", "bad.yaml"]);
+    assert_code(&run_with_stdin(c, b""), 2);
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--tokenizer", "no-such-tokenizer"]);
+    assert_code(&run_with_stdin(c, b""), 2);
+}

@@ -1,0 +1,426 @@
+//! traj-filter on real data (LLaMA-Factory datasets, one converted to Hermes rows) and
+//! on crafted edge cases.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::util::*;
+
+const HERMES: &str = "hermes_reason_tool_use_50.jsonl";
+
+fn filter(dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = cmd("traj-filter", dir);
+    c.args(args);
+    run(c)
+}
+
+fn fx(name: &str) -> String {
+    fixture(name).display().to_string()
+}
+
+/// A small Hermes row: system with one tool, human, gpt call, tool response, answer.
+fn row(gpt_call: &str, tool: &str, answer: &str) -> Value {
+    json!({"prompt_index": 0, "completed": true, "partial": false, "conversations": [
+        {"from": "system", "value": "Call tools in <tool_call> </tool_call>.\n<tools>\n[{\"name\": \"terminal\", \"description\": \"\", \"parameters\": {}, \"required\": null}]\n</tools>"},
+        {"from": "human", "value": "list files"},
+        {"from": "gpt", "value": gpt_call},
+        {"from": "tool", "value": tool},
+        {"from": "gpt", "value": answer},
+    ]})
+}
+
+const CALL: &str = "<think>\nI will list.\n</think>\n<tool_call>\n{\"name\": \"terminal\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>";
+const RESP: &str = "<tool_response>\n{\"tool_call_id\": \"call_1\", \"name\": \"terminal\", \"content\": {\"output\": \"a b\"}}\n</tool_response>";
+
+fn good() -> Value {
+    row(CALL, RESP, "<think>\n</think>\nTwo files.")
+}
+
+fn jsonl(rows: &[Value]) -> String {
+    rows.iter().map(|r| format!("{r}\n")).collect()
+}
+
+#[test]
+fn no_predicate_passes_real_data_through_byte_for_byte() {
+    let d = tmpdir();
+    for name in [
+        "llamafactory_glaive_toolcall_en.jsonl",
+        "llamafactory_reason_tool_use_50.jsonl",
+        HERMES,
+    ] {
+        let want = std::fs::read(fixture(name)).unwrap();
+        let o = filter(d.path(), &[&fx(name)]);
+        assert_code(&o, 0);
+        assert!(o.stdout == want, "{name}: output differs from input");
+        let lines = want.iter().filter(|&&b| b == b'\n').count();
+        assert!(stderr(&o).contains(&format!("{lines} read, {lines} kept")));
+        // and from stdin, with -o
+        let mut c = cmd("traj-filter", d.path());
+        c.args(["-o", "out.jsonl"]);
+        let o = run_with_stdin(c, &want);
+        assert_code(&o, 0);
+        assert_eq!(std::fs::read(d.path().join("out.jsonl")).unwrap(), want);
+    }
+}
+
+#[test]
+fn invalid_lines_are_bad_input_even_without_predicates() {
+    let d = tmpdir();
+    let g = good().to_string();
+    std::fs::write(
+        d.path().join("in.jsonl"),
+        format!("{g}\n{{\"a\": \n[1]\n{g}\n"),
+    )
+    .unwrap();
+    let o = filter(d.path(), &["in.jsonl"]);
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains("in.jsonl:2: invalid JSON"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        stdout(&o),
+        format!("{g}\n"),
+        "rows before the bad line are written"
+    );
+
+    let o = filter(
+        d.path(),
+        &["in.jsonl", "--on-error", "skip", "--rejects", "rej.jsonl"],
+    );
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), format!("{g}\n{g}\n"));
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(rej.len(), 2);
+    assert_eq!(
+        rej[1]["reasons"][0],
+        "expected a JSON object, found an array"
+    );
+    assert_eq!(rej[1]["line"], 3);
+
+    let o = filter(
+        d.path(),
+        &["in.jsonl", "--on-error", "skip", "--well-formed"],
+    );
+    assert_code(&o, 1); // skipped bad lines with no rejects file are lost data
+    assert!(stderr(&o).contains("2 bad lines"), "{}", stderr(&o));
+}
+
+#[test]
+fn three_predicates_on_real_hermes_rows() {
+    let d = tmpdir();
+    let o = filter(
+        d.path(),
+        &[
+            &fx(HERMES),
+            "--require-reasoning",
+            "--valid-tools",
+            "--well-formed",
+            "--rejects",
+            "rej.jsonl",
+            "--stats",
+            "stats.json",
+        ],
+    );
+    assert_code(&o, 0);
+    let input: Vec<String> = std::fs::read_to_string(fixture(HERMES))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let out = stdout(&o);
+    let kept: Vec<&str> = out.lines().collect();
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(
+        kept.len() + rej.len(),
+        input.len(),
+        "each row kept or rejected"
+    );
+    // kept rows are input lines, unchanged and in order
+    let mut it = input.iter();
+    for k in &kept {
+        assert!(it.any(|l| l == k), "kept row is not an input line in order");
+    }
+    // rejected rows come back unchanged, with reasons
+    for r in &rej {
+        let line = &input[r["line"].as_u64().unwrap() as usize - 1];
+        assert_eq!(&r["record"], &serde_json::from_str::<Value>(line).unwrap());
+        assert!(!r["reasons"].as_array().unwrap().is_empty());
+    }
+    // real defects of this dataset: calls left without a result, a stray </think>
+    let reasons: Vec<String> = rej
+        .iter()
+        .flat_map(|r| r["reasons"].as_array().unwrap().clone())
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("without a tool turn after them"))
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("</think> without an opening tag"))
+    );
+    let stats: Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("stats.json")).unwrap()).unwrap();
+    assert_eq!(stats["read"], 50);
+    assert_eq!(stats["kept"], kept.len());
+    assert_eq!(stats["dropped"], rej.len());
+    let by = stats["dropped_by_reason"].as_object().unwrap();
+    assert_eq!(
+        by["malformed"].as_u64().unwrap() as usize,
+        rej.len(),
+        "every drop here is structural"
+    );
+    assert!(stderr(&o).contains(&format!(
+        "50 read, {} kept, {} dropped",
+        kept.len(),
+        rej.len()
+    )));
+}
+
+#[test]
+fn hallucinated_tool_name_is_dropped_and_tools_file_overrides() {
+    let d = tmpdir();
+    let bad = row(
+        &CALL.replace("\"terminal\"", "\"shell\""),
+        &RESP.replace("terminal", "shell"),
+        "<think>\nok\n</think>\ndone",
+    );
+    let args_not_object = row(
+        &CALL.replace("{\"command\": \"ls\"}", "\"ls\""),
+        RESP,
+        "<think>\nok\n</think>\ndone",
+    );
+    std::fs::write(
+        d.path().join("in.jsonl"),
+        jsonl(&[good(), bad.clone(), args_not_object]),
+    )
+    .unwrap();
+    let o = filter(
+        d.path(),
+        &["in.jsonl", "--valid-tools", "--rejects", "rej.jsonl"],
+    );
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)), vec![good()]);
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(
+        rej[0]["reasons"],
+        json!(["invalid-tools: turn 3: unknown tool \"shell\""])
+    );
+    assert_eq!(rej[0]["record"], bad);
+    assert_eq!(
+        rej[1]["reasons"],
+        json!(["invalid-tools: turn 3: arguments of \"terminal\" are not a JSON object"])
+    );
+
+    // --tools FILE: judged against that list instead of each row's own
+    std::fs::write(
+        d.path().join("tools.json"),
+        r#"[{"type":"function","function":{"name":"shell"}}]"#,
+    )
+    .unwrap();
+    let o = filter(
+        d.path(),
+        &["in.jsonl", "--valid-tools", "--tools", "tools.json"],
+    );
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)), vec![bad]);
+}
+
+#[test]
+fn unbalanced_and_unpaired_tags_are_malformed() {
+    let d = tmpdir();
+    let cases = [
+        (
+            row(
+                "<think>\nno end\n<tool_call>\n{\"name\": \"terminal\", \"arguments\": {}}\n</tool_call>",
+                RESP,
+                "x",
+            ),
+            "<tool_call> inside an unclosed <think>",
+        ),
+        (
+            row(&CALL.replace("</tool_call>", ""), RESP, "x"),
+            "<tool_call> is never closed",
+        ),
+        (
+            row(CALL, &RESP.replace("</tool_response>", ""), "x"),
+            "<tool_response> is never closed",
+        ),
+        (
+            row(CALL, &format!("{RESP}\n{RESP}"), "x"),
+            "2 response(s) for 1 call(s)",
+        ),
+        (
+            row(
+                CALL,
+                &RESP.replace("\"name\": \"terminal\"", "\"name\": \"other\""),
+                "x",
+            ),
+            "response 1 is named \"other\" but call 1 is \"terminal\"",
+        ),
+        (
+            row(&CALL.replace("{\"name\"", "{name"), RESP, "x"),
+            "<tool_call> body is not JSON",
+        ),
+        (
+            row("<think>\nx\n</think>\nno call", RESP, "x"),
+            "tool turn does not follow a gpt turn with tool calls",
+        ),
+        (
+            row(CALL, RESP, "<think>x</think> </think>"),
+            "</think> without an opening tag",
+        ),
+    ];
+    let rows: Vec<Value> = cases.iter().map(|(r, _)| r.clone()).collect();
+    std::fs::write(d.path().join("in.jsonl"), jsonl(&rows)).unwrap();
+    let o = filter(
+        d.path(),
+        &["in.jsonl", "--well-formed", "--rejects", "rej.jsonl"],
+    );
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(rej.len(), cases.len());
+    for (r, (_, want)) in rej.iter().zip(&cases) {
+        let got = r["reasons"][0].as_str().unwrap();
+        assert!(
+            got.starts_with("malformed: ") && got.contains(want),
+            "want {want:?}, got {got:?}"
+        );
+    }
+    // the good row passes, and --invert gives exactly the complement
+    let mut all = rows.clone();
+    all.insert(3, good());
+    std::fs::write(d.path().join("all.jsonl"), jsonl(&all)).unwrap();
+    let kept = parse_jsonl(&stdout(&filter(d.path(), &["all.jsonl", "--well-formed"])));
+    let inv = parse_jsonl(&stdout(&filter(
+        d.path(),
+        &["all.jsonl", "--well-formed", "--invert"],
+    )));
+    assert_eq!(kept, vec![good()]);
+    assert_eq!(inv, rows);
+}
+
+#[test]
+fn empty_think_is_not_reasoning() {
+    let d = tmpdir();
+    let empty = row(
+        &CALL.replace("I will list.", "  "),
+        RESP,
+        "<think>\n</think>\nTwo files.",
+    );
+    let some = row(
+        &CALL.replace("I will list.", "  "),
+        RESP,
+        "<think>\nchecked\n</think>\nTwo files.",
+    );
+    std::fs::write(d.path().join("in.jsonl"), jsonl(&[empty, some.clone()])).unwrap();
+    let o = filter(d.path(), &["in.jsonl", "--require-reasoning"]);
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)), vec![some]);
+    assert!(
+        stderr(&o).contains("1 dropped (no-reasoning: 1) (not kept: use --rejects"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn flags_turns_and_tokens_on_hermes_and_raw_records() {
+    let d = tmpdir();
+    let mut partial = good();
+    partial["partial"] = json!(true);
+    let mut unfinished = good();
+    unfinished["completed"] = json!(false);
+    let mut no_calls = good();
+    no_calls["conversations"] = json!([{"from": "human", "value": "hi"}, {"from": "gpt", "value": "<think>\nhm\n</think>\nhello"}]);
+    let raw = json!({"prompt_index": 9, "completed": true, "partial": false,
+        "tools": [{"type": "function", "function": {"name": "terminal", "parameters": {}}}],
+        "messages": [
+            {"role": "user", "content": "list"},
+            {"role": "assistant", "content": null, "reasoning": "look first",
+             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": "{\"command\":\"ls\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "a b"},
+            {"role": "assistant", "content": "two files"}]});
+    let rows = [
+        good(),
+        partial.clone(),
+        unfinished.clone(),
+        no_calls.clone(),
+        raw.clone(),
+    ];
+    std::fs::write(d.path().join("in.jsonl"), jsonl(&rows)).unwrap();
+    let keep = |args: &[&str]| -> Vec<Value> {
+        let mut a = vec!["in.jsonl"];
+        a.extend_from_slice(args);
+        let o = filter(d.path(), &a);
+        assert_code(&o, 0);
+        parse_jsonl(&stdout(&o))
+    };
+    assert_eq!(
+        keep(&["--completed"]),
+        vec![good(), partial.clone(), no_calls.clone(), raw.clone()]
+    );
+    assert_eq!(
+        keep(&["--no-partial"]),
+        vec![good(), unfinished.clone(), no_calls.clone(), raw.clone()]
+    );
+    assert_eq!(
+        keep(&["--has-tool-calls"]),
+        vec![good(), partial.clone(), unfinished.clone(), raw.clone()]
+    );
+    assert_eq!(
+        keep(&["--completed", "--no-partial", "--has-tool-calls"]),
+        vec![good(), raw.clone()]
+    );
+    assert_eq!(
+        keep(&["--min-turns", "3", "--max-turns", "4"]),
+        vec![raw.clone()]
+    );
+    assert_eq!(keep(&["--max-turns", "2"]), vec![no_calls.clone()]);
+    assert_eq!(
+        keep(&["--require-reasoning", "--valid-tools", "--well-formed"]).len(),
+        5
+    );
+    // chars4: one token per 4 characters of the turn texts
+    assert_eq!(
+        keep(&["--max-tokens", "10", "--tokenizer", "chars4"]),
+        vec![no_calls.clone(), raw.clone()]
+    );
+    assert_eq!(
+        keep(&["--min-tokens", "11", "--tokenizer", "chars4"]).len(),
+        3
+    );
+    // a usage error, and an unknown tokenizer
+    assert_code(
+        &filter(
+            d.path(),
+            &["in.jsonl", "--min-turns", "5", "--max-turns", "2"],
+        ),
+        2,
+    );
+    assert_code(
+        &filter(
+            d.path(),
+            &["in.jsonl", "--min-tokens", "5", "--tokenizer", "nope"],
+        ),
+        2,
+    );
+}
+
+#[test]
+fn rows_without_conversations_or_messages_are_bad_under_a_predicate() {
+    let d = tmpdir();
+    std::fs::write(d.path().join("in.jsonl"), "{\"prompt\": \"x\"}\n").unwrap();
+    let o = filter(d.path(), &["in.jsonl", "--completed"]);
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("in.jsonl:1: row has neither `conversations` nor `messages`"));
+    let o = filter(d.path(), &["in.jsonl"]);
+    assert_code(&o, 0);
+}

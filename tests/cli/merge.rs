@@ -1,0 +1,272 @@
+//! traj-merge: shard split and merged back, run directories, duplicates, tombstones,
+//! bad lines, spilling to disk.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::util::*;
+
+const HERMES: &str = "hermes_reason_tool_use_50.jsonl";
+
+fn merge(dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = cmd("traj-merge", dir);
+    c.args(args);
+    run(c)
+}
+
+fn write(dir: &Path, name: &str, lines: &[String]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+fn rowj(idx: Option<u64>, prompt: &str, tag: &str) -> String {
+    let mut v = json!({"conversations": [
+        {"from": "system", "value": "s"},
+        {"from": "human", "value": prompt},
+        {"from": "gpt", "value": format!("<think>\n{tag}\n</think>\nok")}]});
+    if let Some(i) = idx {
+        v = json!({"prompt_index": i, "conversations": v["conversations"], "tag": tag});
+    } else {
+        v["tag"] = json!(tag);
+    }
+    v.to_string()
+}
+
+#[test]
+fn shard_split_in_two_and_merged_back_is_the_original() {
+    let d = tmpdir();
+    let original = std::fs::read_to_string(fixture(HERMES)).unwrap();
+    let lines: Vec<String> = original.lines().map(String::from).collect();
+    // two shards, interleaved and each in reverse order
+    let a: Vec<String> = lines.iter().step_by(2).rev().cloned().collect();
+    let b: Vec<String> = lines.iter().skip(1).step_by(2).rev().cloned().collect();
+    write(d.path(), "a.jsonl", &a);
+    write(d.path(), "b.jsonl", &b);
+    for extra in [
+        &[][..],
+        &["--buffer-size", "1"][..],
+        &["--buffer-size", "20K"][..],
+    ] {
+        let mut args = vec!["b.jsonl", "a.jsonl", "-o", "merged.jsonl"];
+        args.extend_from_slice(extra);
+        let o = merge(d.path(), &args);
+        assert_code(&o, 0);
+        let merged = std::fs::read_to_string(d.path().join("merged.jsonl")).unwrap();
+        assert!(merged == original, "merge of the split differs ({extra:?})");
+        assert!(
+            stderr(&o).contains("2 files, 50 rows read, 50 written, 0 duplicates"),
+            "{}",
+            stderr(&o)
+        );
+        if !extra.is_empty() {
+            assert!(stderr(&o).contains("spill runs"), "{}", stderr(&o));
+        }
+    }
+    // merging the original with one shard again: each row once
+    let o = merge(
+        d.path(),
+        &[
+            &fixture(HERMES).display().to_string(),
+            "a.jsonl",
+            "--keep",
+            "first",
+        ],
+    );
+    assert_code(&o, 0);
+    assert!(stdout(&o) == original);
+    assert!(stderr(&o).contains("25 duplicates dropped (kept the first of each prompt_index)"));
+}
+
+#[test]
+fn run_directory_reads_batches_in_numeric_order_and_keeps_last() {
+    let d = tmpdir();
+    let run_dir = d.path().join("run");
+    std::fs::create_dir(&run_dir).unwrap();
+    write(
+        &run_dir,
+        "batch_2.jsonl",
+        &[rowj(Some(3), "p3", "old"), rowj(Some(1), "p1", "b2")],
+    );
+    write(
+        &run_dir,
+        "batch_10.jsonl",
+        &[rowj(Some(3), "p3", "new"), rowj(Some(0), "p0", "b10")],
+    );
+    write(&run_dir, "batch_1.jsonl", &[rowj(Some(2), "p2", "b1")]);
+    // not a batch file: ignored
+    write(
+        &run_dir,
+        "trajectories.jsonl",
+        &[rowj(Some(3), "p3", "stale")],
+    );
+    let o = merge(
+        d.path(),
+        &[
+            "run",
+            "-o",
+            "run/trajectories.jsonl",
+            "--rejects",
+            "rej.jsonl",
+        ],
+    );
+    assert_code(&o, 0);
+    let out = read_jsonl(&run_dir.join("trajectories.jsonl"));
+    let tags: Vec<&str> = out.iter().map(|r| r["tag"].as_str().unwrap()).collect();
+    // batch_10 comes after batch_2, so its row for index 3 is the last one
+    assert_eq!(tags, ["b10", "b2", "b1", "new"]);
+    let idx: Vec<u64> = out
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(idx, [0, 1, 2, 3]);
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(rej.len(), 1);
+    assert_eq!(rej[0]["record"]["tag"], "old");
+    let reason = rej[0]["reasons"][0].as_str().unwrap();
+    assert!(
+        reason.starts_with("duplicate: prompt_index 3 (kept ")
+            && reason.ends_with("batch_10.jsonl:1)"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn same_prompt_under_two_indices_keeps_both_and_tombstones_never_pass() {
+    let d = tmpdir();
+    let tomb =
+        json!({"prompt_index": 7, "discarded": "no_reasoning", "prompt": "same"}).to_string();
+    write(
+        d.path(),
+        "in.jsonl",
+        &[
+            rowj(Some(5), "same", "a"),
+            tomb.clone(),
+            rowj(Some(4), "same", "b"),
+        ],
+    );
+    let o = merge(d.path(), &["in.jsonl", "--rejects", "rej.jsonl"]);
+    assert_code(&o, 0);
+    let out = parse_jsonl(&stdout(&o));
+    let tags: Vec<&str> = out.iter().map(|r| r["tag"].as_str().unwrap()).collect();
+    assert_eq!(tags, ["b", "a"]);
+    assert!(out.iter().all(|r| r.get("discarded").is_none()));
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(rej.len(), 1);
+    assert_eq!(
+        rej[0]["reasons"],
+        json!(["tombstone: discarded \"no_reasoning\""])
+    );
+    assert_eq!(rej[0]["line"], 2);
+    assert!(stderr(&o).contains("1 tombstones dropped"));
+    // keyed on the prompt text instead, the two become duplicates
+    let o = merge(d.path(), &["in.jsonl", "--key", "prompt"]);
+    assert_code(&o, 0);
+    let out = parse_jsonl(&stdout(&o));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0]["tag"], "b");
+}
+
+#[test]
+fn rows_without_index_dedup_on_first_human_turn_and_keep_input_order() {
+    let d = tmpdir();
+    write(
+        d.path(),
+        "in.jsonl",
+        &[
+            rowj(None, "zeta", "z1"),
+            rowj(None, "alpha", "a1"),
+            rowj(Some(1), "one", "i1"),
+            rowj(None, "  zeta ", "z2"),
+            rowj(None, "mid", "m"),
+        ],
+    );
+    for buf in ["64M", "1"] {
+        let o = merge(d.path(), &["in.jsonl", "--buffer-size", buf]);
+        assert_code(&o, 0);
+        let tags: Vec<String> = parse_jsonl(&stdout(&o))
+            .iter()
+            .map(|r| r["tag"].as_str().unwrap().to_owned())
+            .collect();
+        // the winner of "zeta" is its last row, placed where that row was read
+        assert_eq!(tags, ["i1", "a1", "z2", "m"]);
+    }
+}
+
+#[test]
+fn bad_lines_fail_strict_and_leave_no_output_file() {
+    let d = tmpdir();
+    write(
+        d.path(),
+        "in.jsonl",
+        &[
+            rowj(Some(1), "p", "a"),
+            "{\"prompt_index\": 2, ".into(),
+            "[3]".into(),
+        ],
+    );
+    let o = merge(d.path(), &["in.jsonl", "-o", "out.jsonl"]);
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains("in.jsonl:2: invalid JSON"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !d.path().join("out.jsonl").exists(),
+        "no half-written output"
+    );
+    let names: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "no temp file left: {names:?}");
+
+    let o = merge(
+        d.path(),
+        &[
+            "in.jsonl",
+            "-o",
+            "out.jsonl",
+            "--on-error",
+            "skip",
+            "--rejects",
+            "rej.jsonl",
+        ],
+    );
+    assert_code(&o, 0);
+    assert_eq!(read_jsonl(&d.path().join("out.jsonl")).len(), 1);
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(rej.len(), 2);
+    assert_eq!(
+        rej[1]["reasons"][0],
+        "expected a JSON object, found an array"
+    );
+    // skipping without a rejects file loses data: exit 1
+    let o = merge(d.path(), &["in.jsonl", "--on-error", "skip"]);
+    assert_code(&o, 1);
+}
+
+#[test]
+fn real_glaive_rows_without_index_merge_by_prompt() {
+    let d = tmpdir();
+    let src = fixture("llamafactory_glaive_toolcall_en.jsonl");
+    let text = std::fs::read_to_string(&src).unwrap();
+    let rows: Vec<Value> = parse_jsonl(&text);
+    // the first human turn identifies a row; count distinct ones independently
+    let mut seen = std::collections::HashSet::new();
+    for r in &rows {
+        let first = r["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["from"] == "human")
+            .unwrap();
+        seen.insert(first["value"].as_str().unwrap().trim().to_owned());
+    }
+    let p = src.display().to_string();
+    let o = merge(d.path(), &[&p, &p]);
+    assert_code(&o, 0);
+    let out = parse_jsonl(&stdout(&o));
+    assert_eq!(out.len(), seen.len());
+}
