@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use crate::cache::Cache;
-use crate::llm::{CallOptions, ChatResponse, Client, ErrorClass, LlmError, Usage};
+use crate::llm::{CallOptions, ChatResponse, Client, LlmError, Usage};
 use crate::toolbox::ToolHost;
 
 /// The user message sent when the turn cap is reached.
@@ -47,6 +47,12 @@ pub struct AgentConfig {
     pub prefill: Vec<Value>,
     /// Wall-clock limit per prompt.
     pub prompt_timeout: Option<Duration>,
+    /// Send the assistant messages' `reasoning` / `reasoning_details` back to the
+    /// provider (OpenRouter takes them; DeepSeek and others reject unknown fields).
+    /// Stored messages always keep every field as returned.
+    pub send_reasoning: bool,
+    /// More top-level request fields (e.g. OpenRouter's `usage: {include: true}`).
+    pub extra_body: Map<String, Value>,
 }
 
 impl Default for AgentConfig {
@@ -60,6 +66,8 @@ impl Default for AgentConfig {
             ephemeral_system_prompt: None,
             prefill: Vec::new(),
             prompt_timeout: None,
+            send_reasoning: false,
+            extra_body: Map::new(),
         }
     }
 }
@@ -323,7 +331,7 @@ pub fn request_body(cfg: &AgentConfig, messages: &[Value], tools: Option<&[Value
         sent.push(json!({"role": "system", "content": sys}));
     }
     sent.extend(cfg.prefill.iter().cloned());
-    sent.extend(messages.iter().cloned());
+    sent.extend(messages.iter().map(|m| outgoing(m, cfg.send_reasoning)));
     let mut body = Map::new();
     body.insert("model".into(), json!(cfg.model));
     body.insert("messages".into(), Value::Array(sent));
@@ -338,6 +346,9 @@ pub fn request_body(cfg: &AgentConfig, messages: &[Value], tools: Option<&[Value
     }
     if let Some(p) = &cfg.provider {
         body.insert("provider".into(), p.clone());
+    }
+    for (k, v) in &cfg.extra_body {
+        body.entry(k.clone()).or_insert_with(|| v.clone());
     }
     Value::Object(body)
 }
@@ -388,6 +399,46 @@ fn check_call(call: &Value, names: &[String]) -> Result<(String, String, Value),
         .unwrap_or("")
         .to_string();
     Ok((id, name.to_string(), args))
+}
+
+/// Give every tool call an `id` (some providers omit it), so that each tool result can
+/// name its call.
+fn ensure_call_ids(message: &mut Value, turn: usize) {
+    if let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) {
+        for (k, c) in calls.iter_mut().enumerate() {
+            let missing = c
+                .get("id")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty);
+            if missing && c.is_object() {
+                c["id"] = json!(format!("call_{turn}_{k}"));
+            }
+        }
+    }
+}
+
+/// An assistant message as sent back: the standard fields, plus the reasoning fields
+/// when the provider takes them back (`send_reasoning`; some providers reject them).
+fn outgoing(m: &Value, send_reasoning: bool) -> Value {
+    if m.get("role").and_then(Value::as_str) != Some("assistant") {
+        return m.clone();
+    }
+    let Some(obj) = m.as_object() else {
+        return m.clone();
+    };
+    let keep = |k: &str| {
+        matches!(k, "role" | "content" | "tool_calls" | "name")
+            || (send_reasoning && matches!(k, "reasoning" | "reasoning_details"))
+    };
+    let mut out: Map<String, Value> = obj
+        .iter()
+        .filter(|(k, _)| keep(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !out.contains_key("content") {
+        out.insert("content".into(), Value::Null);
+    }
+    Value::Object(out)
 }
 
 fn tool_message(id: &str, content: String) -> Value {
@@ -509,6 +560,8 @@ pub fn run_prompt(
             stop = Some(StopReason::Length);
             break;
         }
+        let mut r = r;
+        ensure_call_ids(&mut r.message, calls.len());
         let tool_calls = r.tool_calls().to_vec();
         if tool_calls.is_empty() {
             let empty = r.content.trim().is_empty();
@@ -555,7 +608,6 @@ pub fn run_prompt(
             }
         }
     }
-    let api_calls_capped = calls.len() as u32;
     let stop = match stop {
         Some(s) => s,
         None => {
@@ -568,7 +620,6 @@ pub fn run_prompt(
             StopReason::TurnCap
         }
     };
-    let _ = api_calls_capped;
     Outcome::Done(Box::new(Trajectory {
         messages,
         completed: stop == StopReason::Answer,
@@ -585,14 +636,10 @@ pub fn run_prompt(
     }))
 }
 
-/// The failure class of an [`ErrorClass`] (for callers outside the loop).
-pub fn class_name(c: ErrorClass) -> &'static str {
-    c.as_str()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::ErrorClass;
     use crate::toolbox::ToolResult;
     use std::sync::Mutex;
 
@@ -702,6 +749,33 @@ mod tests {
         assert_eq!(bodies[0]["messages"][1]["content"], "pre");
         assert_eq!(bodies[0]["messages"][3]["content"], "q");
         assert!(bodies[0]["tools"].is_array());
+    }
+
+    #[test]
+    fn reasoning_goes_back_only_when_asked_and_missing_ids_are_filled() {
+        let no_id = Ok(
+            json!({"choices": [{"message": {"role": "assistant", "content": null,
+            "reasoning_content": "why", "reasoning": "why", "refusal": null,
+            "tool_calls": [{"type": "function", "function": {"name": "echo", "arguments": "{}"}}]},
+            "finish_reason": "tool_calls"}]}),
+        );
+        for send in [false, true] {
+            let chat = Scripted::new(vec![no_id.clone(), answer("ok")]);
+            let c = AgentConfig {
+                send_reasoning: send,
+                ..cfg(3)
+            };
+            let t = done(run_prompt(&c, &chat, &mut Echo(Vec::new()), "q"));
+            // Stored as returned (plus the filled-in id).
+            assert_eq!(t.messages[1]["reasoning_content"], "why");
+            assert_eq!(t.messages[1]["tool_calls"][0]["id"], "call_1_0");
+            assert_eq!(t.messages[2]["tool_call_id"], "call_1_0");
+            let bodies = chat.bodies.lock().unwrap();
+            let sent = &bodies[1]["messages"][4];
+            assert_eq!(sent["role"], "assistant");
+            assert!(sent.get("reasoning_content").is_none() && sent.get("refusal").is_none());
+            assert_eq!(sent.get("reasoning").is_some(), send, "{sent}");
+        }
     }
 
     #[test]

@@ -189,6 +189,30 @@ impl Stats {
         }
     }
 
+    /// Add another aggregate into this one.
+    pub fn merge(&mut self, o: &Stats) {
+        self.records += o.records;
+        self.completed += o.completed;
+        self.partial += o.partial;
+        self.api_calls += o.api_calls;
+        for (name, t) in &o.tools {
+            let e = self.tools.entry(name.clone()).or_default();
+            e.count += t.count;
+            e.success += t.success;
+            e.failure += t.failure;
+        }
+        self.assistant_turns += o.assistant_turns;
+        self.turns_with_reasoning += o.turns_with_reasoning;
+        self.prompt_tokens += o.prompt_tokens;
+        self.completion_tokens += o.completion_tokens;
+        self.total_tokens += o.total_tokens;
+        self.cost += o.cost;
+        self.failure_lines += o.failure_lines;
+        for (c, n) in &o.failure_classes {
+            *self.failure_classes.entry(c.clone()).or_default() += n;
+        }
+    }
+
     fn add_usage(&mut self, u: &Value) {
         let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
         self.prompt_tokens += n("prompt_tokens");

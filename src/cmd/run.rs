@@ -33,6 +33,9 @@ use crate::usage_bail;
 
 const NAME: &str = "traj-run";
 
+/// How long a stopping run waits for agents to leave their prompts.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
 const EXAMPLES: &str = "Examples:
   # 200 prompts, 64 agents, OpenRouter (key in OPENROUTER_API_KEY)
   traj-sample-tools --distribution terminal_tasks prompts.jsonl > tasks.jsonl
@@ -99,6 +102,11 @@ pub struct Args {
     /// System prompt sent with every request and never stored in records.
     #[arg(long, value_name = "TEXT")]
     pub ephemeral_system_prompt: Option<String>,
+    /// Send the reasoning fields of earlier assistant messages back to the model:
+    /// `auto` = only to OpenRouter (others may reject unknown fields). Records always
+    /// keep them.
+    #[arg(long, value_enum, default_value_t = SendReasoning::Auto, value_name = "WHEN")]
+    pub send_reasoning: SendReasoning,
     /// JSON file with an array of `{role, content}` messages sent before each prompt
     /// (never stored).
     #[arg(long, value_name = "FILE")]
@@ -132,7 +140,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
 
-    /// Agents running at once (threads waiting on HTTP: hundreds are fine).
+    /// Agents running at once (threads waiting on HTTP: hundreds are fine; `-j N` is the
+    /// same).
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub num_workers: usize,
     /// Prompts per batch file.
@@ -161,9 +170,20 @@ pub struct Args {
     /// Default and largest time limit of one tool command, in seconds.
     #[arg(long, default_value_t = 180.0, value_name = "SECS")]
     pub tool_timeout: f64,
+    /// Seconds between progress lines on stderr (default: 2 on a terminal, else 10).
+    #[arg(long, value_name = "SECS")]
+    pub progress_secs: Option<f64>,
     /// Directory under which task workspaces are made (default: the temp directory).
     #[arg(long, value_name = "DIR")]
     pub workspace_root: Option<PathBuf>,
+}
+
+/// When reasoning fields go back to the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SendReasoning {
+    Auto,
+    Yes,
+    No,
 }
 
 /// One prompt to run.
@@ -179,15 +199,17 @@ struct Task {
 
 /// What a worker hands the writer.
 enum Done {
+    /// A record line, and its contribution to the statistics (computed by the worker
+    /// so that the single writer only appends).
     Record {
         task: usize,
         line: Vec<u8>,
-        tokens: u64,
+        stats: Box<Stats>,
     },
     Failure {
         task: usize,
         line: Vec<u8>,
-        tokens: u64,
+        stats: Box<Stats>,
     },
     Abandoned,
 }
@@ -287,6 +309,19 @@ fn agent_config(args: &Args) -> Result<AgentConfig> {
         ephemeral_system_prompt: args.ephemeral_system_prompt.clone(),
         prefill,
         prompt_timeout,
+        // OpenRouter reports the cost of a call only when asked to.
+        extra_body: if args.base_url.contains("openrouter") {
+            let mut m = Map::new();
+            m.insert("usage".into(), json!({"include": true}));
+            m
+        } else {
+            Map::new()
+        },
+        send_reasoning: match args.send_reasoning {
+            SendReasoning::Auto => args.base_url.contains("openrouter"),
+            SendReasoning::Yes => true,
+            SendReasoning::No => false,
+        },
     })
 }
 
@@ -399,6 +434,14 @@ pub fn run_cli(args: Args) -> Result<Status> {
     }
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("cannot create run directory {}", dir.display()))?;
+    // Temp files of a summary write cut short by a kill.
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     for (path, bytes) in &existing.repaired {
         note(
             NAME,
@@ -459,9 +502,15 @@ pub fn run_cli(args: Args) -> Result<Status> {
         let _ = ctrlc::set_handler(move || s.llm.request_stop("interrupted"));
     }
 
-    let (tx, rx) = crossbeam_channel::bounded::<Done>(args.num_workers.max(16) * 2);
+    // `-j N` (the flag every stage shares) means the same as --num-workers N here.
+    let num_workers = if args.io.jobs > 0 {
+        args.io.jobs
+    } else {
+        args.num_workers
+    };
+    let (tx, rx) = crossbeam_channel::bounded::<Done>(num_workers.max(16) * 2);
     let n_tasks = shared.tasks.len();
-    let workers = args.num_workers.min(n_tasks.max(1));
+    let workers = num_workers.min(n_tasks.max(1));
     for w in 0..workers {
         let s = shared.clone();
         let tx = tx.clone();
@@ -491,7 +540,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
         stdout_closed: false,
     };
     writer.checkpoint_from_scan(&existing, &shared.tasks);
-    let progress = Progress::start(shared.clone(), args.io.quiet, n_tasks);
+    let every = args
+        .progress_secs
+        .map(|s| Duration::from_secs_f64(s.max(0.05)));
+    let progress = Progress::start(shared.clone(), args.io.quiet, n_tasks, every);
     let result = writer.drain(&shared, rx, &progress);
     progress.finish();
     writer.appender.sync()?;
@@ -508,8 +560,17 @@ pub fn run_cli(args: Args) -> Result<Status> {
             r => r?,
         }
     }
-    let batches = rundir::scan(&dir, false)
-        .map(|s| s.batches.len())
+    let batches = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(rundir::batch_number)
+                        .is_some()
+                })
+                .count()
+        })
         .unwrap_or(0);
     let statistics = statistics(
         &args,
@@ -533,13 +594,19 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "{records} records, {failures} failures, {left} not run; {} in {:.1}s; {} tokens, ${:.4}",
             dir.display(),
             started.elapsed().as_secs_f64(),
-            stats_tokens(&stats),
+            stats.total_tokens,
             shared.llm.spent()
         );
         if let Some(r) = &stop_reason {
             msg.push_str(&format!("; stopped: {r}"));
         }
         note(NAME, &msg);
+    }
+    if args.max_cost.is_some() && records + failures > 0 && shared.llm.spent() == 0.0 {
+        note(
+            NAME,
+            "warning: the endpoint reported no cost, so --max-cost could not limit this run",
+        );
     }
     if stdout_closed {
         return Ok(Status::Ok);
@@ -555,10 +622,6 @@ pub fn run_cli(args: Args) -> Result<Status> {
         return Ok(Status::Failed);
     }
     Ok(Status::Ok)
-}
-
-fn stats_tokens(s: &Stats) -> u64 {
-    s.total_tokens
 }
 
 struct Plan {
@@ -658,16 +721,16 @@ fn run_task(s: &Shared, i: usize) -> Done {
     let task = &s.tasks[i];
     let row = match jsonl::parse_object(task.line.as_bytes()) {
         Ok(r) => r,
-        Err(e) => return failure(s, task, i, "bad_task", false, &e, None, 0, 0),
+        Err(e) => return failure(s, task, i, "bad_task", false, &e),
     };
     let prompt = row.get("prompt").and_then(Value::as_str).unwrap_or("");
     let toolsets = match toolsets_of(s, &row, task.index) {
         Ok(t) => t,
-        Err(e) => return failure(s, task, i, "bad_task", false, &e, None, 0, 0),
+        Err(e) => return failure(s, task, i, "bad_task", false, &e),
     };
     let mut host = match (s.hosts)(&row, &toolsets) {
         Ok(h) => h,
-        Err(e) => return failure(s, task, i, e.class, e.retryable, &e.message, None, 0, 0),
+        Err(e) => return failure(s, task, i, e.class, e.retryable, &e.message),
     };
     let tools = host.schemas();
     let started_wall = SystemTime::now();
@@ -678,11 +741,9 @@ fn run_task(s: &Shared, i: usize) -> Done {
     match outcome {
         Outcome::Abandoned => Done::Abandoned,
         Outcome::Failed(f) => {
-            let tokens = f.usage.total_tokens;
-            let mut d = failure(
+            let mut v = failure_json(
                 s,
                 task,
-                i,
                 &f.class,
                 f.retryable,
                 &f.message,
@@ -690,19 +751,9 @@ fn run_task(s: &Shared, i: usize) -> Done {
                 f.http_attempts,
                 f.api_calls,
             );
-            if let Done::Failure {
-                line, tokens: t, ..
-            } = &mut d
-            {
-                *t = tokens;
-                // Put the usage spent before the failure into the line.
-                if let Ok(mut v) = serde_json::from_slice::<Value>(line) {
-                    v["usage"] = agent::usage_json(&f.usage);
-                    *line = serde_json::to_vec(&v).unwrap_or_default();
-                    line.push(b'\n');
-                }
-            }
-            d
+            // The usage spent before the failure.
+            v["usage"] = agent::usage_json(&f.usage);
+            failure_done(i, v)
         }
         Outcome::Done(t) => {
             let mut rec = Map::new();
@@ -742,30 +793,39 @@ fn run_task(s: &Shared, i: usize) -> Done {
                     rec.insert(k, v);
                 }
             }
-            let mut line = serde_json::to_vec(&Value::Object(rec)).unwrap_or_default();
+            let rec = Value::Object(rec);
+            let mut stats = Stats::default();
+            stats.add_record(&rec);
+            let mut line = serde_json::to_vec(&rec).unwrap_or_default();
             line.push(b'\n');
             Done::Record {
                 task: i,
                 line,
-                tokens: t.usage.total_tokens,
+                stats: Box::new(stats),
             }
         }
     }
 }
 
+fn failure(s: &Shared, task: &Task, i: usize, class: &str, retryable: bool, message: &str) -> Done {
+    failure_done(
+        i,
+        failure_json(s, task, class, retryable, message, None, 0, 0),
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
-fn failure(
+fn failure_json(
     s: &Shared,
     task: &Task,
-    i: usize,
     class: &str,
     retryable: bool,
     message: &str,
     status: Option<u16>,
     http_attempts: u32,
     api_calls: u32,
-) -> Done {
-    let v = json!({
+) -> Value {
+    json!({
         "prompt_index": task.index,
         "prompt_hash": task.hash,
         "class": class,
@@ -778,13 +838,18 @@ fn failure(
         "batch_num": task.batch,
         "model": s.cfg.model,
         "at": rundir::utc_now(),
-    });
+    })
+}
+
+fn failure_done(i: usize, v: Value) -> Done {
+    let mut stats = Stats::default();
+    stats.add_failure(&v);
     let mut line = serde_json::to_vec(&v).unwrap_or_default();
     line.push(b'\n');
     Done::Failure {
         task: i,
         line,
-        tokens: 0,
+        stats: Box::new(stats),
     }
 }
 
@@ -841,11 +906,22 @@ impl Writer<'_> {
             }
             self.write_group(shared, &mut group, progress)?;
             if shared.llm.stopping_now() {
-                // In-flight prompts are abandoned; what already finished is kept.
-                while let Ok(d) = rx.try_recv() {
-                    group.push(d);
+                // Agents notice the stop between steps and abandon their prompts (they
+                // run again on resume), dropping their sandboxes. Give them a moment,
+                // keeping what finishes meanwhile; agents still waiting on HTTP after
+                // that are left behind.
+                let grace = Instant::now();
+                while grace.elapsed() < STOP_GRACE
+                    && (shared.in_flight.load(Ordering::Relaxed) > 0 || !rx.is_empty())
+                {
+                    if let Ok(d) = rx.recv_timeout(Duration::from_millis(20)) {
+                        group.push(d);
+                    }
+                    while let Ok(d) = rx.try_recv() {
+                        group.push(d);
+                    }
+                    self.write_group(shared, &mut group, progress)?;
                 }
-                self.write_group(shared, &mut group, progress)?;
                 break;
             }
             if self.last_save.elapsed() >= Duration::from_secs(1) {
@@ -868,17 +944,17 @@ impl Writer<'_> {
         let mut to_stdout: Vec<&[u8]> = Vec::new();
         let mut finished_batches = Vec::new();
         for d in group.iter() {
-            let (task, line, is_record, tokens) = match d {
-                Done::Record { task, line, tokens } => (*task, line, true, *tokens),
-                Done::Failure { task, line, tokens } => (*task, line, false, *tokens),
+            let (task, line, is_record, stats) = match d {
+                Done::Record { task, line, stats } => (*task, line, true, stats),
+                Done::Failure { task, line, stats } => (*task, line, false, stats),
                 Done::Abandoned => continue,
             };
             let t = &shared.tasks[task];
-            let v: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
+            self.stats.merge(stats);
+            let tokens = stats.total_tokens;
             let bs = self.checkpoint.batch_stats.entry(t.batch).or_default();
             if is_record {
                 self.appender.record(t.batch, line)?;
-                self.stats.add_record(&v);
                 self.checkpoint.completed_prompts.insert(t.index);
                 self.checkpoint.failed_prompts.remove(&t.index);
                 bs.processed += 1;
@@ -887,7 +963,6 @@ impl Writer<'_> {
                 to_stdout.push(line);
             } else {
                 self.appender.failure(line)?;
-                self.stats.add_failure(&v);
                 if !self.checkpoint.completed_prompts.contains(&t.index) {
                     self.checkpoint.failed_prompts.insert(t.index);
                 }
@@ -1001,7 +1076,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn start(shared: Arc<Shared>, quiet: bool, total: usize) -> Progress {
+    fn start(shared: Arc<Shared>, quiet: bool, total: usize, every: Option<Duration>) -> Progress {
         let records = Arc::new(AtomicU64::new(0));
         let failures = Arc::new(AtomicU64::new(0));
         let tokens = Arc::new(AtomicU64::new(0));
@@ -1010,11 +1085,15 @@ impl Progress {
             let (r, f, t, d) = (records.clone(), failures.clone(), tokens.clone(), done.clone());
             std::thread::spawn(move || {
                 let tty = crate::cli::stderr_is_tty();
-                let every = if tty { Duration::from_secs(2) } else { Duration::from_secs(10) };
+                let every = every.unwrap_or(if tty {
+                    Duration::from_secs(2)
+                } else {
+                    Duration::from_secs(10)
+                });
                 let start = Instant::now();
                 let mut last = Instant::now();
                 while !d.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(100));
+                    std::thread::sleep(Duration::from_millis(25));
                     if last.elapsed() < every {
                         continue;
                     }
@@ -1076,6 +1155,18 @@ fn format_secs(s: f64) -> String {
 
 // ---- tools ---------------------------------------------------------------------------
 
+/// The host of a task offered no tools.
+struct NoTools;
+
+impl ToolHost for NoTools {
+    fn schemas(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    fn call(&mut self, name: &str, _: &Value) -> crate::toolbox::ToolResult {
+        crate::toolbox::ToolResult::error(format!("no tool named {name:?}: this task has no tools"))
+    }
+}
+
 /// Why the tools of a task could not be made.
 #[derive(Debug, Clone)]
 pub struct HostError {
@@ -1098,12 +1189,17 @@ fn host_factory(args: &Args) -> Result<Box<HostFactory>> {
         usage_bail!("--toolsets: {e:#}");
     }
     Ok(Box::new(move |row, toolsets| {
-        if let Err(e) = registry.resolve_all(toolsets) {
-            return Err(HostError {
-                class: "bad_task",
-                retryable: false,
-                message: format!("{e:#}"),
-            });
+        match registry.resolve(toolsets) {
+            Err(e) => {
+                return Err(HostError {
+                    class: "bad_task",
+                    retryable: false,
+                    message: format!("{e:#}"),
+                });
+            }
+            // No tool to offer: no sandbox to make (or to clean up).
+            Ok(tools) if tools.is_empty() => return Ok(Box::new(NoTools) as Box<dyn ToolHost>),
+            Ok(_) => {}
         }
         match toolbox::Task::new(&registry, toolsets, &sandbox, &TaskSpec::from_row(row)) {
             Ok(t) => Ok(Box::new(t) as Box<dyn ToolHost>),

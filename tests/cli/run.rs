@@ -116,6 +116,23 @@ fn records(run: &Path) -> Vec<Value> {
     out
 }
 
+/// Complete lines in the batch files so far (while a run is going).
+fn records_so_far(run: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(run) else {
+        return 0;
+    };
+    rd.filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("batch_"))
+        .map(|e| {
+            std::fs::read(e.path())
+                .unwrap_or_default()
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+        })
+        .sum()
+}
+
 fn failures(run: &Path) -> Vec<Value> {
     let p = run.join("failures.jsonl");
     if p.exists() {
@@ -480,6 +497,20 @@ fn existing_run_needs_resume_and_bad_rows_are_located() {
         "{}",
         stderr(&o)
     );
+    // A remote endpoint needs a key.
+    let mut c = cmd("traj-run", d.path());
+    c.args([
+        "--model",
+        "m",
+        "--base-url",
+        "https://example.invalid/v1",
+        "--run-dir",
+        "data/k",
+        &input,
+    ]);
+    let o = run(c);
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("OPENROUTER_API_KEY"), "{}", stderr(&o));
     std::fs::write(d.path().join("prefill.json"), "{\"role\": \"user\"}").unwrap();
     let mut c = traj_run(d.path(), &s);
     c.args([
@@ -586,6 +617,8 @@ fn kill_9_at_random_points_then_resume_gives_every_prompt_exactly_once() {
         }
     }
     assert!(kills > 0, "the run was never killed; make it slower");
+    // A summary write cut short leaves a temp file; resume removes it.
+    std::fs::write(run_dir.join(".tmp-checkpoint"), "{").unwrap();
     // Tear the last line of one batch file by hand, as a kill during a write would.
     let last = std::fs::read_dir(&run_dir)
         .unwrap()
@@ -614,6 +647,7 @@ fn kill_9_at_random_points_then_resume_gives_every_prompt_exactly_once() {
     let o = run(c);
     assert_code(&o, 0);
     assert_exactly_once(&run_dir, 240);
+    assert!(!run_dir.join(".tmp-checkpoint").exists());
     let cp = read_json(&run_dir.join("checkpoint.json"));
     assert_eq!(cp["completed_prompts"].as_array().unwrap().len(), 240);
     let st = read_json(&run_dir.join("statistics.json"));
@@ -822,4 +856,260 @@ fn distribution_samples_toolsets_for_plain_prompts() {
     let mut c = traj_run(d.path(), &s);
     c.args([&input, "--distribution", "nope", "--run-dir", "data/x"]);
     assert_code(&run(c), 2);
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_resume_finishes() {
+    let d = tmpdir();
+    let s = Standin::json(
+        json!({"latency_ms": 20, "record": false, "rules": [{"match": "", "turns": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "x.txt", "content": "{prompt}"}}]},
+        {"content": "done"}]}]}),
+    );
+    let prompts: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--num-workers",
+        "8",
+        "--toolsets",
+        "file",
+        "--workspace-root",
+        "ws",
+    ]);
+    std::fs::create_dir(d.path().join("ws")).unwrap();
+    c.stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let child = c.spawn().unwrap();
+    let run_dir = d.path().join("data/r");
+    let t = Instant::now();
+    while records_so_far(&run_dir) == 0 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let k = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let o = child.wait_with_output().unwrap();
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
+    let n = records(&run_dir).len();
+    assert!(n > 0 && n < 200, "{n}");
+    let cp = read_json(&run_dir.join("checkpoint.json"));
+    assert_eq!(cp["completed_prompts"].as_array().unwrap().len(), n);
+    // Abandoned agents removed their workspaces.
+    assert_eq!(std::fs::read_dir(d.path().join("ws")).unwrap().count(), 0);
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--num-workers",
+        "32",
+        "--toolsets",
+        "file",
+        "--resume",
+    ]);
+    assert_code(&run(c), 0);
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 200);
+    let idx: std::collections::HashSet<u64> = recs
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(idx.len(), 200);
+}
+
+#[test]
+fn demo_agent_script_runs_and_caps_cleanly() {
+    let d = tmpdir();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/scripts/agent.json"),
+    )
+    .unwrap();
+    let s = Standin::json(serde_json::from_str(&text).unwrap());
+    let input = write_prompts(
+        d.path(),
+        &["Summarise the workspace", "Write a haiku about logs"],
+    );
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--toolsets", "terminal,file"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let recs = parse_jsonl(&stdout(&o));
+    assert_eq!(recs.len(), 2);
+    for r in &recs {
+        assert_eq!(r["completed"], true, "{r}");
+        assert_eq!(r["api_calls"], 4);
+        let answer = r["messages"][7]["content"].as_str().unwrap();
+        assert!(answer.contains(r["prompt"].as_str().unwrap()), "{answer}");
+        assert!((r["usage"]["cost"].as_f64().unwrap() - 0.002).abs() < 1e-9);
+    }
+}
+
+/// The reference's golden run (`/work/shared/reference/golden`): 20 prompts, batch size 5,
+/// terminal_only, a terminal call then an answer, both with reasoning. Our
+/// checkpoint.json and statistics.json carry the same fields and values.
+#[test]
+fn golden_shaped_run_matches_the_reference_files() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [{"match": "", "turns": [
+        {"reasoning": "Check the environment.", "reasoning_field": "reasoning_content",
+         "tool_calls": [{"name": "terminal", "arguments": {"command": "printenv; echo marker-$((6*7))"}}]},
+        {"reasoning": "Report it.", "reasoning_field": "reasoning_content", "content": "The environment is reported."}
+    ]}]}));
+    let prompts: Vec<String> = (0..20)
+        .map(|i| format!("Report the environment, task {i}"))
+        .collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let mut c = traj_run(d.path(), &s);
+    c.env("OPENROUTER_API_KEY", "sk-or-SECRET");
+    c.args([
+        &input,
+        "--distribution",
+        "terminal_only",
+        "--batch-size",
+        "5",
+        "--max-turns",
+        "5",
+        "--num-workers",
+        "2",
+    ]);
+    c.args(["--run-dir", "data/golden"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let run_dir = d.path().join("data/golden");
+    let st = read_json(&run_dir.join("statistics.json"));
+    let golden_keys = [
+        "run_name",
+        "distribution",
+        "total_prompts",
+        "total_batches",
+        "batch_size",
+        "model",
+        "completed_at",
+        "duration_seconds",
+        "tool_statistics",
+        "reasoning_statistics",
+    ];
+    for k in golden_keys {
+        assert!(st.get(k).is_some(), "{k}");
+    }
+    assert_eq!(st["run_name"], "golden");
+    assert_eq!(st["distribution"], "terminal_only");
+    assert_eq!(st["total_prompts"], 20);
+    assert_eq!(st["total_batches"], 4);
+    assert_eq!(st["batch_size"], 5);
+    assert_eq!(
+        st["tool_statistics"],
+        json!({"terminal": {"count": 20, "success": 20, "failure": 0,
+        "success_rate": 100.0, "failure_rate": 0.0}})
+    );
+    assert_eq!(
+        st["reasoning_statistics"],
+        json!({"total_assistant_turns": 40,
+        "turns_with_reasoning": 40, "turns_without_reasoning": 0})
+    );
+    let cp = read_json(&run_dir.join("checkpoint.json"));
+    assert_eq!(cp["run_name"], "golden");
+    assert_eq!(
+        cp["completed_prompts"],
+        json!((0..20).collect::<Vec<u64>>())
+    );
+    for b in 0..4 {
+        let bs = &cp["batch_stats"][b.to_string()];
+        assert_eq!(
+            (
+                bs["processed"].as_u64(),
+                bs["skipped"].as_u64(),
+                bs["discarded_no_reasoning"].as_u64()
+            ),
+            (Some(5), Some(0), Some(0)),
+            "{cp}"
+        );
+    }
+    assert!(cp["last_updated"].as_str().unwrap().ends_with('Z'));
+    for r in records(&run_dir) {
+        let out = r["messages"][2]["content"].as_str().unwrap();
+        assert!(out.contains("marker-42"), "{out}");
+        assert!(!out.contains("SECRET"), "the API key reached a tool: {out}");
+        assert_eq!(
+            r["metadata"]["batch_num"],
+            r["prompt_index"].as_u64().unwrap() / 5
+        );
+    }
+}
+
+#[test]
+fn progress_lines_on_stderr() {
+    let d = tmpdir();
+    let s = Standin::json(
+        json!({"latency_ms": 30, "record": false, "default": {"content": "ok", "cost": 0.25}}),
+    );
+    let prompts: Vec<String> = (0..40).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let mut c = cmd("traj-run", d.path());
+    c.args([
+        "--model",
+        "m",
+        "--base-url",
+        &s.url(),
+        "--run-dir",
+        "data/r",
+        &input,
+    ]);
+    c.args(["--num-workers", "4", "--progress-secs", "0.1"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let err = stderr(&o);
+    let line = err
+        .lines()
+        .find(|l| l.contains("in flight"))
+        .unwrap_or_else(|| panic!("{err}"));
+    for part in ["/40 done", "failed", "prompts/s", "tokens", "$", "ETA"] {
+        assert!(line.contains(part), "{part}: {line}");
+    }
+    assert!(err.contains("40 records, 0 failures"), "{err}");
+    assert!(err.contains("$10.0000"), "{err}");
+}
+
+#[test]
+fn truncated_replies_are_partial_or_failures() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [
+        {"match": "later", "turns": [
+            {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo hi"}}]},
+            {"content": "cut in the midd", "finish_reason": "length"}]},
+        {"match": "first", "turns": [{"content": "cut", "finish_reason": "length"}]},
+        {"match": "empty", "turns": [{"content": ""}]}
+    ]}));
+    let input = write_prompts(d.path(), &["later", "first", "empty"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--toolsets", "terminal"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    let recs = parse_jsonl(&stdout(&o));
+    let later = recs.iter().find(|r| r["prompt"] == "later").unwrap();
+    assert_eq!(
+        (later["completed"].as_bool(), later["partial"].as_bool()),
+        (Some(false), Some(true))
+    );
+    assert_eq!(later["stop_reason"], "length");
+    assert_eq!(later["api_calls"], 2);
+    assert_eq!(
+        later["messages"].as_array().unwrap().len(),
+        3,
+        "the cut reply is left out"
+    );
+    let empty = recs.iter().find(|r| r["prompt"] == "empty").unwrap();
+    assert_eq!(empty["stop_reason"], "empty_answer");
+    assert_eq!(empty["partial"], true);
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails.len(), 1);
+    assert_eq!(fails[0]["class"], "length");
+    assert_eq!(fails[0]["retryable"], false);
 }

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Benchmark of traj-run against the stand-in endpoint (tests/standin), which answers
+# every request after a fixed latency. The ideal rate is workers / latency (256 / 0.2 s =
+# 1,280 calls/s); the figure of merit is the share of it reached. Also reports peak RSS
+# and memory per in-flight agent (RSS at 256 workers minus RSS at 16, over 240).
+#
+# Usage: scripts/bench-run.sh [WORKERS] [LATENCY_MS] [SECONDS]
+# Prints a markdown section on stdout. Needs release builds:
+#   cargo build --release --bin traj-run --example standin
+set -euo pipefail
+
+WORKERS=${1:-256}
+LATENCY_MS=${2:-200}
+SECONDS_TARGET=${3:-10}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN="$ROOT/target/release/traj-run"
+STANDIN="$ROOT/target/release/examples/standin"
+[[ -x $BIN && -x $STANDIN ]] || (cd "$ROOT" && cargo build --release --locked --bin traj-run --example standin >&2)
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/traj-bench-run.XXXXXX")
+STANDIN_PID=""
+cleanup() {
+    [[ -n $STANDIN_PID ]] && kill "$STANDIN_PID" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+IDEAL=$((WORKERS * 1000 / LATENCY_MS))
+N1=$((IDEAL * SECONDS_TARGET))           # one call per prompt
+N4=$((IDEAL * SECONDS_TARGET / 4))       # four calls per prompt (three tool turns)
+
+# Scripts: a plain answer; and an agent doing write_file, read_file, terminal, answer.
+echo '{"default": {"content": "Answer to: {prompt}", "reasoning": "short thought"}}' > "$WORK/answer.json"
+cat > "$WORK/agent.json" <<'EOF'
+{"rules": [{"match": "", "turns": [
+  {"reasoning": "Write it down.", "tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "{prompt}"}}]},
+  {"reasoning": "Read it back.", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+  {"reasoning": "Count it.", "tool_calls": [{"name": "terminal", "arguments": {"command": "wc -c a.txt"}}]},
+  {"reasoning": "Done.", "content": "It said: {tool_output}"}
+]}]}
+EOF
+python3 - "$N1" "$WORK/prompts1.jsonl" <<'EOF'
+import json, sys
+n = int(sys.argv[1])
+with open(sys.argv[2], "w") as f:
+    for i in range(n):
+        f.write(json.dumps({"prompt": f"Benchmark prompt number {i}: summarise the plan in one line."}) + "\n")
+EOF
+python3 - "$N4" "$WORK/prompts4.jsonl" <<'EOF'
+import json, sys
+n = int(sys.argv[1])
+with open(sys.argv[2], "w") as f:
+    for i in range(n):
+        f.write(json.dumps({"prompt": f"Agent task {i}", "toolsets": ["terminal", "file"]}) + "\n")
+EOF
+
+start_standin() { # script
+    "$STANDIN" --latency-ms "$LATENCY_MS" --script "$1" > "$WORK/addr" &
+    STANDIN_PID=$!
+    for _ in $(seq 100); do [[ -s $WORK/addr ]] && break; sleep 0.05; done
+    URL=$(head -n1 "$WORK/addr")
+}
+stop_standin() { kill "$STANDIN_PID" 2>/dev/null || true; wait "$STANDIN_PID" 2>/dev/null || true; STANDIN_PID=""; : > "$WORK/addr"; }
+
+# run NAME PROMPTS WORKERS -> sets SECS, RSS_KB, CPU (% of one core), CALLS, RECORDS
+run() {
+    local name=$1 prompts=$2 workers=$3
+    local t0 t1
+    t0=$(date +%s.%N)
+    /usr/bin/time -f "%M %U %S" -o "$WORK/$name.rss" \
+        "$BIN" --model standin --base-url "$URL" --run-dir "$WORK/$name" \
+        --num-workers "$workers" --batch-size 1000 -q --workspace-root "$WORK/ws" \
+        "$prompts" > "$WORK/$name.out"
+    t1=$(date +%s.%N)
+    SECS=$(echo "$t1 - $t0" | bc -l)
+    read -r RSS_KB USER_S SYS_S < <(tail -n1 "$WORK/$name.rss")
+    CPU=$(echo "($USER_S + $SYS_S) / $SECS * 100" | bc -l)
+    CALLS=$(jq '.api_calls' "$WORK/$name/statistics.json")
+    RECORDS=$(wc -l < "$WORK/$name.out")
+}
+mkdir -p "$WORK/ws"
+
+echo "## traj-run: $WORKERS agents against a stand-in answering after ${LATENCY_MS} ms"
+echo
+echo "Machine: $(nproc) cores; ideal rate = workers / latency = $IDEAL calls/s."
+echo
+echo "| scenario | prompts | calls | wall s | calls/s | % of ideal | peak RSS MB | traj-run CPU % |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+
+start_standin "$WORK/answer.json"
+run one-call "$WORK/prompts1.jsonl" "$WORKERS"
+RATE=$(echo "$CALLS / $SECS" | bc -l)
+printf '| 1 call per prompt (no tools) | %d | %d | %.2f | %.0f | %.1f%% | %.1f | %.0f |\n' \
+    "$RECORDS" "$CALLS" "$SECS" "$RATE" "$(echo "100 * $RATE / $IDEAL" | bc -l)" "$(echo "$RSS_KB / 1024" | bc -l)" "$CPU"
+RSS_BIG=$RSS_KB
+
+# Memory per in-flight agent: the same run with 16 workers (fewer prompts, same shape).
+head -n $((16 * 1000 / LATENCY_MS * 3)) "$WORK/prompts1.jsonl" > "$WORK/prompts_small.jsonl"
+run small "$WORK/prompts_small.jsonl" 16
+RSS_SMALL=$RSS_KB
+stop_standin
+
+start_standin "$WORK/agent.json"
+run agent "$WORK/prompts4.jsonl" "$WORKERS"
+RATE4=$(echo "$CALLS / $SECS" | bc -l)
+printf '| 4 calls per prompt (write_file, read_file, terminal, answer) | %d | %d | %.2f | %.0f | %.1f%% | %.1f | %.0f |\n' \
+    "$RECORDS" "$CALLS" "$SECS" "$RATE4" "$(echo "100 * $RATE4 / $IDEAL" | bc -l)" "$(echo "$RSS_KB / 1024" | bc -l)" "$CPU"
+TIMES=$(jq -s '[.[] | .timings] | "\(map(.llm_ms) | add / length | floor) ms waiting for the model, \(map(.tool_ms) | add / length | floor) ms in tools"' -r "$WORK/agent.out")
+stop_standin
+
+echo
+echo "Agent scenario, per prompt (ideal: 4 x ${LATENCY_MS} ms of model time): $TIMES."
+echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+PER=$(echo "($RSS_BIG - $RSS_SMALL) / ($WORKERS - 16)" | bc -l)
+printf 'Memory: peak RSS %.1f MB with %d workers, %.1f MB with 16: about %.0f KB per in-flight agent.\n' \
+    "$(echo "$RSS_BIG / 1024" | bc -l)" "$WORKERS" "$(echo "$RSS_SMALL / 1024" | bc -l)" "$PER"
