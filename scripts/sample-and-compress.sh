@@ -55,7 +55,7 @@ for f in "${inputs[@]}"; do
         --rejects "$work/$name.short.jsonl" -q -o "$work/$name.long.jsonl"
   echo "sample-and-compress: $name: $(wc -l < "$work/$name.long.jsonl") rows of >= $min_tokens tokens" >&2
 done
-t traj-merge --sample "$total" --seed "$seed" --key _none_ "$work"/*.long.jsonl -o "$work/sample.jsonl"
+t traj-merge --sample "$total" --seed "$seed" --key prompt "$work"/*.long.jsonl -o "$work/sample.jsonl"
 t traj-compress --target-max-tokens "$target" --tokenizer "$tokenizer" \
   --metrics "$work/compression_metrics.json" "$work/sample.jsonl" -o "$output"
 echo "sample-and-compress: $(wc -l < "$output") rows in $output (metrics: $work/compression_metrics.json)" >&2

@@ -347,7 +347,11 @@ pub fn reject_line(
     serde_json::to_writer(&mut v, source).expect("write to Vec");
     v.extend_from_slice(format!(",\"line\":{lineno},\"reasons\":").as_bytes());
     serde_json::to_writer(&mut v, reasons).expect("write to Vec");
-    let is_json = !line.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok();
+    // Kept as JSON only when it is valid UTF-8 JSON: serde skips strings it ignores
+    // without checking their UTF-8, and a rejects file must stay valid UTF-8.
+    let is_json = !line.is_empty()
+        && std::str::from_utf8(line).is_ok()
+        && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok();
     if is_json {
         v.extend_from_slice(b",\"record\":");
         v.extend_from_slice(line);
@@ -987,6 +991,14 @@ mod tests {
         assert_eq!(rows[0]["raw"], "not json");
         assert_eq!(rows[0]["line"], 2);
         assert_eq!(rows[1]["record"], 42);
+    }
+
+    #[test]
+    fn reject_of_invalid_utf8_stays_utf8() {
+        let line = b"{\"a\":\"\xff\"}";
+        let r = reject_line("test", "x", 1, &["bad".to_string()], line);
+        let v: Value = serde_json::from_slice(&r).expect("valid UTF-8 JSON");
+        assert_eq!(v["raw"], "{\"a\":\"\u{fffd}\"}");
     }
 
     #[test]

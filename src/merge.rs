@@ -64,6 +64,30 @@ pub struct MergeConfig {
     /// Where spill files go (default: the system temp directory).
     pub tmp_dir: Option<PathBuf>,
     pub on_error: OnError,
+    /// Keep a uniform sample of this many rows (after de-duplication).
+    pub sample: Option<Sample>,
+}
+
+/// `--sample N --seed S`: a bottom-k sample. Each row gets a seeded hash of its key (of
+/// its bytes when it has none) and the N rows with the smallest hashes are kept. The
+/// choice depends only on the rows and the seed, never on their order or on threads;
+/// memory is 8 bytes per sampled row.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub n: usize,
+    pub seed: u64,
+}
+
+impl Sample {
+    fn hash(&self, key: Option<u128>, line: &[u8]) -> u64 {
+        let mut h = Sha256::new();
+        h.update(self.seed.to_le_bytes());
+        match key {
+            Some(k) => h.update(k.to_le_bytes()),
+            None => h.update(line),
+        }
+        u64::from_le_bytes(h.finalize()[..8].try_into().expect("32-byte digest"))
+    }
 }
 
 /// Counts of one merge.
@@ -81,6 +105,8 @@ pub struct MergeSummary {
     pub first_bad: Option<String>,
     /// Spill files written (0: everything fit in the buffer).
     pub runs: usize,
+    /// Rows left out by `--sample`.
+    pub not_sampled: u64,
 }
 
 /// The inputs of a merge: files, `-`, and directories (their `batch_*.jsonl` and
@@ -330,6 +356,8 @@ pub fn merge(
     }
     .context("cannot create a temp directory for spill files")?;
     let mut winners: HashMap<u128, Winner> = HashMap::new();
+    // The `n` smallest sample hashes seen (duplicates of a key share one hash).
+    let mut smallest: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
     let mut buf: Vec<Rec> = Vec::new();
     let mut buf_bytes = 0usize;
     let mut runs: Vec<PathBuf> = Vec::new();
@@ -381,6 +409,12 @@ pub fn merge(
                 rejects.write(&src_name, lineno, &[reason], &line)?;
             }
             Ok(Parsed::Row { index, key, label }) => {
+                if let Some(sample) = &cfg.sample {
+                    smallest.insert(sample.hash(key, &line));
+                    if smallest.len() > sample.n {
+                        smallest.pop_last();
+                    }
+                }
                 if let Some(k) = key {
                     let w = Winner { seq, src, lineno };
                     match cfg.keep {
@@ -416,7 +450,13 @@ pub fn merge(
             None => true,
             Some(k) => winners.get(&k).is_some_and(|w| w.seq == r.seq),
         };
-        if keep {
+        let sampled = match &cfg.sample {
+            None => true,
+            Some(sample) => smallest.contains(&sample.hash(r.key, &r.line)),
+        };
+        if keep && !sampled {
+            s.not_sampled += 1;
+        } else if keep {
             out.write_all(&r.line)?;
             out.write_all(b"\n")?;
             s.written += 1;
@@ -553,6 +593,7 @@ mod tests {
             keep,
             buffer_bytes,
             tmp_dir: None,
+            sample: None,
             on_error: OnError::Fail,
         }
     }

@@ -91,6 +91,20 @@ pub fn run<F>(
 where
     F: Fn(&[u8]) -> Judgement + Sync,
 {
+    if cfg.shard.is_some() {
+        // Sharding counts lines across inputs, which the line pipeline does; chunks
+        // here are cut without counting, so a sharded run goes that way (one copy of
+        // each kept line, a little slower).
+        return crate::jsonl::process(cfg, sources, out, rejects, |line, buf| match judge(line) {
+            Judgement::Keep => {
+                buf.extend_from_slice(line);
+                buf.push(b'\n');
+                crate::jsonl::Verdict::Written
+            }
+            Judgement::Drop(r) => crate::jsonl::Verdict::Dropped(r),
+            Judgement::Bad(r) => crate::jsonl::Verdict::Bad(r),
+        });
+    }
     let jobs = if cfg.jobs == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -384,6 +398,7 @@ mod tests {
             on_error,
             jobs: 2,
             drops_are_loss: false,
+            shard: None,
         }
     }
 

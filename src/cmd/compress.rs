@@ -734,6 +734,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 workers,
                 workers * 4 + 64,
                 args.io.on_error,
+                args.io.shard,
                 &mut out,
                 &mut rejects,
                 f,

@@ -58,6 +58,16 @@ pub struct Args {
     /// Directory for spill files (default: $TMPDIR or /tmp).
     #[arg(long, value_name = "DIR")]
     pub tmp_dir: Option<PathBuf>,
+
+    /// Keep a uniform random sample of N rows (after de-duplication): the N rows with
+    /// the smallest seeded hash of their key, so the sample depends only on the rows
+    /// and --seed, not on their order. Rows left out are counted, not written anywhere.
+    #[arg(long, value_name = "N")]
+    pub sample: Option<usize>,
+
+    /// Seed of --sample.
+    #[arg(long, default_value_t = 42, value_name = "S", requires = "sample")]
+    pub seed: u64,
 }
 
 /// Run traj-merge.
@@ -65,6 +75,9 @@ pub fn run_cli(args: Args) -> Result<Status> {
     if args.io.jobs > 1 {
         // Accepted for symmetry with the other stages; the merge reads sequentially.
         note(NAME, "--jobs is ignored: the merge is sequential");
+    }
+    if args.io.shard.is_some() {
+        crate::usage_bail!("--shard does not apply to traj-merge: it joins shards");
     }
     let key = match args.key.as_str() {
         "" => crate::usage_bail!("--key needs a field name or `prompt`"),
@@ -77,6 +90,9 @@ pub fn run_cli(args: Args) -> Result<Status> {
         buffer_bytes: args.buffer_size,
         tmp_dir: args.tmp_dir.clone(),
         on_error: args.io.on_error,
+        sample: args
+            .sample
+            .map(|n| crate::merge::Sample { n, seed: args.seed }),
     };
     let sources = crate::merge::merge_sources(&args.io.inputs)?;
     let mut out = Output::create(args.io.output.as_deref())?;
@@ -125,6 +141,12 @@ fn summary_text(s: &MergeSummary, args: &Args, kept: bool) -> String {
     }
     if s.lost > 0 {
         msg.push_str(&format!(", {} bad lines lost", s.lost));
+    }
+    if let Some(n) = args.sample {
+        msg.push_str(&format!(
+            ", sample of {n} (seed {}): {} rows left out",
+            args.seed, s.not_sampled
+        ));
     }
     if s.runs > 0 {
         msg.push_str(&format!(", sorted via {} spill runs", s.runs));

@@ -57,6 +57,23 @@ pub struct Args {
     /// tool set to get the same keys in every row (one Arrow schema for the whole file).
     #[arg(long, value_name = "FILE")]
     pub tools: Option<PathBuf>,
+
+    /// Set a top-level field on every row (repeatable), e.g. `--set
+    /// _source_dataset=glaive`. VALUE is read as JSON when it parses (`--set n=3`,
+    /// `--set tags='["a"]'`), else as a string.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
+    pub set: Vec<(String, Value)>,
+}
+
+fn parse_set(s: &str) -> Result<(String, Value), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected KEY=VALUE"))?;
+    if k.is_empty() {
+        return Err(format!("{s:?}: the key is empty"));
+    }
+    let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
+    Ok((k.to_string(), value))
 }
 
 /// Read `--tools FILE`: a JSON list of names or schemas (OpenAI or bare), a JSON object
@@ -138,6 +155,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         target: args.to,
         messages_field: args.messages_field.clone(),
         known_tools,
+        set_fields: args.set.clone(),
     };
     let sources = jsonl::sources_from_args(&args.io.inputs)?;
     let mut out = jsonl::Output::create(args.io.output.as_deref())?;

@@ -34,6 +34,7 @@ pub fn process_windowed<F>(
     workers: usize,
     window: usize,
     on_error: OnError,
+    shard: Option<crate::jsonl::Shard>,
     out: &mut dyn Write,
     rejects: &mut Rejects,
     f: F,
@@ -54,12 +55,17 @@ where
         let reader = s.spawn(move || -> Result<()> {
             let mut r = LineReader::new(sources);
             let mut seq = 0;
+            let mut nonblank = 0u64;
             loop {
                 let mut line = Vec::new();
                 let Some((source, lineno)) = r.read_into(&mut line)? else {
                     return Ok(());
                 };
                 if is_blank(&line) {
+                    continue;
+                }
+                nonblank += 1;
+                if shard.is_some_and(|sh| !sh.holds(nonblank - 1)) {
                     continue;
                 }
                 if stop.load(Ordering::Relaxed) || slot_tx.send(()).is_err() {

@@ -43,6 +43,9 @@ pub struct Options {
     pub messages_field: Option<String>,
     /// Tool names every row's `tool_stats` covers (`--tools FILE`).
     pub known_tools: Vec<String>,
+    /// Top-level fields set on every row (`--set KEY=VALUE`), replacing any of the
+    /// same name; new keys go last.
+    pub set_fields: Vec<(String, Value)>,
 }
 
 /// Convert one parsed row and append the output line (with its `\n`) to `out`.
@@ -52,6 +55,9 @@ pub fn normalize_row(
     opts: &Options,
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
+    for (k, v) in &opts.set_fields {
+        row.insert(k.clone(), v.clone());
+    }
     let key = read::find_messages(&row, opts.messages_field.as_deref())?
         .0
         .to_string();

@@ -424,3 +424,23 @@ fn rows_without_conversations_or_messages_are_bad_under_a_predicate() {
     let o = filter(d.path(), &["in.jsonl"]);
     assert_code(&o, 0);
 }
+
+#[test]
+fn shards_split_the_input_exactly_once() {
+    let d = tmpdir();
+    let input = fx(HERMES);
+    let whole = filter(d.path(), &["--well-formed", &input]);
+    let mut parts = Vec::new();
+    for i in 0..3 {
+        let shard = format!("{i}/3");
+        let o = filter(d.path(), &["--well-formed", "--shard", &shard, &input]);
+        assert_code(&o, 0);
+        parts.extend(parse_jsonl(&stdout(&o)));
+    }
+    let mut whole = parse_jsonl(&stdout(&whole));
+    let key = |v: &Value| v["prompt_index"].as_u64().unwrap();
+    whole.sort_by_key(key);
+    parts.sort_by_key(key);
+    assert!(!whole.is_empty());
+    assert_eq!(parts, whole);
+}

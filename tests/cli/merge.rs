@@ -270,3 +270,49 @@ fn real_glaive_rows_without_index_merge_by_prompt() {
     let out = parse_jsonl(&stdout(&o));
     assert_eq!(out.len(), seen.len());
 }
+
+#[test]
+fn sample_is_a_seeded_subset_independent_of_input_order() {
+    let d = tmpdir();
+    let rows: Vec<String> = (0..60)
+        .map(|i| rowj(Some(i), &format!("p{i}"), "t"))
+        .collect();
+    let mut reversed = rows.clone();
+    reversed.reverse();
+    write(d.path(), "a.jsonl", &rows);
+    write(d.path(), "b.jsonl", &reversed);
+    let pick = |file: &str, seed: &str| -> Vec<u64> {
+        let o = merge(d.path(), &["--sample", "10", "--seed", seed, file]);
+        assert_code(&o, 0);
+        assert!(stderr(&o).contains("50 rows left out"), "{}", stderr(&o));
+        parse_jsonl(&stdout(&o))
+            .iter()
+            .map(|r| r["prompt_index"].as_u64().unwrap())
+            .collect()
+    };
+    let a = pick("a.jsonl", "7");
+    assert_eq!(a.len(), 10);
+    assert!(
+        a.windows(2).all(|w| w[0] < w[1]),
+        "sorted by prompt_index: {a:?}"
+    );
+    assert_eq!(
+        pick("b.jsonl", "7"),
+        a,
+        "the same sample whatever the input order"
+    );
+    assert_ne!(pick("a.jsonl", "8"), a, "another seed, another sample");
+    let o = merge(d.path(), &["--sample", "100", "a.jsonl"]);
+    assert_eq!(
+        parse_jsonl(&stdout(&o)).len(),
+        60,
+        "a sample larger than the input keeps all"
+    );
+}
+
+#[test]
+fn shard_flag_is_refused() {
+    let d = tmpdir();
+    write(d.path(), "a.jsonl", &[rowj(Some(0), "p", "t")]);
+    assert_code(&merge(d.path(), &["--shard", "0/2", "a.jsonl"]), 2);
+}

@@ -931,3 +931,33 @@ fn invalid_utf8_is_a_bad_line_with_a_reason() {
         "{r:?}"
     );
 }
+
+#[test]
+fn set_adds_fields_to_every_row() {
+    let input = format!(
+        "{}\n{}\n",
+        msgs(json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])),
+        json!({"messages": [{"role": "user", "content": "a"}], "n": 1})
+    );
+    let rows = norm(
+        &input,
+        &[
+            "--set",
+            "_source_dataset=glaive",
+            "--set",
+            "n=3",
+            "--set",
+            "tags=[\"x\"]",
+        ],
+    );
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r["_source_dataset"], "glaive");
+        assert_eq!(r["n"], 3);
+        assert_eq!(r["tags"], json!(["x"]));
+    }
+    let d = tmpdir();
+    let mut c = cmd(BIN, d.path());
+    c.args(["--set", "novalue"]);
+    assert_code(&run_with_stdin(c, b""), 2);
+}
