@@ -26,8 +26,8 @@ use crate::jsonl::{self, LineReader, OnError, Output, Rejects};
 use crate::llm::{Client, ClientConfig, RateLimiter};
 use crate::rundir::{self, Appender, Checkpoint, Key, Scan, Stats};
 use crate::toolbox::{
-    self as toolbox, Distribution, Registry, SandboxConfig, TaskSpec, ToolConfig, ToolHost,
-    distributions, sandbox::Backend,
+    self as toolbox, Distribution, Registry, SandboxConfig, TaskSpec, ToolArgs, ToolConfig,
+    ToolHost, distributions,
 };
 use crate::usage_bail;
 
@@ -163,19 +163,12 @@ pub struct Args {
     /// Seed of the toolset sampling (as traj-sample-tools: per seed and prompt_index).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Where tool commands run: local (fresh directory, scrubbed environment), bwrap
-    /// (namespaces, no network) or docker (rows naming an `image` always use docker).
-    #[arg(long, value_enum, default_value_t = Backend::Local)]
-    pub sandbox: Backend,
-    /// Default and largest time limit of one tool command, in seconds.
-    #[arg(long, default_value_t = 180.0, value_name = "SECS")]
-    pub tool_timeout: f64,
     /// Seconds between progress lines on stderr (default: 2 on a terminal, else 10).
     #[arg(long, value_name = "SECS")]
     pub progress_secs: Option<f64>,
-    /// Directory under which task workspaces are made (default: the temp directory).
-    #[arg(long, value_name = "DIR")]
-    pub workspace_root: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub tools: ToolArgs,
 }
 
 /// When reasoning fields go back to the provider.
@@ -415,7 +408,16 @@ pub fn run_cli(args: Args) -> Result<Status> {
     }
     let api_key = api_key(&args)?;
     let toolsets_default = split_list(&args.toolsets);
-    let hosts = host_factory(&args)?;
+    let client_cfg = ClientConfig {
+        base_url: args.base_url.clone(),
+        api_key,
+        timeout: Duration::from_secs_f64(args.request_timeout.max(0.001)),
+        max_retries: args.max_retries,
+        backoff_base: Duration::from_millis(args.retry_base_ms),
+        backoff_max: Duration::from_millis(args.retry_max_ms),
+    };
+    let tool_config = args.tools.tool_config(&client_cfg)?;
+    let hosts = host_factory(&args, &tool_config)?;
     let started_wall = SystemTime::now();
     let started = Instant::now();
 
@@ -470,14 +472,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     }
 
     let stop = Arc::new(AtomicBool::new(false));
-    let client = Client::new(ClientConfig {
-        base_url: args.base_url.clone(),
-        api_key,
-        timeout: Duration::from_secs_f64(args.request_timeout.max(0.001)),
-        max_retries: args.max_retries,
-        backoff_base: Duration::from_millis(args.retry_base_ms),
-        backoff_max: Duration::from_millis(args.retry_max_ms),
-    });
+    let client = Client::new(client_cfg.clone());
     let client = match args.max_rps {
         Some(r) => client.with_rate_limit(Arc::new(RateLimiter::new(r))),
         None => client,
@@ -493,7 +488,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         in_flight: AtomicU64::new(0),
         hosts,
         toolsets_default,
-        distribution: distribution(&args)?,
+        distribution: distribution(&args, &tool_config)?,
         seed: args.seed,
     });
     {
@@ -1175,14 +1170,9 @@ pub struct HostError {
     pub message: String,
 }
 
-fn host_factory(args: &Args) -> Result<Box<HostFactory>> {
-    let registry = Registry::builtin(&ToolConfig::default());
-    let sandbox = SandboxConfig {
-        backend: args.sandbox,
-        root: args.workspace_root.clone(),
-        timeout: Duration::from_secs_f64(args.tool_timeout.max(0.001)),
-        ..SandboxConfig::default()
-    };
+fn host_factory(args: &Args, tool_config: &ToolConfig) -> Result<Box<HostFactory>> {
+    let registry = Registry::builtin(tool_config);
+    let sandbox: SandboxConfig = args.tools.sandbox_config()?;
     if let Some(t) = split_list(&args.toolsets)
         && let Err(e) = registry.resolve_all(&t)
     {
@@ -1213,7 +1203,10 @@ fn host_factory(args: &Args) -> Result<Box<HostFactory>> {
 }
 
 /// The distribution named by --distribution, checked before the run starts.
-fn distribution(args: &Args) -> Result<Option<(Distribution, BTreeSet<String>)>> {
+fn distribution(
+    args: &Args,
+    tool_config: &ToolConfig,
+) -> Result<Option<(Distribution, BTreeSet<String>)>> {
     let Some(name) = &args.distribution else {
         return Ok(None);
     };
@@ -1230,7 +1223,7 @@ fn distribution(args: &Args) -> Result<Option<(Distribution, BTreeSet<String>)>>
             names.join(", ")
         );
     };
-    let available = Registry::builtin(&ToolConfig::default()).available_toolsets();
+    let available = Registry::builtin(tool_config).available_toolsets();
     if d.fallback(&available).is_none() {
         usage_bail!("distribution {name:?} has no toolset available here");
     }
