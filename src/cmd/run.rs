@@ -346,27 +346,36 @@ fn read_tasks(args: &Args) -> Result<(Vec<Row>, u64)> {
     let mut buf = Vec::new();
     let mut rows = Vec::new();
     let mut bad = 0u64;
+    // Valid rows seen (the default prompt_index) and non-blank lines seen (what
+    // --shard counts), both over the whole input, so shards keep global indices.
+    let mut valid = 0u64;
+    let mut nonblank = 0u64;
     while let Some((source, lineno)) = reader.read_into(&mut buf)? {
         if jsonl::is_blank(&buf) {
             continue;
         }
-        if args.max_samples.is_some_and(|m| rows.len() >= m) {
+        nonblank += 1;
+        if args.max_samples.is_some_and(|m| valid >= m as u64) {
             break;
         }
+        let in_shard = args.io.shard.is_none_or(|sh| sh.holds(nonblank - 1));
         let problem = match jsonl::parse_object(&buf) {
             Err(e) => Some(e),
             Ok(row) => match row.get("prompt") {
                 Some(Value::String(p)) if !p.trim().is_empty() => {
                     let index = match row.get("prompt_index") {
-                        None => Ok(rows.len() as u64),
+                        None => Ok(valid),
                         Some(v) => v.as_u64().ok_or_else(|| {
                             "prompt_index is not a non-negative integer".to_string()
                         }),
                     };
                     match index {
                         Ok(i) => {
-                            let text = String::from_utf8_lossy(&buf).into_owned();
-                            rows.push((i, rundir::prompt_hash(p), text.into_boxed_str()));
+                            valid += 1;
+                            if in_shard {
+                                let text = String::from_utf8_lossy(&buf).into_owned();
+                                rows.push((i, rundir::prompt_hash(p), text.into_boxed_str()));
+                            }
                             None
                         }
                         Err(e) => Some(e),
@@ -380,7 +389,7 @@ fn read_tasks(args: &Args) -> Result<(Vec<Row>, u64)> {
                 None => Some("no prompt field".into()),
             },
         };
-        if let Some(reason) = problem {
+        if let Some(reason) = problem.filter(|_| in_shard) {
             if args.io.on_error == OnError::Fail {
                 bail!("{source}:{lineno}: {reason}");
             }

@@ -1113,3 +1113,28 @@ fn truncated_replies_are_partial_or_failures() {
     assert_eq!(fails[0]["class"], "length");
     assert_eq!(fails[0]["retryable"], false);
 }
+
+#[test]
+fn shards_run_each_prompt_once_with_global_indices() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"default": {"reasoning": "r", "content": "ok"}}));
+    let prompts = ["a", "b", "c", "d", "e"];
+    let file = write_prompts(d.path(), &prompts);
+    let mut seen = Vec::new();
+    for i in 0..2 {
+        let mut c = traj_run(d.path(), &s);
+        let shard = format!("{i}/2");
+        let dir = format!("data/s{i}");
+        c.args(["--shard", &shard, "--run-dir", &dir, &file]);
+        let o = run(c);
+        assert_code(&o, 0);
+        for r in records(&d.path().join(&dir)) {
+            let idx = r["prompt_index"].as_u64().unwrap() as usize;
+            assert_eq!(r["prompt"], prompts[idx], "global index kept in a shard");
+            assert_eq!(idx % 2, i, "row {idx} in shard {i}");
+            seen.push(idx);
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, vec![0, 1, 2, 3, 4]);
+}
