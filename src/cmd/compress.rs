@@ -578,30 +578,6 @@ fn sample_sources(sources: Vec<Source>, p: f64, seed: u64, dir: &Path) -> Result
     Ok(out)
 }
 
-/// ISO-8601 UTC time of `t`.
-fn iso8601(t: SystemTime) -> String {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_micros()
-    )
-}
-
 fn progress_bar(args: &Args, jobs: &[Job]) -> Option<indicatif::ProgressBar> {
     if args.io.quiet || !crate::cli::stderr_is_tty() {
         return None;
@@ -766,8 +742,8 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let elapsed = started.elapsed().as_secs_f64();
     if let Some(path) = &metrics_path {
         let processing = json!({
-            "start_time": iso8601(start_wall),
-            "end_time": iso8601(SystemTime::now()),
+            "start_time": crate::rundir::utc_iso(start_wall),
+            "end_time": crate::rundir::utc_iso(SystemTime::now()),
             "duration_seconds": (elapsed * 100.0).round() / 100.0,
         });
         let doc = agg.to_json(&tokenizer.name(), &summarizer.name(), processing);
@@ -953,6 +929,6 @@ metrics:
         assert_eq!(stem_of(Path::new("a/x.jsonl.gz")), "x");
         assert_eq!(stem_of(Path::new("foo.jsonl")), "foo");
         assert_eq!(stem_of(Path::new("run")), "run");
-        assert!(iso8601(SystemTime::UNIX_EPOCH).starts_with("1970-01-01T00:00:00"));
+        assert!(crate::rundir::utc_iso(SystemTime::UNIX_EPOCH).starts_with("1970-01-01T00:00:00"));
     }
 }
