@@ -2,13 +2,13 @@
 # Benchmark traj-merge: a corpus cut into shards (rows shuffled between them, 10% of
 # rows duplicated) merged back, in memory and with a small buffer that forces spilling.
 #
-# Usage: scripts/bench-merge.sh [MB] [RUNS]      (defaults: 200 MB, 3 runs, median)
+# Usage: scripts/bench-merge.sh [MB] [RUNS]      (defaults: $TRAJ_BENCH_MB or 500 MB, 3 runs, median)
 #
 # Corpus and shards live under target/bench (never in the repo). Prints a markdown
 # section on stdout, beside `cat shards | cat` and `sort` of the same bytes.
 set -euo pipefail
 
-MB="${1:-200}"
+MB="${1:-${TRAJ_BENCH_MB:-500}}"
 RUNS="${2:-3}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BENCH="$ROOT/target/bench"
