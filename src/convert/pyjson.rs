@@ -124,33 +124,7 @@ pub fn write_str_nested(out: &mut Vec<u8>, s: &str, style: Style) {
 /// Append the JSON text of `v`, escaped for the inside of an outer JSON string, in one
 /// pass (no intermediate string).
 pub fn write_value_nested(out: &mut Vec<u8>, v: &Value, style: Style) {
-    match v {
-        Value::String(s) => write_str_nested(out, s, style),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, it) in items.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                write_value_nested(out, it, style);
-            }
-            out.push(b']');
-        }
-        Value::Object(m) => {
-            out.push(b'{');
-            for (i, (k, it)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                write_str_nested(out, k, style);
-                out.extend_from_slice(b": ");
-                write_value_nested(out, it, style);
-            }
-            out.push(b'}');
-        }
-        // null, booleans and numbers hold nothing to escape.
-        other => write_value(out, other, style),
-    }
+    write_any::<true>(out, v, style);
 }
 
 /// The escaping loop. `lt`: escape closing tags as `<\/`; `nested`: escape the escapes
@@ -239,6 +213,20 @@ fn needs_attention(c: u8, lt: bool) -> bool {
 
 /// Append `v` to `out` in the given style.
 pub fn write_value(out: &mut Vec<u8>, v: &Value, style: Style) {
+    write_any::<false>(out, v, style);
+}
+
+/// The one value writer behind [`write_value`] and [`write_value_nested`]: `NESTED`
+/// only changes how strings (and keys) are written, since null, booleans and numbers
+/// hold nothing to escape. A const parameter, so each form compiles to its own loop.
+fn write_any<const NESTED: bool>(out: &mut Vec<u8>, v: &Value, style: Style) {
+    let string = |out: &mut Vec<u8>, s: &str| {
+        if NESTED {
+            write_str_nested(out, s, style);
+        } else {
+            write_str(out, s, style);
+        }
+    };
     match v {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -250,14 +238,14 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value, style: Style) {
                 let _ = write!(out, "{n}");
             }
         }
-        Value::String(s) => write_str(out, s, style),
+        Value::String(s) => string(out, s),
         Value::Array(items) => {
             out.push(b'[');
             for (i, it) in items.iter().enumerate() {
                 if i > 0 {
                     out.extend_from_slice(b", ");
                 }
-                write_value(out, it, style);
+                write_any::<NESTED>(out, it, style);
             }
             out.push(b']');
         }
@@ -267,9 +255,9 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value, style: Style) {
                 if i > 0 {
                     out.extend_from_slice(b", ");
                 }
-                write_str(out, k, style);
+                string(out, k);
                 out.extend_from_slice(b": ");
-                write_value(out, it, style);
+                write_any::<NESTED>(out, it, style);
             }
             out.push(b'}');
         }
