@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark traj-filter against cat and jq on a synthetic Hermes ShareGPT corpus.
 #
-# Usage: scripts/bench-filter.sh [MB] [RUNS]      (defaults: 500 MB, 3 runs, median)
+# Usage: scripts/bench-filter.sh [MB] [RUNS]      (defaults: 500 MB, 5 runs, median)
 #
 # Everything is measured in the same run, so the ratios hold even on a noisy machine;
 # CPU seconds (user + system of the whole pipeline) are reported too, since they do not
@@ -11,7 +11,7 @@
 set -euo pipefail
 
 MB="${1:-500}"
-RUNS="${2:-3}"
+RUNS="${2:-5}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BENCH="$ROOT/target/bench"
 CORPUS="$BENCH/sharegpt-${MB}mb-seed1.jsonl"

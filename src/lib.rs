@@ -19,6 +19,7 @@ pub mod compress;
 pub mod convert;
 pub mod hermes;
 pub mod jsonl;
+pub mod jsonscan;
 pub mod llm;
 pub mod merge;
 pub mod model;

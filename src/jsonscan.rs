@@ -1,0 +1,693 @@
+//! Fast JSON validation and string decoding without building values.
+//!
+//! traj-filter's pass-through path validates every row it keeps, and its predicates walk
+//! rows as raw JSON text; both spend most of their time inside JSON strings (tool output
+//! embedded as JSON: a backslash every few bytes). So strings are scanned 64 bytes at a
+//! time from bit masks of quotes, backslashes and control bytes (SSE2 through
+//! `safe_arch` on x86-64, SWAR elsewhere), the simdjson way; the structure outside
+//! strings, a small part of the bytes, is walked with an explicit stack.
+
+use std::borrow::Cow;
+
+/// Walk the members of the object at `b[i..]`, validating every value; `f` gets each
+/// key (raw, without quotes) and its value's span. Returns the offset after the object.
+pub(crate) fn object_members<'b>(
+    b: &'b [u8],
+    i: usize,
+    mut f: impl FnMut(&'b [u8], usize, usize),
+) -> Result<usize, usize> {
+    let mut i = skip_ws(b, i);
+    if b.get(i) != Some(&b'{') {
+        return Err(i);
+    }
+    i = skip_ws(b, i + 1);
+    if b.get(i) == Some(&b'}') {
+        return Ok(i + 1);
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return Err(i);
+        }
+        let ks = i + 1;
+        i = scan_string(b, ks)?;
+        let key = &b[ks..i - 1];
+        i = skip_ws(b, i);
+        if b.get(i) != Some(&b':') {
+            return Err(i);
+        }
+        let vs = skip_ws(b, i + 1);
+        let ve = scan_value(b, vs)?;
+        f(key, vs, ve);
+        i = skip_ws(b, ve);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            Some(b'}') => return Ok(i + 1),
+            _ => return Err(i),
+        }
+    }
+}
+
+/// Decode raw JSON text that is a string (validated), borrowing when it has no escape.
+///
+/// Escapes are dense in tool output embedded as JSON (one every few bytes), so plain
+/// runs are copied 16 bytes at a time into a buffer as long as the input (the output is
+/// never longer) and cut at the next backslash: no call per escape.
+pub fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    let b = inner.as_bytes();
+    let Some(first) = memchr::memchr(b'\\', b) else {
+        return Some(Cow::Borrowed(inner));
+    };
+    let n = b.len();
+    let mut out = vec![0u8; n];
+    out[..first].copy_from_slice(&b[..first]);
+    // `w` never passes `i`: every escape is at least as long as what it decodes to
+    let (mut i, mut w) = (first, first);
+    while i < n {
+        // here b[i] is a backslash
+        let esc = *b.get(i + 1)?;
+        let simple = match esc {
+            b'n' => b'\n',
+            b't' => b'\t',
+            b'r' => b'\r',
+            b'b' => 8,
+            b'f' => 12,
+            b'"' | b'\\' | b'/' => esc,
+            b'u' => 0,
+            _ => return None,
+        };
+        if esc == b'u' {
+            let hex =
+                |at: usize| -> Option<u32> { u32::from_str_radix(inner.get(at..at + 4)?, 16).ok() };
+            let mut c = hex(i + 2)?;
+            i += 6;
+            if (0xD800..0xDC00).contains(&c)
+                && b.get(i) == Some(&b'\\')
+                && b.get(i + 1) == Some(&b'u')
+                && let Some(lo) = hex(i + 2).filter(|lo| (0xDC00..0xE000).contains(lo))
+            {
+                c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
+                i += 6;
+            }
+            let ch = char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER);
+            w += ch.encode_utf8(&mut out[w..]).len();
+        } else {
+            out[w] = simple;
+            w += 1;
+            i += 2;
+        }
+        // copy plain bytes up to the next backslash
+        while i + 16 <= n {
+            let chunk: &[u8; 16] = b[i..i + 16].try_into().expect("16 bytes");
+            out[w..w + 16].copy_from_slice(chunk);
+            let m = backslash_mask16(chunk);
+            let d = if m == 0 {
+                16
+            } else {
+                m.trailing_zeros() as usize
+            };
+            (i, w) = (i + d, w + d);
+            if d < 16 {
+                break;
+            }
+        }
+        if i + 16 > n {
+            let run = b[i..].iter().position(|&c| c == b'\\').unwrap_or(n - i);
+            out[w..w + run].copy_from_slice(&b[i..i + run]);
+            (i, w) = (i + run, w + run);
+        }
+    }
+    out.truncate(w);
+    String::from_utf8(out).ok().map(Cow::Owned)
+}
+
+/// Bit k is set when byte k is a backslash.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn backslash_mask16(chunk: &[u8; 16]) -> u32 {
+    use safe_arch::{cmp_eq_mask_i8_m128i, load_unaligned_m128i, move_mask_i8_m128i};
+    let v = load_unaligned_m128i(chunk);
+    let bs = safe_arch::set_splat_i8_m128i(b'\\' as i8);
+    move_mask_i8_m128i(cmp_eq_mask_i8_m128i(v, bs)) as u32 & 0xFFFF
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn backslash_mask16(chunk: &[u8; 16]) -> u32 {
+    let word = |k: usize| {
+        let v = u64::from_le_bytes(chunk[k..k + 8].try_into().expect("8 bytes"));
+        u32::from(pack(eq_bytes(v, b'\\')))
+    };
+    word(0) | (word(8) << 8)
+}
+
+// ---------------------------------------------------------------------------
+// Validation
+// ---------------------------------------------------------------------------
+
+/// Validate one JSON text without building it.
+///
+/// UTF-8 is checked once on the whole text with `simdutf8` (outside strings a
+/// non-ASCII byte is a syntax error, so the scanners only look at ASCII).
+pub fn json_is_valid(b: &[u8]) -> bool {
+    simdutf8::basic::from_utf8(b).is_ok() && scan_json(b).is_ok()
+}
+
+pub(crate) fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// Bit k is set when byte k of a 64-byte block is a quote, a backslash, a control byte.
+#[derive(Debug, PartialEq, Eq)]
+struct Masks {
+    quote: u64,
+    backslash: u64,
+    control: u64,
+}
+
+/// [`Masks`] with SSE2 (part of every x86-64 CPU): 16 bytes per compare.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn masks(block: &[u8; 64]) -> Masks {
+    use safe_arch::{
+        cmp_eq_mask_i8_m128i, load_unaligned_m128i, min_u8_m128i, move_mask_i8_m128i,
+        set_splat_i8_m128i,
+    };
+    let quote = set_splat_i8_m128i(b'"' as i8);
+    let backslash = set_splat_i8_m128i(b'\\' as i8);
+    let below_space = set_splat_i8_m128i(0x1f);
+    let mut m = Masks {
+        quote: 0,
+        backslash: 0,
+        control: 0,
+    };
+    for (k, part) in block.chunks_exact(16).enumerate() {
+        let v = load_unaligned_m128i(part.try_into().expect("16 bytes"));
+        // move_mask gives 16 bits in an i32: through u16 to drop the sign extension
+        let bits = |x| u64::from(move_mask_i8_m128i(x) as u16) << (16 * k);
+        m.quote |= bits(cmp_eq_mask_i8_m128i(v, quote));
+        m.backslash |= bits(cmp_eq_mask_i8_m128i(v, backslash));
+        m.control |= bits(cmp_eq_mask_i8_m128i(min_u8_m128i(v, below_space), v));
+    }
+    m
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn masks(block: &[u8; 64]) -> Masks {
+    masks_swar(block)
+}
+
+/// [`Masks`] from 8-byte words (SWAR): the portable version.
+#[cfg(any(not(target_arch = "x86_64"), test))]
+#[inline(always)]
+fn masks_swar(block: &[u8; 64]) -> Masks {
+    let mut m = Masks {
+        quote: 0,
+        backslash: 0,
+        control: 0,
+    };
+    for (k, word) in block.chunks_exact(8).enumerate() {
+        let v = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        m.quote |= u64::from(pack(eq_bytes(v, b'"'))) << (8 * k);
+        m.backslash |= u64::from(pack(eq_bytes(v, b'\\'))) << (8 * k);
+        m.control |= u64::from(pack(ctl_bytes(v))) << (8 * k);
+    }
+    m
+}
+
+#[cfg(any(not(target_arch = "x86_64"), test))]
+const LO: u64 = 0x0101_0101_0101_0101;
+#[cfg(any(not(target_arch = "x86_64"), test))]
+const HI: u64 = 0x8080_8080_8080_8080;
+#[cfg(any(not(target_arch = "x86_64"), test))]
+const LO7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+
+/// High bit set in each byte of `v` equal to `c` (exact: no borrow between bytes).
+#[cfg(any(not(target_arch = "x86_64"), test))]
+#[inline(always)]
+fn eq_bytes(v: u64, c: u8) -> u64 {
+    let x = v ^ (LO * c as u64);
+    !(((x & LO7) + LO7) | x) & HI
+}
+
+/// High bit set in each byte of `v` below 0x20 (exact).
+#[cfg(any(not(target_arch = "x86_64"), test))]
+#[inline(always)]
+fn ctl_bytes(v: u64) -> u64 {
+    !(((v & LO7) + LO * 0x60) | v) & HI
+}
+
+/// The high bit of each byte of `m` (a SWAR mask), packed into 8 bits (bit k = byte k).
+#[cfg(any(not(target_arch = "x86_64"), test))]
+#[inline(always)]
+fn pack(m: u64) -> u8 {
+    ((m >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
+}
+
+/// `i` is just after the opening quote; returns the offset after the closing one.
+///
+/// 64 bytes at a time, without a branch per escape (tool output embedded as JSON has
+/// an escape every few bytes): the masks of quotes and backslashes give the escaped
+/// bytes (the simdjson odd-backslash-run method), hence the closing quote. Escape
+/// letters are checked from the escaped-byte mask (`\u` with its four hex digits);
+/// control bytes and invalid escapes go to the byte-wise scanner, which finds the
+/// error's offset. Callers check UTF-8 on the whole text.
+#[inline]
+pub(crate) fn scan_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    let mut esc_in = 0u64; // 1: b[i] is escaped by a backslash run ending at i - 1
+    let mut tail;
+    loop {
+        let avail = b.len().saturating_sub(i);
+        let block: &[u8; 64] = if avail >= 64 {
+            b[i..i + 64].try_into().expect("64 bytes")
+        } else {
+            // The last bytes, padded with spaces: neither quotes, nor backslashes,
+            // nor control bytes (an escaped space is an invalid escape: byte-wise).
+            tail = [b' '; 64];
+            tail[..avail].copy_from_slice(&b[i..]);
+            &tail
+        };
+        let m = masks(block);
+        let (escaped, carry) = if m.backslash == 0 && esc_in == 0 {
+            (0, false)
+        } else {
+            let starts = m.backslash & !esc_in;
+            let follows = (starts << 1) | esc_in;
+            let odd_starts = starts & !EVEN & !follows;
+            let (even_seq, carry) = odd_starts.overflowing_add(starts);
+            ((EVEN ^ (even_seq << 1)) & follows, carry)
+        };
+        let quotes = m.quote & !escaped;
+        // bytes up to and including the closing quote (all of them when it is not here)
+        let upto = quotes ^ quotes.wrapping_sub(1);
+        let mut rare = m.control & upto != 0;
+        // escaped bytes other than `"` and `\\` must be a valid escape letter
+        let mut letters = escaped & !(m.quote | m.backslash) & upto;
+        while letters != 0 && !rare {
+            let at = letters.trailing_zeros() as usize;
+            rare = match ESCAPE_LEN[block[at] as usize] {
+                2 => false,
+                6 => !b
+                    .get(i + at + 1..i + at + 5)
+                    .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)),
+                _ => true,
+            };
+            letters &= letters - 1;
+        }
+        if rare {
+            // Byte by byte past this block, then back to blocks.
+            let from = if esc_in == 1 { i - 1 } else { i };
+            match scan_string_bytes(b, from, i + 64)? {
+                Step::Closed(end) => return Ok(end),
+                Step::At(pos) => {
+                    i = pos;
+                    esc_in = 0;
+                    continue;
+                }
+            }
+        }
+        if quotes != 0 {
+            return Ok(i + quotes.trailing_zeros() as usize + 1);
+        }
+        if avail <= 64 {
+            return Err(b.len()); // no closing quote
+        }
+        esc_in = u64::from(carry);
+        i += 64;
+    }
+}
+
+/// Where the byte-wise scanner stopped.
+enum Step {
+    /// The string closed; offset after the quote.
+    Closed(usize),
+    /// Reached `limit` at a boundary between characters (not inside an escape).
+    At(usize),
+}
+
+/// The byte-wise string scanner (tails, rare escapes, control bytes),
+/// up to the closing quote or to the first character boundary at or after `limit`.
+fn scan_string_bytes(b: &[u8], mut i: usize, limit: usize) -> Result<Step, usize> {
+    while i < b.len() {
+        if i >= limit {
+            return Ok(Step::At(i));
+        }
+        match b[i] {
+            b'"' => return Ok(Step::Closed(i + 1)),
+            b'\\' => i += escape_len(b, i)?,
+            0..=0x1f => return Err(i),
+            _ => i += 1, // UTF-8 is checked by the callers, on the whole text
+        }
+    }
+    Err(i)
+}
+
+/// Length of each escape sequence by the byte after the backslash (0: invalid).
+const ESCAPE_LEN: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let simple = *b"\"\\/bfnrt";
+    let mut k = 0;
+    while k < simple.len() {
+        t[simple[k] as usize] = 2;
+        k += 1;
+    }
+    t[b'u' as usize] = 6;
+    t
+};
+
+/// Length of the escape sequence at `b[k]` (a backslash), if it is valid.
+#[inline(always)]
+fn escape_len(b: &[u8], k: usize) -> Result<usize, usize> {
+    let Some(&c) = b.get(k + 1) else {
+        return Err(k);
+    };
+    match ESCAPE_LEN[c as usize] {
+        2 => Ok(2),
+        6 => match b.get(k + 2..k + 6) {
+            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => Ok(6),
+            _ => Err(k),
+        },
+        _ => Err(k),
+    }
+}
+
+fn scan_number(b: &[u8], mut i: usize) -> Result<usize, usize> {
+    let digits = |b: &[u8], mut i: usize| {
+        let s = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        (i, i - s)
+    };
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = digits(b, i).0,
+        _ => return Err(i),
+    }
+    if b.get(i) == Some(&b'.') {
+        let (j, n) = digits(b, i + 1);
+        if n == 0 {
+            return Err(j);
+        }
+        i = j;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let (j, n) = digits(b, i);
+        if n == 0 {
+            return Err(j);
+        }
+        i = j;
+    }
+    Ok(i)
+}
+
+/// Validate an object key and its colon at `b[i..]` (a quote expected at `i`); returns
+/// the offset after the colon.
+#[inline]
+fn scan_key(b: &[u8], i: usize) -> Result<usize, usize> {
+    if b.get(i) != Some(&b'"') {
+        return Err(i);
+    }
+    let i = skip_ws(b, scan_string(b, i + 1)?);
+    if b.get(i) == Some(&b':') {
+        Ok(i + 1)
+    } else {
+        Err(i)
+    }
+}
+
+/// Validate a whole JSON text.
+pub(crate) fn scan_json(b: &[u8]) -> Result<(), usize> {
+    let end = scan_value(b, 0)?;
+    let end = skip_ws(b, end);
+    if end == b.len() { Ok(()) } else { Err(end) }
+}
+
+/// Validate the JSON value starting at `b[i..]` (after optional white space); returns
+/// the offset just after it. Structural validation with an explicit stack.
+pub(crate) fn scan_value(b: &[u8], i: usize) -> Result<usize, usize> {
+    // stack of open containers: true = object, false = array
+    let mut stack: Vec<bool> = Vec::new();
+    let mut i = skip_ws(b, i);
+    'value: loop {
+        // parse one value at i
+        i = skip_ws(b, i);
+        match b.get(i) {
+            Some(b'{') => {
+                i = skip_ws(b, i + 1);
+                if b.get(i) == Some(&b'}') {
+                    i += 1;
+                } else {
+                    stack.push(true);
+                    i = scan_key(b, i)?;
+                    continue 'value;
+                }
+            }
+            Some(b'[') => {
+                i = skip_ws(b, i + 1);
+                if b.get(i) == Some(&b']') {
+                    i += 1;
+                } else {
+                    stack.push(false);
+                    continue 'value;
+                }
+            }
+            Some(b'"') => i = scan_string(b, i + 1)?,
+            Some(b't') if b[i..].starts_with(b"true") => i += 4,
+            Some(b'f') if b[i..].starts_with(b"false") => i += 5,
+            Some(b'n') if b[i..].starts_with(b"null") => i += 4,
+            Some(b'-' | b'0'..=b'9') => i = scan_number(b, i)?,
+            _ => return Err(i),
+        }
+        // after a value: close containers or go on with the next element
+        loop {
+            if stack.is_empty() {
+                return Ok(i);
+            }
+            i = skip_ws(b, i);
+            match stack.last() {
+                None => return Ok(i),
+                Some(&is_obj) => match b.get(i) {
+                    Some(b',') => {
+                        i = skip_ws(b, i + 1);
+                        if is_obj {
+                            i = scan_key(b, i)?;
+                        }
+                        continue 'value;
+                    }
+                    Some(b'}') if is_obj => {
+                        stack.pop();
+                        i += 1;
+                    }
+                    Some(b']') if !is_obj => {
+                        stack.pop();
+                        i += 1;
+                    }
+                    _ => return Err(i),
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod validator_tests {
+    use super::*;
+
+    /// Assert that `line` is valid exactly when serde_json parses it, and that the
+    /// string at `value` (the raw value of `key`) decodes as serde_json decodes it.
+    /// Returns whether the line is valid.
+    fn agrees_with_serde(line: &[u8], value: std::ops::Range<usize>, key: &str) -> bool {
+        let parsed = serde_json::from_slice::<serde_json::Value>(line);
+        let shown = String::from_utf8_lossy(line);
+        assert_eq!(json_is_valid(line), parsed.is_ok(), "{shown}");
+        if let Ok(v) = &parsed {
+            let raw = std::str::from_utf8(&line[value]).unwrap();
+            assert_eq!(
+                decode_str(raw).unwrap(),
+                v[key].as_str().unwrap(),
+                "{shown}"
+            );
+        }
+        parsed.is_ok()
+    }
+
+    #[test]
+    fn decodes_surrogates_and_refuses_bad_escapes() {
+        let d = |raw: &str| decode_str(raw).map(|c| c.into_owned());
+        assert_eq!(d(r#""a\ud83d\ude00b""#).as_deref(), Some("a\u{1F600}b"));
+        // a lone surrogate has no char: U+FFFD, as Python's `errors="replace"` would
+        assert_eq!(d(r#""\ude00x""#).as_deref(), Some("\u{FFFD}x"));
+        assert_eq!(
+            d(r#""0123456789abcdef\\\"\/\b\f\n\r\t""#).as_deref(),
+            Some("0123456789abcdef\\\"/\u{8}\u{c}\n\r\t")
+        );
+        assert_eq!(d(r#""\x""#), None);
+        assert_eq!(d(r#""\u12""#), None);
+        assert_eq!(d("no quotes"), None);
+    }
+
+    #[test]
+    fn block_masks_are_exact() {
+        let mut rng = fastrand::Rng::with_seed(3);
+        for round in 0..20_000 {
+            let mut block = [0u8; 64];
+            for b in &mut block {
+                // half the rounds from the bytes that matter, half from all bytes
+                *b = if round % 2 == 0 {
+                    *rng.choice(b"\"\\\x00\x1f\x20a\x7f\x80\xff").unwrap()
+                } else {
+                    rng.u8(..)
+                };
+            }
+            let mut want = Masks {
+                quote: 0,
+                backslash: 0,
+                control: 0,
+            };
+            for (k, &b) in block.iter().enumerate() {
+                want.quote |= u64::from(b == b'"') << k;
+                want.backslash |= u64::from(b == b'\\') << k;
+                want.control |= u64::from(b < 0x20) << k;
+            }
+            assert_eq!(masks(&block), want, "{block:?}");
+            assert_eq!(masks_swar(&block), want, "{block:?}");
+        }
+    }
+
+    /// Long, mostly valid strings at every alignment: escapes and backslash runs across
+    /// the 64-byte blocks, `\u` escapes cut by a block end, the last bytes of a line.
+    /// (No surrogate pairs: an escaped backslash before one leaves a lone surrogate,
+    /// which the JSON grammar allows, and so do we and Python, but serde_json refuses.)
+    #[test]
+    fn long_strings_across_blocks_agree_with_serde_json() {
+        let common: [&[u8]; 9] = [
+            b"abcdefghij",
+            b"\\\"",
+            b"\\n",
+            b"\\\\",
+            b"\\\\\\\"",
+            b"\\u00e9",
+            "é中".as_bytes(),
+            b" ",
+            b"\\/",
+        ];
+        let rare: [&[u8]; 7] = [b"\"", b"\\", b"\\x", b"\\u12g4", b"\t", b"\x01", b"\\u00"];
+        let mut rng = fastrand::Rng::with_seed(11);
+        let (mut valid, mut invalid) = (0, 0);
+        for _ in 0..20_000 {
+            let mut line = b"{\"".to_vec();
+            line.extend(std::iter::repeat_n(b'k', rng.usize(1..70)));
+            line.extend_from_slice(b"\": ");
+            let value_start = line.len();
+            line.push(b'"');
+            for _ in 0..rng.usize(0..80) {
+                let part = if rng.usize(0..300) == 0 {
+                    rare[rng.usize(0..rare.len())]
+                } else {
+                    common[rng.usize(0..common.len())]
+                };
+                line.extend_from_slice(part);
+            }
+            line.push(b'"');
+            let value_end = line.len();
+            if rng.bool() {
+                line.extend_from_slice(b", \"n\":\t[1, \"x\"]");
+            }
+            line.push(b'}');
+            let key = "k".repeat(value_start - 5);
+            if agrees_with_serde(&line, value_start..value_end, &key) {
+                valid += 1
+            } else {
+                invalid += 1
+            }
+            // a truncated line is never valid
+            let cut = rng.usize(1..line.len());
+            assert!(
+                !json_is_valid(&line[..cut])
+                    || serde_json::from_slice::<serde_json::Value>(&line[..cut]).is_ok()
+            );
+        }
+        assert!(
+            valid > 5_000 && invalid > 1_000,
+            "{valid} valid, {invalid} invalid"
+        );
+    }
+
+    #[test]
+    fn random_strings_agree_with_serde_json() {
+        let alphabet: [&[u8]; 16] = [
+            b"a",
+            b"\"",
+            b"\\",
+            b"n",
+            b"u",
+            b"0",
+            b"\t",
+            "é".as_bytes(),
+            b"\\\"",
+            b"\\n",
+            b"\\u00e9",
+            b"#",
+            "中文".as_bytes(),
+            "😀".as_bytes(),
+            b"\xe4\xb8", // a truncated sequence: invalid UTF-8
+            b"plain words",
+        ];
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..50_000 {
+            let mut line = b"{\"k\": \"".to_vec();
+            for _ in 0..rng.usize(0..120) {
+                line.extend_from_slice(alphabet[rng.usize(0..alphabet.len())]);
+            }
+            line.extend_from_slice(b"\"}");
+            agrees_with_serde(&line, 6..line.len() - 1, "k");
+        }
+    }
+
+    #[test]
+    fn agrees_with_serde_json() {
+        let cases: &[&[u8]] = &[
+            b"{}",
+            b" { \"a\" : [1, -2.5e+3, true, false, null, {\"b\": []}, \"x\\u00e9\\n\\\"\"] } ",
+            b"{\"a\":1,}",
+            b"{\"a\" 1}",
+            b"[1,]",
+            b"{\"a\":01}",
+            b"{\"a\":1.}",
+            b"{\"a\":-}",
+            b"{\"a\":\"\\x\"}",
+            b"{\"a\":\"\\u12g4\"}",
+            b"{\"a\":\"tab\there\"}",
+            b"{\"a\":\"unterminated}",
+            b"{\"a\":1}}",
+            b"{\"a\":1} x",
+            b"{\"a\":tru}",
+            b"[[[[[]]]]]",
+            b"[[[[[]]]]",
+            b"{\"long string with no escapes at all, more than eight bytes\": \"and \\\"quotes\\\" too\"}",
+            b"",
+            b"   ",
+            b"{\"a\":\"\xc3\xa9\"}",
+            b"{\"a\":\"\xff\"}",
+            b"{\"a\":1e5,\"b\":0.5E-2,\"c\":-0}",
+        ];
+        for c in cases {
+            // serde_json's IgnoredAny skips UTF-8 checks inside strings; Value does not.
+            let want = serde_json::from_slice::<serde_json::Value>(c).is_ok();
+            assert_eq!(json_is_valid(c), want, "{}", String::from_utf8_lossy(c));
+        }
+    }
+}
