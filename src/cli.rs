@@ -64,6 +64,21 @@ pub struct IoArgs {
     pub quiet: bool,
 }
 
+impl IoArgs {
+    /// The line pipeline these flags ask for: lines dropped without `--rejects` count
+    /// as lost, CPU-sized batches (change either with struct update syntax).
+    pub fn pipe(&self, stage: &'static str) -> crate::jsonl::PipeConfig {
+        crate::jsonl::PipeConfig {
+            stage,
+            on_error: self.on_error,
+            jobs: self.jobs,
+            shard: self.shard,
+            drops_are_loss: true,
+            batch_lines: 0,
+        }
+    }
+}
+
 /// The result of one run of a binary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {

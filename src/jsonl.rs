@@ -524,6 +524,10 @@ pub struct PipeConfig {
     pub drops_are_loss: bool,
     /// Process only this shard of the non-blank input lines.
     pub shard: Option<Shard>,
+    /// Lines per batch handed to a worker; 0: up to 4096 lines or 1 MiB (CPU work).
+    /// 1 for work that waits (LLM summaries): each row is its own job, so `jobs` rows
+    /// wait at once.
+    pub batch_lines: usize,
 }
 
 /// `--shard I/N`: line k (0-based, counting non-blank lines across all inputs) belongs
@@ -591,7 +595,8 @@ struct Done {
 /// input order to `out`, and dropped or bad lines to `rejects`.
 ///
 /// `f` appends its output (whole lines, each ending in `\n`) to the buffer it is given.
-/// Memory stays bounded: a few 1 MiB batches per worker are in flight at once.
+/// Memory stays bounded: the reader stops `4 x jobs + 4` batches ahead of the writer,
+/// however long one batch takes (a few 1 MiB batches per worker).
 pub fn process<F>(
     cfg: &PipeConfig,
     sources: Vec<Source>,
@@ -610,43 +615,43 @@ where
         cfg.jobs
     };
     let (work_tx, work_rx) = crossbeam_channel::bounded::<Batch>(jobs * 2);
-    let (done_tx, done_rx) = crossbeam_channel::bounded::<Done>(jobs * 2);
+    let (done_tx, done_rx) = crossbeam_channel::bounded::<std::thread::Result<Done>>(jobs * 2);
     let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<(Vec<u8>, Vec<u8>)>(jobs * 4 + 4);
+    // One slot per batch between reader and writer: the reader fills it, the writer
+    // empties it once the batch is written.
+    let (slot_tx, slot_rx) = crossbeam_channel::bounded::<()>(jobs * 4 + 4);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut summary = Summary::default();
+    let mut panicked = None;
+    let reading = Reading {
+        shard: cfg.shard,
+        batch_lines: if cfg.batch_lines == 0 {
+            BATCH_LINES
+        } else {
+            cfg.batch_lines
+        },
+        work_tx,
+        slot_tx,
+        recycle_rx,
+    };
 
     std::thread::scope(|s| -> Result<()> {
         let stop_ref = &stop;
-        let shard = cfg.shard;
-        let reader = s.spawn(move || read_batches(sources, shard, work_tx, recycle_rx, stop_ref));
+        let reader = s.spawn(move || read_batches(sources, reading, stop_ref));
         for _ in 0..jobs {
             let work_rx = work_rx.clone();
             let done_tx = done_tx.clone();
             let f = &f;
             s.spawn(move || {
                 for batch in work_rx.iter() {
-                    let mut out = Vec::with_capacity(batch.data.len() + batch.data.len() / 4);
-                    let mut verdicts = Vec::new();
-                    let mut written = 0;
-                    let mut out_ends = Vec::with_capacity(batch.ends.len());
-                    let mut start = 0;
-                    for (i, &end) in batch.ends.iter().enumerate() {
-                        let line = &batch.data[start..end];
-                        start = end;
-                        match f(line, &mut out) {
-                            Verdict::Written => written += 1,
-                            v => verdicts.push((i, v)),
-                        }
-                        out_ends.push(out.len());
+                    if stop_ref.load(std::sync::atomic::Ordering::Relaxed) {
+                        continue; // the writer has failed: drain without working
                     }
-                    let done = Done {
-                        seq: batch.seq,
-                        out,
-                        verdicts,
-                        out_ends,
-                        written,
-                        batch,
-                    };
+                    // A panic in `f` (a bug) goes to the writer, which stops the
+                    // pipeline; the panic is raised again once every thread is done.
+                    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        work_batch(batch, f)
+                    }));
                     if done_tx.send(done).is_err() {
                         return;
                     }
@@ -656,25 +661,78 @@ where
         drop(work_rx);
         drop(done_tx);
 
-        let result = write_in_order(cfg, &done_rx, &recycle_tx, out, rejects, &mut summary);
+        let writing = Writing {
+            done_rx: &done_rx,
+            slot_rx: &slot_rx,
+            recycle_tx: &recycle_tx,
+            panicked: &mut panicked,
+        };
+        let result = write_in_order(cfg, writing, out, rejects, &mut summary);
         if result.is_err() {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
         }
+        drop(slot_rx);
         drop(done_rx);
         let read_result = reader.join().expect("reader thread panicked");
+        if let Some(payload) = panicked.take() {
+            std::panic::resume_unwind(payload);
+        }
         result?;
         read_result
     })?;
     Ok(summary)
 }
 
+/// Run `f` over the lines of a batch.
+fn work_batch<F>(batch: Batch, f: &F) -> Done
+where
+    F: Fn(&[u8], &mut Vec<u8>) -> Verdict,
+{
+    let mut out = Vec::with_capacity(batch.data.len() + batch.data.len() / 4);
+    let mut verdicts = Vec::new();
+    let mut written = 0;
+    let mut out_ends = Vec::with_capacity(batch.ends.len());
+    let mut start = 0;
+    for (i, &end) in batch.ends.iter().enumerate() {
+        let line = &batch.data[start..end];
+        start = end;
+        match f(line, &mut out) {
+            Verdict::Written => written += 1,
+            v => verdicts.push((i, v)),
+        }
+        out_ends.push(out.len());
+    }
+    Done {
+        seq: batch.seq,
+        out,
+        verdicts,
+        out_ends,
+        written,
+        batch,
+    }
+}
+
+/// The reader thread's ends of the pipeline.
+struct Reading {
+    shard: Option<Shard>,
+    batch_lines: usize,
+    work_tx: crossbeam_channel::Sender<Batch>,
+    slot_tx: crossbeam_channel::Sender<()>,
+    recycle_rx: crossbeam_channel::Receiver<(Vec<u8>, Vec<u8>)>,
+}
+
 fn read_batches(
     sources: Vec<Source>,
-    shard: Option<Shard>,
-    work_tx: crossbeam_channel::Sender<Batch>,
-    recycle_rx: crossbeam_channel::Receiver<(Vec<u8>, Vec<u8>)>,
+    rd: Reading,
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<()> {
+    let Reading {
+        shard,
+        batch_lines,
+        work_tx,
+        slot_tx,
+        recycle_rx,
+    } = rd;
     let mut seq = 0;
     let mut nonblank = 0u64;
     for src in sources {
@@ -691,7 +749,7 @@ fn read_batches(
             let mut ends = Vec::new();
             let mut first_lineno = Vec::new();
             let mut eof = false;
-            while data.len() < BATCH_BYTES && ends.len() < BATCH_LINES {
+            while data.len() < BATCH_BYTES && ends.len() < batch_lines {
                 line.clear();
                 let n = r
                     .read_until(b'\n', &mut line)
@@ -731,7 +789,10 @@ fn read_batches(
                     ends,
                 };
                 seq += 1;
-                if work_tx.send(b).is_err() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed)
+                    || slot_tx.send(()).is_err()
+                    || work_tx.send(b).is_err()
+                {
                     return Ok(());
                 }
             }
@@ -743,17 +804,32 @@ fn read_batches(
     Ok(())
 }
 
+/// The writer's ends of the pipeline.
+struct Writing<'a> {
+    done_rx: &'a crossbeam_channel::Receiver<std::thread::Result<Done>>,
+    slot_rx: &'a crossbeam_channel::Receiver<()>,
+    recycle_tx: &'a crossbeam_channel::Sender<(Vec<u8>, Vec<u8>)>,
+    /// A worker's panic, raised again once the pipeline has stopped.
+    panicked: &'a mut Option<Box<dyn std::any::Any + Send>>,
+}
+
 fn write_in_order(
     cfg: &PipeConfig,
-    done_rx: &crossbeam_channel::Receiver<Done>,
-    recycle_tx: &crossbeam_channel::Sender<(Vec<u8>, Vec<u8>)>,
+    w: Writing<'_>,
     out: &mut dyn Write,
     rejects: &mut Rejects,
     summary: &mut Summary,
 ) -> Result<()> {
     let mut pending = std::collections::BTreeMap::new();
     let mut next = 0u64;
-    for done in done_rx.iter() {
+    for done in w.done_rx.iter() {
+        let done = match done {
+            Ok(d) => d,
+            Err(payload) => {
+                *w.panicked = Some(payload);
+                anyhow::bail!("a worker thread panicked");
+            }
+        };
         pending.insert(done.seq, done);
         while let Some(d) = pending.remove(&next) {
             next += 1;
@@ -809,7 +885,8 @@ fn write_in_order(
             }
             summary.written += written;
             out.write_all(&bytes)?;
-            let _ = recycle_tx.try_send((batch.data, Vec::new()));
+            let _ = w.slot_rx.try_recv();
+            let _ = w.recycle_tx.try_send((batch.data, Vec::new()));
         }
     }
     Ok(())
@@ -878,6 +955,16 @@ mod tests {
             jobs: 3,
             drops_are_loss: true,
             shard: None,
+            batch_lines: 0,
+        }
+    }
+
+    /// Each row its own batch, `jobs` workers, `fail` on bad lines.
+    fn one_line_batches(jobs: usize) -> PipeConfig {
+        PipeConfig {
+            jobs,
+            batch_lines: 1,
+            ..cfg(OnError::Fail)
         }
     }
 
@@ -912,6 +999,102 @@ mod tests {
         .unwrap();
         assert_eq!(out, data);
         assert_eq!((s.read, s.written, s.lost), (20_000, 20_000, 0));
+    }
+
+    /// One-line batches run `jobs` rows at once (LLM summaries wait in parallel), and a
+    /// row that never finishes holds the reader at most `4 x jobs + 4` batches ahead.
+    #[test]
+    fn one_line_batches_run_together_and_the_window_holds() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::{Duration, Instant};
+        let d = tempfile::tempdir().unwrap();
+        let data: String = (0..200).map(|i| format!("{{\"i\":{i}}}\n")).collect();
+        let p = write_tmp(d.path(), "rows.jsonl", data.as_bytes());
+        let wait_for = |counter: &AtomicUsize, n: usize| {
+            let t = Instant::now();
+            while counter.load(Ordering::SeqCst) < n && t.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            counter.load(Ordering::SeqCst)
+        };
+
+        // 4 workers: the first 4 rows are in `f` together.
+        let inside = AtomicUsize::new(0);
+        let c = one_line_batches(4);
+        let mut out = Vec::new();
+        let mut rej = Rejects::open("test", None).unwrap();
+        process(
+            &c,
+            vec![Source::File(p.clone())],
+            &mut out,
+            &mut rej,
+            |line, buf| {
+                if inside.fetch_add(1, Ordering::SeqCst) < 4 {
+                    assert!(wait_for(&inside, 4) >= 4, "rows did not run together");
+                }
+                echo_or_bad(line, buf)
+            },
+        )
+        .unwrap();
+        assert_eq!(out, data.as_bytes());
+
+        // 2 workers: while row 0 waits, only the 11 rows behind it in the window run.
+        let others = AtomicUsize::new(0);
+        let seen = AtomicUsize::new(0);
+        let c = one_line_batches(2);
+        let mut out = Vec::new();
+        process(
+            &c,
+            vec![Source::File(p)],
+            &mut out,
+            &mut rej,
+            |line, buf| {
+                if line == b"{\"i\":0}" {
+                    wait_for(&others, 11);
+                    std::thread::sleep(Duration::from_millis(100));
+                    seen.store(others.load(Ordering::SeqCst), Ordering::SeqCst);
+                } else {
+                    others.fetch_add(1, Ordering::SeqCst);
+                }
+                echo_or_bad(line, buf)
+            },
+        )
+        .unwrap();
+        assert_eq!(seen.load(Ordering::SeqCst), 11);
+        assert_eq!(out, data.as_bytes());
+    }
+
+    /// A panic in the stage's function (a bug) stops the pipeline and is raised again;
+    /// it never hangs on a full window.
+    #[test]
+    fn a_panicking_worker_stops_the_pipeline() {
+        let d = tempfile::tempdir().unwrap();
+        let data: String = (0..500).map(|i| format!("{{\"i\":{i}}}\n")).collect();
+        let p = write_tmp(d.path(), "rows.jsonl", data.as_bytes());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let c = one_line_batches(2);
+            let r = std::panic::catch_unwind(|| {
+                let mut rej = Rejects::open("test", None).unwrap();
+                process(
+                    &c,
+                    vec![Source::File(p)],
+                    &mut Vec::new(),
+                    &mut rej,
+                    |line, buf| {
+                        assert_ne!(line, b"{\"i\":3}", "boom");
+                        echo_or_bad(line, buf)
+                    },
+                )
+            });
+            tx.send(r.is_err()).unwrap();
+        });
+        let panicked = rx.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(
+            panicked,
+            Ok(true),
+            "the pipeline hung or swallowed the panic"
+        );
     }
 
     #[test]

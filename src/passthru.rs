@@ -399,6 +399,7 @@ mod tests {
             jobs: 2,
             drops_are_loss: false,
             shard: None,
+            batch_lines: 0,
         }
     }
 

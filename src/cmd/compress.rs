@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::cli::{IoArgs, Status};
 use crate::compress::summary::{Extractive, LlmConfig, LlmSummarizer, Summarizer};
-use crate::compress::{Compressor, OnSummaryFailure, Settings, pipeline};
+use crate::compress::{Compressor, OnSummaryFailure, Settings};
 use crate::jsonl::{self, Output, PipeConfig, Rejects, Source, Verdict};
 use crate::usage_bail;
 
@@ -703,27 +703,18 @@ pub fn run_cli(args: Args) -> Result<Status> {
             }
             v
         };
-        let s = if summarizer.is_remote() {
-            let workers = r.max_concurrent_requests;
-            pipeline::process_windowed(
-                job.sources,
-                workers,
-                workers * 4 + 64,
-                (args.io.on_error, args.io.shard),
-                &mut out,
-                &mut rejects,
-                f,
-            )?
+        let cfg = if summarizer.is_remote() {
+            // Summaries wait on the network: one row per job, as many rows at once
+            // as requests may be in flight.
+            PipeConfig {
+                jobs: r.max_concurrent_requests.max(1),
+                batch_lines: 1,
+                ..args.io.pipe(NAME)
+            }
         } else {
-            let cfg = PipeConfig {
-                stage: NAME,
-                on_error: args.io.on_error,
-                jobs: args.io.jobs,
-                shard: args.io.shard,
-                drops_are_loss: true,
-            };
-            jsonl::process(&cfg, job.sources, &mut out, &mut rejects, f)?
+            args.io.pipe(NAME)
         };
+        let s = jsonl::process(&cfg, job.sources, &mut out, &mut rejects, f)?;
         out.commit()?;
         total.read += s.read;
         total.written += s.written;
@@ -785,13 +776,7 @@ fn count_only(
     let mut total = jsonl::Summary::default();
     let mut sink = std::io::sink();
     for job in jobs {
-        let cfg = PipeConfig {
-            stage: NAME,
-            on_error: args.io.on_error,
-            jobs: args.io.jobs,
-            shard: args.io.shard,
-            drops_are_loss: true,
-        };
+        let cfg = args.io.pipe(NAME);
         let s = jsonl::process(&cfg, job.sources, &mut sink, &mut rejects, |line, _| {
             let obj = match jsonl::parse_object(line) {
                 Ok(o) => o,

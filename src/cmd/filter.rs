@@ -169,13 +169,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open("filter", args.io.rejects.as_deref())?;
     let cfg = PipeConfig {
-        stage: "filter",
-        on_error: args.io.on_error,
-        jobs: args.io.jobs,
-        shard: args.io.shard,
         // Dropping is what a filter is for: drops without --rejects are counted and
         // reported, not an error (bad lines still are).
         drops_are_loss: false,
+        ..args.io.pipe("filter")
     };
     let invert = args.invert;
     let tk = tokenizer.as_deref();

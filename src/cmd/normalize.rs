@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::cli::{IoArgs, Status};
 use crate::convert::{self, Options, Target};
-use crate::jsonl::{self, PipeConfig, Rejects, Verdict};
+use crate::jsonl::{self, Rejects, Verdict};
 
 const NAME: &str = "traj-normalize";
 
@@ -160,13 +160,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let sources = jsonl::sources_from_args(&args.io.inputs)?;
     let mut out = jsonl::Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
-    let cfg = PipeConfig {
-        stage: NAME,
-        on_error: args.io.on_error,
-        jobs: args.io.jobs,
-        shard: args.io.shard,
-        drops_are_loss: true,
-    };
+    let cfg = args.io.pipe(NAME);
     let summary = jsonl::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
         convert_line(line, &opts, buf)
     })?;

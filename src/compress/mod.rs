@@ -5,7 +5,6 @@
 //! - [`row`]: the ShareGPT and OpenAI row shapes, each compressed in its own shape.
 //! - [`summary`]: rendering, prompt, the LLM summarizer, the offline extractive one.
 //! - [`metrics`]: per-trajectory and aggregate metrics.
-//! - [`pipeline`]: the windowed ordered pipeline used when summaries wait on a network.
 //!
 //! One line in, one line out, always: rows under the budget, rows that cannot be
 //! compressed and rows whose summary failed are written unchanged (never dropped).
@@ -18,7 +17,6 @@
 //! tree, only validated.
 
 pub mod metrics;
-pub mod pipeline;
 pub mod plan;
 pub mod row;
 pub mod summary;

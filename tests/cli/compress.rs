@@ -182,6 +182,41 @@ fn metrics_of(rows: &[Value], id: &str) -> Value {
         .clone()
 }
 
+/// Summaries that wait on the network run `--max-concurrent-requests` at a time (one row
+/// per job), never more, and the rows still come out in input order.
+#[test]
+fn llm_summaries_run_concurrently_up_to_the_limit() {
+    let server = standin::Standin::json(json!({
+        "latency_ms": 300,
+        "default": {"content": "summary"},
+    }));
+    let dir = tmpdir();
+    let ids: Vec<String> = (0..12).map(|i| format!("ROW-{i}")).collect();
+    let rows: Vec<Value> = ids.iter().map(|id| tool_pair_row(id)).collect();
+    let input = jsonl(&rows);
+    let mut c = cmd(BIN, dir.path());
+    c.env("STANDIN_KEY", "secret");
+    c.args(["--api-key-env", "STANDIN_KEY", "--base-url", &server.url()]);
+    c.args(["--model", "stand-in", "--tokenizer", "chars4"]);
+    c.args(["--target-max-tokens", "109", "--summary-target-tokens", "4"]);
+    c.args(["--protect-last-n", "2", "--max-concurrent-requests", "4"]);
+    let o = run_with_stdin(c, input.as_bytes());
+    assert_code(&o, 0);
+    assert_eq!(server.count(), 12, "one summary per row");
+    assert_eq!(
+        server.peak_in_flight(),
+        4,
+        "4 summaries at once, never more"
+    );
+    let out = parse_jsonl(&stdout(&o));
+    let got: Vec<&str> = out.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(got, ids, "input order kept");
+    assert!(
+        out.iter()
+            .all(|r| r["conversations"][4]["value"] == json!("[CONTEXT SUMMARY]: summary"))
+    );
+}
+
 #[test]
 fn llm_summaries_against_standin() {
     let script = json!({"rules": [

@@ -113,6 +113,9 @@ struct State {
     before_used: Mutex<HashMap<(usize, String), usize>>,
     requests: Mutex<Vec<Value>>,
     count: AtomicU64,
+    /// Chat requests being answered now, and the most there ever were at once.
+    in_flight: AtomicU64,
+    peak: AtomicU64,
     stop: AtomicBool,
     next_id: AtomicU64,
 }
@@ -144,6 +147,8 @@ impl Standin {
             before_used: Mutex::new(HashMap::new()),
             requests: Mutex::new(Vec::new()),
             count: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
         });
@@ -182,6 +187,11 @@ impl Standin {
     /// How many chat requests arrived.
     pub fn count(&self) -> u64 {
         self.state.count.load(Ordering::Relaxed)
+    }
+
+    /// The most chat requests that were being answered at the same time.
+    pub fn peak_in_flight(&self) -> u64 {
+        self.state.peak.load(Ordering::SeqCst)
     }
 
     /// Block forever (for the runnable wrapper).
@@ -396,6 +406,15 @@ fn fill(template: &str, prompt: &str, turn: usize, tool_output: &str) -> String 
 /// Answer one chat request; returns whether the connection stays open.
 fn chat(w: &mut TcpStream, st: &State, req: &Request) -> bool {
     st.count.fetch_add(1, Ordering::Relaxed);
+    let now = st.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    st.peak.fetch_max(now, Ordering::SeqCst);
+    let open = answer(w, st, req);
+    st.in_flight.fetch_sub(1, Ordering::SeqCst);
+    open
+}
+
+/// [`chat`] without the bookkeeping.
+fn answer(w: &mut TcpStream, st: &State, req: &Request) -> bool {
     let body: Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
         Err(e) => {
