@@ -111,10 +111,11 @@ where
         cfg.jobs
     };
     let (work_tx, work_rx) = bounded::<Chunk>(jobs * 2);
-    let (done_tx, done_rx) = bounded::<Done>(jobs * 2);
+    let (done_tx, done_rx) = bounded::<Judged>(jobs * 2);
     let (recycle_tx, recycle_rx) = bounded::<Vec<u8>>(jobs * 2 + 4);
     let stop = AtomicBool::new(false);
     let mut summary = Summary::default();
+    let mut panicked = None;
 
     std::thread::scope(|s| -> Result<()> {
         let stop = &stop;
@@ -125,7 +126,12 @@ where
             let judge = &judge;
             s.spawn(move || {
                 for chunk in work_rx.iter() {
-                    if done_tx.send(judge_chunk(chunk, judge)).is_err() {
+                    // A panic in `judge` (a bug) goes to the writer, which stops; it is
+                    // raised again once every thread is done.
+                    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        judge_chunk(chunk, judge)
+                    }));
+                    if done_tx.send(done).is_err() {
                         return;
                     }
                 }
@@ -133,12 +139,22 @@ where
         }
         drop(work_rx);
         drop(done_tx);
-        let result = write_in_order(cfg, &done_rx, &recycle_tx, out, rejects, &mut summary);
+        let result = write_in_order(
+            cfg,
+            (&done_rx, &mut panicked),
+            &recycle_tx,
+            out,
+            rejects,
+            &mut summary,
+        );
         if result.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
         drop(done_rx);
         let read_result = reader.join().expect("reader thread panicked");
+        if let Some(payload) = panicked.take() {
+            std::panic::resume_unwind(payload);
+        }
         result?;
         read_result
     })?;
@@ -313,9 +329,15 @@ fn write_pieces(out: &mut dyn Write, d: &Done, pieces: &[Piece]) -> std::io::Res
     Ok(())
 }
 
+/// A worker's result, or its panic.
+type Judged = std::thread::Result<Done>;
+
 fn write_in_order(
     cfg: &PipeConfig,
-    done_rx: &Receiver<Done>,
+    (done_rx, panicked): (
+        &Receiver<Judged>,
+        &mut Option<Box<dyn std::any::Any + Send>>,
+    ),
     recycle_tx: &Sender<Vec<u8>>,
     out: &mut dyn Write,
     rejects: &mut Rejects,
@@ -326,6 +348,13 @@ fn write_in_order(
     let mut source_idx = usize::MAX;
     let mut base = 0u64;
     for done in done_rx.iter() {
+        let done = match done {
+            Ok(d) => d,
+            Err(payload) => {
+                *panicked = Some(payload);
+                anyhow::bail!("a worker thread panicked");
+            }
+        };
         pending.insert(done.chunk.seq, done);
         while let Some(d) = pending.remove(&next) {
             next += 1;
@@ -467,5 +496,34 @@ mod tests {
             Some("2502")
         );
         assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 2501);
+    }
+
+    /// A panic in the judge (a bug) is raised again, and what was written is a prefix
+    /// of the input: no chunk after the one that panicked, no gap.
+    #[test]
+    fn a_panicking_judge_leaves_a_prefix() {
+        let mut data = Vec::new();
+        for i in 0..3000 {
+            writeln!(data, "{i} {}", "x".repeat(5000)).unwrap();
+        }
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("in.jsonl");
+        std::fs::write(&p, &data).unwrap();
+        let mut out = Vec::new();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut rej = Rejects::open("test", None).unwrap();
+            run(
+                &cfg(OnError::Fail),
+                vec![Source::File(p)],
+                &mut out,
+                &mut rej,
+                |line| {
+                    assert!(!line.starts_with(b"1500 "), "boom");
+                    Judgement::Keep
+                },
+            )
+        }));
+        assert!(r.is_err(), "the panic is raised again");
+        assert!(out.len() < data.len() && data.starts_with(&out));
     }
 }
