@@ -50,6 +50,12 @@ impl Source {
 /// A directory expands to its `*.jsonl` and `*.jsonl.gz` files in natural order
 /// (`batch_2` before `batch_10`).
 pub fn sources_from_args(args: &[String]) -> Result<Vec<Source>> {
+    sources_with_prefix(args, "")
+}
+
+/// [`sources_from_args`], where a directory gives only its files whose names start with
+/// `prefix` (`batch_` for the batch files of a run directory).
+pub fn sources_with_prefix(args: &[String], prefix: &str) -> Result<Vec<Source>> {
     if args.is_empty() {
         return Ok(vec![Source::Stdin]);
     }
@@ -58,14 +64,23 @@ pub fn sources_from_args(args: &[String]) -> Result<Vec<Source>> {
         let src = Source::parse(a);
         match &src {
             Source::File(p) if p.is_dir() => {
-                let files = jsonl_files_in(p)?;
-                if files.is_empty() {
+                let before = out.len();
+                out.extend(
+                    jsonl_files_in(p)?
+                        .into_iter()
+                        .filter(|f| {
+                            f.file_name()
+                                .and_then(|n| n.to_str())
+                                .is_some_and(|n| n.starts_with(prefix))
+                        })
+                        .map(Source::File),
+                );
+                if out.len() == before {
                     bail!(
-                        "{}: directory holds no .jsonl or .jsonl.gz files",
+                        "{}: directory holds no {prefix}*.jsonl or {prefix}*.jsonl.gz files",
                         p.display()
                     );
                 }
-                out.extend(files.into_iter().map(Source::File));
             }
             _ => out.push(src),
         }

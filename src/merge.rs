@@ -25,7 +25,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
@@ -112,31 +112,7 @@ pub struct MergeSummary {
 /// The inputs of a merge: files, `-`, and directories (their `batch_*.jsonl` and
 /// `batch_*.jsonl.gz` files in natural order: `batch_2` before `batch_10`).
 pub fn merge_sources(args: &[String]) -> Result<Vec<Source>> {
-    if args.is_empty() {
-        return Ok(vec![Source::Stdin]);
-    }
-    let mut out = Vec::new();
-    for a in args {
-        let src = Source::parse(a);
-        match &src {
-            Source::File(p) if p.is_dir() => {
-                let files: Vec<PathBuf> = crate::jsonl::jsonl_files_in(p)?
-                    .into_iter()
-                    .filter(|f| {
-                        f.file_name()
-                            .and_then(|n| n.to_str())
-                            .is_some_and(|n| n.starts_with("batch_"))
-                    })
-                    .collect();
-                if files.is_empty() {
-                    bail!("{}: directory holds no batch_*.jsonl files", p.display());
-                }
-                out.extend(files.into_iter().map(Source::File));
-            }
-            _ => out.push(src),
-        }
-    }
-    Ok(out)
+    crate::jsonl::sources_with_prefix(args, "batch_")
 }
 
 /// One row on its way through the sort.

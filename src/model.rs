@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// One tool the model was offered.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,26 +30,47 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+/// A tool schema or call spelled `{"function": {...}}` or bare, taken apart.
+pub struct FunctionPart<'a> {
+    /// The whole object (where a call's `id` is).
+    pub outer: &'a Map<String, Value>,
+    /// The `function` object, or the whole object when it is bare.
+    pub function: &'a Map<String, Value>,
+    pub name: String,
+}
+
+/// Take apart a tool schema or call; `what` names it in errors (`"tool schema"`,
+/// `"tool call"`).
+pub fn function_part<'a>(v: &'a Value, what: &str) -> Result<FunctionPart<'a>, String> {
+    let Value::Object(m) = v else {
+        return Err(format!(
+            "a {what} must be an object, found {}",
+            crate::jsonl::json_kind(v)
+        ));
+    };
+    let f = match m.get("function") {
+        Some(Value::Object(f)) => f,
+        _ => m,
+    };
+    match f.get("name") {
+        Some(Value::String(s)) => Ok(FunctionPart {
+            outer: m,
+            function: f,
+            name: s.clone(),
+        }),
+        _ => Err(format!("a {what} has no \"name\" string")),
+    }
+}
+
 impl ToolSpec {
     /// Read a tool schema in any of the usual spellings: OpenAI's
     /// `{"type": "function", "function": {"name", "description", "parameters"}}`, the
     /// bare `{"name", "description", "parameters"}`, or the Hermes system prompt's
     /// `{"name", "description", "parameters", "required": null}`.
     pub fn from_json(v: &Value) -> Result<ToolSpec, String> {
-        let Value::Object(m) = v else {
-            return Err(format!(
-                "a tool schema must be an object, found {}",
-                crate::jsonl::json_kind(v)
-            ));
-        };
-        let f = match m.get("function") {
-            Some(Value::Object(f)) => f,
-            _ => m,
-        };
-        let name = match f.get("name") {
-            Some(Value::String(s)) => s.clone(),
-            _ => return Err("a tool schema has no \"name\" string".to_string()),
-        };
+        let FunctionPart {
+            function: f, name, ..
+        } = function_part(v, "tool schema")?;
         let description = match f.get("description") {
             Some(Value::String(s)) => s.clone(),
             _ => String::new(),

@@ -334,20 +334,11 @@ fn arguments_value(a: Option<&Value>) -> Value {
 /// A call spelled `{"name", "arguments"}`, `{"function": {...}}` or
 /// `{"id", "type": "function", "function": {...}}`.
 fn call_object(v: &Value) -> Result<ToolCall, String> {
-    let Value::Object(m) = v else {
-        return Err(format!(
-            "a tool call must be an object, found {}",
-            crate::jsonl::json_kind(v)
-        ));
-    };
-    let f = match m.get("function") {
-        Some(Value::Object(f)) => f,
-        _ => m,
-    };
-    let name = match f.get("name") {
-        Some(Value::String(s)) => s.clone(),
-        _ => return Err("a tool call has no \"name\" string".into()),
-    };
+    let crate::model::FunctionPart {
+        outer: m,
+        function: f,
+        name,
+    } = crate::model::function_part(v, "tool call")?;
     let id = match m.get("id") {
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
         _ => None,
