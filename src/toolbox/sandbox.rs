@@ -129,6 +129,8 @@ pub struct Sandbox {
     image: Option<String>,
     container: Option<String>,
     env: Vec<(String, String)>,
+    /// A command has run here (so a process may have outlived it in the workspace).
+    ran: bool,
 }
 
 impl Sandbox {
@@ -235,6 +237,7 @@ impl Sandbox {
             image,
             container: None,
             env,
+            ran: false,
         })
     }
 
@@ -451,6 +454,7 @@ impl Sandbox {
     ) -> Result<RunOutput> {
         let timeout = timeout.map_or(self.cfg.timeout, |t| t.min(self.cfg.timeout));
         let cmd = self.command(argv)?;
+        self.ran = true;
         let out = execute(cmd, stdin, timeout, self.cfg.output_cap)?;
         if out.timed_out && self.backend == Backend::Docker {
             // The exec client is gone, but what it started runs on in the container:
@@ -508,9 +512,11 @@ impl Drop for Sandbox {
                     .status();
             }
         }
-        // A process that left its group (setsid) may still run in the workspace.
-        kill_processes_in(self.dir.path());
-        kill_processes_in(&self.host_root);
+        // A process that left its group (setsid) may still run in the workspace; no
+        // process can if no command ever ran (file tools only): then /proc is not read.
+        if self.ran {
+            kill_processes_in(&[self.dir.path(), &self.host_root]);
+        }
     }
 }
 
@@ -525,9 +531,9 @@ fn cli_exists(cli: &str) -> bool {
     )
 }
 
-/// Kill every process whose working directory is inside `dir` (best effort: reads
-/// /proc).
-fn kill_processes_in(dir: &Path) {
+/// Kill every process whose working directory is inside one of `dirs` (best effort:
+/// reads /proc once).
+fn kill_processes_in(dirs: &[&Path]) {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return;
     };
@@ -540,13 +546,21 @@ fn kill_processes_in(dir: &Path) {
             continue;
         }
         if let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) {
-            if cwd.starts_with(dir) {
+            if dirs.iter().any(|d| cwd.starts_with(d)) {
                 if let Some(p) = rustix::process::Pid::from_raw(pid) {
                     let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
                 }
             }
         }
     }
+}
+
+/// Whether process group `pgid` has any process, zombies included (`kill(-pgid, 0)`).
+fn group_exists(pgid: u32) -> bool {
+    i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_none_or(|p| rustix::process::test_kill_process_group(p) != Err(rustix::io::Errno::SRCH))
 }
 
 /// Live (not zombie) processes of process group `pgid`, from /proc.
@@ -707,8 +721,10 @@ pub fn execute(
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(20));
     };
-    // Whatever the command left running in its group goes too.
-    let killed_leftovers = !timed_out && !group_members(pgid).is_empty();
+    // Whatever the command left running in its group goes too. `kill(-pgid, 0)` says
+    // in one call whether the group has any process left; only then is /proc read
+    // (zombies do not count as leftovers).
+    let killed_leftovers = !timed_out && group_exists(pgid) && !group_members(pgid).is_empty();
     kill_group(pgid);
     // Readers end when every writer is gone; a process that escaped the group could
     // hold a pipe open, so do not wait for it forever.
