@@ -26,7 +26,8 @@ pub struct ToolArgs {
     #[arg(long)]
     pub sandbox_network: bool,
 
-    /// Directory in which task workspaces are created (default: the temp dir).
+    /// Directory in which task workspaces are created (default: the temp dir). A tmpfs
+    /// such as /dev/shm makes the one workspace per task cheaper for tool-heavy runs.
     #[arg(long, value_name = "DIR")]
     pub workspace_root: Option<PathBuf>,
 
