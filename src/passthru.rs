@@ -15,6 +15,9 @@
 //!   [`Summary`] counts).
 //!
 //! Memory: about (2 x jobs + 4) chunks in flight, ~50 MB with 2 workers.
+//!
+//! `--shard I/N`: the reader counts each chunk's non-blank lines (one `memchr` pass), so
+//! a worker knows the global number of each line and skips the other shards' lines.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -23,7 +26,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::jsonl::{LineError, OnError, PipeConfig, Rejects, Source, Summary, open_source};
+use crate::jsonl::{
+    LineError, OnError, PipeConfig, Rejects, Shard, Source, Summary, is_blank, open_source,
+};
 
 /// Bytes read per chunk (a chunk grows to hold a longer line).
 const CHUNK: usize = 4 << 20;
@@ -46,6 +51,8 @@ struct Chunk {
     source_idx: usize,
     /// The first chunk of its source (where a BOM may start line 1).
     first: bool,
+    /// Non-blank lines before this chunk, all sources counted (with `--shard` only).
+    nonblank_before: u64,
     /// Holds whole lines; the last may lack its newline only at the end of a source.
     data: Vec<u8>,
 }
@@ -91,20 +98,6 @@ pub fn run<F>(
 where
     F: Fn(&[u8]) -> Judgement + Sync,
 {
-    if cfg.shard.is_some() {
-        // Sharding counts lines across inputs, which the line pipeline does; chunks
-        // here are cut without counting, so a sharded run goes that way (one copy of
-        // each kept line, a little slower).
-        return crate::jsonl::process(cfg, sources, out, rejects, |line, buf| match judge(line) {
-            Judgement::Keep => {
-                buf.extend_from_slice(line);
-                buf.push(b'\n');
-                crate::jsonl::Verdict::Written
-            }
-            Judgement::Drop(r) => crate::jsonl::Verdict::Dropped(r),
-            Judgement::Bad(r) => crate::jsonl::Verdict::Bad(r),
-        });
-    }
     let jobs = if cfg.jobs == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -119,7 +112,8 @@ where
 
     std::thread::scope(|s| -> Result<()> {
         let stop = &stop;
-        let reader = s.spawn(move || read_chunks(sources, work_tx, recycle_rx, stop));
+        let shard = cfg.shard;
+        let reader = s.spawn(move || read_chunks(sources, shard, (work_tx, recycle_rx), stop));
         for _ in 0..jobs {
             let work_rx = work_rx.clone();
             let done_tx = done_tx.clone();
@@ -129,7 +123,7 @@ where
                     // A panic in `judge` (a bug) goes to the writer, which stops; it is
                     // raised again once every thread is done.
                     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        judge_chunk(chunk, judge)
+                        judge_chunk(chunk, shard, judge)
                     }));
                     if done_tx.send(done).is_err() {
                         return;
@@ -163,11 +157,12 @@ where
 
 fn read_chunks(
     sources: Vec<Source>,
-    work_tx: Sender<Chunk>,
-    recycle_rx: Receiver<Vec<u8>>,
+    shard: Option<Shard>,
+    (work_tx, recycle_rx): (Sender<Chunk>, Receiver<Vec<u8>>),
     stop: &AtomicBool,
 ) -> Result<()> {
     let mut seq = 0;
+    let mut nonblank = 0u64;
     let mut carry: Vec<u8> = Vec::new();
     for (source_idx, src) in sources.into_iter().enumerate() {
         let name: Arc<str> = Arc::from(src.name());
@@ -220,11 +215,21 @@ fn read_chunks(
             if data.is_empty() {
                 continue;
             }
+            let first = std::mem::replace(&mut first, false);
+            let nonblank_before = nonblank;
+            if shard.is_some() {
+                // Line k of all inputs (non-blank ones counted) belongs to shard k % N:
+                // the workers need each chunk's starting count.
+                nonblank += lines(&data, first)
+                    .filter(|(l, _)| !is_blank(&data[l.clone()]))
+                    .count() as u64;
+            }
             let chunk = Chunk {
                 seq,
                 source: name.clone(),
                 source_idx,
-                first: std::mem::replace(&mut first, false),
+                first,
+                nonblank_before,
                 data,
             };
             seq += 1;
@@ -236,7 +241,30 @@ fn read_chunks(
     Ok(())
 }
 
-fn judge_chunk<F>(chunk: Chunk, judge: &F) -> Done
+/// The lines of a chunk: for each, the range of its bytes (a BOM on line 1 of a source
+/// and a CR before the LF left out) and the offset of the next line.
+fn lines(data: &[u8], first: bool) -> impl Iterator<Item = (std::ops::Range<usize>, usize)> + '_ {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        if pos >= data.len() {
+            return None;
+        }
+        let line_start = pos;
+        let nl = memchr::memchr(b'\n', &data[pos..]).map(|k| pos + k);
+        let mut end = nl.unwrap_or(data.len());
+        pos = nl.map_or(data.len(), |k| k + 1);
+        let mut start = line_start;
+        if end > start && data[end - 1] == b'\r' {
+            end -= 1;
+        }
+        if first && line_start == 0 && data[start..end].starts_with(b"\xEF\xBB\xBF") {
+            start += 3;
+        }
+        Some((start..end, pos))
+    })
+}
+
+fn judge_chunk<F>(chunk: Chunk, shard: Option<Shard>, judge: &F) -> Done
 where
     F: Fn(&[u8]) -> Judgement,
 {
@@ -245,33 +273,28 @@ where
     let mut extra = Vec::new();
     let mut events = Vec::new();
     let (mut lines, mut read, mut kept) = (0u64, 0u64, 0u64);
-    let mut pos = 0;
+    let mut nonblank = chunk.nonblank_before;
     // `open`: the chunk range being extended by adjacent kept lines.
     let mut open: Option<(usize, usize)> = None;
-    while pos < data.len() {
-        let nl = memchr::memchr(b'\n', &data[pos..]).map(|k| pos + k);
-        let line_end = nl.unwrap_or(data.len());
-        let next = nl.map_or(data.len(), |k| k + 1);
+    for (range, next) in self::lines(data, chunk.first) {
+        let (start, end) = (range.start, range.end);
+        // whether the line's own LF directly follows its bytes (no CR was cut)
+        let own_lf = data.get(end) == Some(&b'\n');
         lines += 1;
-        let mut start = pos;
-        let mut end = line_end;
-        if end > start && data[end - 1] == b'\r' {
-            end -= 1;
-        }
-        if lines == 1 && chunk.first && data[start..end].starts_with(b"\xEF\xBB\xBF") {
-            start += 3;
-        }
         let line = &data[start..end];
-        pos = next;
-        if crate::jsonl::is_blank(line) {
+        if is_blank(line) {
             continue;
+        }
+        nonblank += 1;
+        if shard.is_some_and(|sh| !sh.holds(nonblank - 1)) {
+            continue; // another shard's line: as if it were not there
         }
         read += 1;
         match judge(line) {
             Judgement::Keep => {
                 kept += 1;
                 // Unchanged bytes plus their own LF: a range of the chunk.
-                if nl == Some(end) {
+                if own_lf {
                     match &mut open {
                         Some((_, e)) if *e == start => *e = next,
                         _ => {
@@ -496,6 +519,73 @@ mod tests {
             Some("2502")
         );
         assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 2501);
+    }
+
+    /// `--shard I/N` gives each shard the lines `jsonl::process` gives it (non-blank
+    /// lines counted across sources and chunks), with the same counts.
+    #[test]
+    fn shards_match_the_line_pipeline() {
+        let d = tempfile::tempdir().unwrap();
+        let mut paths = Vec::new();
+        for f in 0..2 {
+            let mut data = b"\xEF\xBB\xBF".to_vec();
+            for i in 0..2500 {
+                let pad = "x".repeat(i * 131 % 6000);
+                match i % 7 {
+                    0 => data.extend_from_slice(b"  \n"),
+                    1 => writeln!(data, "{f} {i} {pad}\r").unwrap(),
+                    2 if i % 3 == 0 => data.extend_from_slice(b"drop\n"),
+                    _ => writeln!(data, "{f} {i} {pad}").unwrap(),
+                }
+            }
+            data.extend_from_slice(b"no final newline");
+            let p = d.path().join(format!("in{f}.jsonl"));
+            std::fs::write(&p, data).unwrap();
+            paths.push(p);
+        }
+        let sources = || paths.iter().cloned().map(Source::File).collect::<Vec<_>>();
+        let mut union = 0;
+        for i in 0..3 {
+            let c = PipeConfig {
+                shard: Some(format!("{i}/3").parse().unwrap()),
+                ..cfg(OnError::Skip)
+            };
+            let (mut fast, mut lines) = (Vec::new(), Vec::new());
+            let mut rej = Rejects::open("test", None).unwrap();
+            let a = run(&c, sources(), &mut fast, &mut rej, judge).unwrap();
+            let b =
+                crate::jsonl::process(&c, sources(), &mut lines, &mut rej, |l, out| {
+                    match judge(l) {
+                        Judgement::Keep => {
+                            out.extend_from_slice(l);
+                            out.push(b'\n');
+                            crate::jsonl::Verdict::Written
+                        }
+                        Judgement::Drop(r) => crate::jsonl::Verdict::Dropped(r),
+                        Judgement::Bad(r) => crate::jsonl::Verdict::Bad(r),
+                    }
+                })
+                .unwrap();
+            assert!(fast == lines, "shard {i}/3 differs");
+            assert_eq!(
+                (a.read, a.written, a.dropped_lines),
+                (b.read, b.written, b.dropped_lines)
+            );
+            union += a.read;
+        }
+        let mut rej = Rejects::open("test", None).unwrap();
+        let all = run(
+            &cfg(OnError::Skip),
+            sources(),
+            &mut Vec::new(),
+            &mut rej,
+            judge,
+        );
+        assert_eq!(
+            union,
+            all.unwrap().read,
+            "every non-blank line in one shard"
+        );
     }
 
     /// A panic in the judge (a bug) is raised again, and what was written is a prefix
