@@ -4,6 +4,20 @@ use serde_json::{Value, json};
 
 use crate::standin::Standin;
 
+/// The keys of the reference's `statistics.json` (golden output).
+const STATISTICS_KEYS: [&str; 10] = [
+    "run_name",
+    "distribution",
+    "total_prompts",
+    "total_batches",
+    "batch_size",
+    "model",
+    "completed_at",
+    "duration_seconds",
+    "tool_statistics",
+    "reasoning_statistics",
+];
+
 fn post(url: &str, body: &Value) -> Result<Value, (u16, Option<String>, String)> {
     match ureq::post(&format!("{url}/chat/completions")).send_json(body) {
         Ok(r) => Ok(r.into_json().unwrap()),
@@ -206,18 +220,7 @@ fn plain_prompts_make_records_checkpoint_and_statistics() {
     assert_eq!(cp["completed_prompts"], json!([0, 1, 2]));
     assert_eq!(cp["batch_stats"]["1"]["processed"], 1);
     let st = read_json(&run_dir.join("statistics.json"));
-    for k in [
-        "run_name",
-        "distribution",
-        "total_prompts",
-        "total_batches",
-        "batch_size",
-        "model",
-        "completed_at",
-        "duration_seconds",
-        "tool_statistics",
-        "reasoning_statistics",
-    ] {
+    for k in STATISTICS_KEYS {
         assert!(st.get(k).is_some(), "statistics.json lacks {k}");
     }
     assert_eq!(st["total_prompts"], 3);
@@ -983,19 +986,7 @@ fn golden_shaped_run_matches_the_reference_files() {
     assert_code(&o, 0);
     let run_dir = d.path().join("data/golden");
     let st = read_json(&run_dir.join("statistics.json"));
-    let golden_keys = [
-        "run_name",
-        "distribution",
-        "total_prompts",
-        "total_batches",
-        "batch_size",
-        "model",
-        "completed_at",
-        "duration_seconds",
-        "tool_statistics",
-        "reasoning_statistics",
-    ];
-    for k in golden_keys {
+    for k in STATISTICS_KEYS {
         assert!(st.get(k).is_some(), "{k}");
     }
     assert_eq!(st["run_name"], "golden");
