@@ -5,7 +5,10 @@
 //!
 //! Layout:
 //! - [`jsonl`]: reading JSONL (files, `.gz`, stdin), the bad-line policy, rejects,
-//!   atomic output, and the ordered parallel line pipeline every stage uses.
+//!   atomic output, and the ordered parallel line pipeline every stage uses
+//!   ([`passthru`]: its zero-copy sibling for stages that only keep or drop lines).
+//! - [`jsonscan`]: JSON validation and string decoding without building values
+//!   (64-byte blocks of SIMD masks); [`check`]: traj-filter's predicates on top of it.
 //! - [`cli`]: the flags every binary shares and the mapping of results to exit codes.
 //! - [`llm`]: the OpenAI-compatible chat client (retries, `Retry-After`, classes).
 //! - [`cmd`]: one module per binary.
