@@ -3,7 +3,7 @@
 //! - [`open_source`]: a file (plain or gzip, detected by magic bytes), or stdin for `-`.
 //! - [`LineReader`]: yields lines with their source name and 1-based line number; strips
 //!   a UTF-8 BOM on the first line, CR before LF, and tolerates a missing final newline.
-//! - [`Policy`] and [`Rejects`]: the strict default, `--on-error skip`, and the rejects
+//! - [`OnError`] and [`Rejects`]: the strict default, `--on-error skip`, and the rejects
 //!   file that receives every line not turned into output, with its reason.
 //! - [`Output`]: stdout, or a file written to a temp file and renamed on success.
 //! - [`process`]: the ordered parallel pipeline (one reader, N workers, one writer).

@@ -98,6 +98,7 @@ pub struct Args {
     pub dry_run: bool,
 
     /// OpenAI-compatible endpoint for summaries [default: https://openrouter.ai/api/v1].
+    #[allow(rustdoc::bare_urls)] // the text is `--help` text, where a bare URL reads best
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
 

@@ -51,12 +51,12 @@ pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,
 
-    /// Drop rows where no assistant turn has reasoning (a non-empty <think> block;
+    /// Drop rows where no assistant turn has reasoning (a non-empty `<think>` block;
     /// raw records: a non-blank `reasoning`/`reasoning_content` field).
     #[arg(long, help_heading = "Predicates")]
     pub require_reasoning: bool,
 
-    /// Drop rows calling a tool not offered to that row (its system <tools> list, its
+    /// Drop rows calling a tool not offered to that row (its system `<tools>` list, its
     /// `tools` field, or --tools FILE), or whose arguments are not a JSON object.
     #[arg(long, help_heading = "Predicates")]
     pub valid_tools: bool,
