@@ -983,6 +983,23 @@ mod tests {
         }
     }
 
+    /// Run `process` over one file without a rejects file; its output and summary.
+    fn run_file<F>(c: &PipeConfig, p: &Path, f: F) -> Result<(Vec<u8>, Summary)>
+    where
+        F: Fn(&[u8], &mut Vec<u8>) -> Verdict + Sync,
+    {
+        let mut out = Vec::new();
+        let mut rej = Rejects::open("test", None)?;
+        let s = process(
+            c,
+            vec![Source::File(p.to_path_buf())],
+            &mut out,
+            &mut rej,
+            f,
+        )?;
+        Ok((out, s))
+    }
+
     fn echo_or_bad(line: &[u8], out: &mut Vec<u8>) -> Verdict {
         match parse_object(line) {
             Ok(_) => {
@@ -1035,45 +1052,28 @@ mod tests {
 
         // 4 workers: the first 4 rows are in `f` together.
         let inside = AtomicUsize::new(0);
-        let c = one_line_batches(4);
-        let mut out = Vec::new();
-        let mut rej = Rejects::open("test", None).unwrap();
-        process(
-            &c,
-            vec![Source::File(p.clone())],
-            &mut out,
-            &mut rej,
-            |line, buf| {
-                if inside.fetch_add(1, Ordering::SeqCst) < 4 {
-                    assert!(wait_for(&inside, 4) >= 4, "rows did not run together");
-                }
-                echo_or_bad(line, buf)
-            },
-        )
+        let (out, _) = run_file(&one_line_batches(4), &p, |line, buf| {
+            if inside.fetch_add(1, Ordering::SeqCst) < 4 {
+                assert!(wait_for(&inside, 4) >= 4, "rows did not run together");
+            }
+            echo_or_bad(line, buf)
+        })
         .unwrap();
         assert_eq!(out, data.as_bytes());
 
         // 2 workers: while row 0 waits, only the 11 rows behind it in the window run.
         let others = AtomicUsize::new(0);
         let seen = AtomicUsize::new(0);
-        let c = one_line_batches(2);
-        let mut out = Vec::new();
-        process(
-            &c,
-            vec![Source::File(p)],
-            &mut out,
-            &mut rej,
-            |line, buf| {
-                if line == b"{\"i\":0}" {
-                    wait_for(&others, 11);
-                    std::thread::sleep(Duration::from_millis(100));
-                    seen.store(others.load(Ordering::SeqCst), Ordering::SeqCst);
-                } else {
-                    others.fetch_add(1, Ordering::SeqCst);
-                }
-                echo_or_bad(line, buf)
-            },
-        )
+        let (out, _) = run_file(&one_line_batches(2), &p, |line, buf| {
+            if line == b"{\"i\":0}" {
+                wait_for(&others, 11);
+                std::thread::sleep(Duration::from_millis(100));
+                seen.store(others.load(Ordering::SeqCst), Ordering::SeqCst);
+            } else {
+                others.fetch_add(1, Ordering::SeqCst);
+            }
+            echo_or_bad(line, buf)
+        })
         .unwrap();
         assert_eq!(seen.load(Ordering::SeqCst), 11);
         assert_eq!(out, data.as_bytes());
@@ -1124,16 +1124,7 @@ mod tests {
         for i in 0..2 {
             let mut c = cfg(OnError::Fail);
             c.shard = Some(format!("{i}/2").parse().unwrap());
-            let mut out = Vec::new();
-            let mut rej = Rejects::open("test", None).unwrap();
-            process(
-                &c,
-                vec![Source::File(p.clone())],
-                &mut out,
-                &mut rej,
-                echo_or_bad,
-            )
-            .unwrap();
+            let (out, _) = run_file(&c, &p, echo_or_bad).unwrap();
             all.push(String::from_utf8(out).unwrap());
         }
         assert_eq!(all[0], "{\"a\":0}\n{\"a\":2}\n{\"a\":4}\n");
