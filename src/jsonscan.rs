@@ -121,6 +121,40 @@ pub fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
     String::from_utf8(out).ok().map(Cow::Owned)
 }
 
+/// Bit k is set when byte k of `chunk` must be escaped in a JSON string (a quote, a
+/// backslash, a control byte) or equals `also`, when given.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn needs_escape16(chunk: &[u8; 16], also: Option<u8>) -> u32 {
+    use safe_arch::{
+        cmp_eq_mask_i8_m128i, load_unaligned_m128i, min_u8_m128i, move_mask_i8_m128i,
+        set_splat_i8_m128i,
+    };
+    let v = load_unaligned_m128i(chunk);
+    let eq = |c: u8| cmp_eq_mask_i8_m128i(v, set_splat_i8_m128i(c as i8));
+    let control = cmp_eq_mask_i8_m128i(min_u8_m128i(v, set_splat_i8_m128i(0x1f)), v);
+    let mut m = move_mask_i8_m128i(eq(b'"')) | move_mask_i8_m128i(eq(b'\\'));
+    m |= move_mask_i8_m128i(control);
+    if let Some(c) = also {
+        m |= move_mask_i8_m128i(eq(c));
+    }
+    m as u32 & 0xFFFF
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+pub(crate) fn needs_escape16(chunk: &[u8; 16], also: Option<u8>) -> u32 {
+    let word = |k: usize| {
+        let v = u64::from_le_bytes(chunk[k..k + 8].try_into().expect("8 bytes"));
+        let mut m = eq_bytes(v, b'"') | eq_bytes(v, b'\\') | ctl_bytes(v);
+        if let Some(c) = also {
+            m |= eq_bytes(v, c);
+        }
+        u32::from(pack(m))
+    };
+    word(0) | (word(8) << 8)
+}
+
 /// Bit k is set when byte k is a backslash.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -537,6 +571,24 @@ mod validator_tests {
         assert_eq!(d(r#""\x""#), None);
         assert_eq!(d(r#""\u12""#), None);
         assert_eq!(d("no quotes"), None);
+    }
+
+    #[test]
+    fn escape_masks_are_exact() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        for _ in 0..20_000 {
+            let mut chunk = [0u8; 16];
+            for b in &mut chunk {
+                *b = *rng.choice(b"\"\\<\x00\x1f\x20a\x7f\x80\xff").unwrap();
+            }
+            for also in [None, Some(b'<')] {
+                let want = chunk.iter().enumerate().fold(0u32, |m, (k, &b)| {
+                    let hit = b == b'"' || b == b'\\' || b < 0x20 || Some(b) == also;
+                    m | (u32::from(hit) << k)
+                });
+                assert_eq!(needs_escape16(&chunk, also), want, "{chunk:?} {also:?}");
+            }
+        }
     }
 
     #[test]

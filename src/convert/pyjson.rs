@@ -78,27 +78,7 @@ pub fn py_float(x: f64) -> String {
     out
 }
 
-const LO: u64 = 0x0101_0101_0101_0101;
-const HI: u64 = 0x8080_8080_8080_8080;
-
-/// High bit set in each byte of `w` equal to `b`; exact for the lowest such byte (the
-/// only one used), possibly spurious above it.
-#[inline(always)]
-fn eq_mask(w: u64, b: u8) -> u64 {
-    let x = w ^ (LO * b as u64);
-    x.wrapping_sub(LO) & !x & HI
-}
-
-/// Mask of the bytes of `w` that may need attention: control characters, `"`, `\\`,
-/// and (when `lt`) `<`. The lowest set byte is exact.
-#[inline(always)]
-fn attention_mask(w: u64, lt: bool) -> u64 {
-    let ctrl = w.wrapping_sub(LO * 0x20) & !w & HI;
-    let m = ctrl | eq_mask(w, b'"') | eq_mask(w, b'\\');
-    if lt { m | eq_mask(w, b'<') } else { m }
-}
-
-/// Append `s` as a JSON string literal. Plain bytes are skipped eight at a time; the
+/// Append `s` as a JSON string literal. Plain bytes are skipped 16 at a time; the
 /// first byte needing attention in a word is found with `trailing_zeros`.
 pub fn write_str(out: &mut Vec<u8>, s: &str, style: Style) {
     out.reserve(s.len() + 2);
@@ -133,18 +113,19 @@ fn escape_into(out: &mut Vec<u8>, b: &[u8], lt: bool, nested: bool) {
     let mut start = 0;
     let mut i = 0;
     loop {
-        // Find the next byte needing attention, from i.
-        while i + 8 <= b.len() {
-            let w = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-            let m = attention_mask(w, lt);
+        // Find the next byte needing attention, from i, 16 bytes at a time.
+        let also = lt.then_some(b'<');
+        while i + 16 <= b.len() {
+            let chunk: &[u8; 16] = b[i..i + 16].try_into().expect("16 bytes");
+            let m = crate::jsonscan::needs_escape16(chunk, also);
             if m == 0 {
-                i += 8;
+                i += 16;
             } else {
-                i += (m.trailing_zeros() / 8) as usize;
+                i += m.trailing_zeros() as usize;
                 break;
             }
         }
-        if i + 8 > b.len() {
+        if i + 16 > b.len() {
             while i < b.len() && !needs_attention(b[i], lt) {
                 i += 1;
             }
