@@ -525,6 +525,53 @@ impl Summary {
     pub fn lost_data(&self) -> bool {
         self.lost > 0
     }
+
+    /// Account for a line that was not written: a drop is counted and goes to the
+    /// rejects file; so does a bad line under `--on-error skip`. A bad line under
+    /// `--on-error fail` is returned instead, for the writer to stop with once it has
+    /// written every line before it.
+    pub(crate) fn not_written(
+        &mut self,
+        cfg: &PipeConfig,
+        rejects: &mut Rejects,
+        (source, lineno, line): (&Arc<str>, u64, &[u8]),
+        verdict: &Verdict,
+    ) -> Result<Option<LineError>> {
+        match verdict {
+            Verdict::Written => {}
+            Verdict::Dropped(reasons) => {
+                self.dropped_lines += 1;
+                for r in reasons {
+                    *self.dropped.entry(r.clone()).or_default() += 1;
+                }
+                if rejects.is_kept() {
+                    rejects.write(source, lineno, reasons, line)?;
+                } else if cfg.drops_are_loss {
+                    self.lost += 1;
+                }
+            }
+            Verdict::Bad(reason) => {
+                let err = LineError {
+                    source_name: source.clone(),
+                    lineno,
+                    reason: reason.clone(),
+                };
+                if cfg.on_error == OnError::Fail {
+                    return Ok(Some(err));
+                }
+                self.bad += 1;
+                if self.first_bad.is_none() {
+                    self.first_bad = Some(err.to_string());
+                }
+                if rejects.is_kept() {
+                    rejects.write(source, lineno, std::slice::from_ref(reason), line)?;
+                } else {
+                    self.lost += 1;
+                }
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// Settings of the ordered parallel pipeline.
@@ -860,42 +907,12 @@ fn write_in_order(
             for (i, v) in verdicts {
                 let start = if i == 0 { 0 } else { batch.ends[i - 1] };
                 let line = &batch.data[start..batch.ends[i]];
-                let lineno = batch.first_lineno[i];
-                match v {
-                    Verdict::Written => {}
-                    Verdict::Dropped(reasons) => {
-                        summary.dropped_lines += 1;
-                        for r in &reasons {
-                            *summary.dropped.entry(r.clone()).or_default() += 1;
-                        }
-                        if rejects.is_kept() {
-                            rejects.write(&batch.source, lineno, &reasons, line)?;
-                        } else if cfg.drops_are_loss {
-                            summary.lost += 1;
-                        }
-                    }
-                    Verdict::Bad(reason) => {
-                        let err = LineError {
-                            source_name: batch.source.clone(),
-                            lineno,
-                            reason: reason.clone(),
-                        };
-                        if cfg.on_error == OnError::Fail {
-                            // Everything before the bad line is written; nothing after.
-                            let before = if i == 0 { 0 } else { out_ends[i - 1] };
-                            out.write_all(&bytes[..before])?;
-                            return Err(err.into());
-                        }
-                        summary.bad += 1;
-                        if summary.first_bad.is_none() {
-                            summary.first_bad = Some(err.to_string());
-                        }
-                        if rejects.is_kept() {
-                            rejects.write(&batch.source, lineno, &[reason], line)?;
-                        } else {
-                            summary.lost += 1;
-                        }
-                    }
+                let at = (&batch.source, batch.first_lineno[i], line);
+                if let Some(err) = summary.not_written(cfg, rejects, at, &v)? {
+                    // Everything before the bad line is written; nothing after.
+                    let before = if i == 0 { 0 } else { out_ends[i - 1] };
+                    out.write_all(&bytes[..before])?;
+                    return Err(err.into());
                 }
             }
             summary.written += written;

@@ -26,23 +26,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::jsonl::{
-    LineError, OnError, PipeConfig, Rejects, Shard, Source, Summary, is_blank, open_source,
-};
+use crate::jsonl::{PipeConfig, Rejects, Shard, Source, Summary, Verdict, is_blank, open_source};
 
 /// Bytes read per chunk (a chunk grows to hold a longer line).
 const CHUNK: usize = 4 << 20;
-
-/// What a stage decides about one line.
-#[derive(Debug)]
-pub enum Judgement {
-    /// Write the line unchanged.
-    Keep,
-    /// Drop it on purpose, for these reasons (rejects file).
-    Drop(Vec<String>),
-    /// Bad input: the `--on-error` policy applies.
-    Bad(String),
-}
 
 struct Chunk {
     seq: u64,
@@ -72,7 +59,7 @@ struct Event {
     end: usize,
     /// Output pieces that come before this line.
     pieces_before: usize,
-    judgement: Judgement,
+    verdict: Verdict,
 }
 
 struct Done {
@@ -86,8 +73,9 @@ struct Done {
     kept: u64,
 }
 
-/// Run `judge` over every non-blank line of `sources` and write the kept lines, in
-/// input order and unchanged, to `out`; see the module documentation.
+/// Run `judge` over every non-blank line of `sources` and write the kept lines
+/// ([`Verdict::Written`]: the line itself, unchanged), in input order, to `out`; see
+/// the module documentation.
 pub fn run<F>(
     cfg: &PipeConfig,
     sources: Vec<Source>,
@@ -96,7 +84,7 @@ pub fn run<F>(
     judge: F,
 ) -> Result<Summary>
 where
-    F: Fn(&[u8]) -> Judgement + Sync,
+    F: Fn(&[u8]) -> Verdict + Sync,
 {
     let jobs = if cfg.jobs == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -266,7 +254,7 @@ fn lines(data: &[u8], first: bool) -> impl Iterator<Item = (std::ops::Range<usiz
 
 fn judge_chunk<F>(chunk: Chunk, shard: Option<Shard>, judge: &F) -> Done
 where
-    F: Fn(&[u8]) -> Judgement,
+    F: Fn(&[u8]) -> Verdict,
 {
     let data = &chunk.data;
     let mut pieces: Vec<Piece> = Vec::new();
@@ -291,7 +279,7 @@ where
         }
         read += 1;
         match judge(line) {
-            Judgement::Keep => {
+            Verdict::Written => {
                 kept += 1;
                 // Unchanged bytes plus their own LF: a range of the chunk.
                 if own_lf {
@@ -314,7 +302,7 @@ where
                     pieces.push(Piece::Extra(a, extra.len()));
                 }
             }
-            j => {
+            v => {
                 if let Some((a, b)) = open.take() {
                     pieces.push(Piece::Chunk(a, b));
                 }
@@ -323,7 +311,7 @@ where
                     start,
                     end,
                     pieces_before: pieces.len(),
-                    judgement: j,
+                    verdict: v,
                 });
             }
         }
@@ -387,48 +375,15 @@ fn write_in_order(
             }
             summary.read += d.read;
             for ev in &d.events {
-                let lineno = base + ev.rel_line;
-                let line = &d.chunk.data[ev.start..ev.end];
-                match &ev.judgement {
-                    Judgement::Keep => {}
-                    Judgement::Drop(reasons) => {
-                        summary.dropped_lines += 1;
-                        for r in reasons {
-                            *summary.dropped.entry(r.clone()).or_default() += 1;
-                        }
-                        if rejects.is_kept() {
-                            rejects.write(&d.chunk.source, lineno, reasons, line)?;
-                        } else if cfg.drops_are_loss {
-                            summary.lost += 1;
-                        }
-                    }
-                    Judgement::Bad(reason) => {
-                        if cfg.on_error == OnError::Fail {
-                            // Everything before the bad line is written; nothing after.
-                            write_pieces(out, &d, &d.pieces[..ev.pieces_before])?;
-                            return Err(LineError {
-                                source_name: d.chunk.source.clone(),
-                                lineno,
-                                reason: reason.clone(),
-                            }
-                            .into());
-                        }
-                        summary.bad += 1;
-                        if summary.first_bad.is_none() {
-                            summary.first_bad =
-                                Some(format!("{}:{lineno}: {reason}", d.chunk.source));
-                        }
-                        if rejects.is_kept() {
-                            rejects.write(
-                                &d.chunk.source,
-                                lineno,
-                                std::slice::from_ref(reason),
-                                line,
-                            )?;
-                        } else {
-                            summary.lost += 1;
-                        }
-                    }
+                let at = (
+                    &d.chunk.source,
+                    base + ev.rel_line,
+                    &d.chunk.data[ev.start..ev.end],
+                );
+                if let Some(err) = summary.not_written(cfg, rejects, at, &ev.verdict)? {
+                    // Everything before the bad line is written; nothing after.
+                    write_pieces(out, &d, &d.pieces[..ev.pieces_before])?;
+                    return Err(err.into());
                 }
             }
             write_pieces(out, &d, &d.pieces)?;
@@ -443,6 +398,7 @@ fn write_in_order(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jsonl::OnError;
 
     fn cfg(on_error: OnError) -> PipeConfig {
         PipeConfig {
@@ -455,11 +411,11 @@ mod tests {
         }
     }
 
-    fn judge(line: &[u8]) -> Judgement {
+    fn judge(line: &[u8]) -> Verdict {
         match line {
-            b"bad" => Judgement::Bad("bad line".into()),
-            l if l.starts_with(b"drop") => Judgement::Drop(vec!["dropped".into()]),
-            _ => Judgement::Keep,
+            b"bad" => Verdict::Bad("bad line".into()),
+            l if l.starts_with(b"drop") => Verdict::Dropped(vec!["dropped".into()]),
+            _ => Verdict::Written,
         }
     }
 
@@ -553,19 +509,15 @@ mod tests {
             let (mut fast, mut lines) = (Vec::new(), Vec::new());
             let mut rej = Rejects::open("test", None).unwrap();
             let a = run(&c, sources(), &mut fast, &mut rej, judge).unwrap();
-            let b =
-                crate::jsonl::process(&c, sources(), &mut lines, &mut rej, |l, out| {
-                    match judge(l) {
-                        Judgement::Keep => {
-                            out.extend_from_slice(l);
-                            out.push(b'\n');
-                            crate::jsonl::Verdict::Written
-                        }
-                        Judgement::Drop(r) => crate::jsonl::Verdict::Dropped(r),
-                        Judgement::Bad(r) => crate::jsonl::Verdict::Bad(r),
-                    }
-                })
-                .unwrap();
+            let b = crate::jsonl::process(&c, sources(), &mut lines, &mut rej, |l, out| {
+                let v = judge(l);
+                if let Verdict::Written = v {
+                    out.extend_from_slice(l);
+                    out.push(b'\n');
+                }
+                v
+            })
+            .unwrap();
             assert!(fast == lines, "shard {i}/3 differs");
             assert_eq!(
                 (a.read, a.written, a.dropped_lines),
@@ -609,7 +561,7 @@ mod tests {
                 &mut rej,
                 |line| {
                     assert!(!line.starts_with(b"1500 "), "boom");
-                    Judgement::Keep
+                    Verdict::Written
                 },
             )
         }));

@@ -15,8 +15,8 @@ use anyhow::{Context, Result};
 
 use crate::check::{self, Predicates};
 use crate::cli::{IoArgs, Status, note};
-use crate::jsonl::{self, Output, PipeConfig, Rejects, Summary};
-use crate::passthru::{self, Judgement};
+use crate::jsonl::{self, Output, PipeConfig, Rejects, Summary, Verdict};
+use crate::passthru;
 use crate::tokens::Tokenizer;
 
 const NAME: &str = "traj-filter";
@@ -183,24 +183,24 @@ pub fn run_cli(args: Args) -> Result<Status> {
             &mut out,
             &mut rejects,
             |line| match check::validate_object(line) {
-                Ok(()) => Judgement::Keep,
-                Err(e) => Judgement::Bad(e),
+                Ok(()) => Verdict::Written,
+                Err(e) => Verdict::Bad(e),
             },
         )?
     } else {
         passthru::run(&cfg, sources, &mut out, &mut rejects, |line| {
             let row = match check::parse_row(line) {
                 Ok(r) => r,
-                Err(e) => return Judgement::Bad(e),
+                Err(e) => return Verdict::Bad(e),
             };
             let reasons = match check::evaluate(&row, &preds, tk) {
                 Ok(r) => r,
-                Err(e) => return Judgement::Bad(e),
+                Err(e) => return Verdict::Bad(e),
             };
             match (reasons.is_empty(), invert) {
-                (true, false) | (false, true) => Judgement::Keep,
-                (true, true) => Judgement::Drop(vec!["inverted: passes every predicate".into()]),
-                (false, false) => Judgement::Drop(reasons),
+                (true, false) | (false, true) => Verdict::Written,
+                (true, true) => Verdict::Dropped(vec!["inverted: passes every predicate".into()]),
+                (false, false) => Verdict::Dropped(reasons),
             }
         })?
     };
