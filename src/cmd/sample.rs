@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 
 use crate::cli::{IoArgs, Status, note, summary_line};
-use crate::jsonl::{LineError, LineReader, OnError, Output, Rejects, Summary, is_blank};
+use crate::jsonl::{LineReader, Output, Rejects, Summary, Verdict, is_blank};
 use crate::toolbox::{Distribution, Registry, ToolConfig, distributions};
 
 const NAME: &str = "traj-sample-tools";
@@ -154,7 +154,12 @@ impl Plan {
             toolsets: Option<serde::de::IgnoredAny>,
             seed: Option<serde::de::IgnoredAny>,
         }
-        let Ok(p) = serde_json::from_slice::<Probe>(line) else {
+        // serde skips the strings of ignored fields without checking their UTF-8: check
+        // the whole line first, or a bad byte there would be copied to the output.
+        let Ok(text) = simdutf8::basic::from_utf8(line) else {
+            return Ok(None);
+        };
+        let Ok(p) = serde_json::from_str::<Probe>(text) else {
             return Ok(None);
         };
         let prompt_is_string = p.prompt.is_some_and(|r| r.get().starts_with('"'));
@@ -302,6 +307,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let mut summary = Summary::default();
+    let cfg = args.io.pipe(NAME);
     let mut reader = LineReader::new(sources);
     let mut line = Vec::new();
     let mut index = 0u64;
@@ -321,23 +327,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 summary.written += 1;
             }
             Err(reason) => {
-                let err = LineError {
-                    source_name: source.clone(),
-                    lineno,
-                    reason: reason.clone(),
-                };
-                if args.io.on_error == OnError::Fail {
+                let at = (&source, lineno, line.as_slice());
+                if let Some(err) =
+                    summary.not_written(&cfg, &mut rejects, at, &Verdict::Bad(reason))?
+                {
                     out.flush()?;
                     return Err(err.into());
-                }
-                summary.bad += 1;
-                if summary.first_bad.is_none() {
-                    summary.first_bad = Some(err.to_string());
-                }
-                if rejects.is_kept() {
-                    rejects.write(&source, lineno, &[reason], &line)?;
-                } else {
-                    summary.lost += 1;
                 }
             }
         }

@@ -349,3 +349,33 @@ fn frequencies_over_20000_rows() {
         }
     }
 }
+
+/// A bad UTF-8 byte in a field the sampler does not read is still bad input: the row
+/// is refused (as Python's `json` would), never copied to the output.
+#[test]
+fn invalid_utf8_in_any_field_is_refused() {
+    let d = tmpdir();
+    let mut input = b"{\"prompt\":\"ok\"}\n{\"prompt\":\"p\",\"note\":\"\xff\"}\n".to_vec();
+    input.extend_from_slice(b"{\"prompt\":\"last\"}\n");
+    std::fs::write(d.path().join("in.jsonl"), &input).unwrap();
+    let o = sample(
+        d.path(),
+        &["in.jsonl", "--on-error", "skip", "--rejects", "rej.jsonl"],
+        b"",
+    );
+    assert_code(&o, 0);
+    assert!(std::str::from_utf8(&o.stdout).is_ok(), "output is UTF-8");
+    let rows = parse_jsonl(&stdout(&o));
+    assert_eq!(rows.len(), 2);
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(rej.len(), 1);
+    assert_eq!(rej[0]["line"], 2);
+    assert!(
+        rej[0]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid JSON"),
+        "{}",
+        rej[0]
+    );
+}
