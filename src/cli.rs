@@ -132,6 +132,15 @@ pub fn note(name: &str, msg: &str) {
 }
 
 /// The one-line summary every line stage prints on stderr at the end.
+/// `, N bad lines skipped (first: FILE:LINE: reason)`, or nothing when none was.
+pub fn bad_lines_text(s: &Summary) -> String {
+    match (s.bad, &s.first_bad) {
+        (0, _) => String::new(),
+        (n, Some(first)) => format!(", {n} bad lines skipped (first: {first})"),
+        (n, None) => format!(", {n} bad lines skipped"),
+    }
+}
+
 pub fn summary_line(s: &Summary) -> String {
     let mut msg = format!("{} read, {} written", s.read, s.written);
     if s.dropped_lines > 0 {
@@ -142,12 +151,7 @@ pub fn summary_line(s: &Summary) -> String {
             per.join(", ")
         ));
     }
-    if s.bad > 0 {
-        msg.push_str(&format!(", {} bad lines skipped", s.bad));
-        if let Some(first) = &s.first_bad {
-            msg.push_str(&format!(" (first: {first})"));
-        }
-    }
+    msg.push_str(&bad_lines_text(s));
     if s.lost > 0 {
         msg.push_str(&format!(", {} lines lost (no --rejects file)", s.lost));
     }

@@ -527,12 +527,12 @@ impl Summary {
     }
 
     /// Account for a line that was not written: a drop is counted and goes to the
-    /// rejects file; so does a bad line under `--on-error skip`. A bad line under
-    /// `--on-error fail` is returned instead, for the writer to stop with once it has
-    /// written every line before it.
+    /// rejects file (without one, it counts as lost when `drops_are_loss`); so does a
+    /// bad line under `--on-error skip`. A bad line under `--on-error fail` is returned
+    /// instead, for the caller to stop with once it has written every line before it.
     pub(crate) fn not_written(
         &mut self,
-        cfg: &PipeConfig,
+        (on_error, drops_are_loss): (OnError, bool),
         rejects: &mut Rejects,
         (source, lineno, line): (&Arc<str>, u64, &[u8]),
         verdict: &Verdict,
@@ -546,7 +546,7 @@ impl Summary {
                 }
                 if rejects.is_kept() {
                     rejects.write(source, lineno, reasons, line)?;
-                } else if cfg.drops_are_loss {
+                } else if drops_are_loss {
                     self.lost += 1;
                 }
             }
@@ -556,7 +556,7 @@ impl Summary {
                     lineno,
                     reason: reason.clone(),
                 };
-                if cfg.on_error == OnError::Fail {
+                if on_error == OnError::Fail {
                     return Ok(Some(err));
                 }
                 self.bad += 1;
@@ -590,6 +590,14 @@ pub struct PipeConfig {
     /// 1 for work that waits (LLM summaries): each row is its own job, so `jobs` rows
     /// wait at once.
     pub batch_lines: usize,
+}
+
+impl PipeConfig {
+    /// What happens to lines not written: the `--on-error` policy, and whether a drop
+    /// without a rejects file is lost (see [`Summary::not_written`]).
+    pub fn policy(&self) -> (OnError, bool) {
+        (self.on_error, self.drops_are_loss)
+    }
 }
 
 /// `--shard I/N`: line k (0-based, counting non-blank lines across all inputs) belongs
@@ -908,7 +916,7 @@ fn write_in_order(
                 let start = if i == 0 { 0 } else { batch.ends[i - 1] };
                 let line = &batch.data[start..batch.ends[i]];
                 let at = (&batch.source, batch.first_lineno[i], line);
-                if let Some(err) = summary.not_written(cfg, rejects, at, &v)? {
+                if let Some(err) = summary.not_written(cfg.policy(), rejects, at, &v)? {
                     // Everything before the bad line is written; nothing after.
                     let before = if i == 0 { 0 } else { out_ends[i - 1] };
                     out.write_all(&bytes[..before])?;

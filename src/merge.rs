@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::jsonl::{LineError, OnError, Rejects, Source};
+use crate::jsonl::{OnError, Rejects, Source, Verdict};
 
 /// Most spill files merged at once.
 pub const FAN_IN: usize = 64;
@@ -94,15 +94,11 @@ impl Sample {
 #[derive(Debug, Default, Clone)]
 pub struct MergeSummary {
     pub files: usize,
-    pub read: u64,
-    pub written: u64,
+    /// Lines read, rows written, bad lines (`lost`: bad lines that went to no rejects
+    /// file; duplicates and tombstones are counted below, never lost).
+    pub lines: crate::jsonl::Summary,
     pub duplicates: u64,
     pub tombstones: u64,
-    pub bad: u64,
-    /// Lines dropped that went to no rejects file (duplicates and tombstones are
-    /// counted, not lost; only bad lines can be lost).
-    pub lost: u64,
-    pub first_bad: Option<String>,
     /// Spill files written (0: everything fit in the buffer).
     pub runs: usize,
     /// Rows left out by `--sample`.
@@ -348,7 +344,7 @@ pub fn merge(
         if crate::jsonl::is_blank(&line) {
             continue;
         }
-        s.read += 1;
+        s.lines.read += 1;
         let src = match &cur {
             Some((n, i)) if std::sync::Arc::ptr_eq(n, &src_name) => *i,
             _ => {
@@ -362,22 +358,13 @@ pub fn merge(
         };
         match parse_line(&line, &cfg.key) {
             Err(reason) => {
-                if cfg.on_error == OnError::Fail {
-                    return Err(LineError {
-                        source_name: src_name,
-                        lineno,
-                        reason,
-                    }
-                    .into());
-                }
-                s.bad += 1;
-                if s.first_bad.is_none() {
-                    s.first_bad = Some(format!("{src_name}:{lineno}: {reason}"));
-                }
-                if rejects.is_kept() {
-                    rejects.write(&src_name, lineno, &[reason], &line)?;
-                } else {
-                    s.lost += 1;
+                let at = (&src_name, lineno, line.as_slice());
+                let bad = Verdict::Bad(reason);
+                if let Some(err) = s
+                    .lines
+                    .not_written((cfg.on_error, false), rejects, at, &bad)?
+                {
+                    return Err(err.into());
                 }
             }
             Ok(Parsed::Tombstone(reason)) => {
@@ -435,7 +422,7 @@ pub fn merge(
         } else if keep {
             out.write_all(&r.line)?;
             out.write_all(b"\n")?;
-            s.written += 1;
+            s.lines.written += 1;
         } else {
             let w = winners[&r.key.expect("a duplicate has a key")];
             let reason = format!(

@@ -380,7 +380,7 @@ fn write_in_order(
                     base + ev.rel_line,
                     &d.chunk.data[ev.start..ev.end],
                 );
-                if let Some(err) = summary.not_written(cfg, rejects, at, &ev.verdict)? {
+                if let Some(err) = summary.not_written(cfg.policy(), rejects, at, &ev.verdict)? {
                     // Everything before the bad line is written; nothing after.
                     write_pieces(out, &d, &d.pieces[..ev.pieces_before])?;
                     return Err(err.into());

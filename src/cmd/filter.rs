@@ -205,7 +205,6 @@ pub fn run_cli(args: Args) -> Result<Status> {
         })?
     };
     out.commit()?;
-    let kept_rejects = rejects.is_kept();
     rejects.finish()?;
 
     let per_reason = by_category(&summary);
@@ -224,10 +223,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         o.commit()?;
     }
     if !args.io.quiet {
-        note(
-            NAME,
-            &summary_text(&summary, &per_reason, &args, kept_rejects),
-        );
+        note(NAME, &summary_text(&summary, &per_reason, &args));
     }
     Ok(Status::from_summary(&summary))
 }
@@ -241,31 +237,21 @@ fn by_category(s: &Summary) -> BTreeMap<String, u64> {
     m
 }
 
-fn summary_text(
-    s: &Summary,
-    per: &BTreeMap<String, u64>,
-    args: &Args,
-    kept_rejects: bool,
-) -> String {
+fn summary_text(s: &Summary, per: &BTreeMap<String, u64>, args: &Args) -> String {
     let mut msg = format!("{} read, {} kept", s.read, s.written);
-    if s.dropped_lines > 0 || !per.is_empty() {
+    if s.dropped_lines > 0 {
         let list: Vec<String> = per.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         msg.push_str(&format!(
             ", {} dropped ({})",
             s.dropped_lines,
             list.join(", ")
         ));
-        match (&args.io.rejects, kept_rejects) {
-            (Some(p), true) => msg.push_str(&format!(" -> {}", p.display())),
-            _ => msg.push_str(" (not kept: use --rejects FILE to keep them)"),
+        match &args.io.rejects {
+            Some(p) => msg.push_str(&format!(" -> {}", p.display())),
+            None => msg.push_str(" (not kept: use --rejects FILE to keep them)"),
         }
     }
-    if s.bad > 0 {
-        msg.push_str(&format!(", {} bad lines skipped", s.bad));
-        if let Some(first) = &s.first_bad {
-            msg.push_str(&format!(" (first: {first})"));
-        }
-    }
+    msg.push_str(&crate::cli::bad_lines_text(s));
     if s.lost > 0 {
         msg.push_str(&format!(", {} bad lines lost (no --rejects file)", s.lost));
     }

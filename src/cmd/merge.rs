@@ -99,22 +99,18 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let mut rejects = Rejects::open("merge", args.io.rejects.as_deref())?;
     let s = crate::merge::merge(&cfg, sources, &mut out, &mut rejects)?;
     out.commit()?;
-    let kept = rejects.is_kept();
     rejects.finish()?;
     if !args.io.quiet {
-        note(NAME, &summary_text(&s, &args, kept));
+        note(NAME, &summary_text(&s, &args));
     }
-    Ok(if s.lost > 0 {
-        Status::Failed
-    } else {
-        Status::Ok
-    })
+    Ok(Status::from_summary(&s.lines))
 }
 
-fn summary_text(s: &MergeSummary, args: &Args, kept: bool) -> String {
+fn summary_text(s: &MergeSummary, args: &Args) -> String {
+    let lines = &s.lines;
     let mut msg = format!(
         "{} files, {} rows read, {} written",
-        s.files, s.read, s.written
+        s.files, lines.read, lines.written
     );
     let keep = match args.keep {
         Keep::First => "first",
@@ -127,20 +123,15 @@ fn summary_text(s: &MergeSummary, args: &Args, kept: bool) -> String {
     if s.tombstones > 0 {
         msg.push_str(&format!(", {} tombstones dropped", s.tombstones));
     }
-    if s.bad > 0 {
-        msg.push_str(&format!(", {} bad lines skipped", s.bad));
-        if let Some(first) = &s.first_bad {
-            msg.push_str(&format!(" (first: {first})"));
+    msg.push_str(&crate::cli::bad_lines_text(lines));
+    if s.duplicates + s.tombstones + lines.bad > 0 {
+        match &args.io.rejects {
+            Some(p) => msg.push_str(&format!(" -> {}", p.display())),
+            None => msg.push_str(" (not kept: use --rejects FILE to keep them)"),
         }
     }
-    if s.duplicates + s.tombstones + s.bad > 0 {
-        match (&args.io.rejects, kept) {
-            (Some(p), true) => msg.push_str(&format!(" -> {}", p.display())),
-            _ => msg.push_str(" (not kept: use --rejects FILE to keep them)"),
-        }
-    }
-    if s.lost > 0 {
-        msg.push_str(&format!(", {} bad lines lost", s.lost));
+    if lines.lost > 0 {
+        msg.push_str(&format!(", {} bad lines lost", lines.lost));
     }
     if let Some(n) = args.sample {
         msg.push_str(&format!(

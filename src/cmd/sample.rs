@@ -307,7 +307,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let mut summary = Summary::default();
-    let cfg = args.io.pipe(NAME);
+    let policy = args.io.pipe(NAME).policy();
     let mut reader = LineReader::new(sources);
     let mut line = Vec::new();
     let mut index = 0u64;
@@ -329,7 +329,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             Err(reason) => {
                 let at = (&source, lineno, line.as_slice());
                 if let Some(err) =
-                    summary.not_written(&cfg, &mut rejects, at, &Verdict::Bad(reason))?
+                    summary.not_written(policy, &mut rejects, at, &Verdict::Bad(reason))?
                 {
                     out.flush()?;
                     return Err(err.into());
