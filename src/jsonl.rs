@@ -296,7 +296,6 @@ pub fn json_kind(v: &Value) -> &'static str {
 pub struct Rejects {
     stage: &'static str,
     out: Option<Output>,
-    count: u64,
 }
 
 impl Rejects {
@@ -305,21 +304,12 @@ impl Rejects {
             Some(p) => Some(Output::create(Some(p))?),
             None => None,
         };
-        Ok(Rejects {
-            stage,
-            out,
-            count: 0,
-        })
+        Ok(Rejects { stage, out })
     }
 
     /// True when rejected lines are kept somewhere.
     pub fn is_kept(&self) -> bool {
         self.out.is_some()
-    }
-
-    /// How many rejects were written.
-    pub fn count(&self) -> u64 {
-        self.count
     }
 
     /// Write one reject; `line` is the raw input line.
@@ -334,7 +324,6 @@ impl Rejects {
             return Ok(());
         };
         out.write_all(&reject_line(self.stage, source, lineno, reasons, line))?;
-        self.count += 1;
         Ok(())
     }
 
@@ -598,6 +587,14 @@ impl PipeConfig {
     pub fn policy(&self) -> (OnError, bool) {
         (self.on_error, self.drops_are_loss)
     }
+
+    /// Worker threads: `jobs`, or one per core when it is 0.
+    pub fn workers(&self) -> usize {
+        match self.jobs {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
 }
 
 /// `--shard I/N`: line k (0-based, counting non-blank lines across all inputs) belongs
@@ -651,7 +648,6 @@ struct Batch {
 }
 
 struct Done {
-    seq: u64,
     out: Vec<u8>,
     /// per line: index, verdict (only non-`Written` verdicts are kept).
     verdicts: Vec<(usize, Verdict)>,
@@ -677,16 +673,10 @@ pub fn process<F>(
 where
     F: Fn(&[u8], &mut Vec<u8>) -> Verdict + Sync,
 {
-    let jobs = if cfg.jobs == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    } else {
-        cfg.jobs
-    };
+    let jobs = cfg.workers();
     let (work_tx, work_rx) = crossbeam_channel::bounded::<Batch>(jobs * 2);
     let (done_tx, done_rx) = crossbeam_channel::bounded::<std::thread::Result<Done>>(jobs * 2);
-    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<(Vec<u8>, Vec<u8>)>(jobs * 4 + 4);
+    let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<Vec<u8>>(jobs * 4 + 4);
     // One slot per batch between reader and writer: the reader fills it, the writer
     // empties it once the batch is written.
     let (slot_tx, slot_rx) = crossbeam_channel::bounded::<()>(jobs * 4 + 4);
@@ -773,7 +763,6 @@ where
         out_ends.push(out.len());
     }
     Done {
-        seq: batch.seq,
         out,
         verdicts,
         out_ends,
@@ -788,7 +777,7 @@ struct Reading {
     batch_lines: usize,
     work_tx: crossbeam_channel::Sender<Batch>,
     slot_tx: crossbeam_channel::Sender<()>,
-    recycle_rx: crossbeam_channel::Receiver<(Vec<u8>, Vec<u8>)>,
+    recycle_rx: crossbeam_channel::Receiver<Vec<u8>>,
 }
 
 fn read_batches(
@@ -814,7 +803,7 @@ fn read_batches(
         let mut lineno = 0u64;
         let mut line = Vec::new();
         loop {
-            let mut data = recycle_rx.try_recv().map(|(d, _)| d).unwrap_or_default();
+            let mut data = recycle_rx.try_recv().unwrap_or_default();
             data.clear();
             let mut ends = Vec::new();
             let mut first_lineno = Vec::new();
@@ -878,7 +867,7 @@ fn read_batches(
 struct Writing<'a> {
     done_rx: &'a crossbeam_channel::Receiver<std::thread::Result<Done>>,
     slot_rx: &'a crossbeam_channel::Receiver<()>,
-    recycle_tx: &'a crossbeam_channel::Sender<(Vec<u8>, Vec<u8>)>,
+    recycle_tx: &'a crossbeam_channel::Sender<Vec<u8>>,
     /// A worker's panic, raised again once the pipeline has stopped.
     panicked: &'a mut Option<Box<dyn std::any::Any + Send>>,
 }
@@ -900,7 +889,7 @@ fn write_in_order(
                 anyhow::bail!("a worker thread panicked");
             }
         };
-        pending.insert(done.seq, done);
+        pending.insert(done.batch.seq, done);
         while let Some(d) = pending.remove(&next) {
             next += 1;
             let Done {
@@ -909,7 +898,6 @@ fn write_in_order(
                 out_ends,
                 written,
                 batch,
-                ..
             } = d;
             summary.read += batch.ends.len() as u64;
             for (i, v) in verdicts {
@@ -926,7 +914,7 @@ fn write_in_order(
             summary.written += written;
             out.write_all(&bytes)?;
             let _ = w.slot_rx.try_recv();
-            let _ = w.recycle_tx.try_send((batch.data, Vec::new()));
+            let _ = w.recycle_tx.try_send(batch.data);
         }
     }
     Ok(())

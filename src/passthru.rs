@@ -86,11 +86,7 @@ pub fn run<F>(
 where
     F: Fn(&[u8]) -> Verdict + Sync,
 {
-    let jobs = if cfg.jobs == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        cfg.jobs
-    };
+    let jobs = cfg.workers();
     let (work_tx, work_rx) = bounded::<Chunk>(jobs * 2);
     let (done_tx, done_rx) = bounded::<Judged>(jobs * 2);
     let (recycle_tx, recycle_rx) = bounded::<Vec<u8>>(jobs * 2 + 4);
@@ -164,7 +160,7 @@ fn read_chunks(
             let mut data = recycle_rx.try_recv().unwrap_or_default();
             let target = CHUNK.max(carry.len() * 2);
             if data.len() < target {
-                data.resize(target, 0); // recycled buffers keep their length: no refill
+                data.resize(target, 0); // a recycled buffer was cut after its last line: only that tail is zeroed
             }
             data[..carry.len()].copy_from_slice(&carry);
             let mut filled = carry.len();
