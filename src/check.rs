@@ -23,7 +23,7 @@ use serde_json::value::RawValue;
 
 pub use crate::jsonscan::decode_str;
 pub(crate) use crate::jsonscan::object_members;
-use crate::jsonscan::{scan_json, scan_value, skip_ws};
+use crate::jsonscan::{object_members_with, scan_json, scan_value, skip_ws};
 
 /// A row as far as the predicates need it (values as raw, validated JSON text).
 #[derive(Debug, Default)]
@@ -243,13 +243,26 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
     let b = line;
     let mut row = RowView::default();
     let mut shape: Option<String> = None;
-    let end = object_members(b, 0, |key, vs, ve| {
+    let end = object_members_with(b, 0, |key, vs| {
+        if key == b"conversations" {
+            // Walked once: the turns are read and validated in the same pass. When
+            // they are not a list of objects, the plain scan tells bad JSON (the
+            // error) from a bad shape.
+            return match conversation_turns(b, text, vs) {
+                Ok((t, ve)) => {
+                    row.conversations = Some(t);
+                    Ok(ve)
+                }
+                Err(e) => {
+                    let ve = scan_value(b, vs)?;
+                    shape = Some(e);
+                    Ok(ve)
+                }
+            };
+        }
+        let ve = scan_value(b, vs)?;
         let raw = &text[vs..ve];
         match key {
-            b"conversations" => match conversation_turns(b, text, vs) {
-                Ok(t) => row.conversations = Some(t),
-                Err(e) => shape = Some(e),
-            },
             b"messages" => match serde_json::from_str::<Vec<Message>>(raw) {
                 Ok(m) => row.messages = Some(m),
                 Err(e) => shape = Some(format!("`messages`: {e}")),
@@ -259,6 +272,7 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
             b"tools" => row.tools = Some(raw),
             _ => {}
         }
+        Ok(ve)
     })
     .map_err(json_err)?;
     if skip_ws(b, end) != b.len() {
@@ -273,12 +287,14 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
     Ok(row)
 }
 
-/// The turns of a `conversations` value (already validated as JSON).
+/// The turns of the `conversations` value at `b[i..]`, validated as JSON, and the offset
+/// after the list. `Err`: not a list of turn objects, or not valid JSON (the caller
+/// tells which).
 pub(crate) fn conversation_turns<'a>(
     b: &[u8],
     text: &'a str,
     i: usize,
-) -> Result<Vec<Turn<'a>>, String> {
+) -> Result<(Vec<Turn<'a>>, usize), String> {
     let mut turns = Vec::new();
     let mut i = skip_ws(b, i);
     if b.get(i) != Some(&b'[') {
@@ -286,7 +302,7 @@ pub(crate) fn conversation_turns<'a>(
     }
     i = skip_ws(b, i + 1);
     if b.get(i) == Some(&b']') {
-        return Ok(turns);
+        return Ok((turns, i + 1));
     }
     loop {
         let n = turns.len() + 1;
@@ -305,7 +321,8 @@ pub(crate) fn conversation_turns<'a>(
         i = skip_ws(b, end);
         match b.get(i) {
             Some(b',') => i = skip_ws(b, i + 1),
-            _ => return Ok(turns),
+            Some(b']') => return Ok((turns, i + 1)),
+            _ => return Err("`conversations` is not valid JSON".into()),
         }
     }
 }

@@ -16,6 +16,20 @@ pub(crate) fn object_members<'b>(
     i: usize,
     mut f: impl FnMut(&'b [u8], usize, usize),
 ) -> Result<usize, usize> {
+    object_members_with(b, i, |key, vs| {
+        let ve = scan_value(b, vs)?;
+        f(key, vs, ve);
+        Ok(ve)
+    })
+}
+
+/// [`object_members`] where `f` walks each value itself: it gets the key and the
+/// value's start, and returns the offset after the value, which it has validated.
+pub(crate) fn object_members_with<'b>(
+    b: &'b [u8],
+    i: usize,
+    mut f: impl FnMut(&'b [u8], usize) -> Result<usize, usize>,
+) -> Result<usize, usize> {
     let mut i = skip_ws(b, i);
     if b.get(i) != Some(&b'{') {
         return Err(i);
@@ -36,8 +50,7 @@ pub(crate) fn object_members<'b>(
             return Err(i);
         }
         let vs = skip_ws(b, i + 1);
-        let ve = scan_value(b, vs)?;
-        f(key, vs, ve);
+        let ve = f(key, vs)?;
         i = skip_ws(b, ve);
         match b.get(i) {
             Some(b',') => i = skip_ws(b, i + 1),

@@ -244,7 +244,7 @@ fn prompt_text(fields: &Fields<'_>) -> Option<String> {
         None => raw.to_string(), // not a string: its JSON text identifies it
     };
     if let Some(raw) = fields.get("conversations")
-        && let Ok(turns) = crate::check::conversation_turns(raw.as_bytes(), raw, 0)
+        && let Ok((turns, _)) = crate::check::conversation_turns(raw.as_bytes(), raw, 0)
         && let Some(t) = turns.iter().find(|t| t.from == "human" || t.from == "user")
     {
         return Some(text_of(t.value));
