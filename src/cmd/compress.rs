@@ -18,6 +18,7 @@ use crate::cli::{IoArgs, Status};
 use crate::compress::summary::{Extractive, LlmConfig, LlmSummarizer, Summarizer};
 use crate::compress::{Compressor, OnSummaryFailure, Settings};
 use crate::jsonl::{self, Output, PipeConfig, Rejects, Source, Verdict};
+use crate::tokens::Tokenizer;
 use crate::usage_bail;
 
 const NAME: &str = "traj-compress";
@@ -326,7 +327,9 @@ impl FileConfig {
     }
 }
 
-fn resolve(args: &Args) -> Result<Resolved> {
+/// The settings, and the tokenizer when checking the config file's one loaded it (so
+/// that it is loaded once).
+fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
     let file = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -341,20 +344,23 @@ fn resolve(args: &Args) -> Result<Resolved> {
     let mut r = file.resolve();
     // A tokenizer named in the YAML that traj cannot load (a hub name such as the
     // reference's Kimi default) gives way to the default, with a note.
-    if args.tokenizer.is_none()
-        && file.tokenizer.name.is_some()
-        && crate::tokens::load(&r.tokenizer).is_err()
-    {
-        if !args.io.quiet {
-            crate::cli::note(
-                NAME,
-                &format!(
-                    "config tokenizer {:?} is not loadable here; using o200k_base",
-                    r.tokenizer
-                ),
-            );
+    let mut tokenizer = None;
+    if args.tokenizer.is_none() && file.tokenizer.name.is_some() {
+        match crate::tokens::load(&r.tokenizer) {
+            Ok(t) => tokenizer = Some(t),
+            Err(_) => {
+                if !args.io.quiet {
+                    crate::cli::note(
+                        NAME,
+                        &format!(
+                            "config tokenizer {:?} is not loadable here; using o200k_base",
+                            r.tokenizer
+                        ),
+                    );
+                }
+                r.tokenizer = "o200k_base".into();
+            }
         }
-        r.tokenizer = "o200k_base".into();
     }
     let s = &mut r.settings;
     if let Some(t) = &args.tokenizer {
@@ -416,7 +422,7 @@ fn resolve(args: &Args) -> Result<Resolved> {
     {
         usage_bail!("--sample-percent must satisfy 0 < P <= 100, got {p}");
     }
-    Ok(r)
+    Ok((r, tokenizer))
 }
 
 /// One unit of work: sources and where their output goes.
@@ -606,7 +612,7 @@ fn progress_bar(args: &Args, jobs: &[Job]) -> Option<indicatif::ProgressBar> {
 
 /// Run traj-compress.
 pub fn run_cli(args: Args) -> Result<Status> {
-    let r = resolve(&args)?;
+    let (r, tokenizer) = resolve(&args)?;
     let (mut jobs, metrics_path) = plan_jobs(&args, &r)?;
     let metrics_path = if r.metrics_enabled && !args.count_only {
         metrics_path
@@ -647,7 +653,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
         );
         return Ok(Status::Ok);
     }
-    let tokenizer = crate::tokens::load(&r.tokenizer)?;
+    let tokenizer = match tokenizer {
+        Some(t) => t,
+        None => crate::tokens::load(&r.tokenizer)?,
+    };
     let _sample_dir;
     if let Some(p) = args.sample_percent {
         let dir = tempfile::tempdir()?;
@@ -763,11 +772,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
 }
 
 /// `--count-only`: tokens of every row, one JSON line at the end.
-fn count_only(
-    args: &Args,
-    jobs: Vec<Job>,
-    tok: Arc<dyn crate::tokens::Tokenizer>,
-) -> Result<Status> {
+fn count_only(args: &Args, jobs: Vec<Job>, tok: Arc<dyn Tokenizer>) -> Result<Status> {
     let rows = AtomicU64::new(0);
     let tokens = AtomicU64::new(0);
     let text_bytes = AtomicU64::new(0);
