@@ -726,14 +726,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         };
         let s = jsonl::process(&cfg, job.sources, &mut out, &mut rejects, f)?;
         out.commit()?;
-        total.read += s.read;
-        total.written += s.written;
-        total.bad += s.bad;
-        total.lost += s.lost;
-        total.dropped_lines += s.dropped_lines;
-        if total.first_bad.is_none() {
-            total.first_bad = s.first_bad;
-        }
+        add_summary(&mut total, s);
     }
     rejects.finish()?;
     if let Some(pb) = &pb {
@@ -771,6 +764,21 @@ pub fn run_cli(args: Args) -> Result<Status> {
     Ok(Status::from_summary(&total))
 }
 
+/// Add the counts of one input's pipeline to the run's totals.
+fn add_summary(total: &mut jsonl::Summary, s: jsonl::Summary) {
+    total.read += s.read;
+    total.written += s.written;
+    for (reason, n) in s.dropped {
+        *total.dropped.entry(reason).or_default() += n;
+    }
+    total.dropped_lines += s.dropped_lines;
+    total.bad += s.bad;
+    total.lost += s.lost;
+    if total.first_bad.is_none() {
+        total.first_bad = s.first_bad;
+    }
+}
+
 /// `--count-only`: tokens of every row, one JSON line at the end.
 fn count_only(args: &Args, jobs: Vec<Job>, tok: Arc<dyn Tokenizer>) -> Result<Status> {
     let rows = AtomicU64::new(0);
@@ -803,9 +811,7 @@ fn count_only(args: &Args, jobs: Vec<Job>, tok: Arc<dyn Tokenizer>) -> Result<St
             }
             Verdict::Written
         })?;
-        total.read += s.read;
-        total.bad += s.bad;
-        total.lost += s.lost;
+        add_summary(&mut total, s);
     }
     rejects.finish()?;
     let secs = started.elapsed().as_secs_f64();
