@@ -622,10 +622,18 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let api_key = std::env::var(&r.api_key_env)
         .ok()
         .filter(|k| !k.trim().is_empty());
-    let summarizer_name = if args.offline || api_key.is_none() {
-        "offline-extractive".to_string()
-    } else {
-        format!("llm:{}", r.model)
+    // Built before --dry-run, which reports its name; building it touches no network.
+    let summarizer: Arc<dyn Summarizer> = match (&api_key, args.offline) {
+        (Some(key), false) => Arc::new(LlmSummarizer::new(LlmConfig {
+            base_url: r.base_url.clone(),
+            api_key: Some(key.clone()),
+            model: r.model.clone(),
+            temperature: r.temperature,
+            max_attempts: r.max_retries,
+            retry_delay: Duration::from_secs_f64(r.retry_delay),
+            timeout: Duration::from_secs_f64(r.timeout),
+        })),
+        _ => Arc::new(Extractive),
     };
     if args.dry_run {
         for j in &jobs {
@@ -642,10 +650,11 @@ pub fn run_cli(args: Args) -> Result<Status> {
         crate::cli::note(
             NAME,
             &format!(
-                "budget {} tokens ({}), summary {} tokens by {summarizer_name}, metrics {}",
+                "budget {} tokens ({}), summary {} tokens by {}, metrics {}",
                 r.settings.plan.target_max_tokens,
                 r.tokenizer,
                 r.settings.plan.summary_target_tokens,
+                summarizer.name(),
                 metrics_path
                     .as_ref()
                     .map_or("none".to_string(), |p| p.display().to_string())
@@ -668,29 +677,15 @@ pub fn run_cli(args: Args) -> Result<Status> {
     if args.count_only {
         return count_only(&args, jobs, tokenizer);
     }
-    let summarizer: Arc<dyn Summarizer> = match (&api_key, args.offline) {
-        (Some(key), false) => Arc::new(LlmSummarizer::new(LlmConfig {
-            base_url: r.base_url.clone(),
-            api_key: Some(key.clone()),
-            model: r.model.clone(),
-            temperature: r.temperature,
-            max_attempts: r.max_retries,
-            retry_delay: Duration::from_secs_f64(r.retry_delay),
-            timeout: Duration::from_secs_f64(r.timeout),
-        })),
-        _ => {
-            if api_key.is_none() && !args.offline && !args.io.quiet {
-                crate::cli::note(
-                    NAME,
-                    &format!(
-                        "${} is not set: using the offline extractive summarizer",
-                        r.api_key_env
-                    ),
-                );
-            }
-            Arc::new(Extractive)
-        }
-    };
+    if api_key.is_none() && !args.offline && !args.io.quiet {
+        crate::cli::note(
+            NAME,
+            &format!(
+                "${} is not set: using the offline extractive summarizer",
+                r.api_key_env
+            ),
+        );
+    }
     let comp = Compressor::new(r.settings.clone(), tokenizer.clone(), summarizer.clone());
     let pb = progress_bar(&args, &jobs);
     let start_wall = SystemTime::now();
