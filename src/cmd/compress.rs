@@ -18,6 +18,7 @@ use crate::cli::{IoArgs, Status};
 use crate::compress::summary::{Extractive, LlmConfig, LlmSummarizer, Summarizer};
 use crate::compress::{Compressor, OnSummaryFailure, Settings};
 use crate::jsonl::{self, Output, PipeConfig, Rejects, Source, Verdict};
+use crate::tokens::Tokenizer;
 use crate::usage_bail;
 
 const NAME: &str = "traj-compress";
@@ -326,7 +327,9 @@ impl FileConfig {
     }
 }
 
-fn resolve(args: &Args) -> Result<Resolved> {
+/// The settings, and the tokenizer when checking the config file's one loaded it (so
+/// that it is loaded once).
+fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
     let file = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -341,20 +344,23 @@ fn resolve(args: &Args) -> Result<Resolved> {
     let mut r = file.resolve();
     // A tokenizer named in the YAML that traj cannot load (a hub name such as the
     // reference's Kimi default) gives way to the default, with a note.
-    if args.tokenizer.is_none()
-        && file.tokenizer.name.is_some()
-        && crate::tokens::load(&r.tokenizer).is_err()
-    {
-        if !args.io.quiet {
-            crate::cli::note(
-                NAME,
-                &format!(
-                    "config tokenizer {:?} is not loadable here; using o200k_base",
-                    r.tokenizer
-                ),
-            );
+    let mut tokenizer = None;
+    if args.tokenizer.is_none() && file.tokenizer.name.is_some() {
+        match crate::tokens::load(&r.tokenizer) {
+            Ok(t) => tokenizer = Some(t),
+            Err(_) => {
+                if !args.io.quiet {
+                    crate::cli::note(
+                        NAME,
+                        &format!(
+                            "config tokenizer {:?} is not loadable here; using o200k_base",
+                            r.tokenizer
+                        ),
+                    );
+                }
+                r.tokenizer = "o200k_base".into();
+            }
         }
-        r.tokenizer = "o200k_base".into();
     }
     let s = &mut r.settings;
     if let Some(t) = &args.tokenizer {
@@ -416,7 +422,7 @@ fn resolve(args: &Args) -> Result<Resolved> {
     {
         usage_bail!("--sample-percent must satisfy 0 < P <= 100, got {p}");
     }
-    Ok(r)
+    Ok((r, tokenizer))
 }
 
 /// One unit of work: sources and where their output goes.
@@ -606,7 +612,7 @@ fn progress_bar(args: &Args, jobs: &[Job]) -> Option<indicatif::ProgressBar> {
 
 /// Run traj-compress.
 pub fn run_cli(args: Args) -> Result<Status> {
-    let r = resolve(&args)?;
+    let (r, tokenizer) = resolve(&args)?;
     let (mut jobs, metrics_path) = plan_jobs(&args, &r)?;
     let metrics_path = if r.metrics_enabled && !args.count_only {
         metrics_path
@@ -616,10 +622,18 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let api_key = std::env::var(&r.api_key_env)
         .ok()
         .filter(|k| !k.trim().is_empty());
-    let summarizer_name = if args.offline || api_key.is_none() {
-        "offline-extractive".to_string()
-    } else {
-        format!("llm:{}", r.model)
+    // Built before --dry-run, which reports its name; building it touches no network.
+    let summarizer: Arc<dyn Summarizer> = match (&api_key, args.offline) {
+        (Some(key), false) => Arc::new(LlmSummarizer::new(LlmConfig {
+            base_url: r.base_url.clone(),
+            api_key: Some(key.clone()),
+            model: r.model.clone(),
+            temperature: r.temperature,
+            max_attempts: r.max_retries,
+            retry_delay: Duration::from_secs_f64(r.retry_delay),
+            timeout: Duration::from_secs_f64(r.timeout),
+        })),
+        _ => Arc::new(Extractive),
     };
     if args.dry_run {
         for j in &jobs {
@@ -636,10 +650,11 @@ pub fn run_cli(args: Args) -> Result<Status> {
         crate::cli::note(
             NAME,
             &format!(
-                "budget {} tokens ({}), summary {} tokens by {summarizer_name}, metrics {}",
+                "budget {} tokens ({}), summary {} tokens by {}, metrics {}",
                 r.settings.plan.target_max_tokens,
                 r.tokenizer,
                 r.settings.plan.summary_target_tokens,
+                summarizer.name(),
                 metrics_path
                     .as_ref()
                     .map_or("none".to_string(), |p| p.display().to_string())
@@ -647,7 +662,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
         );
         return Ok(Status::Ok);
     }
-    let tokenizer = crate::tokens::load(&r.tokenizer)?;
+    let tokenizer = match tokenizer {
+        Some(t) => t,
+        None => crate::tokens::load(&r.tokenizer)?,
+    };
     let _sample_dir;
     if let Some(p) = args.sample_percent {
         let dir = tempfile::tempdir()?;
@@ -659,29 +677,15 @@ pub fn run_cli(args: Args) -> Result<Status> {
     if args.count_only {
         return count_only(&args, jobs, tokenizer);
     }
-    let summarizer: Arc<dyn Summarizer> = match (&api_key, args.offline) {
-        (Some(key), false) => Arc::new(LlmSummarizer::new(LlmConfig {
-            base_url: r.base_url.clone(),
-            api_key: Some(key.clone()),
-            model: r.model.clone(),
-            temperature: r.temperature,
-            max_attempts: r.max_retries,
-            retry_delay: Duration::from_secs_f64(r.retry_delay),
-            timeout: Duration::from_secs_f64(r.timeout),
-        })),
-        _ => {
-            if api_key.is_none() && !args.offline && !args.io.quiet {
-                crate::cli::note(
-                    NAME,
-                    &format!(
-                        "${} is not set: using the offline extractive summarizer",
-                        r.api_key_env
-                    ),
-                );
-            }
-            Arc::new(Extractive)
-        }
-    };
+    if api_key.is_none() && !args.offline && !args.io.quiet {
+        crate::cli::note(
+            NAME,
+            &format!(
+                "${} is not set: using the offline extractive summarizer",
+                r.api_key_env
+            ),
+        );
+    }
     let comp = Compressor::new(r.settings.clone(), tokenizer.clone(), summarizer.clone());
     let pb = progress_bar(&args, &jobs);
     let start_wall = SystemTime::now();
@@ -717,14 +721,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         };
         let s = jsonl::process(&cfg, job.sources, &mut out, &mut rejects, f)?;
         out.commit()?;
-        total.read += s.read;
-        total.written += s.written;
-        total.bad += s.bad;
-        total.lost += s.lost;
-        total.dropped_lines += s.dropped_lines;
-        if total.first_bad.is_none() {
-            total.first_bad = s.first_bad;
-        }
+        add_summary(&mut total, s);
     }
     rejects.finish()?;
     if let Some(pb) = &pb {
@@ -762,12 +759,23 @@ pub fn run_cli(args: Args) -> Result<Status> {
     Ok(Status::from_summary(&total))
 }
 
+/// Add the counts of one input's pipeline to the run's totals.
+fn add_summary(total: &mut jsonl::Summary, s: jsonl::Summary) {
+    total.read += s.read;
+    total.written += s.written;
+    for (reason, n) in s.dropped {
+        *total.dropped.entry(reason).or_default() += n;
+    }
+    total.dropped_lines += s.dropped_lines;
+    total.bad += s.bad;
+    total.lost += s.lost;
+    if total.first_bad.is_none() {
+        total.first_bad = s.first_bad;
+    }
+}
+
 /// `--count-only`: tokens of every row, one JSON line at the end.
-fn count_only(
-    args: &Args,
-    jobs: Vec<Job>,
-    tok: Arc<dyn crate::tokens::Tokenizer>,
-) -> Result<Status> {
+fn count_only(args: &Args, jobs: Vec<Job>, tok: Arc<dyn Tokenizer>) -> Result<Status> {
     let rows = AtomicU64::new(0);
     let tokens = AtomicU64::new(0);
     let text_bytes = AtomicU64::new(0);
@@ -798,9 +806,7 @@ fn count_only(
             }
             Verdict::Written
         })?;
-        total.read += s.read;
-        total.bad += s.bad;
-        total.lost += s.lost;
+        add_summary(&mut total, s);
     }
     rejects.finish()?;
     let secs = started.elapsed().as_secs_f64();

@@ -102,6 +102,35 @@ impl TrajectoryMetrics {
     }
 }
 
+/// A running mean: the sum in the order the values came, and their number (the same
+/// result as summing a list of them, without keeping one value per row).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Mean {
+    sum: f64,
+    n: usize,
+}
+
+impl Mean {
+    pub fn push(&mut self, x: f64) {
+        self.sum += x;
+        self.n += 1;
+    }
+
+    /// How many values were added.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// `None` when no value was added.
+    pub fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+}
+
 /// Totals over a run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Aggregate {
@@ -120,9 +149,10 @@ pub struct Aggregate {
     pub turns_after: u64,
     pub api_calls: u64,
     pub errors: u64,
-    pub ratios: Vec<f64>,
-    pub saved: Vec<i64>,
-    pub turns_removed: Vec<i64>,
+    /// Of the compressed rows: compression ratios, tokens saved, turns removed.
+    pub ratios: Mean,
+    pub saved: Mean,
+    pub turns_removed: Mean,
     pub reasons: BTreeMap<String, u64>,
     pub summarizers: BTreeMap<String, u64>,
 }
@@ -140,8 +170,8 @@ impl Aggregate {
         if m.was_compressed {
             self.compressed += 1;
             self.ratios.push(m.compression_ratio());
-            self.saved.push(m.tokens_saved());
-            self.turns_removed.push(m.turns_removed());
+            self.saved.push(m.tokens_saved() as f64);
+            self.turns_removed.push(m.turns_removed() as f64);
             if let Some(s) = &m.summarizer {
                 *self.summarizers.entry(s.clone()).or_default() += 1;
             }
@@ -159,41 +189,9 @@ impl Aggregate {
         }
     }
 
-    /// Merge another aggregate into this one.
-    pub fn merge(&mut self, o: Aggregate) {
-        self.total += o.total;
-        self.compressed += o.compressed;
-        self.skipped_under_target += o.skipped_under_target;
-        self.skipped_by_size += o.skipped_by_size;
-        self.still_over += o.still_over;
-        self.failed += o.failed;
-        self.passed_through += o.passed_through;
-        self.tokens_before += o.tokens_before;
-        self.tokens_after += o.tokens_after;
-        self.turns_before += o.turns_before;
-        self.turns_after += o.turns_after;
-        self.api_calls += o.api_calls;
-        self.errors += o.errors;
-        self.ratios.extend(o.ratios);
-        self.saved.extend(o.saved);
-        self.turns_removed.extend(o.turns_removed);
-        for (k, v) in o.reasons {
-            *self.reasons.entry(k).or_default() += v;
-        }
-        for (k, v) in o.summarizers {
-            *self.summarizers.entry(k).or_default() += v;
-        }
-    }
-
-    fn avg<T: Copy + Into<f64>>(v: &[T]) -> Option<f64> {
-        (!v.is_empty()).then(|| v.iter().map(|&x| x.into()).sum::<f64>() / v.len() as f64)
-    }
-
     /// The `compression_metrics.json` document: the reference's six groups, then
     /// `tokenizer` and `summarizer`.
     pub fn to_json(&self, tokenizer: &str, summarizer: &str, processing: Value) -> Value {
-        let saved: Vec<f64> = self.saved.iter().map(|&x| x as f64).collect();
-        let removed: Vec<f64> = self.turns_removed.iter().map(|&x| x as f64).collect();
         json!({
             "summary": {
                 "total_trajectories": self.total,
@@ -220,9 +218,9 @@ impl Aggregate {
                 "total_removed": self.turns_before as i64 - self.turns_after as i64,
             },
             "averages": {
-                "avg_compression_ratio": round(Self::avg(&self.ratios).unwrap_or(1.0), 4),
-                "avg_tokens_saved_per_compressed": round(Self::avg(&saved).unwrap_or(0.0), 1),
-                "avg_turns_removed_per_compressed": round(Self::avg(&removed).unwrap_or(0.0), 2),
+                "avg_compression_ratio": round(self.ratios.mean().unwrap_or(1.0), 4),
+                "avg_tokens_saved_per_compressed": round(self.saved.mean().unwrap_or(0.0), 1),
+                "avg_turns_removed_per_compressed": round(self.turns_removed.mean().unwrap_or(0.0), 2),
             },
             "summarization": {
                 "total_api_calls": self.api_calls,

@@ -262,7 +262,7 @@ impl Compressor {
         let summary_tokens = self.tokenizer.count(&text);
         if !m.summary_failed && summary_tokens >= region_tokens {
             // The summary would not save anything: keep the turns.
-            m.reason = Some("no_net_savings".into());
+            m.reason = Some(plan::Keep::NoNetSavings.as_str().to_string());
             m.start_idx = -1;
             m.end_idx = -1;
             return (m, false);

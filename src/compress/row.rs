@@ -23,15 +23,6 @@ pub enum Shape {
     OpenAi,
 }
 
-impl Shape {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Shape::ShareGpt => "sharegpt",
-            Shape::OpenAi => "openai",
-        }
-    }
-}
-
 /// A parsed row with its turn list located.
 pub struct Row {
     pub obj: Map<String, Value>,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::row::{Shape, role_name, turn_text};
-use crate::llm::{Client, ClientConfig, ErrorClass};
+use crate::llm::{CallOptions, Client, ClientConfig, ErrorClass};
 use crate::tokens::Tokenizer;
 
 /// The prefix every summary starts with.
@@ -225,9 +225,15 @@ impl Summarizer for LlmSummarizer {
         let content = render_region(req.turns, req.shape, req.start, req.until);
         let body = self.body(&prompt(&content, req.budget), req.budget);
         let deadline = Instant::now() + self.cfg.timeout;
+        // The client cuts a request in flight, and skips a retry or a wait, at the
+        // deadline: one row's summary never takes much longer than `--timeout`.
+        let opts = CallOptions {
+            deadline: Some(deadline),
+            ..CallOptions::default()
+        };
         let max = self.cfg.max_attempts.max(1);
         let (mut calls, mut errors) = (0u32, 0u32);
-        let mut last = String::from("no attempt");
+        let mut last = LastFailure::Reply("no attempt");
         while calls < max {
             if Instant::now() >= deadline {
                 return Outcome {
@@ -243,19 +249,19 @@ impl Summarizer for LlmSummarizer {
                 std::thread::sleep(wait.min(left));
             }
             let client = &self.clients[(max - calls - 1) as usize];
-            match client.chat(&body) {
+            match client.chat_opts(&body, &opts) {
                 Ok(resp) => {
                     calls += resp.attempts;
                     errors += resp.attempts - 1;
                     if resp.finish_reason.as_deref() == Some("length") {
                         errors += 1;
-                        last = "length".into();
+                        last = LastFailure::Reply("length");
                         continue;
                     }
                     let text = finish_summary(Some(&resp.content));
                     if text == PREFIX {
                         errors += 1;
-                        last = "empty".into();
+                        last = LastFailure::Reply("empty");
                         continue;
                     }
                     return Outcome {
@@ -274,17 +280,17 @@ impl Summarizer for LlmSummarizer {
                             errors,
                         };
                     }
-                    last = e.class.as_str().to_string();
+                    last = LastFailure::Error(e.class);
                     if !e.class.retryable() {
                         break;
                     }
                 }
             }
         }
-        let text = if last == "timeout" {
-            Err(Failure::Timeout)
-        } else {
-            Err(Failure::Failed(last))
+        let text = match last {
+            LastFailure::Error(ErrorClass::Timeout) => Err(Failure::Timeout),
+            LastFailure::Error(class) => Err(Failure::Failed(class.as_str().to_string())),
+            LastFailure::Reply(r) => Err(Failure::Failed(r.to_string())),
         };
         Outcome {
             text,
@@ -292,6 +298,14 @@ impl Summarizer for LlmSummarizer {
             errors,
         }
     }
+}
+
+/// Why the last attempt of an LLM summary failed.
+enum LastFailure {
+    /// A reply came but could not be used (`length`, `empty`).
+    Reply(&'static str),
+    /// The request failed.
+    Error(ErrorClass),
 }
 
 /// The offline extractive summarizer: deterministic, no network. It keeps, within the

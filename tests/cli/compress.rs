@@ -381,6 +381,57 @@ fn summary_timeout_keeps_the_row() {
     assert_eq!(agg["summary"]["total_trajectories"], json!(1));
 }
 
+/// `--timeout` bounds a row's whole summary: a request that hangs is cut at the deadline
+/// and not retried, so the row is released after about `--timeout`, not `--timeout`
+/// times the attempts; it comes out unchanged and counted as timed out.
+#[test]
+fn summary_timeout_bounds_all_attempts() {
+    let server = standin::Standin::json(json!({"default": {"hang": true}}));
+    let dir = tmpdir();
+    let input = jsonl(&[tool_pair_row("ROW-HANG")]);
+    let mut c = cmd(BIN, dir.path());
+    c.env("STANDIN_KEY", "secret");
+    c.args(["--api-key-env", "STANDIN_KEY", "--base-url", &server.url()]);
+    c.args([
+        "--timeout",
+        "1.5",
+        "--max-retries",
+        "4",
+        "--retry-delay",
+        "0.01",
+    ]);
+    c.args(["--tokenizer", "chars4", "--target-max-tokens", "109"]);
+    c.args(["--summary-target-tokens", "4", "--protect-last-n", "2"]);
+    c.args(["--per-trajectory-metrics", "-o", "out.jsonl"]);
+    let t0 = Instant::now();
+    let o = run_with_stdin(c, input.as_bytes());
+    let secs = t0.elapsed().as_secs_f64();
+    assert_code(&o, 0);
+    // 4 attempts of 1.5 s each would take 6 s or more.
+    assert!(
+        (1.4..4.0).contains(&secs),
+        "released after {secs:.2} s, not about --timeout"
+    );
+    let out = read_jsonl(&dir.path().join("out.jsonl"));
+    assert_eq!(out.len(), 1, "a timed-out row is never dropped");
+    assert_eq!(
+        out[0]["conversations"],
+        parse_jsonl(&input)[0]["conversations"]
+    );
+    let m = &out[0]["compression_metrics"];
+    assert_eq!(m["still_over_limit_reason"], json!("summary_timeout"));
+    assert_eq!(m["was_compressed"], json!(false));
+    let agg: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out_metrics.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(agg["summary"]["trajectories_failed"], json!(1));
+    assert_eq!(
+        agg["summary"]["still_over_limit_reasons"],
+        json!({"summary_timeout": 1})
+    );
+}
+
 /// The SWE-agent demo records as OpenAI `messages` rows (their `history`).
 fn swe_messages_rows() -> Vec<Value> {
     let text = std::fs::read_to_string(fixture("swe_agent_demo_trajs.jsonl")).unwrap();
