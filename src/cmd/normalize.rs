@@ -120,21 +120,7 @@ pub fn load_tool_names(path: &Path) -> Result<Vec<String>> {
 
 /// Convert one input line (the function [`jsonl::process`] runs on every line).
 pub fn convert_line(line: &[u8], opts: &Options, out: &mut Vec<u8>) -> Verdict {
-    // One UTF-8 check of the whole line (std's fast path), then serde_json's `StrRead`,
-    // which does not re-validate each string; invalid UTF-8 goes the usual way for its
-    // message.
-    let parsed = match std::str::from_utf8(line) {
-        Ok(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(m)) => Ok(m),
-            Ok(other) => Err(format!(
-                "expected a JSON object, found {}",
-                jsonl::json_kind(&other)
-            )),
-            Err(e) => Err(format!("invalid JSON: {e}")),
-        },
-        Err(_) => jsonl::parse_object(line),
-    };
-    let row = match parsed {
+    let row = match jsonl::parse_object(line) {
         Ok(r) => r,
         Err(e) => return Verdict::Bad(e),
     };
