@@ -407,6 +407,12 @@ fn read_tasks(args: &Args) -> Result<(Vec<Row>, u64)> {
 
 /// Run traj-run.
 pub fn run_cli(args: Args) -> Result<Status> {
+    // The key is in this process's environment (and memory), and local-backend tool
+    // commands run as the same user: a non-dumpable process keeps its /proc/PID/environ,
+    // mem and the like (and ptrace) to root. First thing, before any tool runs.
+    #[cfg(target_os = "linux")]
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .context("cannot make traj-run non-dumpable (it hides the API key from tools)")?;
     let cfg = agent_config(&args)?;
     if args.num_workers == 0 || args.batch_size == 0 || args.max_attempts == 0 {
         usage_bail!("--num-workers, --batch-size and --max-attempts must be at least 1");
