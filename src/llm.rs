@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Settings of a [`Client`].
 #[derive(Debug, Clone)]
@@ -590,18 +590,10 @@ pub fn parse_retry_after(v: &str) -> Option<Duration> {
     )
 }
 
-/// A minimal chat request body.
-pub fn chat_body(model: &str, messages: Vec<Value>, max_tokens: Option<u64>) -> Value {
-    let mut body = json!({"model": model, "messages": messages});
-    if let Some(m) = max_tokens {
-        body["max_tokens"] = json!(m);
-    }
-    body
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn classes() {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
-use crate::agent::{self, AgentConfig, Llm, Outcome};
+use crate::agent::{self, AgentConfig, Chat, Llm, Outcome};
 use crate::cache::Cache;
 use crate::cli::{IoArgs, Status, note};
 use crate::jsonl::{self, LineReader, OnError, Output, Rejects};
@@ -682,7 +682,7 @@ fn plan(args: &Args, rows: Vec<Row>, scan: &Scan) -> Plan {
 
 fn worker(s: &Shared, tx: &crossbeam_channel::Sender<Done>) {
     loop {
-        if s.llm.stopping_now() {
+        if s.llm.stopping() {
             return;
         }
         let i = s.next.fetch_add(1, Ordering::Relaxed);
@@ -695,12 +695,6 @@ fn worker(s: &Shared, tx: &crossbeam_channel::Sender<Done>) {
         if tx.send(done).is_err() {
             return;
         }
-    }
-}
-
-impl Llm {
-    fn stopping_now(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
     }
 }
 
@@ -915,7 +909,7 @@ impl Writer<'_> {
                 }
             }
             self.write_group(shared, &mut group, progress)?;
-            if shared.llm.stopping_now() {
+            if shared.llm.stopping() {
                 // Agents notice the stop between steps and abandon their prompts (they
                 // run again on resume), dropping their sandboxes. Give them a moment,
                 // keeping what finishes meanwhile; agents still waiting on HTTP after
