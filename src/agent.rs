@@ -514,7 +514,7 @@ pub fn run_prompt(
                 Ok(r)
             }
             Err(_) if chat.stopping() => Err(Outcome::Abandoned),
-            Err(e) if e.message.starts_with("deadline reached") => Err(timeout_failure(
+            Err(e) if e.deadline => Err(timeout_failure(
                 api_calls + 1,
                 *usage,
                 e.attempts,
@@ -828,6 +828,7 @@ mod tests {
             status: Some(401),
             message: "bad key".into(),
             attempts: 1,
+            deadline: false,
         };
         let chat = Scripted::new(vec![Err(err)]);
         match run_prompt(&cfg(3), &chat, &mut Echo(Vec::new()), "q") {
@@ -836,6 +837,28 @@ mod tests {
                 assert!(!f.retryable);
                 assert_eq!(f.status, Some(401));
             }
+            o => panic!("{o:?}"),
+        }
+        // The client's deadline marker, whatever the class, makes a prompt timeout;
+        // the same words from a server do not.
+        let past = LlmError {
+            class: ErrorClass::Server,
+            status: Some(503),
+            message: "deadline reached: busy".into(),
+            attempts: 2,
+            deadline: true,
+        };
+        let chat = Scripted::new(vec![Err(past.clone())]);
+        match run_prompt(&cfg(3), &chat, &mut Echo(Vec::new()), "q") {
+            Outcome::Failed(f) => assert_eq!(f.class, "prompt_timeout"),
+            o => panic!("{o:?}"),
+        }
+        let chat = Scripted::new(vec![Err(LlmError {
+            deadline: false,
+            ..past
+        })]);
+        match run_prompt(&cfg(3), &chat, &mut Echo(Vec::new()), "q") {
+            Outcome::Failed(f) => assert_eq!(f.class, "server_error"),
             o => panic!("{o:?}"),
         }
         let cut = Ok(

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Settings of a [`Client`].
 #[derive(Debug, Clone)]
@@ -126,6 +126,9 @@ pub struct LlmError {
     pub status: Option<u16>,
     pub message: String,
     pub attempts: u32,
+    /// The call gave up because [`CallOptions::deadline`] came (the message then
+    /// starts with "deadline reached").
+    pub deadline: bool,
 }
 
 /// Token usage of one call, and its cost where the provider reports one.
@@ -288,7 +291,7 @@ pub struct CallOptions<'a> {
     /// Hears about each failed attempt before its wait.
     pub on_retry: Option<&'a dyn Fn(&LlmError)>,
     /// No attempt starts, and no wait lasts, past this instant; requests in flight are
-    /// cut at it (class `timeout`, message starting with "deadline").
+    /// cut at it (the error has `deadline` set, and usually class `timeout`).
     pub deadline: Option<Instant>,
     /// Set by someone else to abandon the call between attempts (class `transport`,
     /// message "stopped").
@@ -360,12 +363,14 @@ impl Client {
             status: None,
             message: "stopped".into(),
             attempts,
+            deadline: false,
         };
         let past_deadline = |attempts| LlmError {
             class: ErrorClass::Timeout,
             status: None,
             message: "deadline reached".into(),
             attempts,
+            deadline: true,
         };
         let mut attempt = 0u32;
         loop {
@@ -398,6 +403,7 @@ impl Client {
                 && opts.deadline.is_some_and(|d| Instant::now() >= d)
             {
                 err.message = format!("deadline reached: {}", err.message);
+                err.deadline = true;
                 return Err(err);
             }
             if !err.class.retryable() || attempt > self.cfg.max_retries {
@@ -412,6 +418,7 @@ impl Client {
                     return Err(stopped(attempt));
                 }
                 err.message = format!("deadline reached: {}", err.message);
+                err.deadline = true;
                 return Err(err);
             }
         }
@@ -453,6 +460,7 @@ impl Client {
             status,
             message,
             attempts: attempt,
+            deadline: false,
         };
         match req.send_json(body) {
             Ok(resp) => {
@@ -582,18 +590,10 @@ pub fn parse_retry_after(v: &str) -> Option<Duration> {
     )
 }
 
-/// A minimal chat request body.
-pub fn chat_body(model: &str, messages: Vec<Value>, max_tokens: Option<u64>) -> Value {
-    let mut body = json!({"model": model, "messages": messages});
-    if let Some(m) = max_tokens {
-        body["max_tokens"] = json!(m);
-    }
-    body
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn classes() {
@@ -626,6 +626,23 @@ mod tests {
         let m = json!({"reasoning": " ", "reasoning_details": [{"type": "reasoning.text", "text": "a"}, {"summary": "b"}]});
         assert_eq!(reasoning_text(&m).as_deref(), Some("ab"));
         assert_eq!(reasoning_text(&json!({"content": "x"})), None);
+    }
+
+    #[test]
+    fn a_past_deadline_is_marked() {
+        // Nothing listens there: the call must end before any request.
+        let c = Client::new(ClientConfig {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            ..ClientConfig::default()
+        });
+        let opts = CallOptions {
+            deadline: Some(Instant::now()),
+            ..CallOptions::default()
+        };
+        let e = c.chat_opts(&json!({}), &opts).unwrap_err();
+        assert!(e.deadline, "{e}");
+        assert_eq!(e.class, ErrorClass::Timeout);
+        assert_eq!(e.attempts, 0);
     }
 
     #[test]

@@ -214,11 +214,11 @@ impl Stats {
     }
 
     fn add_usage(&mut self, u: &Value) {
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-        self.prompt_tokens += n("prompt_tokens");
-        self.completion_tokens += n("completion_tokens");
-        self.total_tokens += n("total_tokens");
-        self.cost += u.get("cost").and_then(Value::as_f64).unwrap_or(0.0);
+        let u = crate::llm::Usage::from_json(u);
+        self.prompt_tokens += u.prompt_tokens;
+        self.completion_tokens += u.completion_tokens;
+        self.total_tokens += u.total_tokens;
+        self.cost += u.cost.unwrap_or(0.0);
     }
 
     /// Count one failure line.
@@ -259,7 +259,6 @@ impl Stats {
 pub struct FailState {
     /// Failed runs of the prompt so far.
     pub attempts: u32,
-    pub last_class: String,
     /// False once any failure was of a class that is never retried.
     pub retryable: bool,
 }
@@ -373,11 +372,6 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
                     ..FailState::default()
                 });
                 st.attempts += 1;
-                st.last_class = v
-                    .get("class")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
                 st.retryable &= v.get("retryable") != Some(&Value::Bool(false));
             }
             s.stats.add_failure(&v);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
-use crate::agent::{self, AgentConfig, Llm, Outcome};
+use crate::agent::{self, AgentConfig, Chat, Llm, Outcome};
 use crate::cache::Cache;
 use crate::cli::{IoArgs, Status, note};
 use crate::jsonl::{self, LineReader, OnError, Output, Rejects};
@@ -407,6 +407,12 @@ fn read_tasks(args: &Args) -> Result<(Vec<Row>, u64)> {
 
 /// Run traj-run.
 pub fn run_cli(args: Args) -> Result<Status> {
+    // The key is in this process's environment (and memory), and local-backend tool
+    // commands run as the same user: a non-dumpable process keeps its /proc/PID/environ,
+    // mem and the like (and ptrace) to root. First thing, before any tool runs.
+    #[cfg(target_os = "linux")]
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .context("cannot make traj-run non-dumpable (it hides the API key from tools)")?;
     let cfg = agent_config(&args)?;
     if args.num_workers == 0 || args.batch_size == 0 || args.max_attempts == 0 {
         usage_bail!("--num-workers, --batch-size and --max-attempts must be at least 1");
@@ -676,7 +682,7 @@ fn plan(args: &Args, rows: Vec<Row>, scan: &Scan) -> Plan {
 
 fn worker(s: &Shared, tx: &crossbeam_channel::Sender<Done>) {
     loop {
-        if s.llm.stopping_now() {
+        if s.llm.stopping() {
             return;
         }
         let i = s.next.fetch_add(1, Ordering::Relaxed);
@@ -689,12 +695,6 @@ fn worker(s: &Shared, tx: &crossbeam_channel::Sender<Done>) {
         if tx.send(done).is_err() {
             return;
         }
-    }
-}
-
-impl Llm {
-    fn stopping_now(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
     }
 }
 
@@ -909,7 +909,7 @@ impl Writer<'_> {
                 }
             }
             self.write_group(shared, &mut group, progress)?;
-            if shared.llm.stopping_now() {
+            if shared.llm.stopping() {
                 // Agents notice the stop between steps and abandon their prompts (they
                 // run again on resume), dropping their sandboxes. Give them a moment,
                 // keeping what finishes meanwhile; agents still waiting on HTTP after

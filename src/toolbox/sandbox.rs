@@ -122,6 +122,8 @@ pub struct Sandbox {
     dir: tempfile::TempDir,
     /// Canonical host path of the workspace.
     host_root: PathBuf,
+    /// How the workspace root looks to commands (`/workspace` or the host path).
+    view_root: String,
     /// Working directory of commands, as the command sees it.
     inner_cwd: String,
     /// Working directory on the host, when it is inside the workspace.
@@ -232,6 +234,7 @@ impl Sandbox {
             backend,
             dir,
             host_root,
+            view_root,
             inner_cwd,
             host_cwd,
             image,
@@ -258,16 +261,8 @@ impl Sandbox {
     }
 
     /// How the workspace root looks to commands (`/workspace` or the host path).
-    pub fn view_root(&self) -> String {
-        match self.backend {
-            Backend::Local => self.host_root.display().to_string(),
-            _ => WORKSPACE_MOUNT.to_string(),
-        }
-    }
-
-    /// The environment tool processes get.
-    pub fn env(&self) -> &[(String, String)] {
-        &self.env
+    pub fn view_root(&self) -> &str {
+        &self.view_root
     }
 
     /// The configuration this sandbox was made with.

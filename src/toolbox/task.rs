@@ -58,7 +58,7 @@ impl Task {
         let files = Confined {
             root: sandbox.workspace().to_path_buf(),
             base: sandbox.host_cwd().to_path_buf(),
-            view_root: sandbox.view_root(),
+            view_root: sandbox.view_root().to_string(),
         };
         let config = registry.config_arc();
         let agent = web::agent(&config);
@@ -96,7 +96,26 @@ impl Task {
             .map(Duration::from_secs)
     }
 
-    fn run_result(out: RunOutput, timeout: Duration) -> ToolResult {
+    /// The required non-empty string argument `key` of a command tool, and the
+    /// command's timeout: the model's `timeout`, capped by the sandbox's.
+    fn command_args(&self, args: &Value, key: &str) -> Result<(String, Duration), ToolResult> {
+        let text = match args.get(key) {
+            Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
+            _ => {
+                return Err(ToolResult::error(format!(
+                    "missing required argument \"{key}\" (a non-empty string)"
+                )));
+            }
+        };
+        let cap = self.sandbox.config().timeout;
+        Ok((text, Self::timeout_arg(args).map_or(cap, |t| t.min(cap))))
+    }
+
+    fn run_result(out: Result<RunOutput>, timeout: Duration) -> ToolResult {
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => return ToolResult::error(format!("{e:#}")),
+        };
         let mut error = Value::Null;
         if out.timed_out {
             error = json!(format!(
@@ -121,42 +140,21 @@ impl Task {
     }
 
     fn terminal(&mut self, args: &Value) -> ToolResult {
-        let command = match args.get("command") {
-            Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
-            _ => {
-                return ToolResult::error(
-                    "missing required argument \"command\" (a non-empty string)",
-                );
-            }
+        let (command, timeout) = match self.command_args(args, "command") {
+            Ok(a) => a,
+            Err(e) => return e,
         };
-        let timeout = Self::timeout_arg(args).map_or(self.sandbox.config().timeout, |t| {
-            t.min(self.sandbox.config().timeout)
-        });
-        match self.sandbox.run_shell(&command, None, Some(timeout)) {
-            Ok(out) => Self::run_result(out, timeout),
-            Err(e) => ToolResult::error(format!("{e:#}")),
-        }
+        let out = self.sandbox.run_shell(&command, None, Some(timeout));
+        Self::run_result(out, timeout)
     }
 
     fn execute_code(&mut self, args: &Value) -> ToolResult {
-        let code = match args.get("code") {
-            Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
-            _ => {
-                return ToolResult::error(
-                    "missing required argument \"code\" (a non-empty string)",
-                );
-            }
+        let (code, timeout) = match self.command_args(args, "code") {
+            Ok(a) => a,
+            Err(e) => return e,
         };
-        let timeout = Self::timeout_arg(args).map_or(self.sandbox.config().timeout, |t| {
-            t.min(self.sandbox.config().timeout)
-        });
-        match self
-            .sandbox
-            .run(&["python3", "-c", "import sys\nsys.stderr = sys.stdout\nexec(compile(sys.stdin.read(), '<code>', 'exec'), {'__name__': '__main__'})"], Some(code.as_bytes()), Some(timeout))
-        {
-            Ok(out) => Self::run_result(out, timeout),
-            Err(e) => ToolResult::error(format!("{e:#}")),
-        }
+        let out = self.sandbox.run(&["python3", "-c", "import sys\nsys.stderr = sys.stdout\nexec(compile(sys.stdin.read(), '<code>', 'exec'), {'__name__': '__main__'})"], Some(code.as_bytes()), Some(timeout));
+        Self::run_result(out, timeout)
     }
 
     fn outcome(r: Result<Value, String>) -> ToolResult {

@@ -765,6 +765,77 @@ fn multi_turn_tool_run_end_to_end() {
     );
 }
 
+/// A tool command cannot read the key from traj-run's own environment
+/// (`/proc/$PPID/environ`): traj-run makes itself non-dumpable, so the kernel
+/// denies a same-user process its `/proc` files. Root bypasses that check, so
+/// under root traj-run runs as `nobody` through `setpriv`.
+#[test]
+fn tool_commands_cannot_read_the_key_from_the_parents_proc_environ() {
+    use std::os::unix::fs::PermissionsExt;
+
+    const SETPRIV: &str = "/usr/bin/setpriv";
+    let root = rustix::process::geteuid().is_root();
+    if root && !Path::new(SETPRIV).exists() {
+        eprintln!(
+            "skipped: running as root (which reads any /proc/PID/environ) and {SETPRIV} is missing"
+        );
+        return;
+    }
+    let d = tmpdir();
+    // `nobody` writes the run directory and the task workspaces here.
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let s = Standin::json(json!({"rules": [{"match": "", "turns": [
+        {"tool_calls": [{"name": "terminal", "arguments": {"command":
+            "echo ran-$((6*7)); cat /proc/$PPID/environ | tr '\\0' '\\n'; echo parent=$(cat /proc/$PPID/comm)"}}]},
+        {"content": "Final: {tool_output}"}
+    ]}]}));
+    let row = json!({"prompt": "read the parent's environment", "toolsets": ["terminal"]});
+    std::fs::write(d.path().join("tasks.jsonl"), format!("{row}\n")).unwrap();
+    let mut c = if root {
+        let mut c = Command::new(SETPRIV);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(bin("traj-run"));
+        c
+    } else {
+        Command::new(bin("traj-run"))
+    };
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", d.path())
+        .env("TMPDIR", d.path())
+        .env("OPENROUTER_API_KEY", "sk-proc-SECRET-4711")
+        .current_dir(d.path())
+        .args([
+            "--model",
+            "standin",
+            "--base-url",
+            &s.url(),
+            "--run-dir",
+            "data/r",
+            "-q",
+        ])
+        .args(["tasks.jsonl", "--api-key-env", "OPENROUTER_API_KEY"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let recs = parse_jsonl(&stdout(&o));
+    assert_eq!(recs.len(), 1);
+    let m = recs[0]["messages"].as_array().unwrap();
+    let term = m[2]["content"].as_str().unwrap();
+    // The command ran, as the same user as traj-run (so only dumpability stops it).
+    assert!(term.contains("ran-42"), "{term}");
+    assert!(term.contains("parent=traj-run"), "{term}");
+    let secret = "sk-proc-SECRET";
+    assert!(!stdout(&o).contains(secret), "the key leaked: {term}");
+    assert!(term.contains("/environ"), "cat must have failed: {term}");
+    assert!(!stderr(&o).contains(secret));
+    for e in std::fs::read_dir(d.path().join("data/r")).unwrap() {
+        let p = e.unwrap().path();
+        let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+        assert!(!text.contains(secret), "{}", p.display());
+    }
+    assert!(s.requests().iter().all(|r| !r.to_string().contains(secret)));
+}
+
 #[test]
 fn turn_cap_asks_for_a_final_answer_and_the_last_allowed_answer_is_completed() {
     let d = tmpdir();
