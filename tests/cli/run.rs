@@ -792,9 +792,13 @@ fn tool_commands_cannot_read_the_key_from_the_parents_proc_environ() {
     let row = json!({"prompt": "read the parent's environment", "toolsets": ["terminal"]});
     std::fs::write(d.path().join("tasks.jsonl"), format!("{row}\n")).unwrap();
     let mut c = if root {
+        // A copy `nobody` can run wherever the checkout is (its parents may be closed).
+        let exe = d.path().join("traj-run");
+        std::fs::copy(bin("traj-run"), &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut c = Command::new(SETPRIV);
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(bin("traj-run"));
+            .arg(&exe);
         c
     } else {
         Command::new(bin("traj-run"))
