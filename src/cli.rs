@@ -8,7 +8,7 @@ use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::jsonl::{OnError, Summary};
+use crate::jsonl::{OnError, Select, Summary};
 
 /// Exit status: success.
 pub const EXIT_OK: u8 = 0;
@@ -72,7 +72,7 @@ impl IoArgs {
             stage,
             on_error: self.on_error,
             jobs: self.jobs,
-            shard: self.shard,
+            select: self.shard.map(Select::from),
             drops_are_loss: true,
             batch_lines: 0,
         }

@@ -581,8 +581,8 @@ pub struct PipeConfig {
     /// Lines dropped on purpose count as lost when there is no rejects file
     /// (a filter keeps its drops; a normalizer has none).
     pub drops_are_loss: bool,
-    /// Process only this shard of the non-blank input lines.
-    pub shard: Option<Shard>,
+    /// Process only these non-blank input lines (`--shard`, a sample).
+    pub select: Option<Select>,
     /// Lines per batch handed to a worker; 0: up to 4096 lines or 1 MiB (CPU work).
     /// 1 for work that waits (LLM summaries): each row is its own job, so `jobs` rows
     /// wait at once.
@@ -602,6 +602,35 @@ impl PipeConfig {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         }
+    }
+}
+
+/// Which non-blank input lines a run processes: line k (0-based, counted across all
+/// inputs) is processed when `holds(k)`. The others are skipped as if absent; the lines
+/// processed keep their own file and line number in messages and rejects.
+#[derive(Clone)]
+pub struct Select(Arc<dyn Fn(u64) -> bool + Send + Sync>);
+
+impl Select {
+    pub fn new(f: impl Fn(u64) -> bool + Send + Sync + 'static) -> Select {
+        Select(Arc::new(f))
+    }
+
+    /// Whether the k-th non-blank line (0-based) is processed.
+    pub fn holds(&self, k: u64) -> bool {
+        (self.0)(k)
+    }
+}
+
+impl From<Shard> for Select {
+    fn from(sh: Shard) -> Select {
+        Select::new(move |k| sh.holds(k))
+    }
+}
+
+impl std::fmt::Debug for Select {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Select(..)")
     }
 }
 
@@ -692,7 +721,7 @@ where
     let mut summary = Summary::default();
     let mut panicked = None;
     let reading = Reading {
-        shard: cfg.shard,
+        select: cfg.select.clone(),
         batch_lines: if cfg.batch_lines == 0 {
             BATCH_LINES
         } else {
@@ -781,7 +810,7 @@ where
 
 /// The reader thread's ends of the pipeline.
 struct Reading {
-    shard: Option<Shard>,
+    select: Option<Select>,
     batch_lines: usize,
     work_tx: crossbeam_channel::Sender<Batch>,
     slot_tx: crossbeam_channel::Sender<()>,
@@ -794,7 +823,7 @@ fn read_batches(
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<()> {
     let Reading {
-        shard,
+        select,
         batch_lines,
         work_tx,
         slot_tx,
@@ -840,7 +869,7 @@ fn read_batches(
                     continue;
                 }
                 nonblank += 1;
-                if shard.is_some_and(|sh| !sh.holds(nonblank - 1)) {
+                if select.as_ref().is_some_and(|s| !s.holds(nonblank - 1)) {
                     continue;
                 }
                 data.extend_from_slice(l);
@@ -990,7 +1019,7 @@ mod tests {
             on_error,
             jobs: 3,
             drops_are_loss: true,
-            shard: None,
+            select: None,
             batch_lines: 0,
         }
     }
@@ -1110,7 +1139,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let c = one_line_batches(2);
-            let r = std::panic::catch_unwind(|| {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut rej = Rejects::open("test", None).unwrap();
                 process(
                     &c,
@@ -1122,7 +1151,7 @@ mod tests {
                         echo_or_bad(line, buf)
                     },
                 )
-            });
+            }));
             tx.send(r.is_err()).unwrap();
         });
         let panicked = rx.recv_timeout(std::time::Duration::from_secs(60));
@@ -1144,7 +1173,7 @@ mod tests {
         let mut all = Vec::new();
         for i in 0..2 {
             let mut c = cfg(OnError::Fail);
-            c.shard = Some(format!("{i}/2").parse().unwrap());
+            c.select = Some(format!("{i}/2").parse::<Shard>().unwrap().into());
             let (out, _) = run_file(&c, &p, echo_or_bad).unwrap();
             all.push(String::from_utf8(out).unwrap());
         }

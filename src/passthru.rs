@@ -16,8 +16,9 @@
 //!
 //! Memory: about (2 x jobs + 4) chunks in flight, ~50 MB with 2 workers.
 //!
-//! `--shard I/N`: the reader counts each chunk's non-blank lines (one `memchr` pass), so
-//! a worker knows the global number of each line and skips the other shards' lines.
+//! A selection (`--shard I/N`): the reader counts each chunk's non-blank lines (one
+//! `memchr` pass), so a worker knows the global number of each line and skips the lines
+//! not selected.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::jsonl::{PipeConfig, Rejects, Shard, Source, Summary, Verdict, is_blank, open_source};
+use crate::jsonl::{PipeConfig, Rejects, Select, Source, Summary, Verdict, is_blank, open_source};
 
 /// Bytes read per chunk (a chunk grows to hold a longer line).
 const CHUNK: usize = 4 << 20;
@@ -38,7 +39,7 @@ struct Chunk {
     source_idx: usize,
     /// The first chunk of its source (where a BOM may start line 1).
     first: bool,
-    /// Non-blank lines before this chunk, all sources counted (with `--shard` only).
+    /// Non-blank lines before this chunk, all sources counted (with a selection only).
     nonblank_before: u64,
     /// Holds whole lines; the last may lack its newline only at the end of a source.
     data: Vec<u8>,
@@ -96,8 +97,9 @@ where
 
     std::thread::scope(|s| -> Result<()> {
         let stop = &stop;
-        let shard = cfg.shard;
-        let reader = s.spawn(move || read_chunks(sources, shard, (work_tx, recycle_rx), stop));
+        let select = cfg.select.as_ref();
+        let counting = select.is_some();
+        let reader = s.spawn(move || read_chunks(sources, counting, (work_tx, recycle_rx), stop));
         for _ in 0..jobs {
             let work_rx = work_rx.clone();
             let done_tx = done_tx.clone();
@@ -107,7 +109,7 @@ where
                     // A panic in `judge` (a bug) goes to the writer, which stops; it is
                     // raised again once every thread is done.
                     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        judge_chunk(chunk, shard, judge)
+                        judge_chunk(chunk, select, judge)
                     }));
                     if done_tx.send(done).is_err() {
                         return;
@@ -141,7 +143,7 @@ where
 
 fn read_chunks(
     sources: Vec<Source>,
-    shard: Option<Shard>,
+    counting: bool,
     (work_tx, recycle_rx): (Sender<Chunk>, Receiver<Vec<u8>>),
     stop: &AtomicBool,
 ) -> Result<()> {
@@ -201,8 +203,8 @@ fn read_chunks(
             }
             let first = std::mem::replace(&mut first, false);
             let nonblank_before = nonblank;
-            if shard.is_some() {
-                // Line k of all inputs (non-blank ones counted) belongs to shard k % N:
+            if counting {
+                // A selection names non-blank lines by their number across all inputs:
                 // the workers need each chunk's starting count.
                 nonblank += lines(&data, first)
                     .filter(|(l, _)| !is_blank(&data[l.clone()]))
@@ -248,7 +250,7 @@ fn lines(data: &[u8], first: bool) -> impl Iterator<Item = (std::ops::Range<usiz
     })
 }
 
-fn judge_chunk<F>(chunk: Chunk, shard: Option<Shard>, judge: &F) -> Done
+fn judge_chunk<F>(chunk: Chunk, select: Option<&Select>, judge: &F) -> Done
 where
     F: Fn(&[u8]) -> Verdict,
 {
@@ -270,8 +272,8 @@ where
             continue;
         }
         nonblank += 1;
-        if shard.is_some_and(|sh| !sh.holds(nonblank - 1)) {
-            continue; // another shard's line: as if it were not there
+        if select.is_some_and(|s| !s.holds(nonblank - 1)) {
+            continue; // a line not selected: as if it were not there
         }
         read += 1;
         match judge(line) {
@@ -394,7 +396,7 @@ fn write_in_order(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonl::OnError;
+    use crate::jsonl::{OnError, Shard};
 
     fn cfg(on_error: OnError) -> PipeConfig {
         PipeConfig {
@@ -402,7 +404,7 @@ mod tests {
             on_error,
             jobs: 2,
             drops_are_loss: false,
-            shard: None,
+            select: None,
             batch_lines: 0,
         }
     }
@@ -499,7 +501,7 @@ mod tests {
         let mut union = 0;
         for i in 0..3 {
             let c = PipeConfig {
-                shard: Some(format!("{i}/3").parse().unwrap()),
+                select: Some(format!("{i}/3").parse::<Shard>().unwrap().into()),
                 ..cfg(OnError::Skip)
             };
             let (mut fast, mut lines) = (Vec::new(), Vec::new());

@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::cli::{IoArgs, Status};
 use crate::compress::summary::{Extractive, LlmConfig, LlmSummarizer, Summarizer};
 use crate::compress::{Compressor, OnSummaryFailure, Settings};
-use crate::jsonl::{self, Output, PipeConfig, Rejects, Source, Verdict};
+use crate::jsonl::{self, Output, PipeConfig, Rejects, Select, Source, Verdict};
 use crate::tokens::Tokenizer;
 use crate::usage_bail;
 
@@ -429,6 +429,8 @@ fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
 struct Job {
     sources: Vec<Source>,
     output: Option<PathBuf>,
+    /// `--sample-percent`: the lines chosen, and their bytes (for the progress bar).
+    sample: Option<(Select, u64)>,
 }
 
 /// Strip `.jsonl.gz` / `.jsonl` / `.gz` / one extension from a file name.
@@ -485,6 +487,7 @@ fn plan_jobs(args: &Args, r: &Resolved) -> Result<(Vec<Job>, Option<PathBuf>)> {
                     Job {
                         output: Some(out_dir.join(name)),
                         sources: vec![Source::File(f)],
+                        sample: None,
                     }
                 })
                 .collect();
@@ -503,6 +506,7 @@ fn plan_jobs(args: &Args, r: &Resolved) -> Result<(Vec<Job>, Option<PathBuf>)> {
             vec![Job {
                 sources: vec![Source::File(input.clone())],
                 output: Some(out),
+                sample: None,
             }],
             Some(metrics),
         ));
@@ -517,84 +521,101 @@ fn plan_jobs(args: &Args, r: &Resolved) -> Result<(Vec<Job>, Option<PathBuf>)> {
         vec![Job {
             sources,
             output: out,
+            sample: None,
         }],
         metrics,
     ))
 }
 
 /// Choose `max(1, floor(N * p / 100))` of the N non-blank lines of each source (none of
-/// an empty one), with one RNG seeded once, and copy them, in input order, to files
-/// under `dir`. Returns the new sources.
-fn sample_sources(sources: Vec<Source>, p: f64, seed: u64, dir: &Path) -> Result<Vec<Source>> {
+/// an empty one), with one RNG seeded once; `--shard` then applies to the chosen lines.
+/// The sources are read where they are (stdin is spooled to `dir` first, being readable
+/// once), so errors and rejects name the input's own file and line. Returns the sources,
+/// the selection of lines (numbered across all sources) and its bytes.
+fn sample_sources(
+    sources: Vec<Source>,
+    (p, seed, shard): (f64, u64, Option<jsonl::Shard>),
+    dir: &Path,
+) -> Result<(Vec<Source>, Select, u64)> {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let mut out = Vec::new();
-    for (k, src) in sources.into_iter().enumerate() {
-        // Stdin can be read once only: spool it first.
-        let path = match &src {
-            Source::File(p) => p.clone(),
+    let mut kept = Vec::new();
+    let mut chosen: Vec<(u64, u64)> = Vec::new(); // (line across all sources, bytes)
+    let mut offset = 0u64;
+    for src in sources {
+        let src = match src {
             Source::Stdin => {
                 let p = dir.join("stdin.jsonl");
                 let mut f = std::fs::File::create(&p)?;
-                std::io::copy(&mut jsonl::open_source(&src)?, &mut f)?;
-                p
+                std::io::copy(&mut jsonl::open_source(&Source::Stdin)?, &mut f)?;
+                Source::File(p)
             }
+            file => file,
         };
-        let count = {
-            let mut r = jsonl::LineReader::new(vec![Source::File(path.clone())]);
-            let mut buf = Vec::new();
-            let mut n = 0usize;
-            while r.read_into(&mut buf)?.is_some() {
-                if !jsonl::is_blank(&buf) {
-                    n += 1;
-                }
+        // The length of each non-blank line, for the progress bar.
+        let mut lens = Vec::new();
+        let mut r = jsonl::LineReader::new(vec![src.clone()]);
+        let mut buf = Vec::new();
+        while r.read_into(&mut buf)?.is_some() {
+            if !jsonl::is_blank(&buf) {
+                lens.push(buf.len() as u64 + 1);
             }
-            n
-        };
+        }
+        let count = lens.len();
         let want = if count == 0 {
             0
         } else {
             (((count as f64) * p / 100.0).floor() as usize).clamp(1, count)
         };
         // Floyd's algorithm: `want` distinct indices, then in input order.
-        let mut chosen = std::collections::BTreeSet::new();
+        let mut picked = std::collections::BTreeSet::new();
         for j in count - want..count {
             let t = rng.usize(0..=j);
-            if !chosen.insert(t) {
-                chosen.insert(j);
+            if !picked.insert(t) {
+                picked.insert(j);
             }
         }
-        let name = format!("{k}-{}.jsonl", stem_of(&path));
-        let dest = dir.join(name);
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&dest)?);
-        let mut r = jsonl::LineReader::new(vec![Source::File(path)]);
-        let mut buf = Vec::new();
-        let mut i = 0usize;
-        while r.read_into(&mut buf)?.is_some() {
-            if jsonl::is_blank(&buf) {
-                continue;
-            }
-            if chosen.contains(&i) {
-                w.write_all(&buf)?;
-                w.write_all(b"\n")?;
-            }
-            i += 1;
-        }
-        w.flush()?;
-        out.push(Source::File(dest));
+        chosen.extend(picked.into_iter().map(|i| (offset + i as u64, lens[i])));
+        offset += count as u64;
+        kept.push(src);
     }
-    Ok(out)
+    if let Some(sh) = shard {
+        let mut rank = 0;
+        chosen.retain(|_| {
+            rank += 1;
+            sh.holds(rank - 1)
+        });
+    }
+    let bytes = chosen.iter().map(|&(_, b)| b).sum();
+    let lines: std::collections::HashSet<u64> = chosen.into_iter().map(|(k, _)| k).collect();
+    Ok((kept, Select::new(move |k| lines.contains(&k)), bytes))
+}
+
+/// The line pipeline of one job: a `--sample-percent` selection (which already holds
+/// `--shard`) replaces the plain shard.
+fn job_pipe(args: &Args, job: &Job) -> PipeConfig {
+    let base = args.io.pipe(NAME);
+    match &job.sample {
+        Some((select, _)) => PipeConfig {
+            select: Some(select.clone()),
+            ..base
+        },
+        None => base,
+    }
 }
 
 fn progress_bar(args: &Args, jobs: &[Job]) -> Option<indicatif::ProgressBar> {
     if args.io.quiet || !crate::cli::stderr_is_tty() {
         return None;
     }
+    let file_bytes = |s: &Source| match s {
+        Source::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+        Source::Stdin => 0,
+    };
     let total: u64 = jobs
         .iter()
-        .flat_map(|j| &j.sources)
-        .map(|s| match s {
-            Source::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
-            Source::Stdin => 0,
+        .map(|j| match &j.sample {
+            Some((_, bytes)) => *bytes,
+            None => j.sources.iter().map(file_bytes).sum(),
         })
         .sum();
     let pb = indicatif::ProgressBar::with_draw_target(
@@ -666,13 +687,17 @@ pub fn run_cli(args: Args) -> Result<Status> {
         Some(t) => t,
         None => crate::tokens::load(&r.tokenizer)?,
     };
-    let _sample_dir;
+    let _stdin_spool;
     if let Some(p) = args.sample_percent {
         let dir = tempfile::tempdir()?;
         for j in &mut jobs {
-            j.sources = sample_sources(std::mem::take(&mut j.sources), p, args.seed, dir.path())?;
+            let sampling = (p, args.seed, args.io.shard);
+            let (sources, select, bytes) =
+                sample_sources(std::mem::take(&mut j.sources), sampling, dir.path())?;
+            j.sources = sources;
+            j.sample = Some((select, bytes));
         }
-        _sample_dir = dir;
+        _stdin_spool = dir;
     }
     if args.count_only {
         return count_only(&args, jobs, tokenizer);
@@ -714,10 +739,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
             PipeConfig {
                 jobs: r.max_concurrent_requests.max(1),
                 batch_lines: 1,
-                ..args.io.pipe(NAME)
+                ..job_pipe(&args, &job)
             }
         } else {
-            args.io.pipe(NAME)
+            job_pipe(&args, &job)
         };
         let s = jsonl::process(&cfg, job.sources, &mut out, &mut rejects, f)?;
         out.commit()?;
@@ -785,7 +810,7 @@ fn count_only(args: &Args, jobs: Vec<Job>, tok: Arc<dyn Tokenizer>) -> Result<St
     let mut total = jsonl::Summary::default();
     let mut sink = std::io::sink();
     for job in jobs {
-        let cfg = args.io.pipe(NAME);
+        let cfg = job_pipe(args, &job);
         let s = jsonl::process(&cfg, job.sources, &mut sink, &mut rejects, |line, _| {
             let obj = match jsonl::parse_object(line) {
                 Ok(o) => o,

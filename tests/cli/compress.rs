@@ -790,3 +790,42 @@ fn config_file_and_count_only() {
     c.args(["--tokenizer", "no-such-tokenizer"]);
     assert_code(&run_with_stdin(c, b""), 2);
 }
+
+/// Sampled rows are read where they are: a bad one is named by its own file and line
+/// (not a temp copy's), blank lines counted.
+#[test]
+fn sampled_bad_rows_name_their_own_file_and_line() {
+    let dir = tmpdir();
+    let rows: Vec<Value> = (0..6).map(|i| json!({"id": i, "messages": []})).collect();
+    std::fs::write(dir.path().join("a.jsonl"), jsonl(&rows)).unwrap();
+    let mut b = String::from("\n");
+    b.push_str(&jsonl(&rows[..2]));
+    b.push_str("{not json\n");
+    std::fs::write(dir.path().join("b.jsonl"), b).unwrap();
+    let mut c = cmd(BIN, dir.path());
+    c.args(["a.jsonl", "b.jsonl", "--sample-percent", "100", "-q"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains("b.jsonl:4: invalid JSON"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        parse_jsonl(&stdout(&o)).len(),
+        8,
+        "rows before it are written"
+    );
+
+    let mut c = cmd(BIN, dir.path());
+    c.args(["a.jsonl", "b.jsonl", "--sample-percent", "100", "-q"]);
+    c.args(["--on-error", "skip", "--rejects", "rej.jsonl"]);
+    assert_code(&run(c), 0);
+    let rej = read_jsonl(&dir.path().join("rej.jsonl"));
+    assert_eq!((rej.len(), &rej[0]["line"]), (1, &json!(4)));
+    assert!(
+        rej[0]["source"].as_str().unwrap().ends_with("b.jsonl"),
+        "{}",
+        rej[0]
+    );
+}
