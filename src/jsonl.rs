@@ -186,6 +186,12 @@ impl LineReader {
         }
     }
 
+    /// Index (in the list given to [`LineReader::new`]) of the source of the last line
+    /// read.
+    pub fn source_index(&self) -> usize {
+        self.next.saturating_sub(1)
+    }
+
     /// Read the next line into `buf` (cleared first). Returns the source name and line
     /// number, or `None` at the end of the last source.
     pub fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<Option<(Arc<str>, u64)>> {

@@ -337,25 +337,12 @@ pub fn merge(
 
     let mut reader = crate::jsonl::LineReader::new(sources);
     let mut line = Vec::new();
-    // The reader hands out one shared name per source: its index is found once.
-    let mut cur: Option<(std::sync::Arc<str>, u32)> = None;
-    let mut next_src = 0usize;
     while let Some((src_name, lineno)) = reader.read_into(&mut line)? {
         if crate::jsonl::is_blank(&line) {
             continue;
         }
         s.lines.read += 1;
-        let src = match &cur {
-            Some((n, i)) if std::sync::Arc::ptr_eq(n, &src_name) => *i,
-            _ => {
-                let i = (next_src..names.len())
-                    .find(|&i| *names[i] == *src_name)
-                    .expect("sources are read in order") as u32;
-                next_src = i as usize + 1;
-                cur = Some((src_name.clone(), i));
-                i
-            }
-        };
+        let src = reader.source_index() as u32;
         match parse_line(&line, &cfg.key) {
             Err(reason) => {
                 let at = (&src_name, lineno, line.as_slice());
