@@ -249,32 +249,73 @@ pub fn read_messages(
 /// Text of a message body: a string, a list of typed parts (text joined with `\n`,
 /// images as [`IMAGE_PLACEHOLDER`]), or null (empty).
 fn text_of(body: Option<Value>) -> Result<String, String> {
+    read_body(body, false).map(|b| b.text)
+}
+
+/// What a message body holds.
+#[derive(Default)]
+struct Body {
+    text: String,
+    /// Reasoning parts (assistant messages only).
+    reasoning: Vec<String>,
+    /// Tool-call parts (assistant messages only).
+    calls: Vec<ToolCall>,
+}
+
+/// Read a message body: a string, a list of typed parts (text joined with `\n`, images
+/// as [`IMAGE_PLACEHOLDER`]), or null (empty). Reasoning and tool-call parts are only
+/// allowed when `assistant`.
+fn read_body(body: Option<Value>, assistant: bool) -> Result<Body, String> {
+    let mut out = Body::default();
     match body {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s),
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => out.text = s,
         Some(Value::Array(parts)) => {
             let mut texts = Vec::new();
             for (k, p) in parts.iter().enumerate() {
                 match part_kind(p) {
                     Part::Text(t) => texts.push(t),
                     Part::Image => texts.push(IMAGE_PLACEHOLDER.to_string()),
-                    Part::Reasoning(_) | Part::ToolCall(_) => {
+                    Part::Reasoning(_) | Part::ToolCall(_) if !assistant => {
                         return Err(format!(
                             "content part {} ({}) is only allowed in assistant messages",
                             k + 1,
                             part_type(p)
                         ));
                     }
+                    Part::Reasoning(r) => out.reasoning.push(r),
+                    Part::ToolCall(p) => {
+                        // LLaMA-Factory: {"type": "tool_call", "value": "<JSON call(s)>"}.
+                        let inner = match part_text(p, &["value", "text"]) {
+                            Some(s) => serde_json::from_str::<Value>(&s).map_err(|e| {
+                                format!("content part {} (tool_call) is not JSON: {e}", k + 1)
+                            })?,
+                            None => p.clone(),
+                        };
+                        let list = match inner {
+                            Value::Array(l) => l,
+                            one => vec![one],
+                        };
+                        for c in &list {
+                            out.calls.push(
+                                call_object(c)
+                                    .map_err(|e| format!("content part {}: {e}", k + 1))?,
+                            );
+                        }
+                    }
                     Part::Unknown(e) => return Err(format!("content part {}: {e}", k + 1)),
                 }
             }
-            Ok(texts.join("\n"))
+            out.text = texts.join("\n");
         }
-        Some(other) => Err(format!(
-            "content must be text or a list of parts, found {}",
-            crate::jsonl::json_kind(&other)
-        )),
+        Some(other) => {
+            return Err(format!(
+                "content must be text or a list of parts, found {}",
+                crate::jsonl::json_kind(&other)
+            ));
+        }
     }
+    Ok(out)
 }
 
 enum Part<'a> {
@@ -352,50 +393,11 @@ fn call_object(v: &Value) -> Result<ToolCall, String> {
 }
 
 fn openai_assistant(m: Map<String, Value>, body: Option<Value>) -> Result<GptTurn, String> {
-    let mut content = String::new();
-    let mut part_reasoning: Vec<String> = Vec::new();
-    let mut calls = Vec::new();
-    match body {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) => content = s,
-        Some(Value::Array(parts)) => {
-            let mut texts = Vec::new();
-            for (k, p) in parts.iter().enumerate() {
-                match part_kind(p) {
-                    Part::Text(t) => texts.push(t),
-                    Part::Image => texts.push(IMAGE_PLACEHOLDER.to_string()),
-                    Part::Reasoning(r) => part_reasoning.push(r),
-                    Part::ToolCall(p) => {
-                        // LLaMA-Factory: {"type": "tool_call", "value": "<JSON call(s)>"}.
-                        let inner = match part_text(p, &["value", "text"]) {
-                            Some(s) => serde_json::from_str::<Value>(&s).map_err(|e| {
-                                format!("content part {} (tool_call) is not JSON: {e}", k + 1)
-                            })?,
-                            None => p.clone(),
-                        };
-                        let list = match inner {
-                            Value::Array(l) => l,
-                            one => vec![one],
-                        };
-                        for c in &list {
-                            calls.push(
-                                call_object(c)
-                                    .map_err(|e| format!("content part {}: {e}", k + 1))?,
-                            );
-                        }
-                    }
-                    Part::Unknown(e) => return Err(format!("content part {}: {e}", k + 1)),
-                }
-            }
-            content = texts.join("\n");
-        }
-        Some(other) => {
-            return Err(format!(
-                "content must be text or a list of parts, found {}",
-                crate::jsonl::json_kind(&other)
-            ));
-        }
-    }
+    let Body {
+        text: content,
+        reasoning: part_reasoning,
+        mut calls,
+    } = read_body(body, true)?;
     let mut reasoning = reasoning_field(&m);
     if reasoning.is_none() && !part_reasoning.is_empty() {
         reasoning = Some(part_reasoning.join("\n"));
