@@ -906,13 +906,43 @@ fn read_batches(
     Ok(())
 }
 
+/// A worker's panic, kept to be raised again once the pipeline has stopped.
+pub(crate) type Panic = Box<dyn std::any::Any + Send>;
+
+/// Receive the workers' results and hand them to `f` in sequence order (`seq` numbers
+/// them from 0). A worker's panic stops it: kept in `panicked`, returned as an error.
+pub(crate) fn in_order<T>(
+    rx: &crossbeam_channel::Receiver<std::thread::Result<T>>,
+    seq: impl Fn(&T) -> u64,
+    panicked: &mut Option<Panic>,
+    mut f: impl FnMut(T) -> Result<()>,
+) -> Result<()> {
+    let mut pending = std::collections::BTreeMap::new();
+    let mut next = 0u64;
+    for done in rx.iter() {
+        let done = match done {
+            Ok(d) => d,
+            Err(payload) => {
+                *panicked = Some(payload);
+                anyhow::bail!("a worker thread panicked");
+            }
+        };
+        pending.insert(seq(&done), done);
+        while let Some(d) = pending.remove(&next) {
+            next += 1;
+            f(d)?;
+        }
+    }
+    Ok(())
+}
+
 /// The writer's ends of the pipeline.
 struct Writing<'a> {
     done_rx: &'a crossbeam_channel::Receiver<std::thread::Result<Done>>,
     slot_rx: &'a crossbeam_channel::Receiver<()>,
     recycle_tx: &'a crossbeam_channel::Sender<Vec<u8>>,
     /// A worker's panic, raised again once the pipeline has stopped.
-    panicked: &'a mut Option<Box<dyn std::any::Any + Send>>,
+    panicked: &'a mut Option<Panic>,
 }
 
 fn write_in_order(
@@ -922,19 +952,11 @@ fn write_in_order(
     rejects: &mut Rejects,
     summary: &mut Summary,
 ) -> Result<()> {
-    let mut pending = std::collections::BTreeMap::new();
-    let mut next = 0u64;
-    for done in w.done_rx.iter() {
-        let done = match done {
-            Ok(d) => d,
-            Err(payload) => {
-                *w.panicked = Some(payload);
-                anyhow::bail!("a worker thread panicked");
-            }
-        };
-        pending.insert(done.batch.seq, done);
-        while let Some(d) = pending.remove(&next) {
-            next += 1;
+    in_order(
+        w.done_rx,
+        |d: &Done| d.batch.seq,
+        w.panicked,
+        |d| {
             let Done {
                 out: bytes,
                 verdicts,
@@ -958,9 +980,9 @@ fn write_in_order(
             out.write_all(&bytes)?;
             let _ = w.slot_rx.try_recv();
             let _ = w.recycle_tx.try_send(batch.data);
-        }
-    }
-    Ok(())
+            Ok(())
+        },
+    )
 }
 
 #[cfg(test)]

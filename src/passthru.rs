@@ -343,30 +343,19 @@ type Judged = std::thread::Result<Done>;
 
 fn write_in_order(
     cfg: &PipeConfig,
-    (done_rx, panicked): (
-        &Receiver<Judged>,
-        &mut Option<Box<dyn std::any::Any + Send>>,
-    ),
+    (done_rx, panicked): (&Receiver<Judged>, &mut Option<crate::jsonl::Panic>),
     recycle_tx: &Sender<Vec<u8>>,
     out: &mut dyn Write,
     rejects: &mut Rejects,
     summary: &mut Summary,
 ) -> Result<()> {
-    let mut pending = std::collections::BTreeMap::new();
-    let mut next = 0u64;
     let mut source_idx = usize::MAX;
     let mut base = 0u64;
-    for done in done_rx.iter() {
-        let done = match done {
-            Ok(d) => d,
-            Err(payload) => {
-                *panicked = Some(payload);
-                anyhow::bail!("a worker thread panicked");
-            }
-        };
-        pending.insert(done.chunk.seq, done);
-        while let Some(d) = pending.remove(&next) {
-            next += 1;
+    crate::jsonl::in_order(
+        done_rx,
+        |d: &Done| d.chunk.seq,
+        panicked,
+        |d| {
             if d.chunk.source_idx != source_idx {
                 source_idx = d.chunk.source_idx;
                 base = 0;
@@ -388,9 +377,9 @@ fn write_in_order(
             summary.written += d.kept;
             base += d.lines;
             let _ = recycle_tx.try_send(d.chunk.data);
-        }
-    }
-    Ok(())
+            Ok(())
+        },
+    )
 }
 
 #[cfg(test)]
