@@ -597,7 +597,7 @@ pub struct PipeConfig {
 
 impl PipeConfig {
     /// What happens to lines not written: the `--on-error` policy, and whether a drop
-    /// without a rejects file is lost (see [`Summary::not_written`]).
+    /// without a rejects file is lost (see `Summary::not_written`).
     pub fn policy(&self) -> (OnError, bool) {
         (self.on_error, self.drops_are_loss)
     }
