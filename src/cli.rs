@@ -8,7 +8,7 @@ use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::jsonl::{OnError, Select, Summary};
+use crate::io::{OnError, Select, Summary};
 
 /// Exit status: success.
 pub const EXIT_OK: u8 = 0;
@@ -57,7 +57,7 @@ pub struct IoArgs {
     /// Process only shard I of N (0-based): the k-th non-blank input line belongs to
     /// shard k % N. Run N processes with 0/N .. (N-1)/N and `traj-merge` their outputs.
     #[arg(long, value_name = "I/N")]
-    pub shard: Option<crate::jsonl::Shard>,
+    pub shard: Option<crate::io::Shard>,
 
     /// No summary line on stderr.
     #[arg(short = 'q', long)]
@@ -67,8 +67,8 @@ pub struct IoArgs {
 impl IoArgs {
     /// The line pipeline these flags ask for: lines dropped without `--rejects` count
     /// as lost, CPU-sized batches (change either with struct update syntax).
-    pub fn pipe(&self, stage: &'static str) -> crate::jsonl::PipeConfig {
-        crate::jsonl::PipeConfig {
+    pub fn pipe(&self, stage: &'static str) -> crate::io::PipeConfig {
+        crate::io::PipeConfig {
             stage,
             on_error: self.on_error,
             jobs: self.jobs,

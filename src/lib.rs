@@ -3,30 +3,27 @@
 //! The library does all the work; each binary in `bin/` parses its flags and calls
 //! one `cmd::<tool>::run_cli`. Library code neither prints to stdout nor exits.
 //!
-//! Layout:
-//! - [`jsonl`]: reading JSONL (files, `.gz`, stdin), the bad-line policy, rejects,
-//!   atomic output, and the ordered parallel line pipeline every stage uses
-//!   ([`passthru`]: its zero-copy sibling for stages that only keep or drop lines).
-//! - [`jsonscan`]: JSON validation and string decoding without building values
-//!   (64-byte blocks of SIMD masks); [`check`]: traj-filter's predicates on top of it.
-//! - [`cli`]: the flags every binary shares and the mapping of results to exit codes.
-//! - [`llm`]: the OpenAI-compatible chat client (retries, `Retry-After`, classes).
-//! - [`cmd`]: one module per binary.
+//! Layers, from the bottom up (a module imports only from layers below it; see
+//! `docs/architecture.md`):
+//! - [`error`]: the typed errors and their exit codes.
+//! - [`io`]: sources (files, gzip, stdin, directories), the one line splitter, the
+//!   bad-line policy, rejects, atomic output, and the ordered parallel pipelines.
+//! - [`format`]: the trajectory model, the Hermes envelope (render and parse), OpenAI
+//!   message rules, Python-compatible JSON, the JSON scanner, token counting.
+//! - [`llm`]: the OpenAI-compatible chat client (retries, `Retry-After`, rate limit) and
+//!   its response cache.
+//! - [`toolbox`]: the agent's tools, declared once each, and their sandboxes.
+//! - [`run`]: traj-run's engine: the agent loop, the scheduler, the run directory.
+//! - [`stage`]: the engines of the data stages: filter, normalize, merge, sample, compress.
+//! - [`cli`] and [`cmd`]: flags, one module per binary, and the mapping of results to
+//!   exit codes.
 
-pub mod agent;
-pub mod cache;
-pub mod check;
 pub mod cli;
 pub mod cmd;
-pub mod compress;
-pub mod convert;
-pub mod hermes;
-pub mod jsonl;
-pub mod jsonscan;
+pub mod error;
+pub mod format;
+pub mod io;
 pub mod llm;
-pub mod merge;
-pub mod model;
-pub mod passthru;
-pub mod rundir;
-pub mod tokens;
+pub mod run;
+pub mod stage;
 pub mod toolbox;

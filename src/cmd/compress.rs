@@ -2,7 +2,7 @@
 //!
 //! Flags follow the reference's names and defaults; `--config FILE` reads its YAML
 //! layout (flags given on the command line win over the file, the file over the
-//! defaults). See `traj::compress` for the engine.
+//! defaults). See `traj::stage::compress` for the engine.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,10 +15,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::cli::{IoArgs, Status};
-use crate::compress::summary::{Extractive, LlmConfig, LlmSummarizer, Summarizer};
-use crate::compress::{Compressor, OnSummaryFailure, Settings};
-use crate::jsonl::{self, Output, PipeConfig, Rejects, Select, Source, Verdict};
-use crate::tokens::Tokenizer;
+use crate::format::tokens::Tokenizer;
+use crate::io::{Output, PipeConfig, Rejects, Select, Source, Verdict};
+use crate::stage::compress::summary::{Extractive, LlmConfig, LlmSummarizer, Summarizer};
+use crate::stage::compress::{Compressor, OnSummaryFailure, Settings};
 use crate::usage_bail;
 
 const NAME: &str = "traj-compress";
@@ -346,7 +346,7 @@ fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
     // reference's Kimi default) gives way to the default, with a note.
     let mut tokenizer = None;
     if args.tokenizer.is_none() && file.tokenizer.name.is_some() {
-        match crate::tokens::load(&r.tokenizer) {
+        match crate::format::tokens::load(&r.tokenizer) {
             Ok(t) => tokenizer = Some(t),
             Err(_) => {
                 if !args.io.quiet {
@@ -473,7 +473,7 @@ fn plan_jobs(args: &Args, r: &Resolved) -> Result<(Vec<Job>, Option<PathBuf>)> {
                     parent.join(format!("{name}{}", r.output_suffix))
                 }
             };
-            let files = jsonl::jsonl_files_in(input)?;
+            let files = crate::io::jsonl_files_in(input)?;
             if files.is_empty() {
                 usage_bail!(
                     "{}: directory holds no .jsonl or .jsonl.gz files",
@@ -511,7 +511,7 @@ fn plan_jobs(args: &Args, r: &Resolved) -> Result<(Vec<Job>, Option<PathBuf>)> {
             Some(metrics),
         ));
     }
-    let sources = jsonl::sources_from_args(&args.io.inputs)?;
+    let sources = crate::io::sources_from_args(&args.io.inputs)?;
     let out = args.io.output.clone();
     let metrics = args
         .metrics
@@ -534,7 +534,7 @@ fn plan_jobs(args: &Args, r: &Resolved) -> Result<(Vec<Job>, Option<PathBuf>)> {
 /// the selection of lines (numbered across all sources) and its bytes.
 fn sample_sources(
     sources: Vec<Source>,
-    (p, seed, shard): (f64, u64, Option<jsonl::Shard>),
+    (p, seed, shard): (f64, u64, Option<crate::io::Shard>),
     dir: &Path,
 ) -> Result<(Vec<Source>, Select, u64)> {
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -546,17 +546,17 @@ fn sample_sources(
             Source::Stdin => {
                 let p = dir.join("stdin.jsonl");
                 let mut f = std::fs::File::create(&p)?;
-                std::io::copy(&mut jsonl::open_source(&Source::Stdin)?, &mut f)?;
+                std::io::copy(&mut crate::io::open_source(&Source::Stdin)?, &mut f)?;
                 Source::File(p)
             }
             file => file,
         };
         // The length of each non-blank line, for the progress bar.
         let mut lens = Vec::new();
-        let mut r = jsonl::LineReader::new(vec![src.clone()]);
+        let mut r = crate::io::LineReader::new(vec![src.clone()]);
         let mut buf = Vec::new();
         while r.read_into(&mut buf)?.is_some() {
-            if !jsonl::is_blank(&buf) {
+            if !crate::io::is_blank(&buf) {
                 lens.push(buf.len() as u64 + 1);
             }
         }
@@ -685,7 +685,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     }
     let tokenizer = match tokenizer {
         Some(t) => t,
-        None => crate::tokens::load(&r.tokenizer)?,
+        None => crate::format::tokens::load(&r.tokenizer)?,
     };
     let _stdin_spool;
     if let Some(p) = args.sample_percent {
@@ -716,7 +716,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let start_wall = SystemTime::now();
     let started = Instant::now();
     let mut rejects = Rejects::open("compress", args.io.rejects.as_deref())?;
-    let mut total = jsonl::Summary::default();
+    let mut total = crate::io::Summary::default();
     for job in jobs {
         if let Some(p) = &job.output
             && let Some(dir) = p.parent()
@@ -744,7 +744,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         } else {
             job_pipe(&args, &job)
         };
-        let s = jsonl::process(&cfg, job.sources, &mut out, &mut rejects, f)?;
+        let s = crate::io::process(&cfg, job.sources, &mut out, &mut rejects, f)?;
         out.commit()?;
         add_summary(&mut total, s);
     }
@@ -756,8 +756,8 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let elapsed = started.elapsed().as_secs_f64();
     if let Some(path) = &metrics_path {
         let processing = json!({
-            "start_time": crate::rundir::utc_iso(start_wall),
-            "end_time": crate::rundir::utc_iso(SystemTime::now()),
+            "start_time": crate::format::time::utc_iso(start_wall),
+            "end_time": crate::format::time::utc_iso(SystemTime::now()),
             "duration_seconds": (elapsed * 100.0).round() / 100.0,
         });
         let doc = agg.to_json(&tokenizer.name(), &summarizer.name(), processing);
@@ -785,7 +785,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
 }
 
 /// Add the counts of one input's pipeline to the run's totals.
-fn add_summary(total: &mut jsonl::Summary, s: jsonl::Summary) {
+fn add_summary(total: &mut crate::io::Summary, s: crate::io::Summary) {
     total.read += s.read;
     total.written += s.written;
     for (reason, n) in s.dropped {
@@ -807,21 +807,21 @@ fn count_only(args: &Args, jobs: Vec<Job>, tok: Arc<dyn Tokenizer>) -> Result<St
     let input_bytes = AtomicU64::new(0);
     let started = Instant::now();
     let mut rejects = Rejects::open("compress", args.io.rejects.as_deref())?;
-    let mut total = jsonl::Summary::default();
+    let mut total = crate::io::Summary::default();
     let mut sink = std::io::sink();
     for job in jobs {
         let cfg = job_pipe(args, &job);
-        let s = jsonl::process(&cfg, job.sources, &mut sink, &mut rejects, |line, _| {
-            let obj = match jsonl::parse_object(line) {
+        let s = crate::io::process(&cfg, job.sources, &mut sink, &mut rejects, |line, _| {
+            let obj = match crate::io::parse_object(line) {
                 Ok(o) => o,
                 Err(e) => return Verdict::Bad(e),
             };
             input_bytes.fetch_add(line.len() as u64 + 1, Ordering::Relaxed);
             rows.fetch_add(1, Ordering::Relaxed);
-            if let Some(row) = crate::compress::row::Row::locate(obj) {
+            if let Some(row) = crate::stage::compress::row::Row::locate(obj) {
                 let (mut n, mut b) = (0u64, 0u64);
                 for t in row.turns() {
-                    crate::compress::row::for_each_text(t, row.shape, &mut |s| {
+                    crate::stage::compress::row::for_each_text(t, row.shape, &mut |s| {
                         n += tok.count(s) as u64;
                         b += s.len() as u64;
                     });
@@ -946,6 +946,8 @@ metrics:
         assert_eq!(stem_of(Path::new("a/x.jsonl.gz")), "x");
         assert_eq!(stem_of(Path::new("foo.jsonl")), "foo");
         assert_eq!(stem_of(Path::new("run")), "run");
-        assert!(crate::rundir::utc_iso(SystemTime::UNIX_EPOCH).starts_with("1970-01-01T00:00:00"));
+        assert!(
+            crate::format::time::utc_iso(SystemTime::UNIX_EPOCH).starts_with("1970-01-01T00:00:00")
+        );
     }
 }

@@ -1,10 +1,10 @@
 //! traj-filter: keep the rows that pass every predicate, drop the others with reasons.
 //!
-//! Streaming and order-preserving ([`crate::passthru`], a zero-copy variant of
-//! `jsonl::process` with the same semantics): memory is a few 4 MiB chunks per worker.
+//! Streaming and order-preserving ([`crate::io::passthru`], a zero-copy variant of
+//! `crate::io::process` with the same semantics): memory is a few 4 MiB chunks per worker.
 //! Kept rows are written as their original bytes, never re-serialised. With no
 //! predicate every valid row passes through unchanged; invalid lines are bad input
-//! (`--on-error`). Predicates are in [`crate::check`].
+//! (`--on-error`). Predicates are in [`crate::stage::filter`].
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
@@ -13,11 +13,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::check::{self, Predicates};
 use crate::cli::{IoArgs, Status, note};
-use crate::jsonl::{self, Output, PipeConfig, Rejects, Summary, Verdict};
-use crate::passthru;
-use crate::tokens::Tokenizer;
+use crate::format::tokens::Tokenizer;
+use crate::io::passthru;
+use crate::io::{Output, PipeConfig, Rejects, Summary, Verdict};
+use crate::stage::filter::{self, Predicates};
 
 const NAME: &str = "traj-filter";
 
@@ -123,7 +123,7 @@ fn load_tools(path: &std::path::Path) -> Result<HashSet<String>> {
         serde_json::Value::Object(m) => m.get("tools").cloned().unwrap_or_default(),
         other => other.clone(),
     };
-    let names = check::tool_names(&list.to_string())
+    let names = filter::tool_names(&list.to_string())
         .map_err(|e| crate::cli::UsageError(format!("--tools {}: {e}", path.display())))?;
     Ok(names.into_iter().collect())
 }
@@ -160,12 +160,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
         crate::usage_bail!("--invert needs at least one predicate");
     }
     let tokenizer: Option<Arc<dyn Tokenizer>> = if preds.needs_tokens() {
-        Some(crate::tokens::load(&args.tokenizer)?)
+        Some(crate::format::tokens::load(&args.tokenizer)?)
     } else {
         None
     };
 
-    let sources = jsonl::sources_from_args(&args.io.inputs)?;
+    let sources = crate::io::sources_from_args(&args.io.inputs)?;
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open("filter", args.io.rejects.as_deref())?;
     let cfg = PipeConfig {
@@ -176,34 +176,33 @@ pub fn run_cli(args: Args) -> Result<Status> {
     };
     let invert = args.invert;
     let tk = tokenizer.as_deref();
-    let summary = if preds.is_empty() {
-        passthru::run(
-            &cfg,
-            sources,
-            &mut out,
-            &mut rejects,
-            |line| match check::validate_object(line) {
-                Ok(()) => Verdict::Written,
-                Err(e) => Verdict::Bad(e),
-            },
-        )?
-    } else {
-        passthru::run(&cfg, sources, &mut out, &mut rejects, |line| {
-            let row = match check::parse_row(line) {
-                Ok(r) => r,
-                Err(e) => return Verdict::Bad(e),
-            };
-            let reasons = match check::evaluate(&row, &preds, tk) {
-                Ok(r) => r,
-                Err(e) => return Verdict::Bad(e),
-            };
-            match (reasons.is_empty(), invert) {
-                (true, false) | (false, true) => Verdict::Written,
-                (true, true) => Verdict::Dropped(vec!["inverted: passes every predicate".into()]),
-                (false, false) => Verdict::Dropped(reasons),
-            }
-        })?
-    };
+    let summary =
+        if preds.is_empty() {
+            passthru::run(&cfg, sources, &mut out, &mut rejects, |line| {
+                match filter::validate_object(line) {
+                    Ok(()) => Verdict::Written,
+                    Err(e) => Verdict::Bad(e),
+                }
+            })?
+        } else {
+            passthru::run(&cfg, sources, &mut out, &mut rejects, |line| {
+                let row = match filter::parse_row(line) {
+                    Ok(r) => r,
+                    Err(e) => return Verdict::Bad(e),
+                };
+                let reasons = match filter::evaluate(&row, &preds, tk) {
+                    Ok(r) => r,
+                    Err(e) => return Verdict::Bad(e),
+                };
+                match (reasons.is_empty(), invert) {
+                    (true, false) | (false, true) => Verdict::Written,
+                    (true, true) => {
+                        Verdict::Dropped(vec!["inverted: passes every predicate".into()])
+                    }
+                    (false, false) => Verdict::Dropped(reasons),
+                }
+            })?
+        };
     out.commit()?;
     rejects.finish()?;
 
@@ -232,7 +231,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
 fn by_category(s: &Summary) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for (reason, n) in &s.dropped {
-        *m.entry(check::category(reason).to_string()).or_default() += n;
+        *m.entry(filter::category(reason).to_string()).or_default() += n;
     }
     m
 }

@@ -1,13 +1,13 @@
 //! traj-merge: merge batch files, shards and directories into one ordered,
-//! deduplicated stream. The work is in [`crate::merge`].
+//! deduplicated stream. The work is in [`crate::stage::merge`].
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 
 use crate::cli::{IoArgs, Status, note};
-use crate::jsonl::{Output, Rejects};
-use crate::merge::{Keep, KeySpec, MergeConfig, MergeSummary};
+use crate::io::{Output, Rejects};
+use crate::stage::merge::{Keep, KeySpec, MergeConfig, MergeSummary};
 
 const NAME: &str = "traj-merge";
 
@@ -52,7 +52,7 @@ pub struct Args {
 
     /// Rows held in memory before a sorted run is spilled to disk (e.g. 512K, 64M, 1G).
     #[arg(long, alias = "mem-limit", value_name = "SIZE", default_value = "64M",
-          value_parser = crate::merge::parse_size)]
+          value_parser = crate::stage::merge::parse_size)]
     pub buffer_size: usize,
 
     /// Directory for spill files (default: $TMPDIR or /tmp).
@@ -92,12 +92,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
         on_error: args.io.on_error,
         sample: args
             .sample
-            .map(|n| crate::merge::Sample { n, seed: args.seed }),
+            .map(|n| crate::stage::merge::Sample { n, seed: args.seed }),
     };
-    let sources = crate::merge::merge_sources(&args.io.inputs)?;
+    let sources = crate::stage::merge::merge_sources(&args.io.inputs)?;
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open("merge", args.io.rejects.as_deref())?;
-    let s = crate::merge::merge(&cfg, sources, &mut out, &mut rejects)?;
+    let s = crate::stage::merge::merge(&cfg, sources, &mut out, &mut rejects)?;
     out.commit()?;
     rejects.finish()?;
     if !args.io.quiet {

@@ -1,6 +1,6 @@
 //! traj-normalize: any trajectory shape in, Hermes ShareGPT rows (or OpenAI messages) out.
 //!
-//! Stateless per line: rows are converted in parallel by [`crate::jsonl::process`] and
+//! Stateless per line: rows are converted in parallel by [`crate::io::process`] and
 //! written in input order; memory is a few 1 MiB batches per worker, whatever the input
 //! size.
 
@@ -10,8 +10,8 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use crate::cli::{IoArgs, Status};
-use crate::convert::{self, Options, Target};
-use crate::jsonl::{self, Rejects, Verdict};
+use crate::io::{Rejects, Verdict};
+use crate::stage::normalize::{self, Options, Target};
 
 const NAME: &str = "traj-normalize";
 
@@ -97,7 +97,7 @@ pub fn load_tool_names(path: &Path) -> Result<Vec<String>> {
                 match t {
                     Value::String(s) => names.push(s.clone()),
                     other => names.push(
-                        crate::model::ToolSpec::from_json(other)
+                        crate::format::model::ToolSpec::from_json(other)
                             .map_err(|e| {
                                 anyhow::anyhow!("{}: tool {}: {e}", path.display(), i + 1)
                             })?
@@ -118,13 +118,13 @@ pub fn load_tool_names(path: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// Convert one input line (the function [`jsonl::process`] runs on every line).
+/// Convert one input line (the function [`crate::io::process`] runs on every line).
 pub fn convert_line(line: &[u8], opts: &Options, out: &mut Vec<u8>) -> Verdict {
-    let row = match jsonl::parse_object(line) {
+    let row = match crate::io::parse_object(line) {
         Ok(r) => r,
         Err(e) => return Verdict::Bad(e),
     };
-    match convert::normalize_row(row, opts, out) {
+    match normalize::normalize_row(row, opts, out) {
         Ok(()) => Verdict::Written,
         Err(e) => Verdict::Bad(e),
     }
@@ -143,11 +143,11 @@ pub fn run_cli(args: Args) -> Result<Status> {
         known_tools,
         set_fields: args.set.clone(),
     };
-    let sources = jsonl::sources_from_args(&args.io.inputs)?;
-    let mut out = jsonl::Output::create(args.io.output.as_deref())?;
+    let sources = crate::io::sources_from_args(&args.io.inputs)?;
+    let mut out = crate::io::Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let cfg = args.io.pipe(NAME);
-    let summary = jsonl::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
+    let summary = crate::io::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
         convert_line(line, &opts, buf)
     })?;
     out.commit()?;

@@ -19,12 +19,12 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
 
-use crate::agent::{self, AgentConfig, Chat, Llm, Outcome};
-use crate::cache::Cache;
 use crate::cli::{IoArgs, Status, note};
-use crate::jsonl::{self, LineReader, OnError, Output, Rejects};
+use crate::io::{LineReader, OnError, Output, Rejects};
+use crate::llm::cache::Cache;
 use crate::llm::{Client, ClientConfig, RateLimiter};
-use crate::rundir::{self, Appender, Checkpoint, Key, Scan, Stats};
+use crate::run::agent::{self, AgentConfig, Chat, Llm, Outcome};
+use crate::run::rundir::{self, Appender, Checkpoint, Key, Scan, Stats};
 use crate::toolbox::{
     self as toolbox, Distribution, Registry, SandboxConfig, TaskSpec, ToolArgs, ToolConfig,
     ToolHost, distributions,
@@ -340,7 +340,7 @@ fn api_key(args: &Args) -> Result<Option<String>> {
 type Row = (u64, String, Box<str>);
 
 fn read_tasks(args: &Args) -> Result<(Vec<Row>, u64)> {
-    let sources = jsonl::sources_from_args(&args.io.inputs)?;
+    let sources = crate::io::sources_from_args(&args.io.inputs)?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let mut reader = LineReader::new(sources);
     let mut buf = Vec::new();
@@ -351,7 +351,7 @@ fn read_tasks(args: &Args) -> Result<(Vec<Row>, u64)> {
     let mut valid = 0u64;
     let mut nonblank = 0u64;
     while let Some((source, lineno)) = reader.read_into(&mut buf)? {
-        if jsonl::is_blank(&buf) {
+        if crate::io::is_blank(&buf) {
             continue;
         }
         nonblank += 1;
@@ -359,7 +359,7 @@ fn read_tasks(args: &Args) -> Result<(Vec<Row>, u64)> {
             break;
         }
         let in_shard = args.io.shard.is_none_or(|sh| sh.holds(nonblank - 1));
-        let problem = match jsonl::parse_object(&buf) {
+        let problem = match crate::io::parse_object(&buf) {
             Err(e) => Some(e),
             Ok(row) => match row.get("prompt") {
                 Some(Value::String(p)) if !p.trim().is_empty() => {
@@ -384,7 +384,7 @@ fn read_tasks(args: &Args) -> Result<(Vec<Row>, u64)> {
                 Some(Value::String(_)) => Some("empty prompt".into()),
                 Some(other) => Some(format!(
                     "prompt is {}, expected a string",
-                    jsonl::json_kind(other)
+                    crate::io::json_kind(other)
                 )),
                 None => Some("no prompt field".into()),
             },
@@ -723,7 +723,7 @@ fn toolsets_of(s: &Shared, row: &Map<String, Value>, index: u64) -> Result<Vec<S
 
 fn run_task(s: &Shared, i: usize) -> Done {
     let task = &s.tasks[i];
-    let row = match jsonl::parse_object(task.line.as_bytes()) {
+    let row = match crate::io::parse_object(task.line.as_bytes()) {
         Ok(r) => r,
         Err(e) => return failure(s, task, i, "bad_task", false, &e),
     };
@@ -780,8 +780,8 @@ fn run_task(s: &Shared, i: usize) -> Done {
             rec.insert(
                 "timings".into(),
                 json!({
-                    "started_at": rundir::utc_iso(started_wall),
-                    "finished_at": rundir::utc_now(),
+                    "started_at": crate::format::time::utc_iso(started_wall),
+                    "finished_at": crate::format::time::utc_now(),
                     "duration_ms": duration.as_millis() as u64,
                     "llm_ms": t.llm_time.as_millis() as u64,
                     "tool_ms": t.tool_time.as_millis() as u64,
@@ -789,7 +789,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
             );
             rec.insert(
                 "metadata".into(),
-                json!({"batch_num": task.batch, "timestamp": rundir::utc_now(), "model": s.cfg.model}),
+                json!({"batch_num": task.batch, "timestamp": crate::format::time::utc_now(), "model": s.cfg.model}),
             );
             rec.insert("attempt".into(), json!(task.attempt));
             for (k, v) in row {
@@ -841,7 +841,7 @@ fn failure_json(
         "api_calls": api_calls,
         "batch_num": task.batch,
         "model": s.cfg.model,
-        "at": rundir::utc_now(),
+        "at": crate::format::time::utc_now(),
     })
 }
 
@@ -1034,7 +1034,7 @@ fn statistics(
         "total_batches": total_batches,
         "batch_size": args.batch_size,
         "model": args.model,
-        "completed_at": rundir::utc_now(),
+        "completed_at": crate::format::time::utc_now(),
         "duration_seconds": round2(elapsed.as_secs_f64()),
         "tool_statistics": stats.tool_statistics(),
         "reasoning_statistics": {
@@ -1058,7 +1058,7 @@ fn statistics(
             "cost": stats.cost,
         },
         "this_run": {
-            "started_at": rundir::utc_iso(started_wall),
+            "started_at": crate::format::time::utc_iso(started_wall),
             "prompts_scheduled": shared.tasks.len(),
             "records": records,
             "failures": failures,

@@ -15,7 +15,7 @@
 //!
 //! Rows are handled one at a time in input order (drawing is far cheaper than parsing
 //! the JSON, and the running line index needs a single reader, which
-//! [`crate::jsonl::process`] does not expose); memory is one line. The `--on-error`,
+//! [`crate::io::process`] does not expose); memory is one line. The `--on-error`,
 //! `--rejects` and summary behaviour is the common one.
 
 use std::collections::BTreeSet;
@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 
 use crate::cli::{IoArgs, Status, note, summary_line};
-use crate::jsonl::{LineReader, Output, Rejects, Summary, Verdict, is_blank};
+use crate::io::{LineReader, Output, Rejects, Summary, Verdict, is_blank};
 use crate::toolbox::{Distribution, Registry, ToolConfig, distributions};
 
 const NAME: &str = "traj-sample-tools";
@@ -115,7 +115,7 @@ impl Plan {
                 .ok_or_else(|| format!("unknown distribution {name:?} in the row")),
             Some(other) => Err(format!(
                 "\"distribution\" must be a string, found {}",
-                crate::jsonl::json_kind(other)
+                crate::io::json_kind(other)
             )),
         }
     }
@@ -196,14 +196,14 @@ impl Plan {
 
     /// Any row: parsed, fields set in place (existing keys keep their position).
     fn row_slow(&self, line: &[u8], index: u64) -> Result<Vec<u8>, String> {
-        let mut row: Map<String, Value> = crate::jsonl::parse_object(line)?;
+        let mut row: Map<String, Value> = crate::io::parse_object(line)?;
         match row.get("prompt") {
             Some(Value::String(_)) => {}
             None => return Err("missing \"prompt\"".to_string()),
             Some(other) => {
                 return Err(format!(
                     "\"prompt\" must be a string, found {}",
-                    crate::jsonl::json_kind(other)
+                    crate::io::json_kind(other)
                 ));
             }
         }
@@ -303,7 +303,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         seed: args.seed,
     };
 
-    let sources = crate::jsonl::sources_from_args(&args.io.inputs)?;
+    let sources = crate::io::sources_from_args(&args.io.inputs)?;
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let mut summary = Summary::default();

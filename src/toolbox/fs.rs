@@ -37,7 +37,7 @@ fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
         Some(Value::String(s)) => Ok(s),
         Some(other) => Err(format!(
             "argument {name:?} must be a string, not {}",
-            crate::jsonl::json_kind(other)
+            crate::io::json_kind(other)
         )),
         None => Err(format!("missing required argument {name:?} (a string)")),
     }

@@ -484,12 +484,12 @@ fn swe_sharegpt_rows() -> Vec<Value> {
 }
 
 fn row_tokens(row: &Value) -> usize {
-    let tok = traj::tokens::load("o200k_base").unwrap();
+    let tok = traj::format::tokens::load("o200k_base").unwrap();
     let obj = row.as_object().unwrap().clone();
-    let r = traj::compress::row::Row::locate(obj).unwrap();
+    let r = traj::stage::compress::row::Row::locate(obj).unwrap();
     let mut n = 0;
     for t in r.turns() {
-        traj::compress::row::for_each_text(t, r.shape, &mut |s| n += tok.count(s));
+        traj::stage::compress::row::for_each_text(t, r.shape, &mut |s| n += tok.count(s));
     }
     n
 }

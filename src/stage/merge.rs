@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::jsonl::{OnError, Rejects, Source, Verdict};
+use crate::io::{OnError, Rejects, Source, Verdict};
 
 /// Most spill files merged at once.
 pub const FAN_IN: usize = 64;
@@ -96,7 +96,7 @@ pub struct MergeSummary {
     pub files: usize,
     /// Lines read, rows written, bad lines (`lost`: bad lines that went to no rejects
     /// file; duplicates and tombstones are counted below, never lost).
-    pub lines: crate::jsonl::Summary,
+    pub lines: crate::io::Summary,
     pub duplicates: u64,
     pub tombstones: u64,
     /// Spill files written (0: everything fit in the buffer).
@@ -108,7 +108,7 @@ pub struct MergeSummary {
 /// The inputs of a merge: files, `-`, and directories (their `batch_*.jsonl` and
 /// `batch_*.jsonl.gz` files in natural order: `batch_2` before `batch_10`).
 pub fn merge_sources(args: &[String]) -> Result<Vec<Source>> {
-    crate::jsonl::sources_with_prefix(args, "batch_")
+    crate::io::sources_with_prefix(args, "batch_")
 }
 
 /// One row on its way through the sort.
@@ -201,17 +201,17 @@ type Fields<'a> = HashMap<Cow<'a, str>, &'a str>;
 
 /// Validate a line with the fast scanner and collect its top-level fields.
 fn fields_of(line: &[u8]) -> Result<Fields<'_>, String> {
-    crate::check::first_is_brace(line)?;
-    let bad = |_at: usize| match crate::jsonl::parse_object(line) {
+    crate::stage::filter::first_is_brace(line)?;
+    let bad = |_at: usize| match crate::io::parse_object(line) {
         Err(msg) => msg,
         Ok(_) => "invalid JSON".to_string(),
     };
-    let text = crate::check::utf8(line)?;
+    let text = crate::stage::filter::utf8(line)?;
     let mut fields = Fields::new();
-    let end = crate::check::object_members(line, 0, |key, vs, ve| {
+    let end = crate::stage::filter::object_members(line, 0, |key, vs, ve| {
         let key = std::str::from_utf8(key).unwrap_or_default();
         let key = if key.contains('\\') {
-            crate::check::decode_str(&format!("\"{key}\""))
+            crate::stage::filter::decode_str(&format!("\"{key}\""))
                 .map_or(Cow::Borrowed(key), |k| Cow::Owned(k.into_owned()))
         } else {
             Cow::Borrowed(key)
@@ -239,12 +239,12 @@ struct TurnLite<'a> {
 
 /// The first human/user turn of `conversations` or `messages`, else `prompt`.
 fn prompt_text(fields: &Fields<'_>) -> Option<String> {
-    let text_of = |raw: &str| match crate::check::decode_str(raw) {
+    let text_of = |raw: &str| match crate::stage::filter::decode_str(raw) {
         Some(s) => s.trim().to_string(),
         None => raw.to_string(), // not a string: its JSON text identifies it
     };
     if let Some(raw) = fields.get("conversations")
-        && let Ok((turns, _)) = crate::check::conversation_turns(raw.as_bytes(), raw, 0)
+        && let Ok((turns, _)) = crate::stage::filter::conversation_turns(raw.as_bytes(), raw, 0)
         && let Some(t) = turns.iter().find(|t| t.from == "human" || t.from == "user")
     {
         return Some(text_of(t.value));
@@ -335,10 +335,10 @@ pub fn merge(
     let mut runs: Vec<PathBuf> = Vec::new();
     let mut seq = 0u64;
 
-    let mut reader = crate::jsonl::LineReader::new(sources);
+    let mut reader = crate::io::LineReader::new(sources);
     let mut line = Vec::new();
     while let Some((src_name, lineno)) = reader.read_into(&mut line)? {
-        if crate::jsonl::is_blank(&line) {
+        if crate::io::is_blank(&line) {
             continue;
         }
         s.lines.read += 1;
@@ -455,7 +455,7 @@ fn spill(buf: &mut Vec<Rec>, dir: &Path, id: usize) -> Result<PathBuf> {
     buf.sort_by_key(Rec::order);
     let path = dir.join(format!("run-{id}"));
     let mut w = BufWriter::with_capacity(
-        crate::jsonl::BUF_SIZE,
+        crate::io::BUF_SIZE,
         File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
     );
     for r in buf.drain(..) {

@@ -117,7 +117,7 @@ fn escape_into(out: &mut Vec<u8>, b: &[u8], lt: bool, nested: bool) {
         let also = lt.then_some(b'<');
         while i + 16 <= b.len() {
             let chunk: &[u8; 16] = b[i..i + 16].try_into().expect("16 bytes");
-            let m = crate::jsonscan::needs_escape16(chunk, also);
+            let m = crate::format::jsonscan::needs_escape16(chunk, also);
             if m == 0 {
                 i += 16;
             } else {

@@ -1,7 +1,7 @@
 //! A zero-copy, order-preserving line pipeline for stages that keep or drop whole lines
 //! (traj-filter): kept lines are written straight from the read buffer.
 //!
-//! Why not [`crate::jsonl::process`]: that pipeline copies every line twice (into a
+//! Why not [`crate::io::process`]: that pipeline copies every line twice (into a
 //! batch, then into an output buffer) and allocates an output buffer per batch, which
 //! caps a pass-through at about a third of `cat | cat` here. A filter never changes a
 //! line, so it needs neither copy:
@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::jsonl::{PipeConfig, Rejects, Select, Source, Summary, Verdict, is_blank, open_source};
+use crate::io::{PipeConfig, Rejects, Select, Source, Summary, Verdict, is_blank, open_source};
 
 /// Bytes read per chunk (a chunk grows to hold a longer line).
 const CHUNK: usize = 4 << 20;
@@ -343,7 +343,7 @@ type Judged = std::thread::Result<Done>;
 
 fn write_in_order(
     cfg: &PipeConfig,
-    (done_rx, panicked): (&Receiver<Judged>, &mut Option<crate::jsonl::Panic>),
+    (done_rx, panicked): (&Receiver<Judged>, &mut Option<crate::io::Panic>),
     recycle_tx: &Sender<Vec<u8>>,
     out: &mut dyn Write,
     rejects: &mut Rejects,
@@ -351,7 +351,7 @@ fn write_in_order(
 ) -> Result<()> {
     let mut source_idx = usize::MAX;
     let mut base = 0u64;
-    crate::jsonl::in_order(
+    crate::io::in_order(
         done_rx,
         |d: &Done| d.chunk.seq,
         panicked,
@@ -385,7 +385,7 @@ fn write_in_order(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonl::{OnError, Shard};
+    use crate::io::{OnError, Shard};
 
     fn cfg(on_error: OnError) -> PipeConfig {
         PipeConfig {
@@ -496,7 +496,7 @@ mod tests {
             let (mut fast, mut lines) = (Vec::new(), Vec::new());
             let mut rej = Rejects::open("test", None).unwrap();
             let a = run(&c, sources(), &mut fast, &mut rej, judge).unwrap();
-            let b = crate::jsonl::process(&c, sources(), &mut lines, &mut rej, |l, out| {
+            let b = crate::io::process(&c, sources(), &mut lines, &mut rej, |l, out| {
                 let v = judge(l);
                 if let Verdict::Written = v {
                     out.extend_from_slice(l);

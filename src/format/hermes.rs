@@ -30,8 +30,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::convert::pyjson::{self, Style};
-use crate::model::{GptTurn, ToolCall, ToolResult, ToolSpec};
+use crate::format::model::{GptTurn, ToolCall, ToolResult, ToolSpec};
+use crate::format::pyjson::{self, Style};
 
 /// The system prompt up to the tool list.
 pub const SYSTEM_PREFIX: &str = "You are a function calling AI model. You are provided with function signatures within <tools> </tools> XML tags. You may call one or more functions to assist with the user query. If available tools are not relevant in assisting with user query, just respond in natural conversational language. Don't make assumptions about what values to plug into functions. After calling & executing the functions, you will be provided with function results within <tool_response> </tool_response> XML tags. Here are the available tools:\n";
@@ -367,14 +367,14 @@ fn split_think(value: &str) -> Option<(&str, &str)> {
 /// Each `<tool_response>` block holding `{"name", "content"}` (with or without
 /// `tool_call_id`) gives one result; a block holding anything else gives a result whose
 /// content is that body. A value with no block at all is one result holding the whole
-/// text (as [`crate::model::tool_content_value`] reads it). Missing names and ids are
+/// text (as [`crate::format::model::tool_content_value`] reads it). Missing names and ids are
 /// left empty for the caller to pair with the calls.
 pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
     if !value.contains("<tool_response>") {
         return Ok(vec![ToolResult {
             tool_call_id: String::new(),
             name: String::new(),
-            content: crate::model::tool_content_value(value),
+            content: crate::format::model::tool_content_value(value),
         }]);
     }
     let mut out = Vec::new();
@@ -411,7 +411,7 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
         out.push(ToolResult {
             tool_call_id: String::new(),
             name: String::new(),
-            content: crate::model::tool_content_value(py_strip(body)),
+            content: crate::format::model::tool_content_value(py_strip(body)),
         });
     }
 }

@@ -13,7 +13,7 @@
 //! Cost per row: a row is parsed and tokenized once; after compression only the summary
 //! and the system turns that got the notice are counted again (the other turns' counts
 //! are reused). A row whose byte length proves it under the budget (see
-//! [`crate::tokens::Tokenizer::at_most_one_token_per_byte`]) is not even parsed into a
+//! [`crate::format::tokens::Tokenizer::at_most_one_token_per_byte`]) is not even parsed into a
 //! tree, only validated.
 
 pub mod metrics;
@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::jsonl::Verdict;
-use crate::tokens::Tokenizer;
+use crate::format::tokens::Tokenizer;
+use crate::io::Verdict;
 use metrics::{Aggregate, TrajectoryMetrics};
 use plan::{Plan, PlanConfig, Role};
 use row::Row;
@@ -114,7 +114,7 @@ impl Compressor {
         // only lengthens), so with at most one token per byte it counts <= its length.
         if bytes_bound && line.len() <= target {
             if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err() {
-                return match crate::jsonl::parse_object(line) {
+                return match crate::io::parse_object(line) {
                     Err(e) => Verdict::Bad(e),
                     Ok(_) => Verdict::Bad("invalid JSON".into()),
                 };
@@ -145,7 +145,7 @@ impl Compressor {
             }
             Err(_) => {
                 return Verdict::Bad(
-                    crate::jsonl::parse_object(line)
+                    crate::io::parse_object(line)
                         .err()
                         .unwrap_or_else(|| "invalid JSON".into()),
                 );

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::row::{Shape, role_name, turn_text};
+use crate::format::tokens::Tokenizer;
 use crate::llm::{CallOptions, Client, ClientConfig, ErrorClass};
-use crate::tokens::Tokenizer;
 
 /// The prefix every summary starts with.
 pub const PREFIX: &str = "[CONTEXT SUMMARY]:";
@@ -429,7 +429,7 @@ fn commands_of(turn: &Value, shape: Shape, out: &mut Vec<String>) {
         }
     }
     let text = if shape == Shape::OpenAi {
-        crate::llm::content_text(turn.get("content").unwrap_or(&Value::Null))
+        crate::format::message::content_text(turn.get("content").unwrap_or(&Value::Null))
     } else {
         turn_text(turn, Shape::ShareGpt).into_owned()
     };
@@ -646,7 +646,7 @@ impl Summarizer for Extractive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::CharsPerToken4;
+    use crate::format::tokens::CharsPerToken4;
 
     fn sg(turns: &[(&str, &str)]) -> Vec<Value> {
         turns

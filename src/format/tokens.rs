@@ -358,7 +358,7 @@ mod tests {
         for line in text.lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             for m in v["history"].as_array().unwrap() {
-                samples.push(crate::llm::content_text(&m["content"]));
+                samples.push(crate::format::message::content_text(&m["content"]));
             }
         }
         samples.push("<|endoftext|> literal, 日本語のテキスト, emoji 🦀🦀, \r\n\t  x".into());

@@ -8,6 +8,8 @@
 //! - [`Output`]: stdout, or a file written to a temp file and renamed on success.
 //! - [`process`]: the ordered parallel pipeline (one reader, N workers, one writer).
 
+pub mod passthru;
+
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};

@@ -22,8 +22,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::hermes;
-use crate::model::{
+use crate::format::hermes;
+use crate::format::model::{
     GptTurn, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
 };
 
@@ -45,7 +45,7 @@ pub fn find_messages<'a>(
                 Value::Array(items) => Ok((key.as_str(), items.as_slice())),
                 other => Err(format!(
                     "`{k}` must be a list of messages, found {}",
-                    crate::jsonl::json_kind(other)
+                    crate::io::json_kind(other)
                 )),
             };
         }
@@ -80,7 +80,7 @@ pub fn row_tools(row: &Map<String, Value>) -> Result<Option<Vec<ToolSpec>>, Stri
                 other => {
                     return Err(format!(
                         "`tools` must hold a list of tool schemas, found {}",
-                        crate::jsonl::json_kind(other)
+                        crate::io::json_kind(other)
                     ));
                 }
             }
@@ -88,7 +88,7 @@ pub fn row_tools(row: &Map<String, Value>) -> Result<Option<Vec<ToolSpec>>, Stri
         Some(other) => {
             return Err(format!(
                 "`tools` must be a list of tool schemas or a JSON string of one, found {}",
-                crate::jsonl::json_kind(other)
+                crate::io::json_kind(other)
             ));
         }
     };
@@ -160,7 +160,7 @@ pub fn read_messages(
         let Value::Object(mut m) = item else {
             return Err(at(format!(
                 "expected an object, found {}",
-                crate::jsonl::json_kind(&item)
+                crate::io::json_kind(&item)
             )));
         };
         let (sharegpt, role) = match (m.get("from"), m.get("role")) {
@@ -311,7 +311,7 @@ fn read_body(body: Option<Value>, assistant: bool) -> Result<Body, String> {
         Some(other) => {
             return Err(format!(
                 "content must be text or a list of parts, found {}",
-                crate::jsonl::json_kind(&other)
+                crate::io::json_kind(&other)
             ));
         }
     }
@@ -375,11 +375,11 @@ fn arguments_value(a: Option<&Value>) -> Value {
 /// A call spelled `{"name", "arguments"}`, `{"function": {...}}` or
 /// `{"id", "type": "function", "function": {...}}`.
 fn call_object(v: &Value) -> Result<ToolCall, String> {
-    let crate::model::FunctionPart {
+    let crate::format::model::FunctionPart {
         outer: m,
         function: f,
         name,
-    } = crate::model::function_part(v, "tool call")?;
+    } = crate::format::model::function_part(v, "tool call")?;
     let id = match m.get("id") {
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
         _ => None,
@@ -415,7 +415,7 @@ fn openai_assistant(m: Map<String, Value>, body: Option<Value>) -> Result<GptTur
         Some(other) => {
             return Err(format!(
                 "tool_calls must be a list, found {}",
-                crate::jsonl::json_kind(other)
+                crate::io::json_kind(other)
             ));
         }
     }
@@ -430,7 +430,7 @@ fn openai_assistant(m: Map<String, Value>, body: Option<Value>) -> Result<GptTur
 }
 
 /// Reasoning from `reasoning`, `reasoning_content` or `reasoning_details` (a list of
-/// `{type, text|summary}`), the first that holds text (as [`crate::llm::reasoning_text`]).
+/// `{type, text|summary}`), the first that holds text (as [`crate::format::message::reasoning_text`]).
 fn reasoning_field(m: &Map<String, Value>) -> Option<String> {
     for key in ["reasoning", "reasoning_content"] {
         if let Some(Value::String(s)) = m.get(key)

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::cache::Cache;
+use crate::llm::cache::Cache;
 use crate::llm::{CallOptions, ChatResponse, Client, LlmError, Usage};
 use crate::toolbox::ToolHost;
 

@@ -9,10 +9,10 @@
 //!   before it, grouped into one turn.
 //!
 //! The system prompt is not part of the model: in the Hermes format it is generated from
-//! the tool list (see [`crate::hermes::system_prompt`]).
+//! the tool list (see [`crate::format::hermes::system_prompt`]).
 //!
-//! Readers and writers of concrete formats live in [`crate::hermes`] (Hermes ShareGPT
-//! text) and [`crate::convert`] (OpenAI messages, ShareGPT variants, whole rows). This
+//! Readers and writers of concrete formats live in [`crate::format::hermes`] (Hermes ShareGPT
+//! text) and [`crate::stage::normalize`] (OpenAI messages, ShareGPT variants, whole rows). This
 //! module also holds the per-row tool statistics ([`tool_stats`]) and the reference's
 //! success/failure rule for one tool result ([`classify_result`]).
 
@@ -45,7 +45,7 @@ pub fn function_part<'a>(v: &'a Value, what: &str) -> Result<FunctionPart<'a>, S
     let Value::Object(m) = v else {
         return Err(format!(
             "a {what} must be an object, found {}",
-            crate::jsonl::json_kind(v)
+            crate::io::json_kind(v)
         ));
     };
     let f = match m.get("function") {

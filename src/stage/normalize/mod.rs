@@ -11,16 +11,15 @@
 //! new `tools` list). `tool_stats` and `tool_error_counts` are (re)computed, in place when
 //! present, else appended. Every other field passes through unchanged, in its order.
 
-pub mod pyjson;
 pub mod read;
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::hermes;
-use crate::model::{ToolCount, Trajectory, Turn, tool_stats};
-use pyjson::Style;
+use crate::format::hermes;
+use crate::format::model::{ToolCount, Trajectory, Turn, tool_stats};
+use crate::format::pyjson::{self, Style};
 
 /// The output shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -205,7 +204,7 @@ pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), 
     Ok(())
 }
 
-fn write_tool_turn(out: &mut Vec<u8>, rs: &[crate::model::ToolResult]) {
+fn write_tool_turn(out: &mut Vec<u8>, rs: &[crate::format::model::ToolResult]) {
     out.extend_from_slice(b"{\"from\": \"tool\", \"value\": \"");
     for (i, r) in rs.iter().enumerate() {
         if i > 0 {

@@ -10,11 +10,11 @@
 //! A prompt is identified by `(prompt_index, prompt_hash)`, counted as a multiset: a
 //! dataset holding the same prompt twice (even under one index) runs it twice.
 
+use crate::format::time::utc_now;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value, json};
@@ -26,37 +26,7 @@ pub type Key = (u64, String);
 /// A short, stable hash of a prompt's text (16 hex digits of SHA-256).
 pub fn prompt_hash(prompt: &str) -> String {
     let d = Sha256::digest(prompt.as_bytes());
-    crate::cache::hex(&d[..8])
-}
-
-/// Now as UTC ISO-8601 with microseconds and a `Z`.
-pub fn utc_now() -> String {
-    utc_iso(SystemTime::now())
-}
-
-/// `t` as UTC ISO-8601 (`2026-11-29T10:59:43.222630Z`).
-pub fn utc_iso(t: SystemTime) -> String {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_micros()
-    )
+    crate::llm::cache::hex(&d[..8])
 }
 
 /// Write `value` as pretty JSON to `path` atomically (temp file, fsync, rename).
@@ -148,7 +118,7 @@ impl Stats {
                         .get("content")
                         .and_then(Value::as_str)
                         .is_some_and(|c| c.contains("<REASONING_SCRATCHPAD>"));
-                    if scratch || crate::llm::reasoning_text(m).is_some() {
+                    if scratch || crate::format::message::reasoning_text(m).is_some() {
                         self.turns_with_reasoning += 1;
                     }
                     for c in m
@@ -175,8 +145,9 @@ impl Stats {
                     else {
                         continue;
                     };
-                    let content =
-                        crate::llm::content_text(m.get("content").unwrap_or(&Value::Null));
+                    let content = crate::format::message::content_text(
+                        m.get("content").unwrap_or(&Value::Null),
+                    );
                     let t = self.tools.entry(name.to_string()).or_default();
                     if tool_succeeded(&content) {
                         t.success += 1;
@@ -558,16 +529,6 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn utc_dates() {
-        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_micros(1_795_000_000_123_456);
-        assert_eq!(utc_iso(t), "2026-11-18T11:06:40.123456Z");
-        assert_eq!(
-            utc_iso(SystemTime::UNIX_EPOCH),
-            "1970-01-01T00:00:00.000000Z"
-        );
-    }
 
     #[test]
     fn tool_success_rule() {

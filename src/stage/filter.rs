@@ -21,9 +21,9 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-pub use crate::jsonscan::decode_str;
-pub(crate) use crate::jsonscan::object_members;
-use crate::jsonscan::{object_members_with, scan_json, scan_value, skip_ws};
+pub use crate::format::jsonscan::decode_str;
+pub(crate) use crate::format::jsonscan::object_members;
+use crate::format::jsonscan::{object_members_with, scan_json, scan_value, skip_ws};
 
 /// A row as far as the predicates need it (values as raw, validated JSON text).
 #[derive(Debug, Default)]
@@ -340,7 +340,7 @@ fn is_true(raw: Option<&str>) -> bool {
 pub fn evaluate(
     row: &RowView<'_>,
     p: &Predicates,
-    tokenizer: Option<&dyn crate::tokens::Tokenizer>,
+    tokenizer: Option<&dyn crate::format::tokens::Tokenizer>,
 ) -> Result<Vec<String>, BadRow> {
     let mut reasons = Vec::new();
     if p.completed && !is_true(row.completed) {
@@ -651,7 +651,7 @@ fn hermes_facts(
     turns: &[Turn<'_>],
     row: &RowView<'_>,
     p: &Predicates,
-    tokenizer: Option<&dyn crate::tokens::Tokenizer>,
+    tokenizer: Option<&dyn crate::format::tokens::Tokenizer>,
 ) -> Result<Facts, BadRow> {
     let mut f = Facts {
         turns: turns.len(),
@@ -877,7 +877,7 @@ fn raw_facts(
     msgs: &[Message<'_>],
     row: &RowView<'_>,
     p: &Predicates,
-    tokenizer: Option<&dyn crate::tokens::Tokenizer>,
+    tokenizer: Option<&dyn crate::format::tokens::Tokenizer>,
 ) -> Result<Facts, BadRow> {
     let mut f = Facts {
         turns: msgs.len(),

@@ -1,0 +1,1 @@
+//! The typed errors of the library and their exit codes.

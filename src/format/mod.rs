@@ -1,0 +1,17 @@
+//! The data formats: what a trajectory is and how it is written, independent of where
+//! the bytes come from.
+//!
+//! - [`model`]: the trajectory model (turns, tool calls and results, tool statistics).
+//! - [`hermes`]: the Hermes function-calling envelope, rendered and parsed.
+//! - [`message`]: the rules for OpenAI-style messages (text, reasoning).
+//! - [`pyjson`]: JSON written as Python's `json.dumps` writes it.
+//! - [`jsonscan`]: JSON validation and string decoding without building values.
+//! - [`tokens`]: token counting (tiktoken encodings, HF `tokenizer.json`).
+
+pub mod hermes;
+pub mod jsonscan;
+pub mod message;
+pub mod model;
+pub mod pyjson;
+pub mod time;
+pub mod tokens;
