@@ -50,29 +50,42 @@ pub struct IoArgs {
     #[arg(long, value_name = "FILE")]
     pub rejects: Option<PathBuf>,
 
-    /// Worker threads (0 = one per core).
-    #[arg(short = 'j', long, default_value_t = 0, value_name = "N")]
-    pub jobs: usize,
-
-    /// Process only shard I of N (0-based): the k-th non-blank input line belongs to
-    /// shard k % N. Run N processes with 0/N .. (N-1)/N and `traj-merge` their outputs.
-    #[arg(long, value_name = "I/N")]
-    pub shard: Option<crate::io::Shard>,
-
     /// No summary line on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }
 
+/// `-j`: worker threads of the stages that parallelise over lines.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JobsArgs {
+    /// Worker threads (0 = one per core).
+    #[arg(short = 'j', long, default_value_t = 0, value_name = "N")]
+    pub jobs: usize,
+}
+
+/// `--shard I/N`: the stages that can split their input between processes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ShardArgs {
+    /// Process only shard I of N (0-based): the k-th non-blank input line belongs to
+    /// shard k % N. Run N processes with 0/N .. (N-1)/N and `traj-merge` their outputs.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<crate::io::Shard>,
+}
+
 impl IoArgs {
     /// The line pipeline these flags ask for: lines dropped without `--rejects` count
     /// as lost, CPU-sized batches (change either with struct update syntax).
-    pub fn pipe(&self, stage: &'static str) -> crate::io::PipeConfig {
+    pub fn pipe(
+        &self,
+        stage: &'static str,
+        jobs: &JobsArgs,
+        shard: &ShardArgs,
+    ) -> crate::io::PipeConfig {
         crate::io::PipeConfig {
             stage,
             on_error: self.on_error,
-            jobs: self.jobs,
-            select: self.shard.map(Select::from),
+            jobs: jobs.jobs,
+            select: shard.shard.map(Select::from),
             drops_are_loss: true,
             batch_lines: 0,
         }

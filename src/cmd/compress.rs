@@ -49,6 +49,10 @@ const NAME: &str = "traj-compress";
 pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,
+    #[command(flatten)]
+    pub jobs: crate::cli::JobsArgs,
+    #[command(flatten)]
+    pub shard: crate::cli::ShardArgs,
 
     /// Input file or directory, with the reference's output naming
     /// (`<stem>_compressed.jsonl`, `<dir>_compressed/`) when `-o` is not given.
@@ -593,7 +597,7 @@ fn sample_sources(
 /// The line pipeline of one job: a `--sample-percent` selection (which already holds
 /// `--shard`) replaces the plain shard.
 fn job_pipe(args: &Args, job: &Job) -> PipeConfig {
-    let base = args.io.pipe(NAME);
+    let base = args.io.pipe(NAME, &args.jobs, &args.shard);
     match &job.sample {
         Some((select, _)) => PipeConfig {
             select: Some(select.clone()),
@@ -691,7 +695,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     if let Some(p) = args.sample_percent {
         let dir = tempfile::tempdir()?;
         for j in &mut jobs {
-            let sampling = (p, args.seed, args.io.shard);
+            let sampling = (p, args.seed, args.shard.shard);
             let (sources, select, bytes) =
                 sample_sources(std::mem::take(&mut j.sources), sampling, dir.path())?;
             j.sources = sources;

@@ -50,6 +50,10 @@ are counted on stderr but not kept anywhere. Bad lines follow --on-error.";
 pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,
+    #[command(flatten)]
+    pub jobs: crate::cli::JobsArgs,
+    #[command(flatten)]
+    pub shard: crate::cli::ShardArgs,
 
     /// Drop rows where no assistant turn has reasoning (a non-empty `<think>` block;
     /// raw records: a non-blank `reasoning`/`reasoning_content` field).
@@ -172,7 +176,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         // Dropping is what a filter is for: drops without --rejects are counted and
         // reported, not an error (bad lines still are).
         drops_are_loss: false,
-        ..args.io.pipe("filter")
+        ..args.io.pipe("filter", &args.jobs, &args.shard)
     };
     let invert = args.invert;
     let tk = tokenizer.as_deref();

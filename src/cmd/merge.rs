@@ -72,13 +72,6 @@ pub struct Args {
 
 /// Run traj-merge.
 pub fn run_cli(args: Args) -> Result<Status> {
-    if args.io.jobs > 1 {
-        // Accepted for symmetry with the other stages; the merge reads sequentially.
-        note(NAME, "--jobs is ignored: the merge is sequential");
-    }
-    if args.io.shard.is_some() {
-        crate::usage_bail!("--shard does not apply to traj-merge: it joins shards");
-    }
     let key = match args.key.as_str() {
         "" => crate::usage_bail!("--key needs a field name or `prompt`"),
         "prompt" => KeySpec::Prompt,

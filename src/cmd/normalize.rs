@@ -41,6 +41,10 @@ Exit status: 0 ok, 1 bad input or lost lines, 2 usage error.";
 pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,
+    #[command(flatten)]
+    pub jobs: crate::cli::JobsArgs,
+    #[command(flatten)]
+    pub shard: crate::cli::ShardArgs,
 
     /// Output shape: `hermes` (ShareGPT with Hermes tags) or `openai` (messages with
     /// tool_calls, tool_call_id, reasoning_content, plus a `tools` list).
@@ -146,7 +150,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let sources = crate::io::sources_from_args(&args.io.inputs)?;
     let mut out = crate::io::Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
-    let cfg = args.io.pipe(NAME);
+    let cfg = args.io.pipe(NAME, &args.jobs, &args.shard);
     let summary = crate::io::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
         convert_line(line, &opts, buf)
     })?;

@@ -55,6 +55,8 @@ const EXAMPLES: &str = "Examples:
 pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,
+    #[command(flatten)]
+    pub shard: crate::cli::ShardArgs,
 
     /// Run directory: batch_N.jsonl, failures.jsonl, checkpoint.json, statistics.json.
     #[arg(long, value_name = "DIR")]
@@ -140,9 +142,14 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
 
-    /// Agents running at once (threads waiting on HTTP: hundreds are fine; `-j N` is the
-    /// same).
-    #[arg(long, default_value_t = 8, value_name = "N")]
+    /// Agents running at once (threads waiting on HTTP: hundreds are fine).
+    #[arg(
+        short = 'j',
+        long,
+        visible_alias = "jobs",
+        default_value_t = 8,
+        value_name = "N"
+    )]
     pub num_workers: usize,
     /// Prompts per batch file.
     #[arg(long, default_value_t = 100, value_name = "N")]
@@ -358,7 +365,7 @@ fn read_tasks(args: &Args) -> Result<(Vec<Row>, u64)> {
         if args.max_samples.is_some_and(|m| valid >= m as u64) {
             break;
         }
-        let in_shard = args.io.shard.is_none_or(|sh| sh.holds(nonblank - 1));
+        let in_shard = args.shard.shard.is_none_or(|sh| sh.holds(nonblank - 1));
         let problem = match crate::io::parse_object(&buf) {
             Err(e) => Some(e),
             Ok(row) => match row.get("prompt") {
@@ -512,12 +519,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         let _ = ctrlc::set_handler(move || s.llm.request_stop("interrupted"));
     }
 
-    // `-j N` (the flag every stage shares) means the same as --num-workers N here.
-    let num_workers = if args.io.jobs > 0 {
-        args.io.jobs
-    } else {
-        args.num_workers
-    };
+    let num_workers = args.num_workers;
     let (tx, rx) = crossbeam_channel::bounded::<Done>(num_workers.max(16) * 2);
     let n_tasks = shared.tasks.len();
     let workers = num_workers.min(n_tasks.max(1));

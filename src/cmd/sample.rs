@@ -52,6 +52,8 @@ Examples:
 pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,
+    #[command(flatten)]
+    pub shard: crate::cli::ShardArgs,
 
     /// Distribution to draw from (a row's own string `distribution` field wins).
     #[arg(short = 'd', long, default_value = "default", value_name = "NAME")]
@@ -307,7 +309,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let mut summary = Summary::default();
-    let policy = args.io.pipe(NAME).policy();
+    let policy = (args.io.on_error, true);
     let mut reader = LineReader::new(sources);
     let mut line = Vec::new();
     let mut index = 0u64;
@@ -317,7 +319,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
         let this = index;
         index += 1;
-        if args.io.shard.is_some_and(|sh| !sh.holds(this)) {
+        if args.shard.shard.is_some_and(|sh| !sh.holds(this)) {
             continue;
         }
         summary.read += 1;
