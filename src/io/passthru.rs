@@ -27,7 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::io::{PipeConfig, Rejects, Select, Source, Summary, Verdict, is_blank, open_source};
+use crate::io::{
+    PipeConfig, Rejects, Select, Source, Summary, Verdict, is_blank, line_range, open_source,
+};
 
 /// Bytes read per chunk (a chunk grows to hold a longer line).
 const CHUNK: usize = 4 << 20;
@@ -237,15 +239,9 @@ fn lines(data: &[u8], first: bool) -> impl Iterator<Item = (std::ops::Range<usiz
         }
         let line_start = pos;
         let nl = memchr::memchr(b'\n', &data[pos..]).map(|k| pos + k);
-        let mut end = nl.unwrap_or(data.len());
         pos = nl.map_or(data.len(), |k| k + 1);
-        let mut start = line_start;
-        if end > start && data[end - 1] == b'\r' {
-            end -= 1;
-        }
-        if first && line_start == 0 && data[start..end].starts_with(b"\xEF\xBB\xBF") {
-            start += 3;
-        }
+        let r = line_range(&data[line_start..pos], first && line_start == 0);
+        let (start, end) = (line_start + r.start, line_start + r.end);
         Some((start..end, pos))
     })
 }

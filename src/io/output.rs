@@ -1,0 +1,145 @@
+//! Where output goes: stdout, a special file, or a regular file written through a temp
+//! file beside it and renamed into place only when the run succeeds.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::source::BUF_SIZE;
+
+/// True for an existing path that is not a regular file (a device, FIFO or socket), which
+/// cannot be replaced by a rename.
+fn is_special_file(p: &Path) -> bool {
+    std::fs::metadata(p)
+        .map(|m| !m.is_file() && !m.is_dir())
+        .unwrap_or(false)
+}
+
+/// Where output goes: stdout, or a file that appears only when the run succeeds.
+pub struct Output {
+    inner: OutputKind,
+}
+
+enum OutputKind {
+    Stdout(BufWriter<io::Stdout>),
+    Special(BufWriter<File>),
+    File {
+        w: BufWriter<tempfile::NamedTempFile>,
+        path: PathBuf,
+    },
+}
+
+impl Output {
+    /// `None` or `-` is stdout; a path is written through a temp file beside it.
+    pub fn create(path: Option<&Path>) -> Result<Output> {
+        match path {
+            None => Ok(Output::stdout()),
+            Some(p) if p.as_os_str() == "-" => Ok(Output::stdout()),
+            Some(p) if is_special_file(p) => {
+                // /dev/stderr, a FIFO, a terminal: write straight to it.
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .with_context(|| format!("cannot open {}", p.display()))?;
+                Ok(Output {
+                    inner: OutputKind::Special(BufWriter::with_capacity(BUF_SIZE, f)),
+                })
+            }
+            Some(p) => {
+                let dir = match p.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                let tmp = tempfile::Builder::new()
+                    .prefix(".traj-")
+                    .suffix(".tmp")
+                    .tempfile_in(&dir)
+                    .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+                Ok(Output {
+                    inner: OutputKind::File {
+                        w: BufWriter::with_capacity(BUF_SIZE, tmp),
+                        path: p.to_path_buf(),
+                    },
+                })
+            }
+        }
+    }
+
+    pub fn stdout() -> Output {
+        Output {
+            inner: OutputKind::Stdout(BufWriter::with_capacity(BUF_SIZE, io::stdout())),
+        }
+    }
+
+    /// Flush everything; for a file, fsync and rename it into place.
+    pub fn commit(self) -> Result<()> {
+        match self.inner {
+            OutputKind::Stdout(mut w) => {
+                w.flush()?;
+                Ok(())
+            }
+            OutputKind::Special(mut w) => {
+                w.flush()?;
+                Ok(())
+            }
+            OutputKind::File { w, path } => {
+                let tmp = w.into_inner().map_err(|e| e.into_error())?;
+                tmp.as_file().sync_all()?;
+                tmp.persist(&path)
+                    .map_err(|e| e.error)
+                    .with_context(|| format!("cannot rename output into {}", path.display()))?;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.inner {
+            OutputKind::Stdout(w) => w.write(buf),
+            OutputKind::Special(w) => w.write(buf),
+            OutputKind::File { w, .. } => w.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match &mut self.inner {
+            OutputKind::Stdout(w) => w.write_all(buf),
+            OutputKind::Special(w) => w.write_all(buf),
+            OutputKind::File { w, .. } => w.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.inner {
+            OutputKind::Stdout(w) => w.flush(),
+            OutputKind::Special(w) => w.flush(),
+            OutputKind::File { w, .. } => w.flush(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn output_file_appears_only_on_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.jsonl");
+        let mut o = Output::create(Some(&p)).unwrap();
+        o.write_all(b"x\n").unwrap();
+        assert!(!p.exists());
+        o.commit().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"x\n");
+        let mut o = Output::create(Some(&p)).unwrap();
+        o.write_all(b"y\n").unwrap();
+        drop(o);
+        assert_eq!(std::fs::read(&p).unwrap(), b"x\n");
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+    }
+}

@@ -1,0 +1,187 @@
+//! Where lines come from: files (plain or gzip, detected by magic bytes), standard
+//! input, and directories expanded to their JSONL files in natural order.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+/// Size of read and write buffers.
+pub const BUF_SIZE: usize = 256 * 1024;
+
+/// Where lines come from: a file path or standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Stdin,
+    File(PathBuf),
+}
+
+impl Source {
+    /// `-` means stdin, anything else a path.
+    pub fn parse(arg: &str) -> Source {
+        if arg == "-" {
+            Source::Stdin
+        } else {
+            Source::File(PathBuf::from(arg))
+        }
+    }
+
+    /// The name used in messages: `<stdin>` or the path as given.
+    pub fn name(&self) -> String {
+        match self {
+            Source::Stdin => "<stdin>".to_string(),
+            Source::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// Turn command-line input arguments into sources; none means stdin.
+///
+/// A directory expands to its `*.jsonl` and `*.jsonl.gz` files in natural order
+/// (`batch_2` before `batch_10`).
+pub fn sources_from_args(args: &[String]) -> Result<Vec<Source>> {
+    sources_with_prefix(args, "")
+}
+
+/// [`sources_from_args`], where a directory gives only its files whose names start with
+/// `prefix` (`batch_` for the batch files of a run directory).
+pub fn sources_with_prefix(args: &[String], prefix: &str) -> Result<Vec<Source>> {
+    if args.is_empty() {
+        return Ok(vec![Source::Stdin]);
+    }
+    let mut out = Vec::new();
+    for a in args {
+        let src = Source::parse(a);
+        match &src {
+            Source::File(p) if p.is_dir() => {
+                let before = out.len();
+                out.extend(
+                    jsonl_files_in(p)?
+                        .into_iter()
+                        .filter(|f| {
+                            f.file_name()
+                                .and_then(|n| n.to_str())
+                                .is_some_and(|n| n.starts_with(prefix))
+                        })
+                        .map(Source::File),
+                );
+                if out.len() == before {
+                    bail!(
+                        "{}: directory holds no {prefix}*.jsonl or {prefix}*.jsonl.gz files",
+                        p.display()
+                    );
+                }
+            }
+            _ => out.push(src),
+        }
+    }
+    Ok(out)
+}
+
+/// The `*.jsonl` and `*.jsonl.gz` files directly inside `dir`, in natural order.
+pub fn jsonl_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("{}", dir.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_file() && (name.ends_with(".jsonl") || name.ends_with(".jsonl.gz")) {
+            files.push(path);
+        }
+    }
+    files.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
+    Ok(files)
+}
+
+/// Compare strings so that runs of digits compare by value: `batch_2 < batch_10`.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].is_ascii_digit() && b[j].is_ascii_digit() {
+            let si = i;
+            while i < a.len() && a[i].is_ascii_digit() {
+                i += 1;
+            }
+            let sj = j;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            let na = trim_zeros(&a[si..i]);
+            let nb = trim_zeros(&b[sj..j]);
+            let ord = na.len().cmp(&nb.len()).then_with(|| na.cmp(nb));
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        } else {
+            if a[i] != b[j] {
+                return a[i].cmp(&b[j]);
+            }
+            i += 1;
+            j += 1;
+        }
+    }
+    (a.len() - i).cmp(&(b.len() - j))
+}
+
+fn trim_zeros(d: &[u8]) -> &[u8] {
+    let k = d.iter().position(|&c| c != b'0').unwrap_or(d.len());
+    &d[k..]
+}
+
+/// Open a source for reading; gzip is detected by its magic bytes, whatever the name.
+pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
+    let raw: Box<dyn Read + Send> = match src {
+        Source::Stdin => Box::new(io::stdin()),
+        Source::File(p) => {
+            Box::new(File::open(p).with_context(|| format!("cannot open {}", p.display()))?)
+        }
+    };
+    let mut buf = BufReader::with_capacity(BUF_SIZE, raw);
+    let head = buf
+        .fill_buf()
+        .with_context(|| format!("cannot read {}", src.name()))?;
+    if head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+        let gz = flate2::bufread::MultiGzDecoder::new(buf);
+        Ok(Box::new(BufReader::with_capacity(BUF_SIZE, gz)))
+    } else {
+        Ok(Box::new(buf))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{LineReader, write_tmp};
+    use std::io::Write;
+    #[test]
+    fn natural_order() {
+        let mut v = vec![
+            "batch_10.jsonl",
+            "batch_2.jsonl",
+            "batch_1.jsonl",
+            "batch_02b",
+        ];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            v,
+            [
+                "batch_1.jsonl",
+                "batch_2.jsonl",
+                "batch_02b",
+                "batch_10.jsonl"
+            ]
+        );
+    }
+
+    #[test]
+    fn gzip_is_read_transparently() {
+        let d = tempfile::tempdir().unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(b"{\"a\":1}\n{\"a\":2}\n").unwrap();
+        let p = write_tmp(d.path(), "a.jsonl.gz", &gz.finish().unwrap());
+        let n = LineReader::new(vec![Source::File(p)]).count();
+        assert_eq!(n, 2);
+    }
+}
