@@ -1,8 +1,6 @@
-//! What every binary shares: the common I/O flags and the mapping of a run's result
-//! to an exit code.
-//!
-//! Exit codes: 0 ok (also when the reader of stdout went away), 1 bad data or a failed
-//! run, 2 usage or configuration error (clap's own errors exit 2 as well).
+//! What every binary shares: the common I/O flags, the mapping of a run's result to an
+//! exit code (the codes: [`crate::error`]; clap's own errors exit 2 as well), and the
+//! only place that prints diagnostics on stderr.
 
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -10,25 +8,7 @@ use std::process::ExitCode;
 
 use crate::io::{OnError, Select, Summary};
 
-/// Exit status: success.
-pub const EXIT_OK: u8 = 0;
-/// Exit status: bad data, lost lines or a failed run.
-pub const EXIT_DATA: u8 = 1;
-/// Exit status: usage or configuration error.
-pub const EXIT_USAGE: u8 = 2;
-
-/// A usage or configuration error: exits 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
-
-/// Return early with a [`UsageError`].
-#[macro_export]
-macro_rules! usage_bail {
-    ($($arg:tt)*) => {
-        return Err(anyhow::Error::new($crate::cli::UsageError(format!($($arg)*))))
-    };
-}
+pub use crate::error::{EXIT_DATA, EXIT_OK, EXIT_USAGE, UsageError};
 
 /// Input, output and error-policy flags shared by the line-oriented stages.
 #[derive(Debug, Clone, clap::Args)]
@@ -114,26 +94,21 @@ impl Status {
 
 /// True when `e` or anything in its chain is a broken pipe.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
-            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
-    })
+    crate::error::Error::of(e) == crate::error::Error::BrokenPipe
 }
 
-/// Map a run's result to an exit code, printing the error chain as
-/// `name: outer: inner` on stderr.
+/// Map a run's result to an exit code (see [`crate::error`]), printing the error chain
+/// as `name: outer: inner` on stderr.
 pub fn finish(name: &str, result: anyhow::Result<Status>) -> ExitCode {
     match result {
         Ok(Status::Ok) => ExitCode::from(EXIT_OK),
         Ok(Status::Failed) => ExitCode::from(EXIT_DATA),
-        Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
         Err(e) => {
-            let _ = writeln!(io::stderr().lock(), "{name}: {e:#}");
-            if e.chain().any(|c| c.downcast_ref::<UsageError>().is_some()) {
-                ExitCode::from(EXIT_USAGE)
-            } else {
-                ExitCode::from(EXIT_DATA)
+            let class = crate::error::Error::of(&e);
+            if class != crate::error::Error::BrokenPipe {
+                let _ = writeln!(io::stderr().lock(), "{name}: {e:#}");
             }
+            ExitCode::from(class.code())
         }
     }
 }

@@ -18,6 +18,9 @@
 //! - [`cli`] and [`cmd`]: flags, one module per binary, and the mapping of results to
 //!   exit codes.
 
+// Only `cli` reports to the user and only the binaries exit.
+#![deny(clippy::print_stderr, clippy::print_stdout, clippy::exit)]
+
 pub mod cli;
 pub mod cmd;
 pub mod error;

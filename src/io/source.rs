@@ -5,7 +5,11 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use crate::error::{InputError, UsageError};
 
 /// Size of read and write buffers.
 pub const BUF_SIZE: usize = 256 * 1024;
@@ -67,10 +71,11 @@ pub fn sources_with_prefix(args: &[String], prefix: &str) -> Result<Vec<Source>>
                         .map(Source::File),
                 );
                 if out.len() == before {
-                    bail!(
+                    return Err(UsageError(format!(
                         "{}: directory holds no {prefix}*.jsonl or {prefix}*.jsonl.gz files",
                         p.display()
-                    );
+                    ))
+                    .into());
                 }
             }
             _ => out.push(src),
@@ -134,14 +139,18 @@ fn trim_zeros(d: &[u8]) -> &[u8] {
 pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
     let raw: Box<dyn Read + Send> = match src {
         Source::Stdin => Box::new(io::stdin()),
-        Source::File(p) => {
-            Box::new(File::open(p).with_context(|| format!("cannot open {}", p.display()))?)
-        }
+        Source::File(p) => Box::new(File::open(p).map_err(|e| InputError {
+            what: "cannot open",
+            path: Arc::from(p.display().to_string()),
+            source: e,
+        })?),
     };
     let mut buf = BufReader::with_capacity(BUF_SIZE, raw);
-    let head = buf
-        .fill_buf()
-        .with_context(|| format!("cannot read {}", src.name()))?;
+    let head = buf.fill_buf().map_err(|e| InputError {
+        what: "cannot read",
+        path: Arc::from(src.name()),
+        source: e,
+    })?;
     if head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b {
         let gz = flate2::bufread::MultiGzDecoder::new(buf);
         Ok(Box::new(BufReader::with_capacity(BUF_SIZE, gz)))
