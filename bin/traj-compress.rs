@@ -3,5 +3,5 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let args = traj::cmd::compress::Args::parse();
-    traj::cli::finish("traj-compress", traj::cmd::compress::run_cli(args))
+    traj::cli::main("traj-compress", || traj::cmd::compress::run_cli(args))
 }

@@ -3,5 +3,5 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let args = traj::cmd::filter::Args::parse();
-    traj::cli::finish("traj-filter", traj::cmd::filter::run_cli(args))
+    traj::cli::main("traj-filter", || traj::cmd::filter::run_cli(args))
 }

@@ -3,5 +3,5 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let args = traj::cmd::merge::Args::parse();
-    traj::cli::finish("traj-merge", traj::cmd::merge::run_cli(args))
+    traj::cli::main("traj-merge", || traj::cmd::merge::run_cli(args))
 }

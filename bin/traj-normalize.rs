@@ -8,5 +8,5 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     let args = traj::cmd::normalize::Args::parse();
-    traj::cli::finish("traj-normalize", traj::cmd::normalize::run_cli(args))
+    traj::cli::main("traj-normalize", || traj::cmd::normalize::run_cli(args))
 }

@@ -3,5 +3,5 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let args = traj::cmd::sample::Args::parse();
-    traj::cli::finish("traj-sample-tools", traj::cmd::sample::run_cli(args))
+    traj::cli::main("traj-sample-tools", || traj::cmd::sample::run_cli(args))
 }

@@ -97,6 +97,24 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     crate::error::Error::of(e) == crate::error::Error::BrokenPipe
 }
 
+/// Run a data stage's `run_cli` and map its result to an exit code ([`finish`]).
+///
+/// SIGINT, SIGTERM and SIGHUP remove the temp files of outputs not yet committed, then
+/// end the process as the signal would have (its default action): an interrupted run
+/// leaves neither a half-written output nor a hidden temp file behind.
+pub fn main(name: &str, run: impl FnOnce() -> anyhow::Result<Status>) -> ExitCode {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+        std::thread::spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                crate::io::output::remove_live_temps();
+                let _ = signal_hook::low_level::emulate_default_handler(sig);
+            }
+        });
+    }
+    finish(name, run())
+}
+
 /// Map a run's result to an exit code (see [`crate::error`]), printing the error chain
 /// as `name: outer: inner` on stderr.
 pub fn finish(name: &str, result: anyhow::Result<Status>) -> ExitCode {

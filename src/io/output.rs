@@ -1,5 +1,9 @@
 //! Where output goes: stdout, a special file, or a regular file written through a temp
 //! file beside it and renamed into place only when the run succeeds.
+//!
+//! The file is created with the mode the umask gives (`0666 & !umask`, as `>` does),
+//! and every temp file still open is listed, so that a signal handler can remove them
+//! ([`remove_live_temps`]): an interrupted run leaves nothing behind.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -17,6 +21,38 @@ fn is_special_file(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// The temp files of the outputs not yet committed or dropped.
+static LIVE_TEMPS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Remove every temp file of an output that is not committed yet (from a signal
+/// handler, just before the process dies).
+pub fn remove_live_temps() {
+    let temps = LIVE_TEMPS.lock().unwrap_or_else(|e| e.into_inner());
+    for p in temps.iter() {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// Lists a temp file in [`LIVE_TEMPS`] while it lives.
+struct Listed(PathBuf);
+
+impl Listed {
+    fn new(p: &Path) -> Listed {
+        let mut temps = LIVE_TEMPS.lock().unwrap_or_else(|e| e.into_inner());
+        temps.push(p.to_path_buf());
+        Listed(p.to_path_buf())
+    }
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        let mut temps = LIVE_TEMPS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = temps.iter().position(|p| *p == self.0) {
+            temps.swap_remove(i);
+        }
+    }
+}
+
 /// Where output goes: stdout, or a file that appears only when the run succeeds.
 pub struct Output {
     inner: OutputKind,
@@ -28,6 +64,7 @@ enum OutputKind {
     File {
         w: BufWriter<tempfile::NamedTempFile>,
         path: PathBuf,
+        listed: Listed,
     },
 }
 
@@ -52,15 +89,19 @@ impl Output {
                     Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
                     _ => PathBuf::from("."),
                 };
+                // The mode open(2) is given is masked by the umask, as for `>`.
                 let tmp = tempfile::Builder::new()
                     .prefix(".traj-")
                     .suffix(".tmp")
+                    .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
                     .tempfile_in(&dir)
                     .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+                let listed = Listed::new(tmp.path());
                 Ok(Output {
                     inner: OutputKind::File {
                         w: BufWriter::with_capacity(BUF_SIZE, tmp),
                         path: p.to_path_buf(),
+                        listed,
                     },
                 })
             }
@@ -84,12 +125,13 @@ impl Output {
                 w.flush()?;
                 Ok(())
             }
-            OutputKind::File { w, path } => {
+            OutputKind::File { w, path, listed } => {
                 let tmp = w.into_inner().map_err(|e| e.into_error())?;
                 tmp.as_file().sync_all()?;
                 tmp.persist(&path)
                     .map_err(|e| e.error)
                     .with_context(|| format!("cannot rename output into {}", path.display()))?;
+                drop(listed);
                 Ok(())
             }
         }

@@ -9,9 +9,11 @@ use super::output::Output;
 
 /// The rejects file: one JSON object per line that was not passed on.
 ///
-/// Each reject is `{"stage", "source", "line", "reasons": [...], "record": <the input
-/// row>}`; a line that is not JSON is kept as text under `"raw"` instead of `"record"`.
-/// `jq -c .record rejects.jsonl` gives back the rejected rows unchanged.
+/// Each reject is `{"stage", "source", "line", "reasons": [...], "raw": "<the line>",
+/// "record": <the line as JSON>}`: `raw` is the exact input line as a JSON string
+/// (`jq -r .raw` restores it byte for byte), or `raw_base64` instead where the line is
+/// not valid UTF-8; `record` is there too when the line is valid JSON (`jq -c .record`
+/// gives back the rows, `jq .record.id` reads a field).
 pub struct Rejects {
     stage: &'static str,
     out: Option<Output>,
@@ -70,17 +72,26 @@ pub fn reject_line(
     serde_json::to_writer(&mut v, source).expect("write to Vec");
     v.extend_from_slice(format!(",\"line\":{lineno},\"reasons\":").as_bytes());
     serde_json::to_writer(&mut v, reasons).expect("write to Vec");
-    // Kept as JSON only when it is valid UTF-8 JSON: serde skips strings it ignores
-    // without checking their UTF-8, and a rejects file must stay valid UTF-8.
-    let is_json = !line.is_empty()
-        && std::str::from_utf8(line).is_ok()
-        && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok();
-    if is_json {
-        v.extend_from_slice(b",\"record\":");
-        v.extend_from_slice(line);
-    } else {
-        v.extend_from_slice(b",\"raw\":");
-        serde_json::to_writer(&mut v, &String::from_utf8_lossy(line)).expect("write to Vec");
+    match std::str::from_utf8(line) {
+        Ok(text) => {
+            v.extend_from_slice(b",\"raw\":");
+            serde_json::to_writer(&mut v, text).expect("write to Vec");
+            // Only a line that is all valid JSON is embedded as such.
+            if !line.is_empty() && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
+                v.extend_from_slice(b",\"record\":");
+                v.extend_from_slice(line);
+            }
+        }
+        Err(_) => {
+            use base64::Engine as _;
+            v.extend_from_slice(b",\"raw_base64\":\"");
+            v.extend_from_slice(
+                base64::engine::general_purpose::STANDARD
+                    .encode(line)
+                    .as_bytes(),
+            );
+            v.push(b'"');
+        }
     }
     v.extend_from_slice(b"}\n");
     v
@@ -91,10 +102,30 @@ mod tests {
     use super::*;
     use serde_json::Value;
     #[test]
-    fn reject_of_invalid_utf8_stays_utf8() {
+    fn reject_of_invalid_utf8_stays_utf8_and_keeps_the_bytes() {
+        use base64::Engine as _;
         let line = b"{\"a\":\"\xff\"}";
         let r = reject_line("test", "x", 1, &["bad".to_string()], line);
         let v: Value = serde_json::from_slice(&r).expect("valid UTF-8 JSON");
-        assert_eq!(v["raw"], "{\"a\":\"\u{fffd}\"}");
+        assert!(v.get("raw").is_none() && v.get("record").is_none());
+        let b = v["raw_base64"].as_str().unwrap();
+        let back = base64::engine::general_purpose::STANDARD.decode(b).unwrap();
+        assert_eq!(back, line);
+    }
+
+    #[test]
+    fn raw_restores_the_exact_line() {
+        for line in [
+            &b"{\"x\": 1.000, \"n\":123456789012345678901234567890}"[..],
+            b"not json",
+            b"[1,2",
+            b"{\"a\":\"\\u00e9\"}",
+        ] {
+            let r = reject_line("test", "x", 1, &["bad".to_string()], line);
+            let v: Value = serde_json::from_slice(&r).unwrap();
+            assert_eq!(v["raw"].as_str().unwrap().as_bytes(), line);
+            let is_json = serde_json::from_slice::<Value>(line).is_ok();
+            assert_eq!(v.get("record").is_some(), is_json, "{v}");
+        }
     }
 }

@@ -79,3 +79,72 @@ fn traj_merge_refuses_shard_and_jobs_and_sample_tools_refuses_jobs() {
         assert_code(&o, 2);
     }
 }
+
+/// A stage writing `-o` from a stdin that stays open, stopped by a signal, leaves no
+/// temp file; `-o` files get the umask's mode.
+#[test]
+fn a_signal_leaves_no_temp_file_and_outputs_honour_the_umask() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Stdio;
+    let d = tmpdir();
+    for (b, sig) in [
+        ("traj-filter", "TERM"),
+        ("traj-normalize", "INT"),
+        ("traj-merge", "HUP"),
+        ("traj-compress", "TERM"),
+        ("traj-sample-tools", "INT"),
+    ] {
+        let mut c = cmd(b, d.path());
+        c.args(["-o", "out.jsonl"]).stdin(Stdio::piped());
+        if b == "traj-compress" {
+            c.arg("--offline");
+        }
+        let mut child = c.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(
+                b"{\"conversations\":[{\"from\":\"human\",\"value\":\"hi\"}],\"prompt\":\"hi\"}\n",
+            )
+            .unwrap();
+        let temp_seen = (0..200).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::fs::read_dir(d.path()).unwrap().any(|e| {
+                e.unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".traj-")
+            })
+        });
+        assert!(temp_seen, "{b}: no temp file while running");
+        let st = std::process::Command::new("kill")
+            .args([&format!("-{sig}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "{b}");
+        let left: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(left.is_empty(), "{b} after SIG{sig}: {left:?}");
+        drop(stdin);
+    }
+    // The umask decides the mode of an output file, as for `>`.
+    let sh = format!(
+        "umask 022 && printf '{{\"a\":1}}\\n' | {} -o o.jsonl",
+        bin("traj-filter").display()
+    );
+    let st = std::process::Command::new("sh")
+        .args(["-c", &sh])
+        .current_dir(d.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mode = std::fs::metadata(d.path().join("o.jsonl"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o644);
+}
