@@ -1,10 +1,12 @@
-//! Line input and output shared by every stage: where lines come from ([`source`]),
+//! Line input and output shared by every stage: where lines come from ([`source`]:
+//! files, gzip and zstd, stdin, directories; [`jsonarray`]: JSON-array files as rows),
 //! how bytes become lines ([`lines`]), the one rule for a line as a JSON object
 //! ([`json`]), the bad-line policy ([`policy`]), rejects ([`rejects`]), atomic output
 //! ([`output`]), the serial reader ([`records`]), and the two ordered parallel pipelines: [`pipeline`] for stages that
 //! rewrite lines, [`passthru`] (zero-copy) for stages that keep or drop them.
 
 pub mod json;
+pub mod jsonarray;
 pub mod lines;
 pub mod output;
 pub mod passthru;
@@ -16,7 +18,7 @@ pub mod source;
 
 pub use json::{json_kind, parse_object};
 pub use lines::{Line, LineReader, is_blank, line_range, trim_line};
-pub use output::Output;
+pub use output::{Compression, Output};
 pub(crate) use pipeline::{Panic, in_order};
 pub use pipeline::{PipeConfig, process};
 pub use policy::{LineError, OnError, Select, Shard, Summary, Verdict};

@@ -62,14 +62,73 @@ enum OutputKind {
     Stdout(BufWriter<io::Stdout>),
     Special(BufWriter<File>),
     File {
-        w: BufWriter<tempfile::NamedTempFile>,
+        w: Encoded,
         path: PathBuf,
         listed: Listed,
     },
 }
 
+/// The compression of an output file, chosen by its name: `.gz` gzip, `.zst` zstd,
+/// anything else plain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    pub fn for_path(p: &Path) -> Compression {
+        match p.extension().and_then(|e| e.to_str()) {
+            Some("gz") => Compression::Gzip,
+            Some("zst") => Compression::Zstd,
+            _ => Compression::None,
+        }
+    }
+}
+
+/// A temp file behind its encoder.
+enum Encoded {
+    Plain(BufWriter<tempfile::NamedTempFile>),
+    Gzip(flate2::write::GzEncoder<BufWriter<tempfile::NamedTempFile>>),
+    Zstd(zstd::stream::write::Encoder<'static, BufWriter<tempfile::NamedTempFile>>),
+}
+
+impl Encoded {
+    fn new(tmp: tempfile::NamedTempFile, c: Compression) -> io::Result<Encoded> {
+        let w = BufWriter::with_capacity(BUF_SIZE, tmp);
+        Ok(match c {
+            Compression::None => Encoded::Plain(w),
+            Compression::Gzip => Encoded::Gzip(flate2::write::GzEncoder::new(
+                w,
+                flate2::Compression::default(),
+            )),
+            Compression::Zstd => Encoded::Zstd(zstd::stream::write::Encoder::new(w, 3)?),
+        })
+    }
+
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Encoded::Plain(w) => w,
+            Encoded::Gzip(w) => w,
+            Encoded::Zstd(w) => w,
+        }
+    }
+
+    /// End the stream and hand back the temp file, everything written to it.
+    fn finish(self) -> io::Result<tempfile::NamedTempFile> {
+        let w = match self {
+            Encoded::Plain(w) => w,
+            Encoded::Gzip(w) => w.finish()?,
+            Encoded::Zstd(w) => w.finish()?,
+        };
+        w.into_inner().map_err(|e| e.into_error())
+    }
+}
+
 impl Output {
-    /// `None` or `-` is stdout; a path is written through a temp file beside it.
+    /// `None` or `-` is stdout; a path is written through a temp file beside it,
+    /// compressed as its name says ([`Compression::for_path`]).
     pub fn create(path: Option<&Path>) -> Result<Output> {
         match path {
             None => Ok(Output::stdout()),
@@ -99,7 +158,7 @@ impl Output {
                 let listed = Listed::new(tmp.path());
                 Ok(Output {
                     inner: OutputKind::File {
-                        w: BufWriter::with_capacity(BUF_SIZE, tmp),
+                        w: Encoded::new(tmp, Compression::for_path(p))?,
                         path: p.to_path_buf(),
                         listed,
                     },
@@ -126,7 +185,7 @@ impl Output {
                 Ok(())
             }
             OutputKind::File { w, path, listed } => {
-                let tmp = w.into_inner().map_err(|e| e.into_error())?;
+                let tmp = w.finish()?;
                 tmp.as_file().sync_all()?;
                 tmp.persist(&path)
                     .map_err(|e| e.error)
@@ -143,21 +202,21 @@ impl Write for Output {
         match &mut self.inner {
             OutputKind::Stdout(w) => w.write(buf),
             OutputKind::Special(w) => w.write(buf),
-            OutputKind::File { w, .. } => w.write(buf),
+            OutputKind::File { w, .. } => w.writer().write(buf),
         }
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match &mut self.inner {
             OutputKind::Stdout(w) => w.write_all(buf),
             OutputKind::Special(w) => w.write_all(buf),
-            OutputKind::File { w, .. } => w.write_all(buf),
+            OutputKind::File { w, .. } => w.writer().write_all(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match &mut self.inner {
             OutputKind::Stdout(w) => w.flush(),
             OutputKind::Special(w) => w.flush(),
-            OutputKind::File { w, .. } => w.flush(),
+            OutputKind::File { w, .. } => w.writer().flush(),
         }
     }
 }

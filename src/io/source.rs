@@ -72,7 +72,8 @@ pub fn sources_with_prefix(args: &[String], prefix: &str) -> Result<Vec<Source>>
                 );
                 if out.len() == before {
                     return Err(UsageError(format!(
-                        "{}: directory holds no {prefix}*.jsonl or {prefix}*.jsonl.gz files",
+                        "{}: directory holds no {prefix}*.jsonl or {prefix}*.json files \
+                         (plain, .gz or .zst), searched recursively",
                         p.display()
                     ))
                     .into());
@@ -84,14 +85,42 @@ pub fn sources_with_prefix(args: &[String], prefix: &str) -> Result<Vec<Source>>
     Ok(out)
 }
 
-/// The `*.jsonl` and `*.jsonl.gz` files directly inside `dir`, in natural order.
+/// The endings of the files a directory gives: JSONL and JSON-array files, plain or
+/// compressed.
+pub const DATA_ENDINGS: [&str; 6] = [
+    ".jsonl",
+    ".jsonl.gz",
+    ".jsonl.zst",
+    ".json",
+    ".json.gz",
+    ".json.zst",
+];
+
+/// The data files below `dir` ([`DATA_ENDINGS`]), searched recursively and following
+/// symbolic links (a HuggingFace cache snapshot links its files to `blobs/`), hidden
+/// files and folders left out, in natural order of their paths.
 pub fn jsonl_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("{}", dir.display()))? {
-        let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if path.is_file() && (name.ends_with(".jsonl") || name.ends_with(".jsonl.gz")) {
-            files.push(path);
+    let mut seen = std::collections::HashSet::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        // A link back up the tree is walked once.
+        if let Ok(real) = std::fs::canonicalize(&d)
+            && !seen.insert(real)
+        {
+            continue;
+        }
+        for entry in std::fs::read_dir(&d).with_context(|| format!("{}", d.display()))? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.is_file() && DATA_ENDINGS.iter().any(|e| name.ends_with(e)) {
+                files.push(path);
+            }
         }
     }
     files.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
@@ -135,7 +164,21 @@ fn trim_zeros(d: &[u8]) -> &[u8] {
     &d[k..]
 }
 
-/// Open a source for reading; gzip is detected by its magic bytes, whatever the name.
+/// True for a `.json` file (plain, `.gz` or `.zst`): a JSON array of rows, or JSONL.
+fn is_json_array_name(src: &Source) -> bool {
+    match src {
+        Source::Stdin => false,
+        Source::File(p) => {
+            let n = p.to_string_lossy();
+            [".json", ".json.gz", ".json.zst"]
+                .iter()
+                .any(|e| n.ends_with(e))
+        }
+    }
+}
+
+/// Open a source for reading; gzip and zstd are detected by their magic bytes, whatever
+/// the name. A `.json` file that holds a JSON array reads as one line per element.
 pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
     let raw: Box<dyn Read + Send> = match src {
         Source::Stdin => Box::new(io::stdin()),
@@ -151,12 +194,20 @@ pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
         path: Arc::from(src.name()),
         source: e,
     })?;
-    if head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+    let decoded: Box<dyn BufRead + Send> = if head.starts_with(&[0x1f, 0x8b]) {
         let gz = flate2::bufread::MultiGzDecoder::new(buf);
-        Ok(Box::new(BufReader::with_capacity(BUF_SIZE, gz)))
+        Box::new(BufReader::with_capacity(BUF_SIZE, gz))
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let zst = zstd::stream::read::Decoder::with_buffer(buf)
+            .with_context(|| format!("{}: cannot start the zstd decoder", src.name()))?;
+        Box::new(BufReader::with_capacity(BUF_SIZE, zst))
     } else {
-        Ok(Box::new(buf))
+        Box::new(buf)
+    };
+    if is_json_array_name(src) {
+        return super::jsonarray::lines_of_array(decoded, src.name());
     }
+    Ok(decoded)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod standin;
 mod compress;
 mod core;
 mod filter;
+mod formats;
 mod merge;
 mod normalize;
 mod pipeline;

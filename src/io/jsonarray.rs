@@ -1,0 +1,229 @@
+//! JSON-array files read as rows: `[{...}, {...}]` (pretty-printed or not) becomes one
+//! line per element, so every stage reads a `.json` export as it reads JSONL.
+//!
+//! An element's bytes are kept as they are, except the white space between its tokens
+//! (outside strings), which a line cannot hold. Line N of such a source is element N.
+//! A `.json` file that does not start with `[` is read as JSONL.
+
+use std::io::{self, BufRead, Read};
+
+use anyhow::Result;
+
+/// Where the reader is in the array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Before the first element (just after `[`).
+    Start,
+    /// Inside an element: nesting depth, in a string, after a backslash in one.
+    Element {
+        depth: u32,
+        string: bool,
+        escape: bool,
+    },
+    /// After a `,` between elements.
+    Between,
+    /// After the closing `]`: only white space may follow.
+    End,
+}
+
+/// A reader of the lines of a JSON array.
+struct ArrayLines<R> {
+    inner: R,
+    name: String,
+    state: State,
+    out: Vec<u8>,
+    pos: usize,
+}
+
+/// `r` as lines: the elements of the array it holds, or `r` itself when its first
+/// non-blank byte (after a BOM) is not `[`.
+pub fn lines_of_array(
+    mut r: Box<dyn BufRead + Send>,
+    name: String,
+) -> Result<Box<dyn BufRead + Send>> {
+    // One look at the first buffer (256 KiB): a file that starts with more white
+    // space than that is read as JSONL.
+    let buf = r.fill_buf()?;
+    let skip = if buf.starts_with(b"\xEF\xBB\xBF") {
+        3
+    } else {
+        0
+    };
+    let rest = &buf[skip..];
+    match rest.iter().position(|b| !b.is_ascii_whitespace()) {
+        Some(k) if rest[k] == b'[' => {
+            r.consume(skip + k + 1);
+            Ok(Box::new(ArrayLines {
+                inner: r,
+                name,
+                state: State::Start,
+                out: Vec::new(),
+                pos: 0,
+            }))
+        }
+        _ => Ok(r),
+    }
+}
+
+impl<R: BufRead> ArrayLines<R> {
+    /// Turn the next piece of input into output; false at the end of the input.
+    fn refill(&mut self) -> io::Result<bool> {
+        self.out.clear();
+        self.pos = 0;
+        while self.out.is_empty() {
+            let buf = self.inner.fill_buf()?;
+            if buf.is_empty() {
+                return match self.state {
+                    State::End => Ok(false),
+                    State::Element { .. } => {
+                        // An unclosed array: the last element is a line of its own,
+                        // which the row parser then rejects with its position.
+                        self.state = State::End;
+                        self.out.push(b'\n');
+                        Ok(true)
+                    }
+                    _ => Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{}: the JSON array is not closed", self.name),
+                    )),
+                };
+            }
+            let n = buf.len();
+            let mut state = self.state;
+            for &b in buf {
+                state = step(state, b, &mut self.out).map_err(|what| {
+                    io::Error::new(io::ErrorKind::InvalidData, format!("{}: {what}", self.name))
+                })?;
+            }
+            self.state = state;
+            self.inner.consume(n);
+        }
+        Ok(true)
+    }
+}
+
+/// One input byte.
+fn step(state: State, b: u8, out: &mut Vec<u8>) -> Result<State, &'static str> {
+    Ok(match state {
+        State::Start | State::Between => {
+            if b.is_ascii_whitespace() {
+                state
+            } else if b == b']' && state == State::Start {
+                State::End
+            } else {
+                out.push(b);
+                let depth = u32::from(b == b'{' || b == b'[');
+                State::Element {
+                    depth,
+                    string: b == b'"',
+                    escape: false,
+                }
+            }
+        }
+        State::Element {
+            depth,
+            string: true,
+            escape,
+        } => {
+            out.push(b);
+            State::Element {
+                depth,
+                string: !(b == b'"' && !escape),
+                escape: b == b'\\' && !escape,
+            }
+        }
+        State::Element { depth, .. } => match b {
+            b if b.is_ascii_whitespace() => state,
+            b',' if depth == 0 => {
+                out.push(b'\n');
+                State::Between
+            }
+            b']' if depth == 0 => {
+                out.push(b'\n');
+                State::End
+            }
+            _ => {
+                out.push(b);
+                let depth = match b {
+                    b'{' | b'[' => depth + 1,
+                    b'}' | b']' => depth.saturating_sub(1),
+                    _ => depth,
+                };
+                State::Element {
+                    depth,
+                    string: b == b'"',
+                    escape: false,
+                }
+            }
+        },
+        State::End => {
+            if !b.is_ascii_whitespace() {
+                return Err("data after the end of the JSON array");
+            }
+            state
+        }
+    })
+}
+
+impl<R: BufRead> Read for ArrayLines<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let avail = self.fill_buf()?;
+        let n = avail.len().min(buf.len());
+        buf[..n].copy_from_slice(&avail[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for ArrayLines<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        if self.pos >= self.out.len() && !self.refill()? {
+            return Ok(&[]);
+        }
+        Ok(&self.out[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8]) -> io::Result<String> {
+        let r: Box<dyn BufRead + Send> = Box::new(io::Cursor::new(input.to_vec()));
+        let mut r = lines_of_array(r, "x.json".into()).unwrap();
+        let mut s = String::new();
+        r.read_to_string(&mut s)?;
+        Ok(s)
+    }
+
+    #[test]
+    fn elements_become_lines_with_their_bytes() {
+        let input = b"\xEF\xBB\xBF [\n  {\"a\": \"x, ]\\\" }\", \"n\": 1.50E+3},\n  {\"b\": [1, {\"c\": []}]}\n]\n";
+        assert_eq!(
+            lines(input).unwrap(),
+            "{\"a\":\"x, ]\\\" }\",\"n\":1.50E+3}\n{\"b\":[1,{\"c\":[]}]}\n"
+        );
+        assert_eq!(lines(b"[]").unwrap(), "");
+        assert_eq!(lines(b"[1, \"s\" ,null]").unwrap(), "1\n\"s\"\nnull\n");
+    }
+
+    #[test]
+    fn jsonl_in_a_json_file_is_left_alone() {
+        assert_eq!(
+            lines(b"{\"a\":1}\n{\"a\":2}\n").unwrap(),
+            "{\"a\":1}\n{\"a\":2}\n"
+        );
+    }
+
+    #[test]
+    fn broken_arrays_are_errors_or_bad_lines() {
+        assert!(lines(b"[{\"a\":1}] x").is_err());
+        assert!(lines(b"[").is_err());
+        // An unclosed last element ends as a line of its own (the row parser rejects it).
+        assert_eq!(lines(b"[{\"a\":1},{\"b\"").unwrap(), "{\"a\":1}\n{\"b\"\n");
+    }
+}
