@@ -128,7 +128,7 @@ fn step(state: State, b: u8, out: &mut Vec<u8>) -> Result<State, &'static str> {
             out.push(b);
             State::Element {
                 depth,
-                string: !(b == b'"' && !escape),
+                string: b != b'"' || escape,
                 escape: b == b'\\' && !escape,
             }
         }
