@@ -1,5 +1,6 @@
 //! Line input and output shared by every stage: where lines come from ([`source`]:
-//! files, gzip and zstd, stdin, directories; [`jsonarray`]: JSON-array files as rows),
+//! files, gzip and zstd, stdin, directories; [`jsonarray`]: JSON-array files as rows;
+//! [`parquet`]: Parquet in and out),
 //! how bytes become lines ([`lines`]), the one rule for a line as a JSON object
 //! ([`json`]), the bad-line policy ([`policy`]), rejects ([`rejects`]), atomic output
 //! ([`output`]), the serial reader ([`records`]), and the two ordered parallel pipelines: [`pipeline`] for stages that
@@ -9,6 +10,7 @@ pub mod json;
 pub mod jsonarray;
 pub mod lines;
 pub mod output;
+pub mod parquet;
 pub mod passthru;
 pub mod pipeline;
 pub mod policy;

@@ -68,13 +68,14 @@ enum OutputKind {
     },
 }
 
-/// The compression of an output file, chosen by its name: `.gz` gzip, `.zst` zstd,
-/// anything else plain.
+/// The encoding of an output file, chosen by its name: `.gz` gzip, `.zst` zstd,
+/// `.parquet` Parquet ([`super::parquet`]), anything else plain JSONL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
     None,
     Gzip,
     Zstd,
+    Parquet,
 }
 
 impl Compression {
@@ -82,6 +83,7 @@ impl Compression {
         match p.extension().and_then(|e| e.to_str()) {
             Some("gz") => Compression::Gzip,
             Some("zst") => Compression::Zstd,
+            Some("parquet") => Compression::Parquet,
             _ => Compression::None,
         }
     }
@@ -92,6 +94,7 @@ enum Encoded {
     Plain(BufWriter<tempfile::NamedTempFile>),
     Gzip(flate2::write::GzEncoder<BufWriter<tempfile::NamedTempFile>>),
     Zstd(zstd::stream::write::Encoder<'static, BufWriter<tempfile::NamedTempFile>>),
+    Parquet(Box<super::parquet::ParquetSink<BufWriter<tempfile::NamedTempFile>>>),
 }
 
 impl Encoded {
@@ -104,6 +107,9 @@ impl Encoded {
                 flate2::Compression::default(),
             )),
             Compression::Zstd => Encoded::Zstd(zstd::stream::write::Encoder::new(w, 3)?),
+            Compression::Parquet => {
+                Encoded::Parquet(Box::new(super::parquet::ParquetSink::new(w)?))
+            }
         })
     }
 
@@ -112,6 +118,7 @@ impl Encoded {
             Encoded::Plain(w) => w,
             Encoded::Gzip(w) => w,
             Encoded::Zstd(w) => w,
+            Encoded::Parquet(w) => w.as_mut(),
         }
     }
 
@@ -121,6 +128,7 @@ impl Encoded {
             Encoded::Plain(w) => w,
             Encoded::Gzip(w) => w.finish()?,
             Encoded::Zstd(w) => w.finish()?,
+            Encoded::Parquet(w) => w.finish()?,
         };
         w.into_inner().map_err(|e| e.into_error())
     }

@@ -85,9 +85,10 @@ pub fn sources_with_prefix(args: &[String], prefix: &str) -> Result<Vec<Source>>
     Ok(out)
 }
 
-/// The endings of the files a directory gives: JSONL and JSON-array files, plain or
-/// compressed.
-pub const DATA_ENDINGS: [&str; 6] = [
+/// The endings of the files a directory gives: Parquet, JSONL and JSON-array files,
+/// plain or compressed.
+pub const DATA_ENDINGS: [&str; 7] = [
+    ".parquet",
     ".jsonl",
     ".jsonl.gz",
     ".jsonl.zst",
@@ -178,7 +179,8 @@ fn is_json_array_name(src: &Source) -> bool {
 }
 
 /// Open a source for reading; gzip and zstd are detected by their magic bytes, whatever
-/// the name. A `.json` file that holds a JSON array reads as one line per element.
+/// the name. A `.json` file that holds a JSON array reads as one line per element; a
+/// Parquet file (by its magic bytes) as one line per row.
 pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
     let raw: Box<dyn Read + Send> = match src {
         Source::Stdin => Box::new(io::stdin()),
@@ -194,6 +196,17 @@ pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
         path: Arc::from(src.name()),
         source: e,
     })?;
+    if super::parquet::is_parquet(head) {
+        let f = match src {
+            Source::File(p) => File::open(p).map_err(|e| InputError {
+                what: "cannot open",
+                path: Arc::from(p.display().to_string()),
+                source: e,
+            })?,
+            Source::Stdin => super::parquet::spool(buf, &src.name())?,
+        };
+        return super::parquet::lines_of_parquet(f, src.name());
+    }
     let decoded: Box<dyn BufRead + Send> = if head.starts_with(&[0x1f, 0x8b]) {
         let gz = flate2::bufread::MultiGzDecoder::new(buf);
         Box::new(BufReader::with_capacity(BUF_SIZE, gz))

@@ -91,3 +91,89 @@ fn a_hub_cache_snapshot_directory_is_searched_recursively() {
     assert_code(&o, 0);
     assert_eq!(o.stdout, std::fs::read(&src).unwrap());
 }
+
+fn python(dir: &Path, code: &str) -> String {
+    let o = Command::new("python3")
+        .args(["-c", code])
+        .current_dir(dir)
+        .output()
+        .expect("python3 must be installed for this test (scripts/setup.sh)");
+    assert!(
+        o.status.success(),
+        "python failed (pyarrow and datasets come with `make setup`):\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// What traj writes as Parquet, pyarrow and `datasets` read with typed turns; reading it
+/// back gives every row with every value.
+#[test]
+fn parquet_written_by_traj_reads_in_pyarrow_datasets_and_traj() {
+    let d = tmpdir();
+    let src = fixture("hermes_reason_tool_use_50.jsonl");
+    for b in ["traj-filter", "traj-normalize", "traj-merge"] {
+        let mut c = cmd(b, d.path());
+        c.arg(&src).args(["-o", "out.parquet"]);
+        assert_code(&run(c), 0);
+        let mut c = cmd(b, d.path());
+        c.arg(&src);
+        let want = parse_jsonl(&stdout(&run(c)));
+        let got = python(
+            d.path(),
+            "import pyarrow.parquet as pq, json, datasets\n\
+             t = pq.read_table('out.parquet')\n\
+             assert str(t.schema.field('conversations').type) == \
+             'list<item: struct<from: string not null, value: string not null>>', t.schema\n\
+             ds = datasets.load_dataset('parquet', data_files='out.parquet', split='train')\n\
+             assert ds.num_rows == t.num_rows\n\
+             for r in t.to_pylist():\n\
+             \x20   row = json.loads(r['row'])\n\
+             \x20   if 'conversations' in row: row['conversations'] = r['conversations']\n\
+             \x20   print(json.dumps(row))\n",
+        );
+        assert_eq!(parse_jsonl(&got), want, "{b}");
+        // traj reads its own file back, values and key order intact.
+        let mut c = cmd("traj-filter", d.path());
+        c.arg("out.parquet");
+        let o = run(c);
+        assert_code(&o, 0);
+        assert_eq!(parse_jsonl(&stdout(&o)), want, "{b}");
+    }
+}
+
+/// Parquet that pyarrow writes, laid out as the Hub lays out a sharded dataset, reads
+/// in traj as the same rows.
+#[test]
+fn parquet_from_pyarrow_in_a_hub_layout_reads_in_traj() {
+    let d = tmpdir();
+    let src = fixture("hermes_reason_tool_use_50.jsonl");
+    python(
+        d.path(),
+        &format!(
+            "import pyarrow as pa, pyarrow.parquet as pq, json, os\n\
+             rows = [json.loads(l) for l in open('{}')]\n\
+             os.makedirs('ds/data', exist_ok=True)\n\
+             for k, part in enumerate([rows[:30], rows[30:]]):\n\
+             \x20   pq.write_table(pa.Table.from_pylist(part), \
+             f'ds/data/train-{{k:05d}}-of-00002.parquet', compression='snappy', row_group_size=7)\n\
+             with open('want.jsonl', 'w') as f:\n\
+             \x20   for r in rows: f.write(json.dumps(r) + '\\n')\n",
+            src.display()
+        ),
+    );
+    let mut c = cmd("traj-filter", d.path());
+    c.arg("ds");
+    let o = run(c);
+    assert_code(&o, 0);
+    assert_eq!(
+        parse_jsonl(&stdout(&o)),
+        read_jsonl(&d.path().join("want.jsonl"))
+    );
+    // From stdin too, whatever the name.
+    let c = cmd("traj-normalize", d.path());
+    let bytes = std::fs::read(d.path().join("ds/data/train-00000-of-00002.parquet")).unwrap();
+    let o = run_with_stdin(c, &bytes);
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 30);
+}
