@@ -15,8 +15,19 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
-if ! python3 -c 'import datasets' >/dev/null 2>&1; then
-  python3 -m pip install --quiet --disable-pip-version-check datasets
+# Python consumers and scale-out frameworks the tests drive: datasets (+ pyarrow),
+# PySpark (needs a JRE: Debian's) and Ray Data, all in local mode.
+command -v java >/dev/null 2>&1 || need_java=1
+if [ "${need_java:-0}" = 1 ] && [ "$(id -u)" = 0 ]; then
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+need_pip=()
+python3 -c 'import datasets, pyarrow' >/dev/null 2>&1 || need_pip+=(datasets pyarrow)
+python3 -c 'import pyspark' >/dev/null 2>&1 || need_pip+=(pyspark)
+python3 -c 'import ray.data' >/dev/null 2>&1 || need_pip+=('ray[data]')
+if [ ${#need_pip[@]} -gt 0 ]; then
+  python3 -m pip install --quiet --disable-pip-version-check "${need_pip[@]}"
 fi
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true

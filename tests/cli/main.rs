@@ -16,3 +16,4 @@ mod normalize;
 mod pipeline;
 mod run;
 mod sample;
+mod scale;

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Run traj stages over a dataset with Ray Data, block by block.
+
+    ray_pipeline.py INPUT OUTPUT_DIR 'STAGE ARGS' ['STAGE ARGS' ...]
+
+Examples:
+    scripts/ray_pipeline.py raw/ out/ 'traj-normalize' 'traj-filter --well-formed'
+    RAY_ADDRESS=auto scripts/ray_pipeline.py --bin-dir /shared/bin hf/ out/ 'traj-normalize'
+
+INPUT is a file or a directory of JSONL (plain, .gz) or Parquet files. Each stage is a
+traj binary with its flags, run as a subprocess in `map_batches` over each block of
+lines; its exit code is checked, so a stage that fails (a bad line under the strict
+default, exit 1) fails the job with the stage's stderr, never losing rows silently. Each
+batch's rejects go to OUTPUT_DIR/rejects/STAGE-K-BATCH.jsonl, the rows (in input order)
+to OUTPUT_DIR/data.jsonl. On a cluster, --bin-dir must be a path every node has.
+"""
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        description="Run traj stages over a dataset with Ray Data.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    p.add_argument("input")
+    p.add_argument("output_dir")
+    p.add_argument("stages", nargs="+", metavar="'STAGE ARGS'")
+    p.add_argument("--bin-dir", default=None, help="where the traj binaries are (default: target/release, else PATH)")
+    p.add_argument("--batch-size", type=int, default=4096, help="lines per subprocess call")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of a local Ray (default: all)")
+    return p.parse_args(argv)
+
+
+def find_binary(name, bin_dir):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in [bin_dir, os.path.join(here, "..", "target", "release")]:
+        if d and os.path.isfile(os.path.join(d, name)):
+            return os.path.abspath(os.path.join(d, name))
+    found = shutil.which(name)
+    if not found:
+        sys.exit(f"ray_pipeline: {name} not found (build with `make build` or pass --bin-dir)")
+    return found
+
+
+class Stage:
+    """One traj stage as a Ray Data batch function: lines in, lines out, exit checked."""
+
+    def __init__(self, argv, rejects_prefix):
+        self.argv = argv
+        self.rejects_prefix = rejects_prefix
+
+    def __call__(self, batch):
+        lines = [str(t) for t in batch["text"]]
+        rejects = f"{self.rejects_prefix}-{uuid.uuid4().hex[:12]}.jsonl"
+        cmd = self.argv + ["--rejects", rejects, "--quiet"]
+        data = "".join(line + "\n" for line in lines).encode("utf-8")
+        p = subprocess.run(cmd, input=data, capture_output=True)
+        if p.returncode != 0:
+            raise RuntimeError(
+                f"{shlex.join(cmd)} exited {p.returncode}: {p.stderr.decode('utf-8', 'replace').strip()}"
+            )
+        out = p.stdout.decode("utf-8").splitlines()
+        return {"text": out}
+
+
+def main(argv):
+    a = parse_args(argv)
+    stages = []
+    for s in a.stages:
+        words = shlex.split(s)
+        if not words or not words[0].startswith("traj-"):
+            sys.exit(f"ray_pipeline: a stage is a traj binary and its flags, not {s!r}")
+        stages.append((find_binary(words[0], a.bin_dir), words[0], words[1:]))
+
+    import ray
+
+    ray.init(num_cpus=a.num_cpus, include_dashboard=False, log_to_driver=False)
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True
+    ctx.enable_progress_bars = False
+
+    paths = a.input
+    parquet = paths.endswith(".parquet") or (
+        os.path.isdir(paths)
+        and any(f.endswith(".parquet") for _, _, fs in os.walk(paths, followlinks=True) for f in fs)
+    )
+    if parquet:
+        import json
+
+        ds = ray.data.read_parquet(paths).map(lambda r: {"text": json.dumps(r, default=str)})
+    else:
+        ds = ray.data.read_text(paths)
+
+    rejects_dir = os.path.join(a.output_dir, "rejects")
+    os.makedirs(rejects_dir, exist_ok=True)
+    for k, (path, name, args) in enumerate(stages):
+        fn = Stage([path] + args, os.path.join(rejects_dir, f"{name}-{k}"))
+        ds = ds.map_batches(fn, batch_size=a.batch_size, batch_format="numpy", zero_copy_batch=False)
+
+    out_path = os.path.join(a.output_dir, "data.jsonl")
+    try:
+        with open(out_path + ".tmp", "w", encoding="utf-8") as f:
+            for row in ds.iter_rows():
+                f.write(str(row["text"]) + "\n")
+    except Exception as e:
+        msg = str(e)
+        first = next((l for l in msg.splitlines() if "exited" in l), msg.splitlines()[0] if msg else repr(e))
+        print(f"ray_pipeline: a stage failed: {first.strip()}", file=sys.stderr)
+        os.remove(out_path + ".tmp")
+        ray.shutdown()
+        return 1
+    os.replace(out_path + ".tmp", out_path)
+    ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
