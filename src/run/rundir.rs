@@ -17,7 +17,10 @@ use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
+
+pub use super::record::{BatchStat, Checkpoint};
 use sha2::{Digest, Sha256};
 
 /// The identity of one prompt in a run.
@@ -30,7 +33,7 @@ pub fn prompt_hash(prompt: &str) -> String {
 }
 
 /// Write `value` as pretty JSON to `path` atomically (temp file, fsync, rename).
-pub fn write_json_atomic(path: &Path, value: &Value) -> Result<()> {
+pub fn write_json_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".tmp-")
@@ -433,23 +436,6 @@ impl Appender {
     }
 }
 
-/// Counts of one batch in `checkpoint.json`.
-#[derive(Debug, Clone, Default)]
-pub struct BatchStat {
-    pub processed: u64,
-    pub skipped: u64,
-    pub failed: u64,
-}
-
-/// `checkpoint.json`: the reference's fields, plus `failed_prompts`.
-#[derive(Debug, Clone, Default)]
-pub struct Checkpoint {
-    pub run_name: String,
-    pub completed_prompts: BTreeSet<u64>,
-    pub failed_prompts: BTreeSet<u64>,
-    pub batch_stats: BTreeMap<u64, BatchStat>,
-}
-
 impl Checkpoint {
     /// Load the old batch stats of `run_name` (a different run or a corrupt file gives an
     /// empty checkpoint and a warning in the second value).
@@ -492,6 +478,7 @@ impl Checkpoint {
                     BatchStat {
                         processed: g("processed"),
                         skipped: g("skipped"),
+                        discarded_no_reasoning: 0,
                         failed: g("failed"),
                     },
                 );
@@ -500,29 +487,10 @@ impl Checkpoint {
         (c, None)
     }
 
-    pub fn to_json(&self) -> Value {
-        let stats: Map<String, Value> = self
-            .batch_stats
-            .iter()
-            .map(|(n, s)| {
-                (
-                    n.to_string(),
-                    json!({"processed": s.processed, "skipped": s.skipped,
-                           "discarded_no_reasoning": 0, "failed": s.failed}),
-                )
-            })
-            .collect();
-        json!({
-            "run_name": self.run_name,
-            "completed_prompts": self.completed_prompts,
-            "failed_prompts": self.failed_prompts,
-            "batch_stats": stats,
-            "last_updated": utc_now(),
-        })
-    }
-
-    pub fn save(&self, path: &Path) -> Result<()> {
-        write_json_atomic(path, &self.to_json())
+    /// Write the checkpoint atomically, stamped with the time.
+    pub fn save(&mut self, path: &Path) -> Result<()> {
+        self.last_updated = utc_now();
+        write_json_atomic(path, self)
     }
 }
 
