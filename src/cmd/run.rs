@@ -44,6 +44,9 @@ pub struct Args {
     /// (up to --max-attempts), write new batch files after the existing ones.
     #[arg(long)]
     pub resume: bool,
+    /// Wait for another traj-run holding --run-dir to end, instead of exiting 1.
+    #[arg(long)]
+    pub wait: bool,
 
     /// Model name sent to the endpoint.
     #[arg(long)]
@@ -251,6 +254,7 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
         client,
         run_dir: args.run_dir.clone(),
         resume: args.resume,
+        wait: args.wait,
         tasks: TaskSource {
             inputs: args.io.inputs.clone(),
             rejects: args.io.rejects.clone(),

@@ -62,6 +62,8 @@ pub struct RunConfig {
     pub run_dir: PathBuf,
     /// Continue the run in `run_dir`.
     pub resume: bool,
+    /// Wait for the run directory's lock instead of exiting when another process holds it.
+    pub wait: bool,
     pub tasks: TaskSource,
     /// Records also go here (stdout when `None`).
     pub output: Option<PathBuf>,

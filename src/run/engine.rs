@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use super::chat::Llm;
 use super::config::{ConfigError, RunConfig};
 use super::hosts::{self, HostFactory, ToolsetChoice};
+use super::lock;
 use super::note;
 use super::plan::plan;
 use super::progress::Progress;
@@ -64,6 +65,16 @@ pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "run".into());
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create run directory {}", dir.display()))?;
+    // Held until this function returns (or the process dies): nothing below, the resume
+    // scan's repairs included, ever runs beside another traj-run on this directory.
+    let _lock = lock::lock(&dir, cfg.wait, |pid| {
+        note(&format!(
+            "waiting for traj-run pid {pid} to release {}",
+            dir.display()
+        ))
+    })?;
     let existing = rundir::scan(&dir, cfg.resume)?;
     if !cfg.resume && (!existing.batches.is_empty() || !existing.failed.is_empty()) {
         return Err(ConfigError::RunExists {
@@ -72,8 +83,6 @@ pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -
         }
         .into());
     }
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("cannot create run directory {}", dir.display()))?;
     remove_temp_files(&dir);
     for (path, bytes) in &existing.repaired {
         note(&format!(
@@ -116,10 +125,12 @@ pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -
             distribution: hosts::distribution(cfg.distribution.as_deref(), tool_config)?,
             seed: cfg.seed,
         },
+        live: Mutex::new(HashMap::new()),
     });
     {
         let s = shared.clone();
-        // A second Ctrl-C while stopping is ignored: files are being closed.
+        // SIGINT, SIGTERM and SIGHUP (ctrlc's `termination`) stop the run the same way;
+        // a second signal while stopping is ignored: files are being closed.
         let _ = ctrlc::set_handler(move || s.llm.request_stop("interrupted"));
     }
 
@@ -147,6 +158,7 @@ pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -
     let progress = Progress::start(shared.clone(), cfg.quiet, n_tasks, cfg.progress_every);
     let result = writer.drain(&shared, rx, &progress);
     progress.finish();
+    shared.remove_live_workspaces();
     writer.appender.sync()?;
     writer.checkpoint.save(&dir.join("checkpoint.json"))?;
     let records = writer.records;

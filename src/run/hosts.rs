@@ -2,6 +2,7 @@
 //! or a draw from `--distribution`) and the factory that makes its [`ToolHost`].
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
@@ -12,9 +13,13 @@ use crate::toolbox::{
     distributions,
 };
 
+/// The tools of one task, and its workspace on the host when it has one (removed by the
+/// host's drop, or by the engine when a stopping run leaves the task behind).
+pub type Host = (Box<dyn ToolHost>, Option<PathBuf>);
+
 /// Makes the tools of one task from its row and toolsets.
 pub type HostFactory =
-    dyn Fn(&Map<String, Value>, &[String]) -> Result<Box<dyn ToolHost>, HostError> + Sync + Send;
+    dyn Fn(&Map<String, Value>, &[String]) -> Result<Host, HostError> + Sync + Send;
 
 /// Why the tools of a task could not be made.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -59,11 +64,14 @@ pub fn host_factory(
                 });
             }
             // No tool to offer: no sandbox to make (or to clean up).
-            Ok(tools) if tools.is_empty() => return Ok(Box::new(NoTools) as Box<dyn ToolHost>),
+            Ok(tools) if tools.is_empty() => return Ok((Box::new(NoTools), None)),
             Ok(_) => {}
         }
         match toolbox::Task::new(&registry, toolsets, &sandbox, &TaskSpec::from_row(row)) {
-            Ok(t) => Ok(Box::new(t) as Box<dyn ToolHost>),
+            Ok(t) => {
+                let ws = t.workspace().to_path_buf();
+                Ok((Box::new(t) as Box<dyn ToolHost>, Some(ws)))
+            }
             Err(e) => Err(HostError {
                 class: FailureClass::ToolHost,
                 retryable: true,

@@ -2,8 +2,10 @@
 //! shared counter, run each one to a record or a failure line, and hand the bytes (and
 //! their share of the statistics) to the single writer.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, Result};
@@ -44,6 +46,50 @@ pub struct Shared {
     pub in_flight: AtomicU64,
     pub hosts: Box<HostFactory>,
     pub toolsets: ToolsetChoice,
+    /// Workspaces of the tasks in flight, by task.
+    pub live: Mutex<HashMap<usize, PathBuf>>,
+}
+
+impl Shared {
+    /// Remove the workspaces of tasks still in flight (a stopping run leaves agents
+    /// blocked on HTTP behind; their hosts are never dropped).
+    pub fn remove_live_workspaces(&self) {
+        let live = std::mem::take(&mut *self.live.lock().unwrap_or_else(|e| e.into_inner()));
+        for (_, ws) in live {
+            let _ = std::fs::remove_dir_all(ws);
+        }
+    }
+}
+
+/// Kill the process groups of this process's children: the tool commands in flight
+/// (each runs in its own group). Their agents see the tool fail, notice the stop and
+/// drop their sandboxes.
+pub fn kill_tool_processes() {
+    let me = std::process::id();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+        let mut rest = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .unwrap_or("")
+            .split_whitespace();
+        let (ppid, pgrp) = (rest.nth(1), rest.next());
+        if ppid.and_then(|p| p.parse::<u32>().ok()) != Some(me) || pgrp != Some(&pid.to_string()) {
+            continue;
+        }
+        if let Some(p) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+        }
+    }
 }
 
 /// Start `n` worker threads (at most one per task) sending to `tx`.
@@ -141,7 +187,15 @@ fn run_task(s: &Shared, i: usize) -> Done {
         Err(e) => return early_failure(s, i, FailureClass::BadTask, false, e.to_string()),
     };
     let mut host = match (s.hosts)(&row, &toolsets) {
-        Ok(h) => h,
+        Ok((h, ws)) => {
+            if let Some(ws) = ws {
+                s.live
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(i, ws);
+            }
+            h
+        }
         Err(e) => return early_failure(s, i, e.class, e.retryable, e.message),
     };
     let tools = host.schemas();
@@ -150,6 +204,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
     let outcome = agent::run_prompt(&s.cfg, &s.llm, host.as_mut(), &prompt);
     let duration = t0.elapsed();
     drop(host);
+    s.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&i);
     match outcome {
         Outcome::Abandoned => Done::Abandoned,
         Outcome::Failed(f) => {

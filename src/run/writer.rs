@@ -76,6 +76,8 @@ impl Writer<'_> {
             }
             self.write_group(shared, &mut group, progress)?;
             if shared.llm.stopping() {
+                // Tools in flight die now (their agents then abandon their prompts).
+                super::scheduler::kill_tool_processes();
                 // Agents notice the stop between steps and abandon their prompts (they
                 // run again on resume), dropping their sandboxes. Give them a moment,
                 // keeping what finishes meanwhile; agents still waiting on HTTP after

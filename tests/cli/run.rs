@@ -1204,3 +1204,132 @@ fn shards_run_each_prompt_once_with_global_indices() {
     seen.sort();
     assert_eq!(seen, vec![0, 1, 2, 3, 4]);
 }
+
+// ---- issue 13: exactly once under concurrency and signals ---------------------------
+
+/// Pids of processes whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmdline == want).then_some(pid)
+        })
+        .collect()
+}
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_second_process_on_a_run_dir_in_use_exits_naming_the_holder_or_waits() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 40, "record": false}));
+    let prompts: Vec<String> = (0..30).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let run_dir = d.path().join("data/r");
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "-j", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut first = c.spawn().unwrap();
+    wait_for("the first record", 20, || records_so_far(&run_dir) > 0);
+    // Refused at once, naming the holder.
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--resume"]);
+    let t = Instant::now();
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let e = stderr(&o);
+    assert!(e.contains(&format!("pid {}", first.id())), "{e}");
+    assert!(e.contains("in use"), "{e}");
+    // --wait blocks until the first one ends, then finds nothing left to run.
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--resume", "--wait", "-j", "4"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert!(
+        first.try_wait().unwrap().is_some(),
+        "--wait ran beside the holder"
+    );
+    assert!(first.wait().unwrap().success());
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 30);
+    let idx: std::collections::HashSet<u64> = recs
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(idx.len(), 30);
+}
+
+#[test]
+fn sigterm_sighup_and_sigint_stop_cleanly_killing_tools_and_removing_workspaces() {
+    for (k, sig) in ["TERM", "HUP", "INT"].iter().enumerate() {
+        let d = tmpdir();
+        let secs = format!("{}", 4240 + k);
+        let s = Standin::json(json!({"record": false, "rules": [{"match": "", "turns": [
+            {"tool_calls": [{"name": "terminal", "arguments": {"command": format!("sleep {secs}")}}]},
+            {"content": "done"}]}]}));
+        let input = write_prompts(d.path(), &["a", "b", "c"]);
+        std::fs::create_dir(d.path().join("ws")).unwrap();
+        let mut c = traj_run(d.path(), &s);
+        c.args([
+            &input,
+            "-j",
+            "2",
+            "--toolsets",
+            "terminal",
+            "--workspace-root",
+            "ws",
+        ])
+        .args(["--tool-timeout", "600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        let child = c.spawn().unwrap();
+        let argv = ["sleep", secs.as_str()];
+        wait_for("two sleeping tools", 20, || {
+            processes_running(&argv).len() == 2
+        });
+        let t = Instant::now();
+        let k = Command::new("kill")
+            .args([&format!("-{sig}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(k.success());
+        let o = child.wait_with_output().unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "SIG{sig}: slow stop");
+        assert_code(&o, 1);
+        assert!(
+            stderr(&o).contains("interrupted"),
+            "SIG{sig}: {}",
+            stderr(&o)
+        );
+        assert!(
+            processes_running(&argv).is_empty(),
+            "SIG{sig}: a tool outlived traj-run"
+        );
+        assert_eq!(std::fs::read_dir(d.path().join("ws")).unwrap().count(), 0);
+        let run_dir = d.path().join("data/r");
+        let st = read_json(&run_dir.join("statistics.json"));
+        assert_eq!(st["this_run"]["stopped"], "interrupted", "SIG{sig}");
+        assert_eq!(st["this_run"]["records"], 0);
+        let cp = read_json(&run_dir.join("checkpoint.json"));
+        assert_eq!(cp["completed_prompts"], json!([]));
+    }
+}
