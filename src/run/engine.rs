@@ -138,10 +138,10 @@ pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -
     let n_tasks = shared.tasks.len();
     scheduler::spawn(&shared, cfg.num_workers, tx)?;
 
-    let (mut checkpoint, warning) = Checkpoint::load(&dir.join("checkpoint.json"), &run_name);
-    if let Some(w) = warning {
-        note(&w);
-    }
+    let mut checkpoint = Checkpoint {
+        run_name: run_name.clone(),
+        ..Checkpoint::default()
+    };
     let mut writer = Writer {
         dir: dir.clone(),
         appender: rundir::Appender::new(&dir),

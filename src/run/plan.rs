@@ -1,7 +1,7 @@
 //! The resume plan: which task rows run now, under which batch number and attempt,
 //! given what the run directory already holds.
 
-use super::rundir::{Key, Scan};
+use super::rundir::{Scan, legacy_key};
 use super::tasks::Row;
 
 /// One prompt to run.
@@ -9,6 +9,8 @@ use super::tasks::Row;
 pub struct Task {
     pub index: u64,
     pub hash: String,
+    /// The content key ([`crate::run::rundir::task_key`]).
+    pub key: String,
     /// The task row, as read.
     pub line: Box<str>,
     pub batch: u64,
@@ -26,21 +28,33 @@ pub struct Plan {
     pub given_up: usize,
 }
 
-/// Which rows run now: a row whose (index, hash) still has a record left in the multiset
-/// is done; a failed one runs again unless its class is never retried or its attempts
-/// are used up. New tasks fill batch files after the existing ones, `batch_size` each.
+/// Which rows run now: a row whose content key still has a record left in the multiset
+/// is done (lines from before content keys match by index and prompt hash); a failed one
+/// runs again unless its class is never retried or its attempts are used up. New tasks
+/// fill batch files after the existing ones, `batch_size` each.
 pub fn plan(rows: Vec<Row>, scan: &Scan, max_attempts: u32, batch_size: usize) -> Plan {
     let mut done = scan.done.clone();
     let mut p = Plan::default();
     let first = scan.next_batch();
-    for Row { index, hash, line } in rows {
-        let key: Key = (index, hash);
-        if let Some(n) = done.get_mut(&key).filter(|n| **n > 0) {
-            *n -= 1;
+    for Row {
+        index,
+        hash,
+        key,
+        line,
+    } in rows
+    {
+        let legacy = legacy_key(index, &hash);
+        let found = [&key, &legacy]
+            .into_iter()
+            .find(|k| done.get(*k).is_some_and(|n| *n > 0))
+            .cloned();
+        if let Some(k) = found {
+            *done.get_mut(&k).expect("found above") -= 1;
             p.already_done += 1;
             continue;
         }
-        let attempt = match scan.failed.get(&key) {
+        let failed = scan.failed.get(&key).or_else(|| scan.failed.get(&legacy));
+        let attempt = match failed {
             Some(f) if !f.retryable || f.attempts >= max_attempts => {
                 p.given_up += 1;
                 continue;
@@ -50,8 +64,9 @@ pub fn plan(rows: Vec<Row>, scan: &Scan, max_attempts: u32, batch_size: usize) -
         };
         let batch = first + (p.tasks.len() / batch_size) as u64;
         p.tasks.push(Task {
-            index: key.0,
-            hash: key.1,
+            index,
+            hash,
+            key,
             line,
             batch,
             attempt,
@@ -65,42 +80,34 @@ mod tests {
     use super::*;
     use crate::run::rundir::FailState;
 
-    fn row(index: u64, hash: &str) -> Row {
+    /// A row whose content key is `k<text>`.
+    fn row(index: u64, text: &str) -> Row {
         Row {
             index,
-            hash: hash.into(),
-            line: format!("{{\"prompt\": \"{hash}\"}}").into(),
+            hash: text.into(),
+            key: format!("k{text}"),
+            line: format!("{{\"prompt\": \"{text}\"}}").into(),
+        }
+    }
+
+    fn fail(attempts: u32, retryable: bool) -> FailState {
+        FailState {
+            attempts,
+            retryable,
         }
     }
 
     #[test]
-    fn done_rows_are_a_multiset_and_failures_count_attempts() {
+    fn done_rows_are_a_multiset_by_content_and_failures_count_attempts() {
         let mut scan = Scan::default();
         scan.batches.insert(4);
-        scan.done.insert((0, "a".into()), 1);
-        scan.failed.insert(
-            (1, "b".into()),
-            FailState {
-                attempts: 1,
-                retryable: true,
-            },
-        );
-        scan.failed.insert(
-            (2, "c".into()),
-            FailState {
-                attempts: 1,
-                retryable: false,
-            },
-        );
-        scan.failed.insert(
-            (3, "d".into()),
-            FailState {
-                attempts: 3,
-                retryable: true,
-            },
-        );
+        scan.done.insert("ka".into(), 1);
+        scan.failed.insert("kb".into(), fail(1, true));
+        scan.failed.insert("kc".into(), fail(1, false));
+        scan.failed.insert("kd".into(), fail(3, true));
+        // "a" is done whatever its index now; its second copy runs.
         let rows = vec![
-            row(0, "a"),
+            row(7, "a"),
             row(0, "a"),
             row(1, "b"),
             row(2, "c"),
@@ -115,7 +122,18 @@ mod tests {
             .iter()
             .map(|t| (t.index, t.batch, t.attempt))
             .collect();
-        // The second copy of "a" runs; "b" runs a second time; batches from 5, two each.
+        // "b" runs a second time; batches from 5, two each.
         assert_eq!(got, [(0, 5, 1), (1, 5, 2), (5, 6, 1)]);
+    }
+
+    #[test]
+    fn lines_without_a_task_key_match_by_index_and_hash() {
+        let mut scan = Scan::default();
+        scan.done.insert(legacy_key(3, "x"), 1);
+        scan.failed.insert(legacy_key(4, "y"), fail(1, false));
+        let p = plan(vec![row(3, "x"), row(4, "y"), row(5, "x")], &scan, 3, 10);
+        assert_eq!((p.already_done, p.given_up), (1, 1));
+        assert_eq!(p.tasks.len(), 1);
+        assert_eq!(p.tasks[0].index, 5);
     }
 }

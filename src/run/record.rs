@@ -105,6 +105,8 @@ pub struct Metadata {
 pub struct Record {
     pub prompt_index: u64,
     pub prompt_hash: String,
+    /// The task's content key: what `--resume` matches on.
+    pub task_key: String,
     pub prompt: String,
     pub messages: Vec<Value>,
     pub tools: Vec<Value>,
@@ -126,9 +128,10 @@ pub struct Record {
 
 impl Record {
     /// The fields of the record's own schema.
-    pub const FIELDS: [&'static str; 16] = [
+    pub const FIELDS: [&'static str; 17] = [
         "prompt_index",
         "prompt_hash",
+        "task_key",
         "prompt",
         "messages",
         "tools",
@@ -158,6 +161,7 @@ impl Record {
 pub struct Failure {
     pub prompt_index: u64,
     pub prompt_hash: String,
+    pub task_key: String,
     pub class: FailureClass,
     pub retryable: bool,
     /// This prompt's run number.
@@ -297,6 +301,7 @@ mod tests {
         let mut f = Failure {
             prompt_index: 3,
             prompt_hash: "abc".into(),
+            task_key: "k".into(),
             class: FailureClass::ToolHost,
             retryable: true,
             attempts: 2,
@@ -309,7 +314,7 @@ mod tests {
             at: "T".into(),
             usage: None,
         };
-        let old = json!({"prompt_index": 3, "prompt_hash": "abc", "class": "tool_host",
+        let old = json!({"prompt_index": 3, "prompt_hash": "abc", "task_key": "k", "class": "tool_host",
             "retryable": true, "attempts": 2, "status": null, "error": "no",
             "http_attempts": 0, "api_calls": 0, "batch_num": 1, "model": "m", "at": "T"});
         assert_eq!(
@@ -332,6 +337,7 @@ mod tests {
         let r = Record {
             prompt_index: 0,
             prompt_hash: "h".into(),
+            task_key: "k".into(),
             prompt: "p".into(),
             messages: vec![],
             tools: vec![],

@@ -134,6 +134,7 @@ pub fn failure(
     record::Failure {
         prompt_index: task.index,
         prompt_hash: task.hash.clone(),
+        task_key: task.key.clone(),
         class,
         retryable,
         attempts: task.attempt,
@@ -221,6 +222,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
             let rec = Record {
                 prompt_index: task.index,
                 prompt_hash: task.hash.clone(),
+                task_key: task.key.clone(),
                 prompt,
                 messages: t.messages,
                 tools,

@@ -31,6 +31,8 @@ pub struct Row {
     pub index: u64,
     /// [`rundir::prompt_hash`] of the prompt.
     pub hash: String,
+    /// [`rundir::task_key`] of the row.
+    pub key: String,
     /// The task row, as read.
     pub line: Box<str>,
 }
@@ -88,6 +90,7 @@ pub fn read_tasks(src: &TaskSource) -> Result<(Vec<Row>, u64)> {
                                 rows.push(Row {
                                     index,
                                     hash: rundir::prompt_hash(p),
+                                    key: rundir::task_key(&row),
                                     line: text.into_boxed_str(),
                                 });
                             }

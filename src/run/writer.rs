@@ -2,7 +2,7 @@
 //! directory, fsyncs them, and only then streams records to the output and updates the
 //! checkpoint (so nothing is ever visible that a crash could lose).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -36,17 +36,16 @@ pub struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    /// Start the checkpoint from what the run directory holds and count the prompts of
-    /// each batch still to come.
+    /// Start the checkpoint from what the run directory holds (every count is the
+    /// files' count) and count the prompts of each batch still to come.
     pub fn checkpoint_from_scan(&mut self, scan: &Scan, tasks: &[Task]) {
-        self.checkpoint.completed_prompts = scan.done.keys().map(|k| k.0).collect();
-        let done: HashSet<u64> = self.checkpoint.completed_prompts.iter().copied().collect();
+        self.checkpoint.completed_prompts = scan.done_indices.clone();
         self.checkpoint.failed_prompts = scan
-            .failed
-            .keys()
-            .map(|k| k.0)
-            .filter(|i| !done.contains(i))
+            .failed_indices
+            .difference(&scan.done_indices)
+            .copied()
             .collect();
+        self.checkpoint.batch_stats = scan.batch_stats.clone();
         for t in tasks {
             *self.batch_left.entry(t.batch).or_default() += 1;
             self.checkpoint.batch_stats.entry(t.batch).or_default();

@@ -553,22 +553,23 @@ fn duplicate_prompts_each_get_a_record_and_resume_keeps_them() {
 }
 
 /// Every prompt of `n` has exactly one record (by index; hashes checked too).
+/// Every task of `task {i % 17}` for i < n has exactly one record: the records, as a
+/// multiset of prompts, are the input's (resume matches tasks by content, so a record
+/// may carry the index of another copy of its prompt).
 fn assert_exactly_once(run_dir: &Path, n: u64) {
     let recs = records(run_dir);
-    let mut seen: HashMap<u64, usize> = HashMap::new();
+    let mut seen: HashMap<String, u64> = HashMap::new();
     for r in &recs {
-        *seen.entry(r["prompt_index"].as_u64().unwrap()).or_default() += 1;
-        assert_eq!(
-            r["prompt"],
-            format!("task {}", r["prompt_index"].as_u64().unwrap() % 17)
-        );
+        *seen
+            .entry(r["prompt"].as_str().unwrap().to_string())
+            .or_default() += 1;
     }
-    let dups: Vec<_> = seen.iter().filter(|(_, c)| **c > 1).collect();
-    assert!(
-        dups.is_empty(),
-        "prompts with more than one record: {dups:?}"
-    );
-    assert_eq!(seen.len() as u64, n, "missing prompts");
+    for k in 0..17u64 {
+        let want = (0..n).filter(|i| i % 17 == k).count() as u64;
+        let p = format!("task {k}");
+        assert_eq!(seen.get(&p).copied().unwrap_or(0), want, "{p}");
+    }
+    assert_eq!(recs.len() as u64, n);
 }
 
 #[test]
@@ -651,8 +652,7 @@ fn kill_9_at_random_points_then_resume_gives_every_prompt_exactly_once() {
     assert_code(&o, 0);
     assert_exactly_once(&run_dir, 240);
     assert!(!run_dir.join(".tmp-checkpoint").exists());
-    let cp = read_json(&run_dir.join("checkpoint.json"));
-    assert_eq!(cp["completed_prompts"].as_array().unwrap().len(), 240);
+    assert_checkpoint_matches_files(&run_dir);
     let st = read_json(&run_dir.join("statistics.json"));
     assert_eq!(st["records"], 240);
     assert_eq!(st["reasoning_statistics"]["turns_with_reasoning"], 240);
@@ -1332,4 +1332,111 @@ fn sigterm_sighup_and_sigint_stop_cleanly_killing_tools_and_removing_workspaces(
         let cp = read_json(&run_dir.join("checkpoint.json"));
         assert_eq!(cp["completed_prompts"], json!([]));
     }
+}
+
+/// Every checkpoint count equals the files: records per batch file, failures per batch,
+/// the indices of records and of failures without a record.
+fn assert_checkpoint_matches_files(run_dir: &Path) {
+    let cp = read_json(&run_dir.join("checkpoint.json"));
+    let mut done = std::collections::BTreeSet::new();
+    for (b, bs) in cp["batch_stats"].as_object().unwrap() {
+        let p = run_dir.join(format!("batch_{b}.jsonl"));
+        let n = if p.exists() { read_jsonl(&p).len() } else { 0 };
+        assert_eq!(bs["processed"].as_u64().unwrap() as usize, n, "batch {b}");
+    }
+    for r in records(run_dir) {
+        done.insert(r["prompt_index"].as_u64().unwrap());
+    }
+    let cp_done: std::collections::BTreeSet<u64> = cp["completed_prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(cp_done, done);
+    let batches = std::fs::read_dir(run_dir)
+        .unwrap()
+        .filter(|e| {
+            let n = e.as_ref().unwrap().file_name();
+            n.to_string_lossy().starts_with("batch_")
+        })
+        .count();
+    assert_eq!(cp["batch_stats"].as_object().unwrap().len(), batches);
+    let st = read_json(&run_dir.join("statistics.json"));
+    assert_eq!(
+        st["records"].as_u64().unwrap() as usize,
+        records(run_dir).len()
+    );
+}
+
+#[test]
+fn resume_matches_finished_tasks_by_content_whatever_their_order() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 15, "record": false,
+        "default": {"content": "done {prompt}"}}));
+    // 20 texts, each three times; the third copy of some is another task (other
+    // toolsets), so it must run although its prompt is done.
+    let mut rows: Vec<Value> = Vec::new();
+    for i in 0..60 {
+        let mut r = json!({"prompt": format!("task {}", i % 20)});
+        if i >= 40 && i % 2 == 0 {
+            r["toolsets"] = json!(["file"]);
+        }
+        rows.push(r);
+    }
+    let write = |rows: &[Value]| {
+        let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(d.path().join("tasks.jsonl"), text).unwrap();
+    };
+    write(&rows);
+    let run_dir = d.path().join("data/r");
+    let mut c = traj_run(d.path(), &s);
+    c.args(["tasks.jsonl", "-j", "3", "--batch-size", "7"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    wait_for("some records", 30, || records_so_far(&run_dir) >= 12);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = records(&run_dir).len();
+    assert!(before < 60, "{before}");
+    // Shuffled: reversed, then rotated; prompt_index (the row number) changes too.
+    rows.reverse();
+    rows.rotate_left(17);
+    write(&rows);
+    let mut c = traj_run(d.path(), &s);
+    c.args(["tasks.jsonl", "-j", "4", "--batch-size", "7", "--resume"]);
+    c.args(["--toolsets", "terminal"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 60, "every task exactly once, none run twice");
+    let mut seen: HashMap<(String, Value), usize> = HashMap::new();
+    for r in &recs {
+        let own = if r["toolsets"] == json!(["file"]) {
+            json!(["file"])
+        } else {
+            Value::Null
+        };
+        *seen
+            .entry((r["prompt"].as_str().unwrap().to_string(), own))
+            .or_default() += 1;
+    }
+    for i in 0..20 {
+        let p = format!("task {i}");
+        let other = usize::from(i % 2 == 0);
+        assert_eq!(
+            seen.get(&(p.clone(), Value::Null)).copied().unwrap_or(0),
+            3 - other,
+            "{p}"
+        );
+        assert_eq!(seen.get(&(p, json!(["file"]))).copied().unwrap_or(0), other);
+    }
+    assert_checkpoint_matches_files(&run_dir);
+    // A second resume finds everything done.
+    let mut c = traj_run(d.path(), &s);
+    c.args(["tasks.jsonl", "--resume", "--toolsets", "terminal"]);
+    assert_code(&run(c), 0);
+    assert_eq!(records(&run_dir).len(), 60);
+    assert_checkpoint_matches_files(&run_dir);
 }
