@@ -1440,3 +1440,34 @@ fn resume_matches_finished_tasks_by_content_whatever_their_order() {
     assert_eq!(records(&run_dir).len(), 60);
     assert_checkpoint_matches_files(&run_dir);
 }
+
+#[test]
+fn a_reply_still_arriving_when_a_timeout_fires_is_a_timeout() {
+    let d = tmpdir();
+    let body = json!({"choices": [{"message": {"role": "assistant", "content": "x".repeat(200)},
+        "finish_reason": "stop"}]})
+    .to_string();
+    let s = Standin::json(json!({"rules": [
+        {"match": "slow", "turns": [{"body": body, "stall_body": true}]}]}));
+    let input = write_prompts(d.path(), &["slow", "fine"]);
+    // --request-timeout: class timeout (retried, then the failure line).
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--request-timeout", "0.3", "--max-retries", "1"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails.len(), 1, "{fails:?}");
+    assert_eq!(fails[0]["class"], "timeout", "{}", fails[0]);
+    assert_eq!(fails[0]["http_attempts"], 2);
+    // --prompt-timeout cutting the same request: a prompt timeout.
+    let d = tmpdir();
+    let input = write_prompts(d.path(), &["slow"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--prompt-timeout", "0.4"]);
+    let t = Instant::now();
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails[0]["class"], "prompt_timeout", "{}", fails[0]);
+}
