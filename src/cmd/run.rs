@@ -9,10 +9,9 @@ use anyhow::{Context, Result};
 
 use crate::cli::{IoArgs, Status, UsageError};
 use crate::llm::ClientConfig;
-use crate::run::agent::AgentConfig;
 use crate::run::config::{self, ConfigError, RunConfig, split_list};
-use crate::run::tasks::TaskSource;
-use crate::run::{engine, hosts};
+use crate::run::prompt::{SystemPrompt, SystemPromptUsed};
+use crate::run::{agent::AgentConfig, engine, hosts, tasks::TaskSource};
 use crate::toolbox::ToolArgs;
 
 const EXAMPLES: &str = "Examples:
@@ -83,9 +82,20 @@ pub struct Args {
     /// OpenRouter: sort providers by price, throughput or latency.
     #[arg(long, value_name = "KEY", value_parser = ["price", "throughput", "latency"])]
     pub provider_sort: Option<String>,
-    /// System prompt sent with every request and never stored in records.
+    /// The agent's system prompt: TEXT, or @FILE to read it from a file (default: traj's
+    /// own agent prompt naming the model and date). Recorded in statistics.json.
+    #[arg(long, value_name = "TEXT|@FILE")]
+    pub system_prompt: Option<String>,
+    /// Send no agent system prompt.
+    #[arg(long, conflicts_with = "system_prompt")]
+    pub no_system_prompt: bool,
+    /// Sent after the system prompt with every request and never stored in records.
     #[arg(long, value_name = "TEXT")]
     pub ephemeral_system_prompt: Option<String>,
+    /// Send `provider` and `reasoning` to an endpoint that is not OpenRouter (by default
+    /// only OpenRouter gets them: strict servers reject unknown fields).
+    #[arg(long)]
+    pub send_provider_fields: bool,
     /// Send the reasoning fields of earlier assistant messages back to the model:
     /// `auto` = only to OpenRouter (others may reject unknown fields). Records always
     /// keep them.
@@ -152,7 +162,8 @@ pub struct Args {
     /// Toolsets for rows without a `toolsets` field (comma list).
     #[arg(long, value_name = "LIST")]
     pub toolsets: Option<String>,
-    /// Sample toolsets for rows without a `toolsets` field from this distribution.
+    /// Sample toolsets for rows without a `toolsets` field from this distribution
+    /// (default: `default`, unless --toolsets is given).
     #[arg(long, value_name = "NAME")]
     pub distribution: Option<String>,
     /// Seed of the toolset sampling (as traj-sample-tools: per seed and prompt_index).
@@ -175,49 +186,45 @@ pub enum SendReasoning {
 }
 
 /// Validated agent settings, from flags and files.
-fn agent_config(args: &Args) -> Result<AgentConfig, ConfigError> {
-    let invalid = |m: &str| Err(ConfigError::Invalid(m.into()));
+fn agent_config(args: &Args) -> Result<(AgentConfig, SystemPromptUsed), ConfigError> {
     if args.max_turns == 0 {
-        return invalid("--max-turns must be at least 1");
+        return Err(ConfigError::Invalid(
+            "--max-turns must be at least 1".into(),
+        ));
     }
     let prefill = match &args.prefill_messages {
         None => Vec::new(),
         Some(p) => config::load_prefill(p)?,
     };
-    let prompt_timeout = match args.prompt_timeout {
-        Some(t) if !(t > 0.0 && t.is_finite()) => return invalid("--prompt-timeout must be > 0"),
-        t => t.map(Duration::from_secs_f64),
-    };
-    let openrouter = config::is_openrouter(&args.base_url);
-    let mut extra_body = serde_json::Map::new();
-    if openrouter {
-        // OpenRouter reports the cost of a call only when asked to.
-        extra_body.insert("usage".into(), serde_json::json!({"include": true}));
-    }
-    Ok(AgentConfig {
-        model: args.model.clone(),
-        max_turns: args.max_turns,
-        max_tokens: args.max_tokens,
-        reasoning: config::reasoning_field(
-            args.reasoning_effort.as_deref(),
-            args.reasoning_disabled,
-        ),
-        provider: config::provider_field(
+    let prompt_timeout = config::positive_secs(args.prompt_timeout, "--prompt-timeout")?;
+    let system = SystemPrompt::from_flags(args.system_prompt.as_deref(), args.no_system_prompt)
+        .resolve_today(&args.model)?;
+    let fields = config::EndpointFields::new(
+        &args.base_url,
+        args.send_provider_fields,
+        config::reasoning_field(args.reasoning_effort.as_deref(), args.reasoning_disabled),
+        config::provider_field(
             args.providers_allowed.as_deref(),
             args.providers_ignored.as_deref(),
             args.providers_order.as_deref(),
             args.provider_sort.as_deref(),
         ),
+    );
+    let agent = AgentConfig {
+        model: args.model.clone(),
+        max_turns: args.max_turns,
+        max_tokens: args.max_tokens,
+        reasoning: fields.reasoning,
+        provider: fields.provider,
+        system_prompt: system.text.clone(),
         ephemeral_system_prompt: args.ephemeral_system_prompt.clone(),
         prefill,
         prompt_timeout,
-        extra_body,
-        send_reasoning: match args.send_reasoning {
-            SendReasoning::Auto => openrouter,
-            SendReasoning::Yes => true,
-            SendReasoning::No => false,
-        },
-    })
+        extra_body: fields.extra_body,
+        send_reasoning: args.send_reasoning == SendReasoning::Yes
+            || (args.send_reasoning == SendReasoning::Auto && fields.openrouter),
+    };
+    Ok((agent, system))
 }
 
 /// A configuration error as the exit status sees it (usage: 2).
@@ -229,18 +236,7 @@ fn usage(e: anyhow::Error) -> anyhow::Error {
 }
 
 fn config(args: &Args) -> Result<RunConfig, ConfigError> {
-    let agent = agent_config(args)?;
-    if args.num_workers == 0 || args.batch_size == 0 || args.max_attempts == 0 {
-        return Err(ConfigError::Invalid(
-            "--num-workers, --batch-size and --max-attempts must be at least 1".into(),
-        ));
-    }
-    let positive = |x: f64| x > 0.0 && x.is_finite();
-    if args.max_rps.is_some_and(|r| !positive(r)) || args.max_cost.is_some_and(|c| !positive(c)) {
-        return Err(ConfigError::Invalid(
-            "--max-rps and --max-cost must be > 0".into(),
-        ));
-    }
+    let (agent, system_prompt) = agent_config(args)?;
     let client = ClientConfig {
         base_url: args.base_url.clone(),
         api_key: config::api_key(&args.api_key_env, &args.base_url)?,
@@ -249,7 +245,7 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
         backoff_base: config::delay(args.retry_delay, args.retry_base_ms, "--retry-delay")?,
         backoff_max: config::delay(args.retry_max_delay, args.retry_max_ms, "--retry-max-delay")?,
     };
-    Ok(RunConfig {
+    RunConfig {
         agent,
         client,
         run_dir: args.run_dir.clone(),
@@ -276,7 +272,9 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
         progress_every: args
             .progress_secs
             .map(|s| Duration::from_secs_f64(s.max(0.05))),
-    })
+        system_prompt,
+    }
+    .validated()
 }
 
 /// Run traj-run.

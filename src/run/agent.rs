@@ -39,7 +39,10 @@ pub struct AgentConfig {
     pub reasoning: Option<Value>,
     /// The request's `provider` object (OpenRouter routing), if any.
     pub provider: Option<Value>,
-    /// Sent as the system message; never stored.
+    /// The agent's system prompt (identity, date, tools), sent first; never stored in
+    /// records (statistics.json says which one a run used).
+    pub system_prompt: Option<String>,
+    /// Sent after the system prompt, in the same system message; never stored.
     pub ephemeral_system_prompt: Option<String>,
     /// Sent after the system message; never stored.
     pub prefill: Vec<Value>,
@@ -61,6 +64,7 @@ impl Default for AgentConfig {
             max_tokens: None,
             reasoning: None,
             provider: None,
+            system_prompt: None,
             ephemeral_system_prompt: None,
             prefill: Vec::new(),
             prompt_timeout: None,
@@ -210,11 +214,17 @@ fn tool_names(schemas: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// Build the request body for `messages` (ephemeral system prompt and prefill in front).
+/// Build the request body for `messages` (the system prompt, then the ephemeral one,
+/// in one system message, and the prefill in front).
 pub fn request_body(cfg: &AgentConfig, messages: &[Value], tools: Option<&[Value]>) -> Value {
     let mut sent = Vec::with_capacity(messages.len() + cfg.prefill.len() + 1);
-    if let Some(sys) = &cfg.ephemeral_system_prompt {
-        sent.push(json!({"role": "system", "content": sys}));
+    let system: Vec<&str> = [&cfg.system_prompt, &cfg.ephemeral_system_prompt]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    if !system.is_empty() {
+        sent.push(json!({"role": "system", "content": system.join("\n\n")}));
     }
     sent.extend(cfg.prefill.iter().cloned());
     sent.extend(messages.iter().map(|m| outgoing(m, cfg.send_reasoning)));
@@ -755,5 +765,22 @@ mod tests {
             Outcome::Failed(f) => assert_eq!(f.class.as_str(), "length"),
             o => panic!("{o:?}"),
         }
+    }
+
+    #[test]
+    fn system_prompt_and_ephemeral_share_one_system_message() {
+        let mut c = cfg(1);
+        c.system_prompt = Some("agent".into());
+        let user = [json!({"role": "user", "content": "q"})];
+        let b = request_body(&c, &user, None);
+        assert_eq!(
+            b["messages"][0],
+            json!({"role": "system", "content": "agent\n\nbe brief"})
+        );
+        c.ephemeral_system_prompt = None;
+        c.prefill.clear();
+        let b = request_body(&c, &user, None);
+        assert_eq!(b["messages"][0]["content"], "agent");
+        assert_eq!(b["messages"].as_array().unwrap().len(), 2);
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::agent::AgentConfig;
+use super::prompt::SystemPromptUsed;
 use super::tasks::TaskSource;
 use crate::llm::ClientConfig;
 
@@ -32,6 +33,12 @@ pub enum ConfigError {
     PrefillNotArray { path: PathBuf },
     #[error("{}: message {index}: expected {{\"role\", \"content\"}}", path.display())]
     PrefillMessage { path: PathBuf, index: usize },
+    #[error("--system-prompt: cannot read {}", path.display())]
+    SystemPromptRead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("no API key: set {0} (or OPENAI_API_KEY), or name another variable with --api-key-env")]
     NoApiKey(String),
     #[error("--toolsets: {0}")]
@@ -50,7 +57,10 @@ pub enum ConfigError {
 impl ConfigError {
     /// A usage or configuration mistake (exit 2), rather than a file that cannot be read.
     pub fn is_usage(&self) -> bool {
-        !matches!(self, ConfigError::PrefillRead { .. })
+        !matches!(
+            self,
+            ConfigError::PrefillRead { .. } | ConfigError::SystemPromptRead { .. }
+        )
     }
 }
 
@@ -82,6 +92,83 @@ pub struct RunConfig {
     pub seed: u64,
     /// Seconds between progress lines (default by terminal).
     pub progress_every: Option<Duration>,
+    /// The system prompt in `agent`, as `statistics.json` records it.
+    pub system_prompt: SystemPromptUsed,
+}
+
+impl RunConfig {
+    /// The config, or the first count or limit out of range.
+    /// With neither toolsets nor a distribution, rows without `toolsets` draw from the
+    /// `default` distribution (the reference's default), never no tools at all.
+    pub fn validated(mut self) -> Result<RunConfig, ConfigError> {
+        if self.toolsets.is_none() && self.distribution.is_none() {
+            self.distribution = Some("default".into());
+        }
+        if self.num_workers == 0 || self.batch_size == 0 || self.max_attempts == 0 {
+            return Err(ConfigError::Invalid(
+                "--num-workers, --batch-size and --max-attempts must be at least 1".into(),
+            ));
+        }
+        let positive = |x: f64| x > 0.0 && x.is_finite();
+        if self.max_rps.is_some_and(|r| !positive(r)) || self.max_cost.is_some_and(|c| !positive(c))
+        {
+            return Err(ConfigError::Invalid(
+                "--max-rps and --max-cost must be > 0".into(),
+            ));
+        }
+        Ok(self)
+    }
+}
+
+/// The request fields that depend on the endpoint: OpenRouter takes `provider`,
+/// `reasoning` and `usage: {include: true}`; a strict OpenAI-compatible server may reject
+/// unknown fields, so it gets `provider` and `reasoning` only when asked.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointFields {
+    pub openrouter: bool,
+    pub reasoning: Option<Value>,
+    pub provider: Option<Value>,
+    pub extra_body: Map<String, Value>,
+}
+
+impl EndpointFields {
+    /// The fields for `base_url`; `send` (`--send-provider-fields`) sends them anywhere.
+    pub fn new(
+        base_url: &str,
+        send: bool,
+        reasoning: Option<Value>,
+        provider: Option<Value>,
+    ) -> EndpointFields {
+        let openrouter = is_openrouter(base_url);
+        let send = send || openrouter;
+        if !send && (reasoning.is_some() || provider.is_some()) {
+            super::note(&format!(
+                "reasoning and provider flags are OpenRouter fields: not sent to {base_url} \
+                 (--send-provider-fields sends them)"
+            ));
+        }
+        let mut extra_body = Map::new();
+        if openrouter {
+            // OpenRouter reports the cost of a call only when asked to.
+            extra_body.insert("usage".into(), json!({"include": true}));
+        }
+        EndpointFields {
+            openrouter,
+            reasoning: reasoning.filter(|_| send),
+            provider: provider.filter(|_| send),
+            extra_body,
+        }
+    }
+}
+
+/// Seconds that must be > 0, as a duration.
+pub fn positive_secs(secs: Option<f64>, flag: &str) -> Result<Option<Duration>, ConfigError> {
+    match secs {
+        Some(t) if !(t > 0.0 && t.is_finite()) => {
+            Err(ConfigError::Invalid(format!("{flag} must be > 0")))
+        }
+        t => Ok(t.map(Duration::from_secs_f64)),
+    }
 }
 
 /// A comma list, trimmed, empty items dropped.
@@ -205,6 +292,15 @@ mod tests {
             json!({"only": ["a", "b"], "sort": "price"})
         );
         assert!(is_local("http://127.0.0.1:9/v1") && !is_local("https://x.ai/v1"));
+        let r = Some(json!({"effort": "none"}));
+        let plain = EndpointFields::new("http://127.0.0.1:9/v1", false, r.clone(), r.clone());
+        assert!(plain.reasoning.is_none() && plain.provider.is_none());
+        assert!(plain.extra_body.is_empty());
+        let asked = EndpointFields::new("http://127.0.0.1:9/v1", true, r.clone(), None);
+        assert_eq!(asked.reasoning, r);
+        let or = EndpointFields::new("https://openrouter.ai/api/v1", false, r.clone(), r.clone());
+        assert!(or.openrouter && or.provider.is_some());
+        assert_eq!(or.extra_body["usage"], json!({"include": true}));
     }
 
     #[test]

@@ -312,5 +312,6 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
             spent: shared.llm.spent(),
             stopped: shared.llm.stop_reason(),
         },
+        system_prompt: cfg.system_prompt.clone(),
     }
 }

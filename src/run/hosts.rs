@@ -49,10 +49,16 @@ pub fn host_factory(
     toolsets: Option<&[String]>,
 ) -> Result<Box<HostFactory>, ConfigError> {
     let registry = Registry::builtin(tool_config);
-    if let Some(t) = toolsets
-        && let Err(e) = registry.resolve_all(t)
-    {
-        return Err(ConfigError::Toolsets(format!("{e:#}")));
+    if let Some(t) = toolsets {
+        if let Err(e) = registry.resolve_all(t) {
+            return Err(ConfigError::Toolsets(format!("{e:#}")));
+        }
+        if !t.is_empty() && registry.resolve(t).is_ok_and(|tools| tools.is_empty()) {
+            return Err(ConfigError::Toolsets(format!(
+                "no tool of {} is available here",
+                t.join(", ")
+            )));
+        }
     }
     Ok(Box::new(move |row, toolsets| {
         match registry.resolve(toolsets) {
@@ -63,7 +69,18 @@ pub fn host_factory(
                     message: format!("{e:#}"),
                 });
             }
-            // No tool to offer: no sandbox to make (or to clean up).
+            // Toolsets asked for, none of whose tools can run here: never `tools: []`.
+            Ok(tools) if tools.is_empty() && !toolsets.is_empty() => {
+                return Err(HostError {
+                    class: FailureClass::ToolHost,
+                    retryable: true,
+                    message: format!(
+                        "no tool of the toolsets {} is available here",
+                        toolsets.join(", ")
+                    ),
+                });
+            }
+            // No tool asked for (`toolsets: []`): no sandbox to make (or to clean up).
             Ok(tools) if tools.is_empty() => return Ok((Box::new(NoTools), None)),
             Ok(_) => {}
         }

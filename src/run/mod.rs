@@ -10,6 +10,7 @@ pub mod hosts;
 pub mod lock;
 pub mod plan;
 pub mod progress;
+pub mod prompt;
 pub mod record;
 pub mod rundir;
 pub mod scheduler;

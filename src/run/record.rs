@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::prompt::SystemPromptUsed;
 use crate::llm::ErrorClass;
 
 /// Why a prompt has a failure line instead of a record.
@@ -253,6 +254,8 @@ pub struct Statistics {
     pub api_calls: u64,
     pub usage: UsageTotals,
     pub this_run: ThisRun,
+    /// Which system prompt the last process sent.
+    pub system_prompt: SystemPromptUsed,
 }
 
 /// `value` as one JSONL line.

@@ -184,6 +184,7 @@ fn plain_prompts_make_records_checkpoint_and_statistics() {
         "price",
         "--max-tokens",
         "77",
+        "--send-provider-fields",
     ]);
     let o = run(c);
     assert_code(&o, 0);
@@ -208,7 +209,12 @@ fn plain_prompts_make_records_checkpoint_and_statistics() {
         "ephemeral prompt stored: {r}"
     );
     let req = &s.requests()[0];
-    assert_eq!(req["messages"][0]["content"], "SECRET-SYS");
+    // The agent's system prompt, then the ephemeral one, in one system message.
+    let sys = req["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        sys.starts_with("You are") && sys.ends_with("\n\nSECRET-SYS"),
+        "{sys}"
+    );
     assert_eq!(req["reasoning"], json!({"enabled": true, "effort": "high"}));
     assert_eq!(
         req["provider"],
@@ -1470,4 +1476,221 @@ fn a_reply_still_arriving_when_a_timeout_fires_is_a_timeout() {
     assert!(t.elapsed() < Duration::from_secs(5));
     let fails = failures(&d.path().join("data/r"));
     assert_eq!(fails[0]["class"], "prompt_timeout", "{}", fails[0]);
+}
+
+// ---- issue 13: the same agent as the reference, unless asked otherwise --------------
+
+#[test]
+fn request_bodies_carry_the_system_prompt_default_tools_and_no_provider_fields() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let input = write_prompts(d.path(), &["hello"]);
+    let run_dir = d.path().join("data/r");
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--reasoning-effort",
+        "high",
+        "--providers-allowed",
+        "x",
+    ]);
+    c.args(["-j", "1"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("not sent to"), "{}", stderr(&o));
+    let req = &s.requests()[0];
+    // A plain endpoint gets no OpenRouter fields.
+    assert!(
+        req.get("reasoning").is_none() && req.get("provider").is_none(),
+        "{req}"
+    );
+    assert!(req.get("usage").is_none());
+    // The default agent system prompt, naming the model and today's date.
+    let sys = &req["messages"][0];
+    assert_eq!(sys["role"], "system");
+    let text = sys["content"].as_str().unwrap();
+    let today = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d"])
+        .output()
+        .unwrap();
+    let today = String::from_utf8(today.stdout).unwrap();
+    assert!(
+        text.contains("standin") && text.contains(today.trim()),
+        "{text}"
+    );
+    assert_eq!(req["messages"][1]["content"], "hello");
+    // Tools of the `default` distribution, offered without --toolsets/--distribution.
+    let tools = req["tools"].as_array().expect("tools offered by default");
+    assert!(!tools.is_empty());
+    let rec = &records(&run_dir)[0];
+    assert!(!rec["toolsets"].as_array().unwrap().is_empty());
+    assert_eq!(
+        rec["messages"][0]["role"], "user",
+        "the system prompt is not stored"
+    );
+    let st = read_json(&run_dir.join("statistics.json"));
+    assert_eq!(st["distribution"], "default");
+    assert_eq!(st["system_prompt"]["source"], "default");
+    assert_eq!(st["system_prompt"]["text"], text);
+
+    // --system-prompt @FILE, TEXT, and --no-system-prompt.
+    std::fs::write(d.path().join("sys.txt"), "FILE PROMPT").unwrap();
+    for (i, (flags, want, source)) in [
+        (
+            vec!["--system-prompt", "@sys.txt"],
+            Some("FILE PROMPT"),
+            "file",
+        ),
+        (
+            vec!["--system-prompt", "TEXT PROMPT"],
+            Some("TEXT PROMPT"),
+            "text",
+        ),
+        (vec!["--no-system-prompt"], None, "none"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = format!("data/s{i}");
+        let s = Standin::json(json!({}));
+        let mut c = cmd("traj-run", d.path());
+        c.args([
+            "--model",
+            "standin",
+            "--base-url",
+            &s.url(),
+            "--run-dir",
+            &dir,
+            "-q",
+        ])
+        .args([
+            &input,
+            "--send-provider-fields",
+            "--reasoning-effort",
+            "low",
+        ])
+        .args(&flags);
+        assert_code(&run(c), 0);
+        let req = &s.requests()[0];
+        assert_eq!(req["reasoning"], json!({"enabled": true, "effort": "low"}));
+        match want {
+            Some(w) => assert_eq!(req["messages"][0], json!({"role": "system", "content": w})),
+            None => assert_eq!(req["messages"][0]["role"], "user"),
+        }
+        let st = read_json(&d.path().join(&dir).join("statistics.json"));
+        assert_eq!(st["system_prompt"]["source"], source);
+    }
+    // A system prompt file that cannot be read: exit 1 naming it, before any request.
+    let s = Standin::json(json!({}));
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--system-prompt", "@nope.txt"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("nope.txt"), "{}", stderr(&o));
+    assert_eq!(s.count(), 0);
+}
+
+#[test]
+fn a_task_never_gets_an_empty_tool_list() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    // A row asking only for a toolset whose tools cannot run here (moa needs models).
+    std::fs::write(
+        d.path().join("t.jsonl"),
+        "{\"prompt\": \"x\", \"toolsets\": [\"moa\"]}\n{\"prompt\": \"none\", \"toolsets\": []}\n",
+    )
+    .unwrap();
+    let mut c = traj_run(d.path(), &s);
+    c.arg("t.jsonl");
+    let o = run(c);
+    assert_code(&o, 1);
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails.len(), 1);
+    assert_eq!(fails[0]["class"], "tool_host");
+    assert_eq!(fails[0]["retryable"], true);
+    // `toolsets: []` asks for no tools, and gets none.
+    let recs = records(&d.path().join("data/r"));
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["prompt"], "none");
+    assert_eq!(s.count(), 1);
+    // --toolsets naming only such toolsets is refused at once.
+    let mut c = cmd("traj-run", d.path());
+    c.args([
+        "--model",
+        "m",
+        "--base-url",
+        &s.url(),
+        "--run-dir",
+        "data/q",
+    ])
+    .args(["--toolsets", "moa", "t.jsonl"]);
+    let o = run(c);
+    assert_code(&o, 2);
+    assert!(
+        stderr(&o).contains("no tool of moa is available"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn sample_tools_then_run_on_every_distribution_never_offers_an_empty_tool_list() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"record": false}));
+    let prompts: Vec<String> = (0..12).map(|i| format!("q{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    for (k, dist) in [
+        "default",
+        "image_gen",
+        "research",
+        "science",
+        "development",
+        "safe",
+        "balanced",
+        "terminal_only",
+        "terminal_web",
+        "creative",
+        "reasoning",
+        "browser_use",
+        "browser_tasks",
+        "terminal_tasks",
+        "mixed_tasks",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut c = cmd("traj-sample-tools", d.path());
+        c.args(["--distribution", dist, &input, "-o", "tasks.jsonl"]);
+        assert_code(&run(c), 0);
+        let mut c = cmd("traj-run", d.path());
+        let dir = format!("data/d{k}");
+        c.args([
+            "--model",
+            "m",
+            "--base-url",
+            &s.url(),
+            "--run-dir",
+            &dir,
+            "-q",
+        ])
+        .args(["tasks.jsonl", "-j", "4"]);
+        let _ = run(c);
+        let run_dir = d.path().join(&dir);
+        for r in records(&run_dir) {
+            assert!(
+                !r["tools"].as_array().unwrap().is_empty(),
+                "{dist}: a record offered no tools: {}",
+                r["toolsets"]
+            );
+        }
+        for f in failures(&run_dir) {
+            assert_eq!(f["class"], "tool_host", "{dist}: {f}");
+        }
+        assert_eq!(
+            records(&run_dir).len() + failures(&run_dir).len(),
+            12,
+            "{dist}"
+        );
+    }
 }
