@@ -39,8 +39,9 @@ pub struct Args {
     /// Run directory: batch_N.jsonl, failures.jsonl, checkpoint.json, statistics.json.
     #[arg(long, value_name = "DIR")]
     pub run_dir: PathBuf,
-    /// Continue the run in --run-dir: skip prompts that have a record, retry failed ones
-    /// (up to --max-attempts), write new batch files after the existing ones.
+    /// Continue the run in --run-dir: skip tasks that have a record (matched by content),
+    /// retry failed ones (up to --max-attempts), write new batch files after the existing
+    /// ones. The run directory, not stdout, is the complete record after a crash.
     #[arg(long)]
     pub resume: bool,
     /// Wait for another traj-run holding --run-dir to end, instead of exiting 1.
