@@ -420,9 +420,16 @@ impl Client {
         };
         match req.send_json(body) {
             Ok(resp) => {
-                let text = resp
-                    .into_string()
-                    .map_err(|e| (fail(ErrorClass::Transport, Some(200), e.to_string()), None))?;
+                // A body still arriving when the timeout fires is a timeout, not transport.
+                let text = resp.into_string().map_err(|e| {
+                    let class = match e.kind() {
+                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                            ErrorClass::Timeout
+                        }
+                        _ => ErrorClass::Transport,
+                    };
+                    (fail(class, Some(200), e.to_string()), None)
+                })?;
                 let raw: Value = serde_json::from_str(&text).map_err(|e| {
                     (
                         fail(

@@ -15,14 +15,12 @@
 //! - A wall-clock deadline per prompt ends it as a `prompt_timeout` failure; the stop flag
 //!   (Ctrl-C, spend cap, closed stdout) abandons it.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::llm::cache::Cache;
-use crate::llm::{CallOptions, ChatResponse, Client, LlmError, Usage};
+use super::record::FailureClass;
+use crate::llm::{ChatResponse, LlmError, Usage};
 use crate::toolbox::ToolHost;
 
 /// The user message sent when the turn cap is reached.
@@ -41,7 +39,10 @@ pub struct AgentConfig {
     pub reasoning: Option<Value>,
     /// The request's `provider` object (OpenRouter routing), if any.
     pub provider: Option<Value>,
-    /// Sent as the system message; never stored.
+    /// The agent's system prompt (identity, date, tools), sent first; never stored in
+    /// records (statistics.json says which one a run used).
+    pub system_prompt: Option<String>,
+    /// Sent after the system prompt, in the same system message; never stored.
     pub ephemeral_system_prompt: Option<String>,
     /// Sent after the system message; never stored.
     pub prefill: Vec<Value>,
@@ -63,6 +64,7 @@ impl Default for AgentConfig {
             max_tokens: None,
             reasoning: None,
             provider: None,
+            system_prompt: None,
             ephemeral_system_prompt: None,
             prefill: Vec::new(),
             prompt_timeout: None,
@@ -86,117 +88,6 @@ pub trait Chat: Sync {
     fn chat(&self, body: &Value, deadline: Option<Instant>) -> Result<Call, LlmError>;
     /// Set when the run is stopping: the loop abandons its prompt.
     fn stopping(&self) -> bool;
-}
-
-/// The real [`Chat`]: the HTTP client, the optional cache, the spend cap and the stop
-/// flag, shared by every worker of a run.
-pub struct Llm {
-    pub client: Client,
-    pub cache: Option<Cache>,
-    /// Spend cap in dollars (provider-reported cost).
-    pub max_cost: Option<f64>,
-    /// Set to stop the run; checked between calls and during retry waits.
-    pub stop: std::sync::Arc<AtomicBool>,
-    /// Why the run stopped (first reason wins).
-    pub stop_reason: Mutex<Option<String>>,
-    spent_micro: AtomicU64,
-    retries: AtomicU64,
-}
-
-impl Llm {
-    pub fn new(
-        client: Client,
-        cache: Option<Cache>,
-        max_cost: Option<f64>,
-        stop: std::sync::Arc<AtomicBool>,
-    ) -> Llm {
-        Llm {
-            client,
-            cache,
-            max_cost,
-            stop,
-            stop_reason: Mutex::new(None),
-            spent_micro: AtomicU64::new(0),
-            retries: AtomicU64::new(0),
-        }
-    }
-
-    /// Dollars spent so far (cache hits cost nothing).
-    pub fn spent(&self) -> f64 {
-        self.spent_micro.load(Ordering::Relaxed) as f64 / 1e6
-    }
-
-    /// Failed attempts that were retried so far.
-    pub fn retries(&self) -> u64 {
-        self.retries.load(Ordering::Relaxed)
-    }
-
-    /// Stop the run for `reason` (the first reason is kept).
-    pub fn request_stop(&self, reason: &str) {
-        let mut r = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
-        if r.is_none() {
-            *r = Some(reason.to_string());
-        }
-        self.stop.store(true, Ordering::SeqCst);
-    }
-
-    pub fn stop_reason(&self) -> Option<String> {
-        self.stop_reason
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-}
-
-impl Chat for Llm {
-    fn chat(&self, body: &Value, deadline: Option<Instant>) -> Result<Call, LlmError> {
-        let started = Instant::now();
-        let key = self
-            .cache
-            .as_ref()
-            .map(|_| Cache::key(&self.client.config().base_url, body));
-        if let (Some(cache), Some(key)) = (&self.cache, &key)
-            && let Some(raw) = cache.get(key)
-            && let Some(response) = ChatResponse::from_body(raw, 1)
-        {
-            return Ok(Call {
-                response,
-                cached: true,
-                latency: started.elapsed(),
-            });
-        }
-        let on_retry = |_: &LlmError| {
-            self.retries.fetch_add(1, Ordering::Relaxed);
-        };
-        let opts = CallOptions {
-            on_retry: Some(&on_retry),
-            deadline,
-            stop: Some(&self.stop),
-        };
-        let response = self.client.chat_opts(body, &opts)?;
-        if let Some(cost) = response.usage.cost.filter(|c| *c > 0.0) {
-            let micro = (cost * 1e6).round() as u64;
-            let total = self.spent_micro.fetch_add(micro, Ordering::Relaxed) + micro;
-            if let Some(cap) = self.max_cost
-                && total as f64 / 1e6 >= cap
-            {
-                self.request_stop(&format!("spend cap ${cap} reached"));
-            }
-        }
-        if let (Some(cache), Some(key)) = (&self.cache, &key) {
-            // A cache that cannot be written is not worth failing the prompt for.
-            let _ = cache.put(key, &response.raw);
-        }
-        Ok(Call {
-            response,
-            cached: false,
-            latency: started.elapsed(),
-        })
-    }
-
-    fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
-    }
 }
 
 /// Why a finished prompt ended.
@@ -292,8 +183,7 @@ pub struct Trajectory {
 /// A prompt that could not run to an end.
 #[derive(Debug, Clone)]
 pub struct Failure {
-    /// `rate_limited`, `server_error`, ..., `prompt_timeout`, `length`, `tool_host`.
-    pub class: String,
+    pub class: FailureClass,
     pub retryable: bool,
     pub message: String,
     pub status: Option<u16>,
@@ -324,11 +214,17 @@ fn tool_names(schemas: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// Build the request body for `messages` (ephemeral system prompt and prefill in front).
+/// Build the request body for `messages` (the system prompt, then the ephemeral one,
+/// in one system message, and the prefill in front).
 pub fn request_body(cfg: &AgentConfig, messages: &[Value], tools: Option<&[Value]>) -> Value {
     let mut sent = Vec::with_capacity(messages.len() + cfg.prefill.len() + 1);
-    if let Some(sys) = &cfg.ephemeral_system_prompt {
-        sent.push(json!({"role": "system", "content": sys}));
+    let system: Vec<&str> = [&cfg.system_prompt, &cfg.ephemeral_system_prompt]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    if !system.is_empty() {
+        sent.push(json!({"role": "system", "content": system.join("\n\n")}));
     }
     sent.extend(cfg.prefill.iter().cloned());
     sent.extend(messages.iter().map(|m| outgoing(m, cfg.send_reasoning)));
@@ -464,7 +360,7 @@ pub fn run_prompt(
     let mut corrected = false;
     let timeout_failure = |api_calls: u32, usage: Usage, http_attempts: u32, msg: String| {
         Outcome::Failed(Failure {
-            class: "prompt_timeout".into(),
+            class: FailureClass::PromptTimeout,
             retryable: true,
             message: msg,
             status: None,
@@ -521,7 +417,7 @@ pub fn run_prompt(
                 format!("prompt ran past --prompt-timeout: {}", e.message),
             )),
             Err(e) => Err(Outcome::Failed(Failure {
-                class: e.class.as_str().to_string(),
+                class: e.class.into(),
                 retryable: e.class.retryable(),
                 message: e.message,
                 status: e.status,
@@ -547,7 +443,7 @@ pub fn run_prompt(
         if r.finish_reason.as_deref() == Some("length") {
             if calls.len() == 1 {
                 return Outcome::Failed(Failure {
-                    class: "length".into(),
+                    class: FailureClass::Length,
                     retryable: false,
                     message: "the first reply was cut by the token limit (finish_reason: length)"
                         .into(),
@@ -833,7 +729,7 @@ mod tests {
         let chat = Scripted::new(vec![Err(err)]);
         match run_prompt(&cfg(3), &chat, &mut Echo(Vec::new()), "q") {
             Outcome::Failed(f) => {
-                assert_eq!(f.class, "auth");
+                assert_eq!(f.class.as_str(), "auth");
                 assert!(!f.retryable);
                 assert_eq!(f.status, Some(401));
             }
@@ -850,7 +746,7 @@ mod tests {
         };
         let chat = Scripted::new(vec![Err(past.clone())]);
         match run_prompt(&cfg(3), &chat, &mut Echo(Vec::new()), "q") {
-            Outcome::Failed(f) => assert_eq!(f.class, "prompt_timeout"),
+            Outcome::Failed(f) => assert_eq!(f.class.as_str(), "prompt_timeout"),
             o => panic!("{o:?}"),
         }
         let chat = Scripted::new(vec![Err(LlmError {
@@ -858,7 +754,7 @@ mod tests {
             ..past
         })]);
         match run_prompt(&cfg(3), &chat, &mut Echo(Vec::new()), "q") {
-            Outcome::Failed(f) => assert_eq!(f.class, "server_error"),
+            Outcome::Failed(f) => assert_eq!(f.class.as_str(), "server_error"),
             o => panic!("{o:?}"),
         }
         let cut = Ok(
@@ -866,8 +762,25 @@ mod tests {
         );
         let chat = Scripted::new(vec![cut]);
         match run_prompt(&cfg(3), &chat, &mut Echo(Vec::new()), "q") {
-            Outcome::Failed(f) => assert_eq!(f.class, "length"),
+            Outcome::Failed(f) => assert_eq!(f.class.as_str(), "length"),
             o => panic!("{o:?}"),
         }
+    }
+
+    #[test]
+    fn system_prompt_and_ephemeral_share_one_system_message() {
+        let mut c = cfg(1);
+        c.system_prompt = Some("agent".into());
+        let user = [json!({"role": "user", "content": "q"})];
+        let b = request_body(&c, &user, None);
+        assert_eq!(
+            b["messages"][0],
+            json!({"role": "system", "content": "agent\n\nbe brief"})
+        );
+        c.ephemeral_system_prompt = None;
+        c.prefill.clear();
+        let b = request_body(&c, &user, None);
+        assert_eq!(b["messages"][0]["content"], "agent");
+        assert_eq!(b["messages"].as_array().unwrap().len(), 2);
     }
 }

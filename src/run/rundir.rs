@@ -5,10 +5,12 @@
 //! fsynced before anything else hears of them, so after a `kill -9` at most the last line
 //! of a file is torn. The resume scan cuts such a tail off (the prompt then runs again).
 //! `checkpoint.json` and `statistics.json` are summaries, rewritten atomically (temp file,
-//! fsync, rename) and rebuilt from the files on every resume.
+//! fsync, rename) and rebuilt from the files on every resume (every count in them is
+//! the files' count).
 //!
-//! A prompt is identified by `(prompt_index, prompt_hash)`, counted as a multiset: a
-//! dataset holding the same prompt twice (even under one index) runs it twice.
+//! A task is identified by its content ([`task_key`]: the prompt and the fields that
+//! change its run), counted as a multiset: a dataset holding the same task twice runs it
+//! twice, and a reordered dataset finds its finished tasks wherever they are.
 
 use crate::format::time::utc_now;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -17,11 +19,58 @@ use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
+
+pub use super::record::{BatchStat, Checkpoint};
+
 use sha2::{Digest, Sha256};
 
-/// The identity of one prompt in a run.
-pub type Key = (u64, String);
+/// The identity of one task in a run: its `task_key` (see [`task_key`]), or for lines
+/// written before there was one, `index:hash`.
+pub type Key = String;
+
+/// The fields of a task row that change its run; with the prompt they are its content.
+pub const RUN_FIELDS: [&str; 7] = [
+    "prompt",
+    "toolsets",
+    "distribution",
+    "image",
+    "docker_image",
+    "cwd",
+    "system_prompt",
+];
+
+/// The content key of a task row: 16 hex digits of SHA-256 over the canonical JSON
+/// (sorted keys, no spaces) of its [`RUN_FIELDS`]. Rows with equal keys are the same
+/// task, whatever their place or `prompt_index`.
+pub fn task_key(row: &Map<String, Value>) -> String {
+    let fields: BTreeMap<&str, Value> = RUN_FIELDS
+        .iter()
+        .filter_map(|k| row.get(*k).map(|v| (*k, canonical(v))))
+        .collect();
+    let text = serde_json::to_string(&fields).unwrap_or_default();
+    let d = Sha256::digest(text.as_bytes());
+    crate::llm::cache::hex(&d[..8])
+}
+
+/// `v` with every object's keys sorted (serde_json keeps insertion order here).
+fn canonical(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let sorted: BTreeMap<&String, Value> =
+                m.iter().map(|(k, v)| (k, canonical(v))).collect();
+            Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
+        }
+        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
+        v => v.clone(),
+    }
+}
+
+/// The key of a line written before records carried a `task_key`.
+pub fn legacy_key(index: u64, hash: &str) -> Key {
+    format!("{index}:{hash}")
+}
 
 /// A short, stable hash of a prompt's text (16 hex digits of SHA-256).
 pub fn prompt_hash(prompt: &str) -> String {
@@ -30,7 +79,7 @@ pub fn prompt_hash(prompt: &str) -> String {
 }
 
 /// Write `value` as pretty JSON to `path` atomically (temp file, fsync, rename).
-pub fn write_json_atomic(path: &Path, value: &Value) -> Result<()> {
+pub fn write_json_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".tmp-")
@@ -237,10 +286,15 @@ pub struct FailState {
 /// What the run directory already holds.
 #[derive(Debug, Default)]
 pub struct Scan {
-    /// Records per prompt.
+    /// Records per task.
     pub done: HashMap<Key, u32>,
-    /// Failures per prompt.
+    /// Failures per task.
     pub failed: HashMap<Key, FailState>,
+    /// `prompt_index` of every record, and of every failure.
+    pub done_indices: BTreeSet<u64>,
+    pub failed_indices: BTreeSet<u64>,
+    /// Records per batch file and failures per `batch_num`: the checkpoint's counts.
+    pub batch_stats: BTreeMap<u64, BatchStat>,
     /// Numbers of the existing batch files.
     pub batches: BTreeSet<u64>,
     pub stats: Stats,
@@ -325,9 +379,11 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
     for (n, path) in files {
         s.batches.insert(n);
         let torn = read_own_jsonl(&path, repair, |v| {
-            if let Some(key) = record_key(&v) {
+            if let Some((key, index)) = record_key(&v) {
                 *s.done.entry(key).or_default() += 1;
+                s.done_indices.insert(index);
             }
+            s.batch_stats.entry(n).or_default().processed += 1;
             s.stats.add_record(&v);
         })?;
         if let Some(bytes) = torn {
@@ -337,7 +393,11 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
     let fpath = dir.join("failures.jsonl");
     if fpath.exists() {
         let torn = read_own_jsonl(&fpath, repair, |v| {
-            if let Some(key) = record_key(&v) {
+            if let Some(b) = v.get("batch_num").and_then(Value::as_u64) {
+                s.batch_stats.entry(b).or_default().failed += 1;
+            }
+            if let Some((key, index)) = record_key(&v) {
+                s.failed_indices.insert(index);
                 let st = s.failed.entry(key).or_insert(FailState {
                     retryable: true,
                     ..FailState::default()
@@ -354,10 +414,13 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
     Ok(s)
 }
 
-fn record_key(v: &Value) -> Option<Key> {
+fn record_key(v: &Value) -> Option<(Key, u64)> {
     let idx = v.get("prompt_index")?.as_u64()?;
-    let hash = v.get("prompt_hash")?.as_str()?.to_string();
-    Some((idx, hash))
+    if let Some(k) = v.get("task_key").and_then(Value::as_str) {
+        return Some((k.to_string(), idx));
+    }
+    let hash = v.get("prompt_hash")?.as_str()?;
+    Some((legacy_key(idx, hash), idx))
 }
 
 /// Appends lines to the batch files and `failures.jsonl`; [`Appender::sync`] fsyncs what
@@ -433,96 +496,11 @@ impl Appender {
     }
 }
 
-/// Counts of one batch in `checkpoint.json`.
-#[derive(Debug, Clone, Default)]
-pub struct BatchStat {
-    pub processed: u64,
-    pub skipped: u64,
-    pub failed: u64,
-}
-
-/// `checkpoint.json`: the reference's fields, plus `failed_prompts`.
-#[derive(Debug, Clone, Default)]
-pub struct Checkpoint {
-    pub run_name: String,
-    pub completed_prompts: BTreeSet<u64>,
-    pub failed_prompts: BTreeSet<u64>,
-    pub batch_stats: BTreeMap<u64, BatchStat>,
-}
-
 impl Checkpoint {
-    /// Load the old batch stats of `run_name` (a different run or a corrupt file gives an
-    /// empty checkpoint and a warning in the second value).
-    pub fn load(path: &Path, run_name: &str) -> (Checkpoint, Option<String>) {
-        let fresh = Checkpoint {
-            run_name: run_name.to_string(),
-            ..Checkpoint::default()
-        };
-        let Ok(text) = std::fs::read_to_string(path) else {
-            return (fresh, None);
-        };
-        let v: Value = match serde_json::from_str(&text) {
-            Ok(v) => v,
-            Err(e) => {
-                return (
-                    fresh,
-                    Some(format!(
-                        "{}: unreadable ({e}); starting a new one",
-                        path.display()
-                    )),
-                );
-            }
-        };
-        if v.get("run_name").and_then(Value::as_str) != Some(run_name) {
-            return (
-                fresh,
-                Some(format!(
-                    "{}: from another run; starting a new one",
-                    path.display()
-                )),
-            );
-        }
-        let mut c = fresh;
-        if let Some(stats) = v.get("batch_stats").and_then(Value::as_object) {
-            for (k, s) in stats {
-                let Ok(n) = k.parse() else { continue };
-                let g = |f: &str| s.get(f).and_then(Value::as_u64).unwrap_or(0);
-                c.batch_stats.insert(
-                    n,
-                    BatchStat {
-                        processed: g("processed"),
-                        skipped: g("skipped"),
-                        failed: g("failed"),
-                    },
-                );
-            }
-        }
-        (c, None)
-    }
-
-    pub fn to_json(&self) -> Value {
-        let stats: Map<String, Value> = self
-            .batch_stats
-            .iter()
-            .map(|(n, s)| {
-                (
-                    n.to_string(),
-                    json!({"processed": s.processed, "skipped": s.skipped,
-                           "discarded_no_reasoning": 0, "failed": s.failed}),
-                )
-            })
-            .collect();
-        json!({
-            "run_name": self.run_name,
-            "completed_prompts": self.completed_prompts,
-            "failed_prompts": self.failed_prompts,
-            "batch_stats": stats,
-            "last_updated": utc_now(),
-        })
-    }
-
-    pub fn save(&self, path: &Path) -> Result<()> {
-        write_json_atomic(path, &self.to_json())
+    /// Write the checkpoint atomically, stamped with the time.
+    pub fn save(&mut self, path: &Path) -> Result<()> {
+        self.last_updated = utc_now();
+        write_json_atomic(path, self)
     }
 }
 

@@ -184,6 +184,7 @@ fn plain_prompts_make_records_checkpoint_and_statistics() {
         "price",
         "--max-tokens",
         "77",
+        "--send-provider-fields",
     ]);
     let o = run(c);
     assert_code(&o, 0);
@@ -208,7 +209,12 @@ fn plain_prompts_make_records_checkpoint_and_statistics() {
         "ephemeral prompt stored: {r}"
     );
     let req = &s.requests()[0];
-    assert_eq!(req["messages"][0]["content"], "SECRET-SYS");
+    // The agent's system prompt, then the ephemeral one, in one system message.
+    let sys = req["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        sys.starts_with("You are") && sys.ends_with("\n\nSECRET-SYS"),
+        "{sys}"
+    );
     assert_eq!(req["reasoning"], json!({"enabled": true, "effort": "high"}));
     assert_eq!(
         req["provider"],
@@ -553,22 +559,23 @@ fn duplicate_prompts_each_get_a_record_and_resume_keeps_them() {
 }
 
 /// Every prompt of `n` has exactly one record (by index; hashes checked too).
+/// Every task of `task {i % 17}` for i < n has exactly one record: the records, as a
+/// multiset of prompts, are the input's (resume matches tasks by content, so a record
+/// may carry the index of another copy of its prompt).
 fn assert_exactly_once(run_dir: &Path, n: u64) {
     let recs = records(run_dir);
-    let mut seen: HashMap<u64, usize> = HashMap::new();
+    let mut seen: HashMap<String, u64> = HashMap::new();
     for r in &recs {
-        *seen.entry(r["prompt_index"].as_u64().unwrap()).or_default() += 1;
-        assert_eq!(
-            r["prompt"],
-            format!("task {}", r["prompt_index"].as_u64().unwrap() % 17)
-        );
+        *seen
+            .entry(r["prompt"].as_str().unwrap().to_string())
+            .or_default() += 1;
     }
-    let dups: Vec<_> = seen.iter().filter(|(_, c)| **c > 1).collect();
-    assert!(
-        dups.is_empty(),
-        "prompts with more than one record: {dups:?}"
-    );
-    assert_eq!(seen.len() as u64, n, "missing prompts");
+    for k in 0..17u64 {
+        let want = (0..n).filter(|i| i % 17 == k).count() as u64;
+        let p = format!("task {k}");
+        assert_eq!(seen.get(&p).copied().unwrap_or(0), want, "{p}");
+    }
+    assert_eq!(recs.len() as u64, n);
 }
 
 #[test]
@@ -651,8 +658,7 @@ fn kill_9_at_random_points_then_resume_gives_every_prompt_exactly_once() {
     assert_code(&o, 0);
     assert_exactly_once(&run_dir, 240);
     assert!(!run_dir.join(".tmp-checkpoint").exists());
-    let cp = read_json(&run_dir.join("checkpoint.json"));
-    assert_eq!(cp["completed_prompts"].as_array().unwrap().len(), 240);
+    assert_checkpoint_matches_files(&run_dir);
     let st = read_json(&run_dir.join("statistics.json"));
     assert_eq!(st["records"], 240);
     assert_eq!(st["reasoning_statistics"]["turns_with_reasoning"], 240);
@@ -1203,4 +1209,488 @@ fn shards_run_each_prompt_once_with_global_indices() {
     }
     seen.sort();
     assert_eq!(seen, vec![0, 1, 2, 3, 4]);
+}
+
+// ---- issue 13: exactly once under concurrency and signals ---------------------------
+
+/// Pids of processes whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmdline == want).then_some(pid)
+        })
+        .collect()
+}
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_second_process_on_a_run_dir_in_use_exits_naming_the_holder_or_waits() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 40, "record": false}));
+    let prompts: Vec<String> = (0..30).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let run_dir = d.path().join("data/r");
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "-j", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut first = c.spawn().unwrap();
+    wait_for("the first record", 20, || records_so_far(&run_dir) > 0);
+    // Refused at once, naming the holder.
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--resume"]);
+    let t = Instant::now();
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let e = stderr(&o);
+    assert!(e.contains(&format!("pid {}", first.id())), "{e}");
+    assert!(e.contains("in use"), "{e}");
+    // --wait blocks until the first one ends, then finds nothing left to run.
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--resume", "--wait", "-j", "4"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert!(
+        first.try_wait().unwrap().is_some(),
+        "--wait ran beside the holder"
+    );
+    assert!(first.wait().unwrap().success());
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 30);
+    let idx: std::collections::HashSet<u64> = recs
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(idx.len(), 30);
+}
+
+#[test]
+fn sigterm_sighup_and_sigint_stop_cleanly_killing_tools_and_removing_workspaces() {
+    for (k, sig) in ["TERM", "HUP", "INT"].iter().enumerate() {
+        let d = tmpdir();
+        let secs = format!("{}", 4240 + k);
+        let s = Standin::json(json!({"record": false, "rules": [{"match": "", "turns": [
+            {"tool_calls": [{"name": "terminal", "arguments": {"command": format!("sleep {secs}")}}]},
+            {"content": "done"}]}]}));
+        let input = write_prompts(d.path(), &["a", "b", "c"]);
+        std::fs::create_dir(d.path().join("ws")).unwrap();
+        let mut c = traj_run(d.path(), &s);
+        c.args([
+            &input,
+            "-j",
+            "2",
+            "--toolsets",
+            "terminal",
+            "--workspace-root",
+            "ws",
+        ])
+        .args(["--tool-timeout", "600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        let child = c.spawn().unwrap();
+        let argv = ["sleep", secs.as_str()];
+        wait_for("two sleeping tools", 20, || {
+            processes_running(&argv).len() == 2
+        });
+        let t = Instant::now();
+        let k = Command::new("kill")
+            .args([&format!("-{sig}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(k.success());
+        let o = child.wait_with_output().unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "SIG{sig}: slow stop");
+        assert_code(&o, 1);
+        assert!(
+            stderr(&o).contains("interrupted"),
+            "SIG{sig}: {}",
+            stderr(&o)
+        );
+        assert!(
+            processes_running(&argv).is_empty(),
+            "SIG{sig}: a tool outlived traj-run"
+        );
+        assert_eq!(std::fs::read_dir(d.path().join("ws")).unwrap().count(), 0);
+        let run_dir = d.path().join("data/r");
+        let st = read_json(&run_dir.join("statistics.json"));
+        assert_eq!(st["this_run"]["stopped"], "interrupted", "SIG{sig}");
+        assert_eq!(st["this_run"]["records"], 0);
+        let cp = read_json(&run_dir.join("checkpoint.json"));
+        assert_eq!(cp["completed_prompts"], json!([]));
+    }
+}
+
+/// Every checkpoint count equals the files: records per batch file, failures per batch,
+/// the indices of records and of failures without a record.
+fn assert_checkpoint_matches_files(run_dir: &Path) {
+    let cp = read_json(&run_dir.join("checkpoint.json"));
+    let mut done = std::collections::BTreeSet::new();
+    for (b, bs) in cp["batch_stats"].as_object().unwrap() {
+        let p = run_dir.join(format!("batch_{b}.jsonl"));
+        let n = if p.exists() { read_jsonl(&p).len() } else { 0 };
+        assert_eq!(bs["processed"].as_u64().unwrap() as usize, n, "batch {b}");
+    }
+    for r in records(run_dir) {
+        done.insert(r["prompt_index"].as_u64().unwrap());
+    }
+    let cp_done: std::collections::BTreeSet<u64> = cp["completed_prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(cp_done, done);
+    let batches = std::fs::read_dir(run_dir)
+        .unwrap()
+        .filter(|e| {
+            let n = e.as_ref().unwrap().file_name();
+            n.to_string_lossy().starts_with("batch_")
+        })
+        .count();
+    assert_eq!(cp["batch_stats"].as_object().unwrap().len(), batches);
+    let st = read_json(&run_dir.join("statistics.json"));
+    assert_eq!(
+        st["records"].as_u64().unwrap() as usize,
+        records(run_dir).len()
+    );
+}
+
+#[test]
+fn resume_matches_finished_tasks_by_content_whatever_their_order() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 15, "record": false,
+        "default": {"content": "done {prompt}"}}));
+    // 20 texts, each three times; the third copy of some is another task (other
+    // toolsets), so it must run although its prompt is done.
+    let mut rows: Vec<Value> = Vec::new();
+    for i in 0..60 {
+        let mut r = json!({"prompt": format!("task {}", i % 20)});
+        if i >= 40 && i % 2 == 0 {
+            r["toolsets"] = json!(["file"]);
+        }
+        rows.push(r);
+    }
+    let write = |rows: &[Value]| {
+        let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(d.path().join("tasks.jsonl"), text).unwrap();
+    };
+    write(&rows);
+    let run_dir = d.path().join("data/r");
+    let mut c = traj_run(d.path(), &s);
+    c.args(["tasks.jsonl", "-j", "3", "--batch-size", "7"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    wait_for("some records", 30, || records_so_far(&run_dir) >= 12);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = records(&run_dir).len();
+    assert!(before < 60, "{before}");
+    // Shuffled: reversed, then rotated; prompt_index (the row number) changes too.
+    rows.reverse();
+    rows.rotate_left(17);
+    write(&rows);
+    let mut c = traj_run(d.path(), &s);
+    c.args(["tasks.jsonl", "-j", "4", "--batch-size", "7", "--resume"]);
+    c.args(["--toolsets", "terminal"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 60, "every task exactly once, none run twice");
+    let mut seen: HashMap<(String, Value), usize> = HashMap::new();
+    for r in &recs {
+        let own = if r["toolsets"] == json!(["file"]) {
+            json!(["file"])
+        } else {
+            Value::Null
+        };
+        *seen
+            .entry((r["prompt"].as_str().unwrap().to_string(), own))
+            .or_default() += 1;
+    }
+    for i in 0..20 {
+        let p = format!("task {i}");
+        let other = usize::from(i % 2 == 0);
+        assert_eq!(
+            seen.get(&(p.clone(), Value::Null)).copied().unwrap_or(0),
+            3 - other,
+            "{p}"
+        );
+        assert_eq!(seen.get(&(p, json!(["file"]))).copied().unwrap_or(0), other);
+    }
+    assert_checkpoint_matches_files(&run_dir);
+    // A second resume finds everything done.
+    let mut c = traj_run(d.path(), &s);
+    c.args(["tasks.jsonl", "--resume", "--toolsets", "terminal"]);
+    assert_code(&run(c), 0);
+    assert_eq!(records(&run_dir).len(), 60);
+    assert_checkpoint_matches_files(&run_dir);
+}
+
+#[test]
+fn a_reply_still_arriving_when_a_timeout_fires_is_a_timeout() {
+    let d = tmpdir();
+    let body = json!({"choices": [{"message": {"role": "assistant", "content": "x".repeat(200)},
+        "finish_reason": "stop"}]})
+    .to_string();
+    let s = Standin::json(json!({"rules": [
+        {"match": "slow", "turns": [{"body": body, "stall_body": true}]}]}));
+    let input = write_prompts(d.path(), &["slow", "fine"]);
+    // --request-timeout: class timeout (retried, then the failure line).
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--request-timeout", "0.3", "--max-retries", "1"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails.len(), 1, "{fails:?}");
+    assert_eq!(fails[0]["class"], "timeout", "{}", fails[0]);
+    assert_eq!(fails[0]["http_attempts"], 2);
+    // --prompt-timeout cutting the same request: a prompt timeout.
+    let d = tmpdir();
+    let input = write_prompts(d.path(), &["slow"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--prompt-timeout", "0.4"]);
+    let t = Instant::now();
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails[0]["class"], "prompt_timeout", "{}", fails[0]);
+}
+
+// ---- issue 13: the same agent as the reference, unless asked otherwise --------------
+
+#[test]
+fn request_bodies_carry_the_system_prompt_default_tools_and_no_provider_fields() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let input = write_prompts(d.path(), &["hello"]);
+    let run_dir = d.path().join("data/r");
+    let mut c = traj_run(d.path(), &s);
+    c.args([
+        &input,
+        "--reasoning-effort",
+        "high",
+        "--providers-allowed",
+        "x",
+    ]);
+    c.args(["-j", "1"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("not sent to"), "{}", stderr(&o));
+    let req = &s.requests()[0];
+    // A plain endpoint gets no OpenRouter fields.
+    assert!(
+        req.get("reasoning").is_none() && req.get("provider").is_none(),
+        "{req}"
+    );
+    assert!(req.get("usage").is_none());
+    // The default agent system prompt, naming the model and today's date.
+    let sys = &req["messages"][0];
+    assert_eq!(sys["role"], "system");
+    let text = sys["content"].as_str().unwrap();
+    let today = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d"])
+        .output()
+        .unwrap();
+    let today = String::from_utf8(today.stdout).unwrap();
+    assert!(
+        text.contains("standin") && text.contains(today.trim()),
+        "{text}"
+    );
+    assert_eq!(req["messages"][1]["content"], "hello");
+    // Tools of the `default` distribution, offered without --toolsets/--distribution.
+    let tools = req["tools"].as_array().expect("tools offered by default");
+    assert!(!tools.is_empty());
+    let rec = &records(&run_dir)[0];
+    assert!(!rec["toolsets"].as_array().unwrap().is_empty());
+    assert_eq!(
+        rec["messages"][0]["role"], "user",
+        "the system prompt is not stored"
+    );
+    let st = read_json(&run_dir.join("statistics.json"));
+    assert_eq!(st["distribution"], "default");
+    assert_eq!(st["system_prompt"]["source"], "default");
+    assert_eq!(st["system_prompt"]["text"], text);
+
+    // --system-prompt @FILE, TEXT, and --no-system-prompt.
+    std::fs::write(d.path().join("sys.txt"), "FILE PROMPT").unwrap();
+    for (i, (flags, want, source)) in [
+        (
+            vec!["--system-prompt", "@sys.txt"],
+            Some("FILE PROMPT"),
+            "file",
+        ),
+        (
+            vec!["--system-prompt", "TEXT PROMPT"],
+            Some("TEXT PROMPT"),
+            "text",
+        ),
+        (vec!["--no-system-prompt"], None, "none"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = format!("data/s{i}");
+        let s = Standin::json(json!({}));
+        let mut c = cmd("traj-run", d.path());
+        c.args([
+            "--model",
+            "standin",
+            "--base-url",
+            &s.url(),
+            "--run-dir",
+            &dir,
+            "-q",
+        ])
+        .args([
+            &input,
+            "--send-provider-fields",
+            "--reasoning-effort",
+            "low",
+        ])
+        .args(&flags);
+        assert_code(&run(c), 0);
+        let req = &s.requests()[0];
+        assert_eq!(req["reasoning"], json!({"enabled": true, "effort": "low"}));
+        match want {
+            Some(w) => assert_eq!(req["messages"][0], json!({"role": "system", "content": w})),
+            None => assert_eq!(req["messages"][0]["role"], "user"),
+        }
+        let st = read_json(&d.path().join(&dir).join("statistics.json"));
+        assert_eq!(st["system_prompt"]["source"], source);
+    }
+    // A system prompt file that cannot be read: exit 1 naming it, before any request.
+    let s = Standin::json(json!({}));
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--system-prompt", "@nope.txt"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("nope.txt"), "{}", stderr(&o));
+    assert_eq!(s.count(), 0);
+}
+
+#[test]
+fn a_task_never_gets_an_empty_tool_list() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    // A row asking only for a toolset whose tools cannot run here (moa needs models).
+    std::fs::write(
+        d.path().join("t.jsonl"),
+        "{\"prompt\": \"x\", \"toolsets\": [\"moa\"]}\n{\"prompt\": \"none\", \"toolsets\": []}\n",
+    )
+    .unwrap();
+    let mut c = traj_run(d.path(), &s);
+    c.arg("t.jsonl");
+    let o = run(c);
+    assert_code(&o, 1);
+    let fails = failures(&d.path().join("data/r"));
+    assert_eq!(fails.len(), 1);
+    assert_eq!(fails[0]["class"], "tool_host");
+    assert_eq!(fails[0]["retryable"], true);
+    // `toolsets: []` asks for no tools, and gets none.
+    let recs = records(&d.path().join("data/r"));
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["prompt"], "none");
+    assert_eq!(s.count(), 1);
+    // --toolsets naming only such toolsets is refused at once.
+    let mut c = cmd("traj-run", d.path());
+    c.args([
+        "--model",
+        "m",
+        "--base-url",
+        &s.url(),
+        "--run-dir",
+        "data/q",
+    ])
+    .args(["--toolsets", "moa", "t.jsonl"]);
+    let o = run(c);
+    assert_code(&o, 2);
+    assert!(
+        stderr(&o).contains("no tool of moa is available"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn sample_tools_then_run_on_every_distribution_never_offers_an_empty_tool_list() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"record": false}));
+    let prompts: Vec<String> = (0..12).map(|i| format!("q{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    for (k, dist) in [
+        "default",
+        "image_gen",
+        "research",
+        "science",
+        "development",
+        "safe",
+        "balanced",
+        "terminal_only",
+        "terminal_web",
+        "creative",
+        "reasoning",
+        "browser_use",
+        "browser_tasks",
+        "terminal_tasks",
+        "mixed_tasks",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut c = cmd("traj-sample-tools", d.path());
+        c.args(["--distribution", dist, &input, "-o", "tasks.jsonl"]);
+        assert_code(&run(c), 0);
+        let mut c = cmd("traj-run", d.path());
+        let dir = format!("data/d{k}");
+        c.args([
+            "--model",
+            "m",
+            "--base-url",
+            &s.url(),
+            "--run-dir",
+            &dir,
+            "-q",
+        ])
+        .args(["tasks.jsonl", "-j", "4"]);
+        let _ = run(c);
+        let run_dir = d.path().join(&dir);
+        for r in records(&run_dir) {
+            assert!(
+                !r["tools"].as_array().unwrap().is_empty(),
+                "{dist}: a record offered no tools: {}",
+                r["toolsets"]
+            );
+        }
+        for f in failures(&run_dir) {
+            assert_eq!(f["class"], "tool_host", "{dist}: {f}");
+        }
+        assert_eq!(
+            records(&run_dir).len() + failures(&run_dir).len(),
+            12,
+            "{dist}"
+        );
+    }
 }

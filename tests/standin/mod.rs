@@ -49,6 +49,10 @@ pub struct Reply {
     /// Never answer (the connection stays open until the server stops).
     #[serde(default)]
     pub hang: bool,
+    /// With `body`: send the headers and the first half of the body, then nothing more
+    /// (a reply still arriving when the client's timeout fires).
+    #[serde(default)]
+    pub stall_body: bool,
     /// Send this text as the whole body (status 200 unless `status`), e.g. invalid JSON.
     pub body: Option<String>,
 }
@@ -449,6 +453,19 @@ fn answer(w: &mut TcpStream, st: &State, req: &Request) -> bool {
         return respond(w, status, &headers, &text, req.close);
     }
     if let Some(b) = &reply.body {
+        if reply.stall_body {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                b.len()
+            );
+            let _ = w.write_all(head.as_bytes());
+            let _ = w.write_all(&b.as_bytes()[..b.len() / 2]);
+            let _ = w.flush();
+            while !st.stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            return false;
+        }
         return respond(w, 200, &[], b, req.close);
     }
     if let Some(e) = &reply.error {

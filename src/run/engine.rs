@@ -1,0 +1,317 @@
+//! One traj-run process from start to end: scan and repair the run directory, read the
+//! task rows, plan what runs, start the workers, write what they hand back, then the
+//! checkpoint and `statistics.json`.
+//!
+//! Threads: `num_workers` agents (each blocks on HTTP or a tool), one writer (the
+//! calling thread: appends + fsyncs records and failures, streams records to stdout,
+//! keeps the checkpoint), one progress printer. Workers take prompts in input order from
+//! a shared counter; records come out in completion order. The task rows are held in
+//! memory as their raw lines (a prompt row is small); records are not.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result};
+
+use super::chat::Llm;
+use super::config::{ConfigError, RunConfig};
+use super::hosts::{self, HostFactory, ToolsetChoice};
+use super::lock;
+use super::note;
+use super::plan::plan;
+use super::progress::Progress;
+use super::record::{ReasoningStatistics, Statistics, ThisRun, UsageTotals};
+use super::rundir::{self, Checkpoint, Stats};
+use super::scheduler::{self, Done, Shared};
+use super::tasks::read_tasks;
+use super::writer::Writer;
+use crate::format::time::{utc_iso, utc_now};
+use crate::io::Output;
+use crate::llm::cache::Cache;
+use crate::llm::{Client, RateLimiter};
+use crate::toolbox::ToolConfig;
+
+/// How a run ended, for the exit status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ending {
+    pub records: u64,
+    pub failures: u64,
+    /// Scheduled prompts neither recorded nor failed (stopped early).
+    pub left: u64,
+    pub stop_reason: Option<String>,
+    /// The reader of the output went away (a clean stop).
+    pub stdout_closed: bool,
+    /// Bad task rows skipped without `--rejects`.
+    pub lost_rows: u64,
+}
+
+impl Ending {
+    /// True when the run did all it was asked and lost nothing.
+    pub fn ok(&self) -> bool {
+        self.stdout_closed
+            || (self.stop_reason.is_none() && self.failures == 0 && self.lost_rows == 0)
+    }
+}
+
+/// Run `cfg` with the task hosts of `hosts`.
+pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -> Result<Ending> {
+    let started_wall = SystemTime::now();
+    let started = Instant::now();
+    let dir = cfg.run_dir.clone();
+    let run_name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into());
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create run directory {}", dir.display()))?;
+    // Held until this function returns (or the process dies): nothing below, the resume
+    // scan's repairs included, ever runs beside another traj-run on this directory.
+    let _lock = lock::lock(&dir, cfg.wait, |pid| {
+        note(&format!(
+            "waiting for traj-run pid {pid} to release {}",
+            dir.display()
+        ))
+    })?;
+    let existing = rundir::scan(&dir, cfg.resume)?;
+    if !cfg.resume && (!existing.batches.is_empty() || !existing.failed.is_empty()) {
+        return Err(ConfigError::RunExists {
+            dir: dir.clone(),
+            records: existing.stats.records,
+        }
+        .into());
+    }
+    remove_temp_files(&dir);
+    for (path, bytes) in &existing.repaired {
+        note(&format!(
+            "{}: cut a torn last line ({bytes} bytes); its prompt runs again",
+            path.display()
+        ));
+    }
+
+    let (rows, lost_rows) = read_tasks(&cfg.tasks)?;
+    let total_prompts = rows.len();
+    let plan = plan(rows, &existing, cfg.max_attempts, cfg.batch_size);
+    if cfg.resume && !cfg.quiet {
+        note(&format!(
+            "resume: {} prompts, {} already done, {} given up, {} to run (batch files from {})",
+            total_prompts,
+            plan.already_done,
+            plan.given_up,
+            plan.tasks.len(),
+            existing.next_batch()
+        ));
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = Client::new(cfg.client.clone());
+    let client = match cfg.max_rps {
+        Some(r) => client.with_rate_limit(Arc::new(RateLimiter::new(r))),
+        None => client,
+    };
+    let cache = cfg.cache.as_deref().map(Cache::open).transpose()?;
+    let llm = Llm::new(client, cache, cfg.max_cost, stop.clone());
+    let shared = Arc::new(Shared {
+        cfg: cfg.agent.clone(),
+        llm,
+        tasks: plan.tasks,
+        next: AtomicUsize::new(0),
+        in_flight: AtomicU64::new(0),
+        hosts,
+        toolsets: ToolsetChoice {
+            default: cfg.toolsets.clone(),
+            distribution: hosts::distribution(cfg.distribution.as_deref(), tool_config)?,
+            seed: cfg.seed,
+        },
+        live: Mutex::new(HashMap::new()),
+    });
+    {
+        let s = shared.clone();
+        // SIGINT, SIGTERM and SIGHUP (ctrlc's `termination`) stop the run the same way;
+        // a second signal while stopping is ignored: files are being closed.
+        let _ = ctrlc::set_handler(move || s.llm.request_stop("interrupted"));
+    }
+
+    let (tx, rx) = crossbeam_channel::bounded::<Done>(cfg.num_workers.max(16) * 2);
+    let n_tasks = shared.tasks.len();
+    scheduler::spawn(&shared, cfg.num_workers, tx)?;
+
+    let mut checkpoint = Checkpoint {
+        run_name: run_name.clone(),
+        ..Checkpoint::default()
+    };
+    let mut writer = Writer {
+        dir: dir.clone(),
+        appender: rundir::Appender::new(&dir),
+        out: Output::create(cfg.output.as_deref())?,
+        stats: existing.stats.clone(),
+        checkpoint: &mut checkpoint,
+        last_save: Instant::now(),
+        batch_left: HashMap::new(),
+        records: 0,
+        failures: 0,
+        stdout_closed: false,
+    };
+    writer.checkpoint_from_scan(&existing, &shared.tasks);
+    let progress = Progress::start(shared.clone(), cfg.quiet, n_tasks, cfg.progress_every);
+    let result = writer.drain(&shared, rx, &progress);
+    progress.finish();
+    shared.remove_live_workspaces();
+    writer.appender.sync()?;
+    writer.checkpoint.save(&dir.join("checkpoint.json"))?;
+    let records = writer.records;
+    let failures = writer.failures;
+    let stdout_closed = writer.stdout_closed;
+    let stats = writer.stats.clone();
+    let out = writer.out;
+    result?;
+    if !stdout_closed {
+        match out.commit() {
+            Err(e) if is_broken_pipe(&e) => {}
+            r => r?,
+        }
+    }
+    let totals = Totals {
+        run_name: &run_name,
+        total_prompts,
+        total_batches: count_batches(&dir),
+        stats: &stats,
+        checkpoint: &checkpoint,
+        elapsed: started.elapsed(),
+        started_wall,
+        records,
+        failures,
+    };
+    let statistics = statistics(cfg, &totals, &shared);
+    rundir::write_json_atomic(&dir.join("statistics.json"), &statistics)?;
+
+    let left = n_tasks as u64 - records - failures;
+    let stop_reason = shared.llm.stop_reason();
+    if !cfg.quiet {
+        let mut msg = format!(
+            "{records} records, {failures} failures, {left} not run; {} in {:.1}s; {} tokens, ${:.4}",
+            dir.display(),
+            started.elapsed().as_secs_f64(),
+            stats.total_tokens,
+            shared.llm.spent()
+        );
+        if let Some(r) = &stop_reason {
+            msg.push_str(&format!("; stopped: {r}"));
+        }
+        note(&msg);
+    }
+    if cfg.max_cost.is_some() && records + failures > 0 && shared.llm.spent() == 0.0 {
+        note("warning: the endpoint reported no cost, so --max-cost could not limit this run");
+    }
+    if !stdout_closed && let Some(r) = &stop_reason {
+        note(&format!(
+            "stopped ({r}): --resume runs the {left} prompts left"
+        ));
+    }
+    Ok(Ending {
+        records,
+        failures,
+        left,
+        stop_reason,
+        stdout_closed,
+        lost_rows,
+    })
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Temp files of a summary write cut short by a kill.
+fn remove_temp_files(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+fn count_batches(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(rundir::batch_number)
+                        .is_some()
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// What `statistics.json` is made of.
+pub struct Totals<'a> {
+    pub run_name: &'a str,
+    pub total_prompts: usize,
+    pub total_batches: usize,
+    pub stats: &'a Stats,
+    pub checkpoint: &'a Checkpoint,
+    pub elapsed: Duration,
+    pub started_wall: SystemTime,
+    /// Records and failures of this process.
+    pub records: u64,
+    pub failures: u64,
+}
+
+fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
+    let round2 = |x: f64| (x * 100.0).round() / 100.0;
+    let stats = t.stats;
+    Statistics {
+        run_name: t.run_name.to_string(),
+        distribution: cfg
+            .distribution
+            .clone()
+            .unwrap_or_else(|| "task rows".into()),
+        total_prompts: t.total_prompts,
+        total_batches: t.total_batches,
+        batch_size: cfg.batch_size,
+        model: cfg.agent.model.clone(),
+        completed_at: utc_now(),
+        duration_seconds: round2(t.elapsed.as_secs_f64()),
+        tool_statistics: stats.tool_statistics(),
+        reasoning_statistics: ReasoningStatistics {
+            total_assistant_turns: stats.assistant_turns,
+            turns_with_reasoning: stats.turns_with_reasoning,
+            turns_without_reasoning: stats.assistant_turns - stats.turns_with_reasoning,
+        },
+        discarded_no_reasoning: 0,
+        records: stats.records,
+        completed: stats.completed,
+        partial: stats.partial,
+        prompts_done: t.checkpoint.completed_prompts.len(),
+        prompts_failed: t.checkpoint.failed_prompts.len(),
+        failures: stats.failure_lines,
+        failure_classes: stats.failure_classes.clone(),
+        api_calls: stats.api_calls,
+        usage: UsageTotals {
+            prompt_tokens: stats.prompt_tokens,
+            completion_tokens: stats.completion_tokens,
+            total_tokens: stats.total_tokens,
+            cost: stats.cost,
+        },
+        this_run: ThisRun {
+            started_at: utc_iso(t.started_wall),
+            prompts_scheduled: shared.tasks.len(),
+            records: t.records,
+            failures: t.failures,
+            retries: shared.llm.retries(),
+            spent: shared.llm.spent(),
+            stopped: shared.llm.stop_reason(),
+        },
+        system_prompt: cfg.system_prompt.clone(),
+    }
+}

@@ -1,0 +1,171 @@
+//! The tools of one task: which toolsets a row gets (its own `toolsets`, `--toolsets`,
+//! or a draw from `--distribution`) and the factory that makes its [`ToolHost`].
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+use super::config::ConfigError;
+use super::record::FailureClass;
+use crate::toolbox::{
+    self as toolbox, Distribution, Registry, SandboxConfig, TaskSpec, ToolConfig, ToolHost,
+    distributions,
+};
+
+/// The tools of one task, and its workspace on the host when it has one (removed by the
+/// host's drop, or by the engine when a stopping run leaves the task behind).
+pub type Host = (Box<dyn ToolHost>, Option<PathBuf>);
+
+/// Makes the tools of one task from its row and toolsets.
+pub type HostFactory =
+    dyn Fn(&Map<String, Value>, &[String]) -> Result<Host, HostError> + Sync + Send;
+
+/// Why the tools of a task could not be made.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct HostError {
+    pub class: FailureClass,
+    pub retryable: bool,
+    pub message: String,
+}
+
+/// The host of a task offered no tools.
+struct NoTools;
+
+impl ToolHost for NoTools {
+    fn schemas(&self) -> Vec<Value> {
+        Vec::new()
+    }
+    fn call(&mut self, name: &str, _: &Value) -> toolbox::ToolResult {
+        toolbox::ToolResult::error(format!("no tool named {name:?}: this task has no tools"))
+    }
+}
+
+/// The factory of task hosts; `toolsets` (the `--toolsets` default) is checked here.
+pub fn host_factory(
+    tool_config: &ToolConfig,
+    sandbox: SandboxConfig,
+    toolsets: Option<&[String]>,
+) -> Result<Box<HostFactory>, ConfigError> {
+    let registry = Registry::builtin(tool_config);
+    if let Some(t) = toolsets {
+        if let Err(e) = registry.resolve_all(t) {
+            return Err(ConfigError::Toolsets(format!("{e:#}")));
+        }
+        if !t.is_empty() && registry.resolve(t).is_ok_and(|tools| tools.is_empty()) {
+            return Err(ConfigError::Toolsets(format!(
+                "no tool of {} is available here",
+                t.join(", ")
+            )));
+        }
+    }
+    Ok(Box::new(move |row, toolsets| {
+        match registry.resolve(toolsets) {
+            Err(e) => {
+                return Err(HostError {
+                    class: FailureClass::BadTask,
+                    retryable: false,
+                    message: format!("{e:#}"),
+                });
+            }
+            // Toolsets asked for, none of whose tools can run here: never `tools: []`.
+            Ok(tools) if tools.is_empty() && !toolsets.is_empty() => {
+                return Err(HostError {
+                    class: FailureClass::ToolHost,
+                    retryable: true,
+                    message: format!(
+                        "no tool of the toolsets {} is available here",
+                        toolsets.join(", ")
+                    ),
+                });
+            }
+            // No tool asked for (`toolsets: []`): no sandbox to make (or to clean up).
+            Ok(tools) if tools.is_empty() => return Ok((Box::new(NoTools), None)),
+            Ok(_) => {}
+        }
+        match toolbox::Task::new(&registry, toolsets, &sandbox, &TaskSpec::from_row(row)) {
+            Ok(t) => {
+                let ws = t.workspace().to_path_buf();
+                Ok((Box::new(t) as Box<dyn ToolHost>, Some(ws)))
+            }
+            Err(e) => Err(HostError {
+                class: FailureClass::ToolHost,
+                retryable: true,
+                message: format!("{e:#}"),
+            }),
+        }
+    }))
+}
+
+/// The distribution named by `--distribution` and the toolsets available here.
+pub fn distribution(
+    name: Option<&str>,
+    tool_config: &ToolConfig,
+) -> Result<Option<(Distribution, BTreeSet<String>)>, ConfigError> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let Some(d) = distributions::builtin()
+        .into_iter()
+        .find(|d| d.name == name)
+    else {
+        let names: Vec<String> = distributions::builtin()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        return Err(ConfigError::UnknownDistribution {
+            name: name.to_string(),
+            known: names.join(", "),
+        });
+    };
+    let available = Registry::builtin(tool_config).available_toolsets();
+    if d.fallback(&available).is_none() {
+        return Err(ConfigError::NoToolsetAvailable(name.to_string()));
+    }
+    Ok(Some((d, available)))
+}
+
+/// Where a task's toolsets come from.
+pub struct ToolsetChoice {
+    /// `--toolsets`, for rows without their own.
+    pub default: Option<Vec<String>>,
+    /// `--distribution` and the toolsets available to draw from.
+    pub distribution: Option<(Distribution, BTreeSet<String>)>,
+    pub seed: u64,
+}
+
+/// Why a row's `toolsets` field cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolsetsError {
+    #[error("toolsets is not a list")]
+    NotAList,
+    #[error("toolsets holds a non-string")]
+    NotAString,
+}
+
+impl ToolsetChoice {
+    /// The toolsets of the row at `index`: its own, else the default, else a draw.
+    pub fn of(&self, row: &Map<String, Value>, index: u64) -> Result<Vec<String>, ToolsetsError> {
+        if let Some(v) = row.get("toolsets") {
+            let Some(list) = v.as_array() else {
+                return Err(ToolsetsError::NotAList);
+            };
+            return list
+                .iter()
+                .map(|t| {
+                    t.as_str()
+                        .map(str::to_string)
+                        .ok_or(ToolsetsError::NotAString)
+                })
+                .collect();
+        }
+        if let Some(t) = &self.default {
+            return Ok(t.clone());
+        }
+        if let Some((d, available)) = &self.distribution {
+            return Ok(distributions::sample(d, self.seed, index, available));
+        }
+        Ok(Vec::new())
+    }
+}

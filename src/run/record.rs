@@ -1,0 +1,397 @@
+//! The schemas of what traj-run writes: a record (`batch_N.jsonl`), a failure
+//! (`failures.jsonl`), the checkpoint and the statistics, as serde structs whose field
+//! order is the byte order of the files (the reference's keys first), and the one
+//! [`FailureClass`] a failure is filed under.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::prompt::SystemPromptUsed;
+use crate::llm::ErrorClass;
+
+/// Why a prompt has a failure line instead of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    RateLimited,
+    ServerError,
+    Transport,
+    Timeout,
+    BadRequest,
+    Auth,
+    PaymentRequired,
+    Forbidden,
+    NotFound,
+    ContextLength,
+    InvalidResponse,
+    /// The prompt ran past `--prompt-timeout`.
+    PromptTimeout,
+    /// The first reply was cut by the token limit.
+    Length,
+    /// The tools of the task could not be made (sandbox, image).
+    ToolHost,
+    /// The task row cannot run (bad `toolsets`, unknown toolset).
+    BadTask,
+}
+
+impl FailureClass {
+    /// The stable name used in files (the serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::RateLimited => "rate_limited",
+            FailureClass::ServerError => "server_error",
+            FailureClass::Transport => "transport",
+            FailureClass::Timeout => "timeout",
+            FailureClass::BadRequest => "bad_request",
+            FailureClass::Auth => "auth",
+            FailureClass::PaymentRequired => "payment_required",
+            FailureClass::Forbidden => "forbidden",
+            FailureClass::NotFound => "not_found",
+            FailureClass::ContextLength => "context_length",
+            FailureClass::InvalidResponse => "invalid_response",
+            FailureClass::PromptTimeout => "prompt_timeout",
+            FailureClass::Length => "length",
+            FailureClass::ToolHost => "tool_host",
+            FailureClass::BadTask => "bad_task",
+        }
+    }
+}
+
+impl From<ErrorClass> for FailureClass {
+    fn from(c: ErrorClass) -> FailureClass {
+        match c {
+            ErrorClass::RateLimited => FailureClass::RateLimited,
+            ErrorClass::Server => FailureClass::ServerError,
+            ErrorClass::Transport => FailureClass::Transport,
+            ErrorClass::Timeout => FailureClass::Timeout,
+            ErrorClass::BadRequest => FailureClass::BadRequest,
+            ErrorClass::Auth => FailureClass::Auth,
+            ErrorClass::PaymentRequired => FailureClass::PaymentRequired,
+            ErrorClass::Forbidden => FailureClass::Forbidden,
+            ErrorClass::NotFound => FailureClass::NotFound,
+            ErrorClass::ContextLength => FailureClass::ContextLength,
+            ErrorClass::InvalidResponse => FailureClass::InvalidResponse,
+        }
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Wall-clock facts of one prompt's run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timings {
+    pub started_at: String,
+    pub finished_at: String,
+    pub duration_ms: u64,
+    pub llm_ms: u64,
+    pub tool_ms: u64,
+}
+
+/// The reference's `metadata` object.
+#[derive(Debug, Clone, Serialize)]
+pub struct Metadata {
+    pub batch_num: u64,
+    pub timestamp: String,
+    pub model: String,
+}
+
+/// One line of `batch_N.jsonl`: a prompt run to an end.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    pub prompt_index: u64,
+    pub prompt_hash: String,
+    /// The task's content key: what `--resume` matches on.
+    pub task_key: String,
+    pub prompt: String,
+    pub messages: Vec<Value>,
+    pub tools: Vec<Value>,
+    pub toolsets: Vec<String>,
+    pub model: String,
+    pub completed: bool,
+    pub partial: bool,
+    pub api_calls: u32,
+    pub stop_reason: &'static str,
+    pub usage: Value,
+    pub calls: Vec<Value>,
+    pub timings: Timings,
+    pub metadata: Metadata,
+    pub attempt: u32,
+    /// The task row's other fields, in row order (see [`Record::extra_from_row`]).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Record {
+    /// The fields of the record's own schema.
+    pub const FIELDS: [&'static str; 17] = [
+        "prompt_index",
+        "prompt_hash",
+        "task_key",
+        "prompt",
+        "messages",
+        "tools",
+        "toolsets",
+        "model",
+        "completed",
+        "partial",
+        "api_calls",
+        "stop_reason",
+        "usage",
+        "calls",
+        "timings",
+        "metadata",
+        "attempt",
+    ];
+
+    /// The row's fields that the record does not set itself, carried over as they are.
+    pub fn extra_from_row(row: Map<String, Value>) -> Map<String, Value> {
+        row.into_iter()
+            .filter(|(k, _)| !Self::FIELDS.contains(&k.as_str()))
+            .collect()
+    }
+}
+
+/// One line of `failures.jsonl`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    pub prompt_index: u64,
+    pub prompt_hash: String,
+    pub task_key: String,
+    pub class: FailureClass,
+    pub retryable: bool,
+    /// This prompt's run number.
+    pub attempts: u32,
+    pub status: Option<u16>,
+    pub error: String,
+    pub http_attempts: u32,
+    pub api_calls: u32,
+    pub batch_num: u64,
+    pub model: String,
+    pub at: String,
+    /// What was spent before the failure (absent when no model call was made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Value>,
+}
+
+/// Counts of one batch in `checkpoint.json`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BatchStat {
+    pub processed: u64,
+    pub skipped: u64,
+    /// Always 0 (the reference's field; traj keeps every record).
+    pub discarded_no_reasoning: u64,
+    pub failed: u64,
+}
+
+/// `checkpoint.json`: the reference's fields, plus `failed_prompts`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Checkpoint {
+    pub run_name: String,
+    pub completed_prompts: BTreeSet<u64>,
+    pub failed_prompts: BTreeSet<u64>,
+    pub batch_stats: BTreeMap<u64, BatchStat>,
+    /// Set when written.
+    pub last_updated: String,
+}
+
+/// `reasoning_statistics` of `statistics.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReasoningStatistics {
+    pub total_assistant_turns: u64,
+    pub turns_with_reasoning: u64,
+    pub turns_without_reasoning: u64,
+}
+
+/// `usage` of `statistics.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct UsageTotals {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub cost: f64,
+}
+
+/// `this_run` of `statistics.json`: what the last process did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThisRun {
+    pub started_at: String,
+    pub prompts_scheduled: usize,
+    pub records: u64,
+    pub failures: u64,
+    pub retries: u64,
+    pub spent: f64,
+    pub stopped: Option<String>,
+}
+
+/// `statistics.json`: the reference's keys first, then traj's totals over the whole run
+/// directory and the last process's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Statistics {
+    pub run_name: String,
+    pub distribution: String,
+    pub total_prompts: usize,
+    pub total_batches: usize,
+    pub batch_size: usize,
+    pub model: String,
+    pub completed_at: String,
+    pub duration_seconds: f64,
+    pub tool_statistics: Value,
+    pub reasoning_statistics: ReasoningStatistics,
+    pub discarded_no_reasoning: u64,
+    pub records: u64,
+    pub completed: u64,
+    pub partial: u64,
+    pub prompts_done: usize,
+    pub prompts_failed: usize,
+    pub failures: u64,
+    pub failure_classes: BTreeMap<String, u64>,
+    pub api_calls: u64,
+    pub usage: UsageTotals,
+    pub this_run: ThisRun,
+    /// Which system prompt the last process sent.
+    pub system_prompt: SystemPromptUsed,
+}
+
+/// `value` as one JSONL line.
+pub fn to_line<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut line = serde_json::to_vec(value).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn failure_class_names_match_serde_and_the_client() {
+        for c in [
+            ErrorClass::RateLimited,
+            ErrorClass::Server,
+            ErrorClass::Transport,
+            ErrorClass::Timeout,
+            ErrorClass::BadRequest,
+            ErrorClass::Auth,
+            ErrorClass::PaymentRequired,
+            ErrorClass::Forbidden,
+            ErrorClass::NotFound,
+            ErrorClass::ContextLength,
+            ErrorClass::InvalidResponse,
+        ] {
+            let f = FailureClass::from(c);
+            assert_eq!(f.as_str(), c.as_str());
+            assert_eq!(serde_json::to_value(f).unwrap(), json!(c.as_str()));
+        }
+        for f in [
+            FailureClass::PromptTimeout,
+            FailureClass::Length,
+            FailureClass::ToolHost,
+            FailureClass::BadTask,
+        ] {
+            assert_eq!(serde_json::to_value(f).unwrap(), json!(f.as_str()));
+        }
+    }
+
+    #[test]
+    fn failure_bytes_are_the_old_json_map() {
+        let mut f = Failure {
+            prompt_index: 3,
+            prompt_hash: "abc".into(),
+            task_key: "k".into(),
+            class: FailureClass::ToolHost,
+            retryable: true,
+            attempts: 2,
+            status: None,
+            error: "no".into(),
+            http_attempts: 0,
+            api_calls: 0,
+            batch_num: 1,
+            model: "m".into(),
+            at: "T".into(),
+            usage: None,
+        };
+        let old = json!({"prompt_index": 3, "prompt_hash": "abc", "task_key": "k", "class": "tool_host",
+            "retryable": true, "attempts": 2, "status": null, "error": "no",
+            "http_attempts": 0, "api_calls": 0, "batch_num": 1, "model": "m", "at": "T"});
+        assert_eq!(
+            to_line(&f),
+            [serde_json::to_vec(&old).unwrap(), b"\n".to_vec()].concat()
+        );
+        f.usage = Some(json!({"total_tokens": 1}));
+        let mut old = old;
+        old["usage"] = json!({"total_tokens": 1});
+        assert_eq!(
+            serde_json::to_vec(&f).unwrap(),
+            serde_json::to_vec(&old).unwrap()
+        );
+    }
+
+    #[test]
+    fn record_keeps_row_fields_after_its_own_and_never_overrides_them() {
+        let row = json!({"prompt": "p", "id": 7, "toolsets": ["x"], "zeta": true, "attempt": 9});
+        let Value::Object(row) = row else { panic!() };
+        let r = Record {
+            prompt_index: 0,
+            prompt_hash: "h".into(),
+            task_key: "k".into(),
+            prompt: "p".into(),
+            messages: vec![],
+            tools: vec![],
+            toolsets: vec!["web".into()],
+            model: "m".into(),
+            completed: true,
+            partial: false,
+            api_calls: 1,
+            stop_reason: "answer",
+            usage: json!({}),
+            calls: vec![],
+            timings: Timings {
+                started_at: "a".into(),
+                finished_at: "b".into(),
+                duration_ms: 1,
+                llm_ms: 1,
+                tool_ms: 0,
+            },
+            metadata: Metadata {
+                batch_num: 0,
+                timestamp: "b".into(),
+                model: "m".into(),
+            },
+            attempt: 1,
+            extra: Record::extra_from_row(row),
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut want: Vec<&str> = Record::FIELDS.to_vec();
+        want.extend(["id", "zeta"]);
+        assert_eq!(keys, want);
+        assert_eq!(v["toolsets"], json!(["web"]));
+        assert_eq!(v["attempt"], 1);
+    }
+
+    #[test]
+    fn checkpoint_and_statistics_key_order() {
+        let mut c = Checkpoint {
+            run_name: "r".into(),
+            ..Checkpoint::default()
+        };
+        c.batch_stats.insert(
+            2,
+            BatchStat {
+                processed: 1,
+                ..BatchStat::default()
+            },
+        );
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"run_name":"r","completed_prompts":[],"failed_prompts":[],"batch_stats":{"2":{"processed":1,"skipped":0,"discarded_no_reasoning":0,"failed":0}},"last_updated":""}"#
+        );
+    }
+}

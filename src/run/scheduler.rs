@@ -1,0 +1,262 @@
+//! The worker pool: `--num-workers` agent threads take prompts in input order from a
+//! shared counter, run each one to a record or a failure line, and hand the bytes (and
+//! their share of the statistics) to the single writer.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+use super::agent::{self, AgentConfig, Chat, Outcome};
+use super::chat::Llm;
+use super::hosts::{HostFactory, ToolsetChoice};
+use super::plan::Task;
+use super::record::{self, FailureClass, Metadata, Record, Timings};
+use super::rundir::Stats;
+use crate::format::time::{utc_iso, utc_now};
+
+/// What a worker hands the writer.
+pub enum Done {
+    /// A record line, and its contribution to the statistics (computed by the worker
+    /// so that the single writer only appends).
+    Record {
+        task: usize,
+        line: Vec<u8>,
+        stats: Box<Stats>,
+    },
+    Failure {
+        task: usize,
+        line: Vec<u8>,
+        stats: Box<Stats>,
+    },
+    /// The run is stopping; the prompt runs again on resume.
+    Abandoned,
+}
+
+/// What every worker shares.
+pub struct Shared {
+    pub cfg: AgentConfig,
+    pub llm: Llm,
+    pub tasks: Vec<Task>,
+    pub next: AtomicUsize,
+    pub in_flight: AtomicU64,
+    pub hosts: Box<HostFactory>,
+    pub toolsets: ToolsetChoice,
+    /// Workspaces of the tasks in flight, by task.
+    pub live: Mutex<HashMap<usize, PathBuf>>,
+}
+
+impl Shared {
+    /// Remove the workspaces of tasks still in flight (a stopping run leaves agents
+    /// blocked on HTTP behind; their hosts are never dropped).
+    pub fn remove_live_workspaces(&self) {
+        let live = std::mem::take(&mut *self.live.lock().unwrap_or_else(|e| e.into_inner()));
+        for (_, ws) in live {
+            let _ = std::fs::remove_dir_all(ws);
+        }
+    }
+}
+
+/// Kill the process groups of this process's children: the tool commands in flight
+/// (each runs in its own group). Their agents see the tool fail, notice the stop and
+/// drop their sandboxes.
+pub fn kill_tool_processes() {
+    let me = std::process::id();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+        let mut rest = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .unwrap_or("")
+            .split_whitespace();
+        let (ppid, pgrp) = (rest.nth(1), rest.next());
+        if ppid.and_then(|p| p.parse::<u32>().ok()) != Some(me) || pgrp != Some(&pid.to_string()) {
+            continue;
+        }
+        if let Some(p) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// Start `n` worker threads (at most one per task) sending to `tx`.
+pub fn spawn(shared: &Arc<Shared>, n: usize, tx: crossbeam_channel::Sender<Done>) -> Result<()> {
+    for w in 0..n.min(shared.tasks.len().max(1)) {
+        let s = shared.clone();
+        let tx = tx.clone();
+        std::thread::Builder::new()
+            .name(format!("agent-{w}"))
+            .stack_size(1 << 20)
+            .spawn(move || worker(&s, &tx))
+            .context("cannot start a worker thread")?;
+    }
+    Ok(())
+}
+
+fn worker(s: &Shared, tx: &crossbeam_channel::Sender<Done>) {
+    loop {
+        if s.llm.stopping() {
+            return;
+        }
+        let i = s.next.fetch_add(1, Ordering::Relaxed);
+        if i >= s.tasks.len() {
+            return;
+        }
+        s.in_flight.fetch_add(1, Ordering::Relaxed);
+        let done = run_task(s, i);
+        s.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if tx.send(done).is_err() {
+            return;
+        }
+    }
+}
+
+/// The failure line of `task` (no model call made unless `usage` is given).
+pub fn failure(
+    cfg: &AgentConfig,
+    task: &Task,
+    class: FailureClass,
+    retryable: bool,
+) -> record::Failure {
+    record::Failure {
+        prompt_index: task.index,
+        prompt_hash: task.hash.clone(),
+        task_key: task.key.clone(),
+        class,
+        retryable,
+        attempts: task.attempt,
+        status: None,
+        error: String::new(),
+        http_attempts: 0,
+        api_calls: 0,
+        batch_num: task.batch,
+        model: cfg.model.clone(),
+        at: utc_now(),
+        usage: None,
+    }
+}
+
+fn failure_done(i: usize, f: &record::Failure) -> Done {
+    let v = serde_json::to_value(f).unwrap_or_default();
+    let mut stats = Stats::default();
+    stats.add_failure(&v);
+    Done::Failure {
+        task: i,
+        line: record::to_line(&v),
+        stats: Box::new(stats),
+    }
+}
+
+fn early_failure(
+    s: &Shared,
+    i: usize,
+    class: FailureClass,
+    retryable: bool,
+    message: String,
+) -> Done {
+    let mut f = failure(&s.cfg, &s.tasks[i], class, retryable);
+    f.error = message;
+    failure_done(i, &f)
+}
+
+fn run_task(s: &Shared, i: usize) -> Done {
+    let task = &s.tasks[i];
+    let row = match crate::io::parse_object(task.line.as_bytes()) {
+        Ok(r) => r,
+        Err(e) => return early_failure(s, i, FailureClass::BadTask, false, e),
+    };
+    let prompt = row
+        .get("prompt")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let toolsets = match s.toolsets.of(&row, task.index) {
+        Ok(t) => t,
+        Err(e) => return early_failure(s, i, FailureClass::BadTask, false, e.to_string()),
+    };
+    let mut host = match (s.hosts)(&row, &toolsets) {
+        Ok((h, ws)) => {
+            if let Some(ws) = ws {
+                s.live
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(i, ws);
+            }
+            h
+        }
+        Err(e) => return early_failure(s, i, e.class, e.retryable, e.message),
+    };
+    let tools = host.schemas();
+    let started_wall = SystemTime::now();
+    let t0 = Instant::now();
+    let outcome = agent::run_prompt(&s.cfg, &s.llm, host.as_mut(), &prompt);
+    let duration = t0.elapsed();
+    drop(host);
+    s.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&i);
+    match outcome {
+        Outcome::Abandoned => Done::Abandoned,
+        Outcome::Failed(f) => {
+            let mut line = failure(&s.cfg, task, f.class, f.retryable);
+            line.error = f.message;
+            line.status = f.status;
+            line.http_attempts = f.http_attempts;
+            line.api_calls = f.api_calls;
+            // The usage spent before the failure.
+            line.usage = Some(agent::usage_json(&f.usage));
+            failure_done(i, &line)
+        }
+        Outcome::Done(t) => {
+            let rec = Record {
+                prompt_index: task.index,
+                prompt_hash: task.hash.clone(),
+                task_key: task.key.clone(),
+                prompt,
+                messages: t.messages,
+                tools,
+                toolsets,
+                model: s.cfg.model.clone(),
+                completed: t.completed,
+                partial: t.partial,
+                api_calls: t.api_calls,
+                stop_reason: t.stop_reason.as_str(),
+                usage: agent::usage_json(&t.usage),
+                calls: t.calls.iter().map(|c| c.to_json()).collect(),
+                timings: Timings {
+                    started_at: utc_iso(started_wall),
+                    finished_at: utc_now(),
+                    duration_ms: duration.as_millis() as u64,
+                    llm_ms: t.llm_time.as_millis() as u64,
+                    tool_ms: t.tool_time.as_millis() as u64,
+                },
+                metadata: Metadata {
+                    batch_num: task.batch,
+                    timestamp: utc_now(),
+                    model: s.cfg.model.clone(),
+                },
+                attempt: task.attempt,
+                extra: Record::extra_from_row(row),
+            };
+            let v = serde_json::to_value(&rec).unwrap_or_default();
+            let mut stats = Stats::default();
+            stats.add_record(&v);
+            Done::Record {
+                task: i,
+                line: record::to_line(&v),
+                stats: Box::new(stats),
+            }
+        }
+    }
+}
