@@ -68,9 +68,16 @@ lint: ## fmt check and clippy only
 bench: build ## Every stage on a generated 500 MB corpus beside cat and jq; writes BENCHMARKS.md
 	bash scripts/bench.sh
 
-install: build ## Copy the six binaries to $(PREFIX)/bin (default ~/.local/bin)
+install: build ## Copy the six binaries, their man pages and shell completions under $(PREFIX)
 	install -d $(PREFIX)/bin
 	install -m 755 $(addprefix $(BIN)/,$(BINARIES)) $(PREFIX)/bin/
+	rm -rf target/gen-docs && $(BIN)/examples/gen-docs target/gen-docs
+	install -d $(PREFIX)/share/man/man1 $(PREFIX)/share/bash-completion/completions \
+	  $(PREFIX)/share/zsh/site-functions $(PREFIX)/share/fish/vendor_completions.d
+	install -m 644 target/gen-docs/man/man1/*.1 $(PREFIX)/share/man/man1/
+	install -m 644 target/gen-docs/completions/bash/* $(PREFIX)/share/bash-completion/completions/
+	install -m 644 target/gen-docs/completions/zsh/* $(PREFIX)/share/zsh/site-functions/
+	install -m 644 target/gen-docs/completions/fish/* $(PREFIX)/share/fish/vendor_completions.d/
 
 clean: ## Remove build output (not data/)
 	$(CARGO) clean

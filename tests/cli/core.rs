@@ -148,3 +148,24 @@ fn a_signal_leaves_no_temp_file_and_outputs_honour_the_umask() {
         .mode();
     assert_eq!(mode & 0o777, 0o644);
 }
+
+/// `make install`'s man pages and completions come from the clap definitions.
+#[test]
+fn man_pages_and_completions_are_generated_for_every_binary() {
+    let d = tmpdir();
+    let st = std::process::Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--example", "gen-docs", "--"])
+        .arg(d.path())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for b in ALL {
+        let man = std::fs::read_to_string(d.path().join(format!("man/man1/{b}.1"))).unwrap();
+        assert!(man.contains(".TH") && man.contains(b), "{b}.1");
+        let bash = std::fs::read_to_string(d.path().join(format!("completions/bash/{b}"))).unwrap();
+        assert!(bash.contains("--output"), "{b} bash completion");
+        assert!(d.path().join(format!("completions/zsh/_{b}")).exists());
+        assert!(d.path().join(format!("completions/fish/{b}.fish")).exists());
+    }
+}

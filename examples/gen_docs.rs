@@ -1,0 +1,60 @@
+//! Writes the man pages and shell completions of the six binaries, generated from their
+//! clap definitions (`make install` runs it):
+//!
+//! ```sh
+//! cargo run --release --example gen-docs -- OUT_DIR
+//! # OUT_DIR/man/man1/traj-*.1, OUT_DIR/completions/{bash,zsh,fish}/...
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use clap::CommandFactory;
+use clap_complete::Shell;
+
+fn commands() -> Vec<clap::Command> {
+    vec![
+        traj::cmd::normalize::Args::command(),
+        traj::cmd::filter::Args::command(),
+        traj::cmd::merge::Args::command(),
+        traj::cmd::compress::Args::command(),
+        traj::cmd::sample::Args::command(),
+        traj::cmd::run::Args::command(),
+    ]
+}
+
+fn write(dir: &Path) -> std::io::Result<()> {
+    let man = dir.join("man/man1");
+    std::fs::create_dir_all(&man)?;
+    for cmd in commands() {
+        let name = cmd.get_name().to_string();
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+        std::fs::write(man.join(format!("{name}.1")), page)?;
+        for (shell, sub, file) in [
+            (Shell::Bash, "bash", name.clone()),
+            (Shell::Zsh, "zsh", format!("_{name}")),
+            (Shell::Fish, "fish", format!("{name}.fish")),
+        ] {
+            let d = dir.join("completions").join(sub);
+            std::fs::create_dir_all(&d)?;
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut cmd.clone(), name.clone(), &mut out);
+            std::fs::write(d.join(file), out)?;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    let Some(dir) = std::env::args_os().nth(1).map(PathBuf::from) else {
+        eprintln!("usage: gen-docs OUT_DIR");
+        return std::process::ExitCode::from(2);
+    };
+    match write(&dir) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gen-docs: {}: {e}", dir.display());
+            std::process::ExitCode::from(1)
+        }
+    }
+}
