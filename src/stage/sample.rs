@@ -326,6 +326,12 @@ fn pct(p: f64) -> String {
     }
 }
 
+/// A listing as indented JSON, one document.
+fn write_pretty(out: &mut dyn Write, v: &[Value]) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(v).expect("JSON values serialise");
+    writeln!(out, "{text}")
+}
+
 /// `--list-distributions`: each distribution's toolsets and chances, what is not
 /// available, the fallback; a table, or JSON with the expected frequencies.
 pub fn list_distributions(
@@ -359,12 +365,7 @@ pub fn list_distributions(
                 })
             })
             .collect();
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&v).expect("JSON values serialise")
-        )?;
-        return Ok(());
+        return write_pretty(out, &v);
     }
     let width = dists
         .iter()
@@ -432,12 +433,7 @@ pub fn list_toolsets(
                 })
             })
             .collect();
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&v).expect("JSON values serialise")
-        )?;
-        return Ok(());
+        return write_pretty(out, &v);
     }
     writeln!(
         out,

@@ -25,6 +25,24 @@ pub enum Shape {
     OpenAi,
 }
 
+impl Shape {
+    /// The key of a turn's role (`from` / `role`).
+    pub fn role_key(self) -> &'static str {
+        match self {
+            Shape::ShareGpt => "from",
+            Shape::OpenAi => "role",
+        }
+    }
+
+    /// The key of a turn's text (`value` / `content`).
+    pub fn text_key(self) -> &'static str {
+        match self {
+            Shape::ShareGpt => "value",
+            Shape::OpenAi => "content",
+        }
+    }
+}
+
 /// A parsed row with its turn list located.
 pub struct Row {
     pub obj: Map<String, Value>,
@@ -68,22 +86,14 @@ impl Row {
 
 /// The role of a turn.
 pub fn role_of(turn: &Value, shape: Shape) -> Role {
-    let key = match shape {
-        Shape::ShareGpt => "from",
-        Shape::OpenAi => "role",
-    };
-    turn.get(key)
+    turn.get(shape.role_key())
         .and_then(Value::as_str)
         .map_or(Role::Other, Role::parse)
 }
 
 /// The role name as the turn spells it (`UNKNOWN` when missing), for summary headers.
 pub fn role_name(turn: &Value, shape: Shape) -> String {
-    let key = match shape {
-        Shape::ShareGpt => "from",
-        Shape::OpenAi => "role",
-    };
-    turn.get(key)
+    turn.get(shape.role_key())
         .and_then(Value::as_str)
         .map_or_else(|| "UNKNOWN".to_string(), str::to_ascii_uppercase)
 }
@@ -138,26 +148,19 @@ pub fn turn_text(turn: &Value, shape: Shape) -> Cow<'_, str> {
 
 /// The summary turn in the row's shape: a human/user turn with only two keys.
 pub fn summary_turn(text: &str, shape: Shape) -> Value {
+    let role = match shape {
+        Shape::ShareGpt => "human",
+        Shape::OpenAi => "user",
+    };
     let mut m = Map::new();
-    match shape {
-        Shape::ShareGpt => {
-            m.insert("from".into(), Value::from("human"));
-            m.insert("value".into(), Value::from(text));
-        }
-        Shape::OpenAi => {
-            m.insert("role".into(), Value::from("user"));
-            m.insert("content".into(), Value::from(text));
-        }
-    }
+    m.insert(shape.role_key().into(), Value::from(role));
+    m.insert(shape.text_key().into(), Value::from(text));
     Value::Object(m)
 }
 
 /// Append the summary notice to a system turn.
 pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str) {
-    let key = match shape {
-        Shape::ShareGpt => "value",
-        Shape::OpenAi => "content",
-    };
+    let key = shape.text_key();
     let Some(obj) = turn.as_object_mut() else {
         return;
     };
