@@ -103,7 +103,7 @@ run_corpus() {
   n=$(field "$work/last.out" tokens)
   rows=$(field "$work/last.out" rows)
   read -r s_comp c_comp <<< "$(best_of "$bin" -q "$file" --target-max-tokens "$budget" \
-    -o "$work/out.jsonl" --metrics "$work/m.json")"
+    -o "$work/out.jsonl" --stats "$work/m.json")"
   over=$(( $(metric "$work/m.json" summary total_trajectories) - $(metric "$work/m.json" summary trajectories_skipped_under_target) ))
   echo "| $name | $budget | $rows | $over | $(awk -v b="$bytes" 'BEGIN { printf "%.0f", b / 1e6 }') | $(mbs "$bytes" "$s_cat") | $s_jq | $(mbs "$bytes" "$s_count") | $(mbs "$bytes" "$s_comp") | $(mtoks "$n" "$s_comp") | $(pct "$s_comp" "$s_count") | $(mbs "$bytes" "$c_count") | $(mbs "$bytes" "$c_comp") |"
 }

@@ -57,5 +57,5 @@ for f in "${inputs[@]}"; do
 done
 t traj-merge --sample "$total" --seed "$seed" --key prompt "$work"/*.long.jsonl -o "$work/sample.jsonl"
 t traj-compress --target-max-tokens "$target" --tokenizer "$tokenizer" \
-  --metrics "$work/compression_metrics.json" "$work/sample.jsonl" -o "$output"
+  --stats "$work/compression_metrics.json" "$work/sample.jsonl" -o "$output"
 echo "sample-and-compress: $(wc -l < "$output") rows in $output (metrics: $work/compression_metrics.json)" >&2

@@ -164,7 +164,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
         crate::usage_bail!("--invert needs at least one predicate");
     }
     let tokenizer: Option<Arc<dyn Tokenizer>> = if preds.needs_tokens() {
-        Some(crate::format::tokens::load(&args.tokenizer)?)
+        Some(
+            crate::format::tokens::load(&args.tokenizer)
+                .map_err(crate::cmd::compress::tokenizer_error)?,
+        )
     } else {
         None
     };

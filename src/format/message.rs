@@ -1,24 +1,67 @@
 //! The rules for OpenAI-style chat messages that every stage shares: the text of a
-//! `content` field and where a message keeps its reasoning.
+//! `content` field, where a message keeps its reasoning, and the text of a whole
+//! message as a model reads it (what token counts count).
 
 use serde_json::Value;
 
-/// Text of a `content` field: a string, or the text parts of a list of typed parts.
+/// Text of a `content` field: a string, or the text parts of a list of typed parts
+/// (see [`for_each_content_text`]), joined.
 pub fn content_text(v: &Value) -> String {
+    if let Value::String(s) = v {
+        return s.clone();
+    }
+    let mut out = String::new();
+    for_each_content_text(v, &mut |t| out.push_str(t));
+    out
+}
+
+/// Call `f` on each piece of text of a `content` field, in order, without copying: the
+/// string itself, or for a list of parts each part's string `text` (or, without one,
+/// its string `value`, LLaMA-Factory's spelling), or a part that is a bare string.
+/// Anything else (`null`, numbers, images, objects) holds no text.
+pub fn for_each_content_text<'a>(v: &'a Value, f: &mut dyn FnMut(&'a str)) {
     match v {
-        Value::String(s) => s.clone(),
+        Value::String(s) => f(s),
         Value::Array(parts) => {
-            let mut out = String::new();
             for p in parts {
-                if let Some(t) = p.get("text").and_then(Value::as_str) {
-                    out.push_str(t);
-                } else if let Some(s) = p.as_str() {
-                    out.push_str(s);
+                let text = match p {
+                    Value::String(s) => Some(s.as_str()),
+                    Value::Object(o) => (o.get("text").and_then(Value::as_str))
+                        .or_else(|| o.get("value").and_then(Value::as_str)),
+                    _ => None,
+                };
+                if let Some(t) = text {
+                    f(t);
                 }
             }
-            out
         }
-        _ => String::new(),
+        _ => {}
+    }
+}
+
+/// Call `f` on each piece of the text of a message as a model reads it: its content
+/// ([`for_each_content_text`]), its reasoning (the rule of [`reasoning_text`]), and each
+/// tool call's function name and arguments (a string as it is, other JSON as JSON).
+/// This is the text token counts count (traj-compress's budget, row lengths).
+pub fn for_each_text(message: &Value, f: &mut dyn FnMut(&str)) {
+    if let Some(c) = message.get("content") {
+        for_each_content_text(c, &mut |t| f(t));
+    }
+    if let Some(r) = reasoning_text(message) {
+        f(&r);
+    }
+    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+        for c in calls {
+            let func = c.get("function").unwrap_or(c);
+            if let Some(n) = func.get("name").and_then(Value::as_str) {
+                f(n);
+            }
+            match func.get("arguments") {
+                Some(Value::String(s)) => f(s),
+                Some(Value::Null) | None => {}
+                Some(v) => f(&v.to_string()),
+            }
+        }
     }
 }
 
@@ -46,4 +89,65 @@ pub fn reasoning_text(message: &Value) -> Option<String> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pieces(m: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        for_each_text(m, &mut |s| out.push(s.to_string()));
+        out
+    }
+
+    #[test]
+    fn content_parts() {
+        let c = json!([
+            {"type": "text", "text": "a"},
+            {"type": "text", "value": "b"},
+            {"type": "text", "text": "c", "value": "not this"},
+            "d",
+            {"type": "image_url", "image_url": {"url": "x"}},
+            {"type": "text", "text": {"nested": 1}},
+            7
+        ]);
+        assert_eq!(content_text(&c), "abcd");
+        assert_eq!(content_text(&json!("s")), "s");
+        for v in [json!(null), json!(3), json!({"text": "x"})] {
+            assert_eq!(content_text(&v), "");
+        }
+    }
+
+    #[test]
+    fn a_message_reads_content_reasoning_and_calls() {
+        let m = json!({
+            "role": "assistant",
+            "content": [{"type": "text", "text": "I will look."}],
+            "reasoning_content": "Think first.",
+            "tool_calls": [
+                {"id": "1", "type": "function",
+                 "function": {"name": "ls", "arguments": "{\"path\": \".\"}"}},
+                {"function": {"name": "cat", "arguments": {"path": "a"}}},
+                {"name": "bare", "arguments": null}
+            ]
+        });
+        assert_eq!(
+            pieces(&m),
+            [
+                "I will look.",
+                "Think first.",
+                "ls",
+                "{\"path\": \".\"}",
+                "cat",
+                "{\"path\":\"a\"}",
+                "bare"
+            ]
+        );
+        assert!(pieces(&json!({"role": "tool", "content": null})).is_empty());
+        // Blank reasoning is no text; the first field that holds some is the reasoning.
+        let m = json!({"content": "x", "reasoning": " ", "reasoning_content": "y"});
+        assert_eq!(pieces(&m), ["x", "y"]);
+    }
 }

@@ -24,7 +24,59 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use anyhow::{Context, Result, anyhow};
+/// Why a `--tokenizer` spec gives no tokenizer.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    /// The spec names a tokenizer file that is not there (a usage error).
+    #[error("tokenizer file {0:?} does not exist")]
+    NoSuchFile(String),
+    /// The spec is none of the known forms (a usage error).
+    #[error(
+        "unknown tokenizer {0:?} (use o200k_base, cl100k_base, chars4, a .tiktoken file or a tokenizer.json)"
+    )]
+    Unknown(String),
+    #[error("cannot read {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}")]
+    Tiktoken {
+        path: String,
+        #[source]
+        source: TiktokenError,
+    },
+    #[error("{path}: not a usable tokenizer.json: {detail}")]
+    HfJson { path: String, detail: String },
+    /// The BPE could not be built from its ranks and pattern.
+    #[error("{name}: {detail}")]
+    Build { name: String, detail: String },
+}
+
+impl TokenizerError {
+    /// True when the spec itself is wrong (no such file, unknown name): exit 2 at
+    /// the command line; the others are bad tokenizer files.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            TokenizerError::NoSuchFile(_) | TokenizerError::Unknown(_)
+        )
+    }
+}
+
+/// A line of a `.tiktoken` file that is not `<base64> <rank>`.
+#[derive(Debug, thiserror::Error)]
+pub enum TiktokenError {
+    #[error("line {0}: expected `<base64> <rank>`")]
+    NoRank(usize),
+    #[error("line {0}: bad base64: {1}")]
+    Base64(usize, base64::DecodeError),
+    #[error("line {0}: bad rank: {1}")]
+    Rank(usize, std::num::ParseIntError),
+    #[error("no tokens")]
+    Empty,
+}
 
 /// Counts tokens of text. Implementations are built once and shared by all threads.
 pub trait Tokenizer: Send + Sync {
@@ -175,7 +227,7 @@ impl Tokenizer for BpeOpenai {
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
 
 type Ranks = rustc_hash::FxHashMap<Vec<u8>, u32>;
-type Builder = dyn Fn() -> Result<tiktoken_rs::CoreBPE> + Send + Sync;
+type Builder = dyn Fn() -> anyhow::Result<tiktoken_rs::CoreBPE> + Send + Sync;
 
 thread_local! {
     static TIKTOKEN_TLS: RefCell<HashMap<usize, Arc<tiktoken_rs::CoreBPE>>> =
@@ -190,9 +242,12 @@ pub struct Tiktoken {
 }
 
 impl Tiktoken {
-    fn new(name: String, build: Arc<Builder>) -> Result<Tiktoken> {
+    fn new(name: String, build: Arc<Builder>) -> Result<Tiktoken, TokenizerError> {
         // Build one now so a bad pattern or file fails at load time, not in a worker.
-        let first = Arc::new(build().map_err(|e| anyhow!("{name}: {e}"))?);
+        let first = Arc::new(build().map_err(|e| TokenizerError::Build {
+            name: name.clone(),
+            detail: e.to_string(),
+        })?);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         TIKTOKEN_TLS.with(|m| m.borrow_mut().insert(id, first));
         Ok(Tiktoken { id, name, build })
@@ -223,27 +278,23 @@ impl Tokenizer for Tiktoken {
 const CL100K_TIKTOKEN_PAT: &str = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
 
 /// Parse a `.tiktoken` file: one `base64(token) rank` pair per line.
-pub fn parse_tiktoken(text: &str) -> Result<Ranks> {
+pub fn parse_tiktoken(text: &str) -> Result<Ranks, TiktokenError> {
     use base64::Engine as _;
     let mut ranks = Ranks::default();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let (tok, rank) = line
-            .split_once(' ')
-            .ok_or_else(|| anyhow!("line {}: expected `<base64> <rank>`", i + 1))?;
+        let n = i + 1;
+        let (tok, rank) = line.split_once(' ').ok_or(TiktokenError::NoRank(n))?;
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(tok)
-            .map_err(|e| anyhow!("line {}: bad base64: {e}", i + 1))?;
-        let rank: u32 = rank
-            .trim()
-            .parse()
-            .map_err(|e| anyhow!("line {}: bad rank: {e}", i + 1))?;
+            .map_err(|e| TiktokenError::Base64(n, e))?;
+        let rank: u32 = rank.trim().parse().map_err(|e| TiktokenError::Rank(n, e))?;
         ranks.insert(bytes, rank);
     }
     if ranks.is_empty() {
-        anyhow::bail!("no tokens");
+        return Err(TiktokenError::Empty);
     }
     Ok(ranks)
 }
@@ -296,7 +347,7 @@ fn builtin(spec: &str) -> Option<Arc<dyn Tokenizer>> {
 /// Build a tokenizer from its `--tokenizer` spec (see the module docs for the forms).
 ///
 /// Built-in encodings are built once per process; asking again returns the same one.
-pub fn load(spec: &str) -> Result<Arc<dyn Tokenizer>> {
+pub fn load(spec: &str) -> Result<Arc<dyn Tokenizer>, TokenizerError> {
     if let Some(t) = builtin(spec) {
         return Ok(t);
     }
@@ -308,10 +359,16 @@ pub fn load(spec: &str) -> Result<Arc<dyn Tokenizer>> {
     let p = std::path::Path::new(path);
     if pattern.is_some() || path.ends_with(".tiktoken") {
         if !p.is_file() {
-            crate::usage_bail!("tokenizer file {path:?} does not exist");
+            return Err(TokenizerError::NoSuchFile(path.to_string()));
         }
-        let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {path}"))?;
-        let ranks = parse_tiktoken(&text).with_context(|| path.to_string())?;
+        let text = std::fs::read_to_string(p).map_err(|source| TokenizerError::Read {
+            path: path.to_string(),
+            source,
+        })?;
+        let ranks = parse_tiktoken(&text).map_err(|source| TokenizerError::Tiktoken {
+            path: path.to_string(),
+            source,
+        })?;
         let pattern = pattern.unwrap_or(tiktoken_rs::O200K_BASE_PAT_STR);
         let ranks = Arc::new(ranks);
         let build =
@@ -320,18 +377,18 @@ pub fn load(spec: &str) -> Result<Arc<dyn Tokenizer>> {
     }
     if path.ends_with(".json") {
         if !p.is_file() {
-            crate::usage_bail!("tokenizer file {path:?} does not exist");
+            return Err(TokenizerError::NoSuchFile(path.to_string()));
         }
-        let inner = tokenizers::Tokenizer::from_file(p)
-            .map_err(|e| anyhow!("{path}: not a usable tokenizer.json: {e}"))?;
+        let inner = tokenizers::Tokenizer::from_file(p).map_err(|e| TokenizerError::HfJson {
+            path: path.to_string(),
+            detail: e.to_string(),
+        })?;
         return Ok(Arc::new(HfTokenizer {
             name: path.to_string(),
             inner,
         }));
     }
-    crate::usage_bail!(
-        "unknown tokenizer {spec:?} (use o200k_base, cl100k_base, chars4, a .tiktoken file or a tokenizer.json)"
-    )
+    Err(TokenizerError::Unknown(spec.to_string()))
 }
 
 #[cfg(test)]
@@ -429,7 +486,20 @@ mod tests {
         let t = load(path.to_str().unwrap()).unwrap();
         assert_eq!(t.count("ab"), 1);
         assert_eq!(t.count("abc"), 2);
-        assert!(load("/nonexistent/x.tiktoken").is_err());
-        assert!(load("nonsense").is_err());
+        let e = load("/nonexistent/x.tiktoken").err().unwrap();
+        assert!(e.is_usage() && matches!(e, TokenizerError::NoSuchFile(_)));
+        let e = load("nonsense").err().unwrap();
+        assert!(e.is_usage() && matches!(e, TokenizerError::Unknown(_)));
+        std::fs::write(&path, "QQ== 1\nnot-a-pair\n").unwrap();
+        let e = load(path.to_str().unwrap()).err().unwrap();
+        assert!(!e.is_usage());
+        assert!(matches!(
+            e,
+            TokenizerError::Tiktoken {
+                source: TiktokenError::NoRank(2),
+                ..
+            }
+        ));
+        assert!(matches!(parse_tiktoken("\n"), Err(TiktokenError::Empty)));
     }
 }

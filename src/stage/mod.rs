@@ -5,3 +5,4 @@ pub mod compress;
 pub mod filter;
 pub mod merge;
 pub mod normalize;
+pub mod sample;

@@ -350,6 +350,7 @@ fn summary_timeout_keeps_the_row() {
     let mut c = cmd(BIN, dir.path());
     c.env("STANDIN_KEY", "secret");
     c.args(["--api-key-env", "STANDIN_KEY", "--base-url", &server.url()]);
+    // `--timeout` is the hidden alias of `--summary-timeout`.
     c.args([
         "--timeout",
         "1",
@@ -381,9 +382,9 @@ fn summary_timeout_keeps_the_row() {
     assert_eq!(agg["summary"]["total_trajectories"], json!(1));
 }
 
-/// `--timeout` bounds a row's whole summary: a request that hangs is cut at the deadline
-/// and not retried, so the row is released after about `--timeout`, not `--timeout`
-/// times the attempts; it comes out unchanged and counted as timed out.
+/// `--summary-timeout` bounds a row's whole summary: a request that hangs is cut at the
+/// deadline and not retried, so the row is released after about the timeout, not the
+/// timeout times the attempts; it comes out unchanged and counted as timed out.
 #[test]
 fn summary_timeout_bounds_all_attempts() {
     let server = standin::Standin::json(json!({"default": {"hang": true}}));
@@ -393,10 +394,10 @@ fn summary_timeout_bounds_all_attempts() {
     c.env("STANDIN_KEY", "secret");
     c.args(["--api-key-env", "STANDIN_KEY", "--base-url", &server.url()]);
     c.args([
-        "--timeout",
+        "--summary-timeout",
         "1.5",
         "--max-retries",
-        "4",
+        "3",
         "--retry-delay",
         "0.01",
     ]);
@@ -407,7 +408,7 @@ fn summary_timeout_bounds_all_attempts() {
     let o = run_with_stdin(c, input.as_bytes());
     let secs = t0.elapsed().as_secs_f64();
     assert_code(&o, 0);
-    // 4 attempts of 1.5 s each would take 6 s or more.
+    // 4 attempts (3 retries) of 1.5 s each would take 6 s or more.
     assert!(
         (1.4..4.0).contains(&secs),
         "released after {secs:.2} s, not about --timeout"
@@ -828,4 +829,85 @@ fn sampled_bad_rows_name_their_own_file_and_line() {
         "{}",
         rej[0]
     );
+}
+
+/// `--max-retries N` is N retries after the first attempt (N + 1 requests when every
+/// attempt fails with a retryable error); the YAML's `max_retries` counts attempts.
+#[test]
+fn max_retries_counts_retries_and_the_yaml_attempts() {
+    let server = standin::Standin::json(json!({"default": {"status": 503}}));
+    let dir = tmpdir();
+    let input = jsonl(&[tool_pair_row("ROW-503")]);
+    std::fs::write(
+        dir.path().join("c.yaml"),
+        "summarization:\n  max_retries: 2\n",
+    )
+    .unwrap();
+    for (extra, calls) in [
+        (&["--max-retries", "0"][..], 1),
+        (&["--max-retries", "2"][..], 3),
+        (&[][..], 3),
+        (&["--config", "c.yaml"][..], 2),
+    ] {
+        let mut c = cmd(BIN, dir.path());
+        c.env("STANDIN_KEY", "secret");
+        c.args(["--api-key-env", "STANDIN_KEY", "--base-url", &server.url()]);
+        c.args(["--retry-delay", "0.01"]);
+        c.args(extra);
+        c.args(["--tokenizer", "chars4", "--target-max-tokens", "109"]);
+        c.args(["--summary-target-tokens", "4", "--protect-last-n", "2"]);
+        c.args(["--per-trajectory-metrics", "-q", "--no-metrics"]);
+        let o = run_with_stdin(c, input.as_bytes());
+        assert_code(&o, 0);
+        let m = &parse_jsonl(&stdout(&o))[0]["compression_metrics"];
+        assert_eq!(m["summarization_api_calls"], json!(calls), "{extra:?}: {m}");
+    }
+}
+
+/// `--stats FILE` names the metrics file; `--metrics` is its alias (the reference's word).
+#[test]
+fn stats_file_and_its_metrics_alias() {
+    let dir = tmpdir();
+    let input = jsonl(&[tool_pair_row("S")]);
+    for flag in ["--stats", "--metrics"] {
+        let name = format!("{}.json", &flag[2..]);
+        let mut c = cmd(BIN, dir.path());
+        c.args([
+            "--tokenizer",
+            "chars4",
+            "-q",
+            "-o",
+            "out.jsonl",
+            flag,
+            &name,
+        ]);
+        assert_code(&run_with_stdin(c, input.as_bytes()), 0);
+        let m: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(&name)).unwrap())
+                .unwrap();
+        assert_eq!(m["summary"]["total_trajectories"], json!(1), "{flag}");
+    }
+    assert!(!dir.path().join("out_metrics.json").exists());
+}
+
+/// An OpenAI row counts what the model reads of it, the format layer's rule: the
+/// content parts (LLaMA-Factory's `value` too), the reasoning, the tool calls. Before,
+/// traj-compress did not count the reasoning.
+#[test]
+fn openai_rows_count_reasoning_and_tool_calls() {
+    let dir = tmpdir();
+    let row = json!({"messages": [
+        {"role": "user", "content": [{"type": "text", "value": "12345678"}]},
+        {"role": "assistant", "content": "1234", "reasoning_content": "12345678",
+         "tool_calls": [{"id": "a", "type": "function",
+                         "function": {"name": "f234", "arguments": "{\"a\": 1}"}}]}
+    ]});
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--tokenizer", "chars4", "--count-only"]);
+    let o = run_with_stdin(c, jsonl(&[row]).as_bytes());
+    assert_code(&o, 0);
+    let v = &parse_jsonl(&stdout(&o))[0];
+    // 2 + 1 + 2 + 1 + 2 tokens of 4 characters: value, content, reasoning, name, arguments.
+    assert_eq!(v["tokens"], json!(8), "{v}");
+    assert_eq!(v["text_bytes"], json!(8 + 4 + 8 + 4 + 8));
 }

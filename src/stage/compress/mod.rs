@@ -5,6 +5,10 @@
 //! - [`row`]: the ShareGPT and OpenAI row shapes, each compressed in its own shape.
 //! - [`summary`]: rendering, prompt, the LLM summarizer, the offline extractive one.
 //! - [`metrics`]: per-trajectory and aggregate metrics.
+//! - [`config`]: the reference's YAML config and the settings it resolves to.
+//! - [`jobs`]: the output naming (inputs to jobs, the metrics path).
+//! - [`select`]: `--sample-percent`'s seeded choice of rows.
+//! - [`run`]: a whole run over its jobs (pipeline, progress, metrics file, count-only).
 //!
 //! One line in, one line out, always: rows under the budget, rows that cannot be
 //! compressed and rows whose summary failed are written unchanged (never dropped).
@@ -16,9 +20,13 @@
 //! [`crate::format::tokens::Tokenizer::at_most_one_token_per_byte`]) is not even parsed into a
 //! tree, only validated.
 
+pub mod config;
+pub mod jobs;
 pub mod metrics;
 pub mod plan;
 pub mod row;
+pub mod run;
+pub mod select;
 pub mod summary;
 
 use std::sync::{Arc, Mutex};

@@ -4,9 +4,11 @@
 //!   the gpt `value` as `<tool_call>` text, results in `tool` turns.
 //! - OpenAI: `{"messages": [{"role", "content", "tool_calls"?}, ...]}`.
 //!
-//! A turn's counted text is what the model reads: `value` (ShareGPT), or `content` (a
-//! string or the text of its parts) plus each tool call's name and arguments (OpenAI).
-//! The reference counts `value` only, so OpenAI rows counted 0 there (its §7).
+//! A turn's counted text is what the model reads: `value` (ShareGPT), or for OpenAI the
+//! format layer's rule for a message ([`crate::format::message::for_each_text`]: the
+//! content's text, the reasoning, each tool call's name and arguments), the same text
+//! every stage counts. The reference counts `value` only, so OpenAI rows counted 0
+//! there (its §7).
 
 use std::borrow::Cow;
 
@@ -21,6 +23,24 @@ pub enum Shape {
     ShareGpt,
     /// `role` / `content` turns.
     OpenAi,
+}
+
+impl Shape {
+    /// The key of a turn's role (`from` / `role`).
+    pub fn role_key(self) -> &'static str {
+        match self {
+            Shape::ShareGpt => "from",
+            Shape::OpenAi => "role",
+        }
+    }
+
+    /// The key of a turn's text (`value` / `content`).
+    pub fn text_key(self) -> &'static str {
+        match self {
+            Shape::ShareGpt => "value",
+            Shape::OpenAi => "content",
+        }
+    }
 }
 
 /// A parsed row with its turn list located.
@@ -66,22 +86,14 @@ impl Row {
 
 /// The role of a turn.
 pub fn role_of(turn: &Value, shape: Shape) -> Role {
-    let key = match shape {
-        Shape::ShareGpt => "from",
-        Shape::OpenAi => "role",
-    };
-    turn.get(key)
+    turn.get(shape.role_key())
         .and_then(Value::as_str)
         .map_or(Role::Other, Role::parse)
 }
 
 /// The role name as the turn spells it (`UNKNOWN` when missing), for summary headers.
 pub fn role_name(turn: &Value, shape: Shape) -> String {
-    let key = match shape {
-        Shape::ShareGpt => "from",
-        Shape::OpenAi => "role",
-    };
-    turn.get(key)
+    turn.get(shape.role_key())
         .and_then(Value::as_str)
         .map_or_else(|| "UNKNOWN".to_string(), str::to_ascii_uppercase)
 }
@@ -94,45 +106,7 @@ pub fn for_each_text(turn: &Value, shape: Shape, f: &mut dyn FnMut(&str)) {
             Some(Value::String(s)) => f(s),
             Some(other) => f(&other.to_string()),
         },
-        Shape::OpenAi => {
-            match turn.get("content") {
-                None | Some(Value::Null) => {}
-                Some(Value::String(s)) => f(s),
-                Some(Value::Array(parts)) => {
-                    for p in parts {
-                        match p {
-                            Value::String(s) => f(s),
-                            Value::Object(o) => {
-                                for k in ["text", "value"] {
-                                    match o.get(k) {
-                                        Some(Value::String(s)) => f(s),
-                                        Some(v @ (Value::Object(_) | Value::Array(_))) => {
-                                            f(&v.to_string())
-                                        }
-                                        _ => {}
-                                    }
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                Some(other) => f(&other.to_string()),
-            }
-            if let Some(calls) = turn.get("tool_calls").and_then(Value::as_array) {
-                for c in calls {
-                    let func = c.get("function").unwrap_or(c);
-                    if let Some(n) = func.get("name").and_then(Value::as_str) {
-                        f(n);
-                    }
-                    match func.get("arguments") {
-                        Some(Value::String(s)) => f(s),
-                        Some(Value::Null) | None => {}
-                        Some(v) => f(&v.to_string()),
-                    }
-                }
-            }
-        }
+        Shape::OpenAi => crate::format::message::for_each_text(turn, f),
     }
 }
 
@@ -148,16 +122,8 @@ pub fn turn_text(turn: &Value, shape: Shape) -> Cow<'_, str> {
             Cow::Owned(s)
         }
         Shape::OpenAi => {
-            let mut s = match turn.get("content") {
-                Some(Value::String(c)) => c.clone(),
-                Some(Value::Array(_)) => {
-                    let mut s = String::new();
-                    let only = serde_json::json!({"content": turn["content"]});
-                    for_each_text(&only, shape, &mut |t| s.push_str(t));
-                    s
-                }
-                _ => String::new(),
-            };
+            let mut s =
+                crate::format::message::content_text(turn.get("content").unwrap_or(&Value::Null));
             if let Some(calls) = turn.get("tool_calls").and_then(Value::as_array) {
                 for c in calls {
                     let func = c.get("function").unwrap_or(c);
@@ -182,26 +148,19 @@ pub fn turn_text(turn: &Value, shape: Shape) -> Cow<'_, str> {
 
 /// The summary turn in the row's shape: a human/user turn with only two keys.
 pub fn summary_turn(text: &str, shape: Shape) -> Value {
+    let role = match shape {
+        Shape::ShareGpt => "human",
+        Shape::OpenAi => "user",
+    };
     let mut m = Map::new();
-    match shape {
-        Shape::ShareGpt => {
-            m.insert("from".into(), Value::from("human"));
-            m.insert("value".into(), Value::from(text));
-        }
-        Shape::OpenAi => {
-            m.insert("role".into(), Value::from("user"));
-            m.insert("content".into(), Value::from(text));
-        }
-    }
+    m.insert(shape.role_key().into(), Value::from(role));
+    m.insert(shape.text_key().into(), Value::from(text));
     Value::Object(m)
 }
 
 /// Append the summary notice to a system turn.
 pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str) {
-    let key = match shape {
-        Shape::ShareGpt => "value",
-        Shape::OpenAi => "content",
-    };
+    let key = shape.text_key();
     let Some(obj) = turn.as_object_mut() else {
         return;
     };
@@ -214,5 +173,51 @@ pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str) {
             obj.insert(key.to_string(), Value::from(notice));
         }
         Some(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn counted(turn: &Value, shape: Shape) -> Vec<String> {
+        let mut out = Vec::new();
+        for_each_text(turn, shape, &mut |s| out.push(s.to_string()));
+        out
+    }
+
+    /// An OpenAI turn counts what traj-filter counts of it: content parts (`text`, else
+    /// `value`), the reasoning, the tool calls. Before the format layer's rule, the
+    /// reasoning was not counted, a part's `text` and `value` both were, and a
+    /// non-string content counted as its JSON.
+    #[test]
+    fn openai_turns_count_the_format_rule() {
+        let t = json!({
+            "role": "assistant",
+            "content": [{"type": "text", "text": "a", "value": "b"}, {"type": "reasoning", "value": "c"}],
+            "reasoning": "r",
+            "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]
+        });
+        assert_eq!(counted(&t, Shape::OpenAi), ["a", "c", "r", "f", "{}"]);
+        assert!(counted(&json!({"role": "user", "content": 5}), Shape::OpenAi).is_empty());
+        let t = json!({"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": "f", "arguments": {"k": 1}}}]});
+        assert_eq!(
+            turn_text(&t, Shape::OpenAi),
+            "x\n<tool_call>{\"name\": \"f\", \"arguments\": {\"k\":1}}</tool_call>"
+        );
+    }
+
+    #[test]
+    fn sharegpt_turns_count_value() {
+        assert_eq!(
+            counted(&json!({"from": "gpt", "value": "v"}), Shape::ShareGpt),
+            ["v"]
+        );
+        assert_eq!(
+            counted(&json!({"from": "gpt", "value": [1]}), Shape::ShareGpt),
+            ["[1]"]
+        );
+        assert!(counted(&json!({"from": "gpt"}), Shape::ShareGpt).is_empty());
     }
 }

@@ -1,0 +1,259 @@
+//! Where traj-compress's output goes: the reference's output naming turned into a list
+//! of jobs (sources and their output file) and the path of the metrics file.
+//!
+//! - `--input FILE`: `<stem><suffix>.jsonl` beside it, metrics `<stem><suffix>_metrics.json`.
+//! - `--input DIR`: `<dir><suffix>/`, one `<stem>.jsonl` per `.jsonl`/`.jsonl.gz` file
+//!   in it, metrics `compression_metrics.json` (the config's `output_file`) there.
+//! - Plain arguments (or stdin): one job to `-o` or stdout; metrics beside `-o` only.
+//!
+//! `--stats FILE` names the metrics file in every case.
+
+use std::path::{Path, PathBuf};
+
+use crate::io::{PipeConfig, Select, Source};
+
+/// One unit of work: sources and where their output goes.
+pub struct Job {
+    pub sources: Vec<Source>,
+    /// `None`: stdout.
+    pub output: Option<PathBuf>,
+    /// `--sample-percent`: the lines chosen, and their bytes (for the progress bar).
+    pub sample: Option<(Select, u64)>,
+}
+
+impl Job {
+    /// `<sources> -> <output>` for `--dry-run`.
+    pub fn describe(&self) -> String {
+        let srcs: Vec<String> = self.sources.iter().map(Source::name).collect();
+        let out = self
+            .output
+            .as_ref()
+            .map_or("<stdout>".to_string(), |p| p.display().to_string());
+        format!("{} -> {out}", srcs.join(", "))
+    }
+
+    /// The line pipeline of this job: a `--sample-percent` selection (which already
+    /// holds `--shard`) replaces the plain shard of `base`.
+    pub fn pipe(&self, base: &PipeConfig) -> PipeConfig {
+        match &self.sample {
+            Some((select, _)) => PipeConfig {
+                select: Some(select.clone()),
+                ..base.clone()
+            },
+            None => base.clone(),
+        }
+    }
+}
+
+/// What the naming depends on: the command line's inputs and outputs, the config's
+/// suffix and metrics file name.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout<'a> {
+    /// `--input PATH`.
+    pub input: Option<&'a Path>,
+    /// Positional inputs.
+    pub inputs: &'a [String],
+    /// `-o`.
+    pub output: Option<&'a Path>,
+    /// `--stats FILE`.
+    pub stats: Option<&'a Path>,
+    /// `_compressed` unless the config says otherwise.
+    pub output_suffix: &'a str,
+    /// The metrics file's name in an output directory.
+    pub metrics_file: &'a str,
+}
+
+/// Why the jobs of a run cannot be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum JobsError {
+    #[error("give inputs either as arguments or with --input, not both")]
+    BothInputs,
+    #[error("--input {}: no such file or directory", .0.display())]
+    NoSuchInput(PathBuf),
+    #[error("{}: directory holds no .jsonl or .jsonl.gz files", .0.display())]
+    EmptyDir(PathBuf),
+    /// Listing a directory or reading the arguments failed.
+    #[error(transparent)]
+    Io(#[from] anyhow::Error),
+}
+
+impl JobsError {
+    /// True for the errors of the command line (exit 2), false for I/O.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, JobsError::Io(_))
+    }
+}
+
+/// Strip `.jsonl.gz` / `.jsonl` / `.json.gz` / `.gz` / one extension from a file name.
+pub fn stem_of(p: &Path) -> String {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for ext in [".jsonl.gz", ".jsonl", ".json.gz", ".gz"] {
+        if let Some(s) = name.strip_suffix(ext) {
+            return s.to_string();
+        }
+    }
+    match name.rfind('.') {
+        Some(i) if i > 0 => name[..i].to_string(),
+        _ => name,
+    }
+}
+
+/// `<stem>_metrics.json` beside an output file.
+fn metrics_beside(out: &Path) -> PathBuf {
+    out.with_file_name(format!("{}_metrics.json", stem_of(out)))
+}
+
+/// The jobs and the metrics path of a run.
+pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
+    let stats = l.stats.map(Path::to_path_buf);
+    let Some(input) = l.input else {
+        let sources = crate::io::sources_from_args(l.inputs)?;
+        let out = l.output.map(Path::to_path_buf);
+        let metrics = stats.or_else(|| out.as_deref().map(metrics_beside));
+        let job = Job {
+            sources,
+            output: out,
+            sample: None,
+        };
+        return Ok((vec![job], metrics));
+    };
+    if !l.inputs.is_empty() {
+        return Err(JobsError::BothInputs);
+    }
+    if !input.exists() {
+        return Err(JobsError::NoSuchInput(input.to_path_buf()));
+    }
+    let parent = input.parent().unwrap_or(Path::new(""));
+    if !input.is_dir() {
+        let out = l
+            .output
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| parent.join(format!("{}{}.jsonl", stem_of(input), l.output_suffix)));
+        let metrics = stats.unwrap_or_else(|| metrics_beside(&out));
+        let job = Job {
+            sources: vec![Source::File(input.to_path_buf())],
+            output: Some(out),
+            sample: None,
+        };
+        return Ok((vec![job], Some(metrics)));
+    }
+    let out_dir = match l.output {
+        Some(o) => o.to_path_buf(),
+        None => {
+            let name = input
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "input".into());
+            parent.join(format!("{name}{}", l.output_suffix))
+        }
+    };
+    let files = crate::io::jsonl_files_in(input)?;
+    if files.is_empty() {
+        return Err(JobsError::EmptyDir(input.to_path_buf()));
+    }
+    let jobs = files
+        .into_iter()
+        .map(|f| Job {
+            output: Some(out_dir.join(format!("{}.jsonl", stem_of(&f)))),
+            sources: vec![Source::File(f)],
+            sample: None,
+        })
+        .collect();
+    let metrics = stats.unwrap_or_else(|| out_dir.join(l.metrics_file));
+    Ok((jobs, Some(metrics)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout<'a>(input: Option<&'a Path>, output: Option<&'a Path>) -> Layout<'a> {
+        Layout {
+            input,
+            inputs: &[],
+            output,
+            stats: None,
+            output_suffix: "_compressed",
+            metrics_file: "compression_metrics.json",
+        }
+    }
+
+    fn outputs(jobs: &[Job]) -> Vec<PathBuf> {
+        jobs.iter().filter_map(|j| j.output.clone()).collect()
+    }
+
+    #[test]
+    fn stems() {
+        assert_eq!(stem_of(Path::new("a/x.jsonl.gz")), "x");
+        assert_eq!(stem_of(Path::new("foo.jsonl")), "foo");
+        assert_eq!(stem_of(Path::new("foo.json.gz")), "foo");
+        assert_eq!(stem_of(Path::new("foo.txt")), "foo");
+        assert_eq!(stem_of(Path::new(".hidden")), ".hidden");
+        assert_eq!(stem_of(Path::new("run")), "run");
+    }
+
+    #[test]
+    fn input_file_naming() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("run.jsonl");
+        std::fs::write(&input, "{}\n").unwrap();
+        let (jobs, m) = plan_jobs(&layout(Some(&input), None)).unwrap();
+        assert_eq!(outputs(&jobs), [dir.path().join("run_compressed.jsonl")]);
+        assert_eq!(m, Some(dir.path().join("run_compressed_metrics.json")));
+        // -o wins, the metrics follow it; --stats wins over both.
+        let o = dir.path().join("x/out.jsonl");
+        let (jobs, m) = plan_jobs(&layout(Some(&input), Some(&o))).unwrap();
+        assert_eq!(outputs(&jobs), std::slice::from_ref(&o));
+        assert_eq!(m, Some(dir.path().join("x/out_metrics.json")));
+        let s = dir.path().join("s.json");
+        let l = Layout {
+            stats: Some(&s),
+            output_suffix: "_short",
+            ..layout(Some(&input), None)
+        };
+        let (jobs, m) = plan_jobs(&l).unwrap();
+        assert_eq!(outputs(&jobs), [dir.path().join("run_short.jsonl")]);
+        assert_eq!(m, Some(s));
+    }
+
+    #[test]
+    fn input_dir_naming() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        std::fs::create_dir(&runs).unwrap();
+        assert!(matches!(
+            plan_jobs(&layout(Some(&runs), None)),
+            Err(JobsError::EmptyDir(_))
+        ));
+        std::fs::write(runs.join("b.jsonl.gz"), "").unwrap();
+        std::fs::write(runs.join("a.jsonl"), "").unwrap();
+        std::fs::write(runs.join("notes.txt"), "").unwrap();
+        let (jobs, m) = plan_jobs(&layout(Some(&runs), None)).unwrap();
+        let out = dir.path().join("runs_compressed");
+        assert_eq!(outputs(&jobs), [out.join("a.jsonl"), out.join("b.jsonl")]);
+        assert_eq!(m, Some(out.join("compression_metrics.json")));
+    }
+
+    #[test]
+    fn arguments_and_errors() {
+        let (jobs, m) = plan_jobs(&layout(None, None)).unwrap();
+        assert_eq!(jobs.len(), 1);
+        assert!(jobs[0].output.is_none());
+        assert_eq!(m, None, "no metrics for stdout unless asked");
+        let o = Path::new("d/o.jsonl");
+        let (_, m) = plan_jobs(&layout(None, Some(o))).unwrap();
+        assert_eq!(m, Some(PathBuf::from("d/o_metrics.json")));
+        let missing = Path::new("/nonexistent/in.jsonl");
+        let e = plan_jobs(&layout(Some(missing), None)).err().unwrap();
+        assert!(e.is_usage() && matches!(e, JobsError::NoSuchInput(_)));
+        let inputs = ["x.jsonl".to_string()];
+        let l = Layout {
+            inputs: &inputs,
+            ..layout(Some(missing), None)
+        };
+        assert!(matches!(plan_jobs(&l), Err(JobsError::BothInputs)));
+    }
+}

@@ -1,0 +1,597 @@
+//! traj-sample-tools' engine: give each prompt row the toolsets its agent will get.
+//!
+//! A [`Plan`] (the distributions, the default one, the toolsets that may be drawn, the
+//! seed) turns a prompt row into a task row: `toolsets`, `distribution`, `seed` and
+//! `prompt_index` are added, other fields pass through in their order. The draw for a
+//! row depends only on the seed, the row's `prompt_index` and the distribution (see
+//! [`crate::toolbox::distributions`]), so re-running, sharding or reordering the input
+//! gives each row the same toolsets. [`sample_rows`] runs a plan over the input lines;
+//! [`list_distributions`] and [`list_toolsets`] print what a plan can draw.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::io::Write;
+
+use anyhow::Result;
+use serde_json::{Map, Value, json};
+
+use crate::io::{LineReader, OnError, Output, Rejects, Shard, Source, Summary, Verdict, is_blank};
+use crate::toolbox::{Distribution, Registry, distributions};
+
+/// Why a plan cannot be made from the flags and distributions (a usage error).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("--available: unknown toolset {0:?} (see --list-toolsets)")]
+    UnknownAvailable(String),
+    #[error("unknown distribution {name:?} (known: {known})")]
+    UnknownDistribution { name: String, known: String },
+    #[error(
+        "distribution {dist:?} names unknown toolset {toolset:?} (see --list-toolsets, or use --available all)"
+    )]
+    UnknownToolset { dist: String, toolset: String },
+    #[error(
+        "distribution {dist:?} has no available toolset (its toolsets: {toolsets}; available: {available})"
+    )]
+    NothingAvailable {
+        dist: String,
+        toolsets: String,
+        available: String,
+    },
+}
+
+/// Why a row gets no toolsets (a bad input line).
+#[derive(Debug, thiserror::Error)]
+pub enum RowError {
+    /// Not a JSON object (the line engine's words).
+    #[error("{0}")]
+    NotObject(String),
+    #[error("missing \"prompt\"")]
+    NoPrompt,
+    #[error("\"prompt\" must be a string, found {0}")]
+    PromptNotString(&'static str),
+    #[error("\"prompt_index\" must be a non-negative integer, found {0}")]
+    BadPromptIndex(Value),
+    #[error("unknown distribution {0:?} in the row")]
+    UnknownDistribution(String),
+    #[error("\"distribution\" must be a string, found {0}")]
+    DistributionNotString(&'static str),
+    #[error("distribution {0:?} has no available toolset")]
+    NothingDrawn(String),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// The toolsets that may be drawn: a set, or (`--available all`) every toolset the
+/// distribution names.
+#[derive(Debug, Clone)]
+pub struct Available {
+    pub set: BTreeSet<String>,
+    pub all: bool,
+}
+
+impl Available {
+    /// `--available LIST`: `None` for the toolsets traj can offer, `all`, or a list of
+    /// known toolsets, comma-separated.
+    pub fn parse(registry: &Registry, spec: Option<&str>) -> Result<Available, PlanError> {
+        let (set, all) = match spec {
+            None => (registry.implemented_toolsets(), false),
+            Some("all") => (BTreeSet::new(), true),
+            Some(list) => {
+                let set: BTreeSet<String> = list
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                if let Some(t) = set.iter().find(|t| registry.toolset(t).is_none()) {
+                    return Err(PlanError::UnknownAvailable(t.clone()));
+                }
+                (set, false)
+            }
+        };
+        Ok(Available { set, all })
+    }
+
+    /// The toolsets of `d` that may be drawn.
+    pub fn for_dist(&self, d: &Distribution) -> Cow<'_, BTreeSet<String>> {
+        if self.all {
+            Cow::Owned(d.toolsets.iter().map(|(t, _)| t.clone()).collect())
+        } else {
+            Cow::Borrowed(&self.set)
+        }
+    }
+}
+
+/// What a run draws from.
+pub struct Plan {
+    dists: Vec<Distribution>,
+    default: usize,
+    available: Available,
+    seed: u64,
+}
+
+impl Plan {
+    /// A plan drawing from `dists` (`default` for rows that name none). Unless every
+    /// toolset is available, each distribution must name only toolsets the registry
+    /// knows (a typo, most likely), and the default one must have one available.
+    pub fn new(
+        dists: Vec<Distribution>,
+        default: &str,
+        available: Available,
+        seed: u64,
+        registry: &Registry,
+    ) -> Result<Plan, PlanError> {
+        let Some(index) = dists.iter().position(|d| d.name == default) else {
+            let names: Vec<&str> = dists.iter().map(|d| d.name.as_str()).collect();
+            return Err(PlanError::UnknownDistribution {
+                name: default.to_string(),
+                known: names.join(", "),
+            });
+        };
+        if !available.all {
+            for d in &dists {
+                if let Some((t, _)) = d
+                    .toolsets
+                    .iter()
+                    .find(|(t, _)| registry.toolset(t).is_none())
+                {
+                    return Err(PlanError::UnknownToolset {
+                        dist: d.name.clone(),
+                        toolset: t.clone(),
+                    });
+                }
+            }
+            let d = &dists[index];
+            if d.fallback(&available.set).is_none() {
+                let toolsets: Vec<&str> = d.toolsets.iter().map(|(t, _)| t.as_str()).collect();
+                let set: Vec<&str> = available.set.iter().map(String::as_str).collect();
+                return Err(PlanError::NothingAvailable {
+                    dist: d.name.clone(),
+                    toolsets: toolsets.join(", "),
+                    available: set.join(", "),
+                });
+            }
+        }
+        Ok(Plan {
+            dists,
+            default: index,
+            available,
+            seed,
+        })
+    }
+
+    /// The distribution a row names (or the default), or why the name is bad.
+    fn dist_for(&self, field: Option<&Value>) -> Result<&Distribution, RowError> {
+        match field {
+            None | Some(Value::Null) => Ok(&self.dists[self.default]),
+            Some(Value::String(name)) => self
+                .dists
+                .iter()
+                .find(|d| &d.name == name)
+                .ok_or_else(|| RowError::UnknownDistribution(name.clone())),
+            Some(other) => Err(RowError::DistributionNotString(crate::io::json_kind(other))),
+        }
+    }
+
+    fn draw(&self, dist: &Distribution, key: u64) -> Result<Vec<String>, RowError> {
+        let available = self.available.for_dist(dist);
+        let toolsets = distributions::sample(dist, self.seed, key, &available);
+        if toolsets.is_empty() {
+            return Err(RowError::NothingDrawn(dist.name.clone()));
+        }
+        Ok(toolsets)
+    }
+
+    /// The output line for one row (`index`: its position among the non-blank input
+    /// lines), or why the row is bad.
+    pub fn row(&self, line: &[u8], index: u64) -> Result<Vec<u8>, RowError> {
+        if let Some(out) = self.row_fast(line, index)? {
+            return Ok(out);
+        }
+        self.row_slow(line, index)
+    }
+
+    /// The common case without re-serialising the row: a valid object with a string
+    /// `prompt` and none of `toolsets`, `distribution`, `seed`; the new fields are
+    /// appended to the line as it is. `None`: anything else, left to [`Plan::row_slow`]
+    /// (which also words the errors).
+    fn row_fast(&self, line: &[u8], index: u64) -> Result<Option<Vec<u8>>, RowError> {
+        #[derive(serde::Deserialize)]
+        struct Probe<'a> {
+            #[serde(borrow)]
+            prompt: Option<&'a serde_json::value::RawValue>,
+            prompt_index: Option<Value>,
+            distribution: Option<serde::de::IgnoredAny>,
+            toolsets: Option<serde::de::IgnoredAny>,
+            seed: Option<serde::de::IgnoredAny>,
+        }
+        // serde skips the strings of ignored fields without checking their UTF-8: check
+        // the whole line first, or a bad byte there would be copied to the output.
+        let Ok(text) = simdutf8::basic::from_utf8(line) else {
+            return Ok(None);
+        };
+        let Ok(p) = serde_json::from_str::<Probe>(text) else {
+            return Ok(None);
+        };
+        let prompt_is_string = p.prompt.is_some_and(|r| r.get().starts_with('"'));
+        if !prompt_is_string || p.distribution.is_some() || p.toolsets.is_some() || p.seed.is_some()
+        {
+            return Ok(None);
+        }
+        let (key, add_index) = match &p.prompt_index {
+            None | Some(Value::Null) => (index, true),
+            Some(v) => match v.as_u64() {
+                Some(k) => (k, false),
+                None => return Ok(None),
+            },
+        };
+        let dist = &self.dists[self.default];
+        let toolsets = self.draw(dist, key)?;
+        let end = line
+            .iter()
+            .rposition(|&b| b == b'}')
+            .expect("a JSON object ends with }");
+        let mut out = Vec::with_capacity(line.len() + 128);
+        out.extend_from_slice(&line[..end]);
+        out.extend_from_slice(b",\"toolsets\":");
+        serde_json::to_writer(&mut out, &toolsets)?;
+        out.extend_from_slice(b",\"distribution\":");
+        serde_json::to_writer(&mut out, &dist.name)?;
+        out.extend_from_slice(format!(",\"seed\":{}", self.seed).as_bytes());
+        if add_index {
+            out.extend_from_slice(format!(",\"prompt_index\":{key}").as_bytes());
+        }
+        out.extend_from_slice(b"}\n");
+        Ok(Some(out))
+    }
+
+    /// Any row: parsed, fields set in place (existing keys keep their position).
+    fn row_slow(&self, line: &[u8], index: u64) -> Result<Vec<u8>, RowError> {
+        let mut row: Map<String, Value> =
+            crate::io::parse_object(line).map_err(RowError::NotObject)?;
+        match row.get("prompt") {
+            Some(Value::String(_)) => {}
+            None => return Err(RowError::NoPrompt),
+            Some(other) => return Err(RowError::PromptNotString(crate::io::json_kind(other))),
+        }
+        let key = match row.get("prompt_index") {
+            None | Some(Value::Null) => index,
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| RowError::BadPromptIndex(v.clone()))?,
+        };
+        let dist = self.dist_for(row.get("distribution"))?;
+        let toolsets = self.draw(dist, key)?;
+        row.insert("toolsets".into(), json!(toolsets));
+        row.insert("distribution".into(), json!(dist.name));
+        row.insert("seed".into(), json!(self.seed));
+        row.insert("prompt_index".into(), json!(key));
+        let mut out = serde_json::to_vec(&row)?;
+        out.push(b'\n');
+        Ok(out)
+    }
+}
+
+/// Run `plan` over the non-blank lines of `sources`, in input order, one line at a
+/// time (drawing is far cheaper than parsing the JSON, and the running line index needs
+/// a single reader); memory is one line. `--shard` keeps the rows at non-blank positions
+/// it holds, whose `prompt_index` (when they have none) is still their position in the
+/// whole input. Bad rows follow `on_error` (the common policy); with `fail`, the output
+/// written so far is flushed and the bad line is the error.
+pub fn sample_rows(
+    plan: &Plan,
+    sources: Vec<Source>,
+    shard: Option<Shard>,
+    on_error: OnError,
+    out: &mut Output,
+    rejects: &mut Rejects,
+) -> Result<Summary> {
+    let mut summary = Summary::default();
+    let policy = (on_error, true);
+    let mut reader = LineReader::new(sources);
+    let mut line = Vec::new();
+    let mut index = 0u64;
+    while let Some((source, lineno)) = reader.read_into(&mut line)? {
+        if is_blank(&line) {
+            continue;
+        }
+        let this = index;
+        index += 1;
+        if shard.is_some_and(|sh| !sh.holds(this)) {
+            continue;
+        }
+        summary.read += 1;
+        match plan.row(&line, this) {
+            Ok(bytes) => {
+                out.write_all(&bytes)?;
+                summary.written += 1;
+            }
+            Err(reason) => {
+                let at = (&source, lineno, line.as_slice());
+                let bad = Verdict::Bad(reason.to_string());
+                if let Some(err) = summary.not_written(policy, rejects, at, &bad)? {
+                    out.flush()?;
+                    return Err(err.into());
+                }
+            }
+        }
+    }
+    Ok(summary)
+}
+
+fn pct(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{p:.0}")
+    } else {
+        format!("{p}")
+    }
+}
+
+/// A listing as indented JSON, one document.
+fn write_pretty(out: &mut dyn Write, v: &[Value]) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(v).expect("JSON values serialise");
+    writeln!(out, "{text}")
+}
+
+/// `--list-distributions`: each distribution's toolsets and chances, what is not
+/// available, the fallback; a table, or JSON with the expected frequencies.
+pub fn list_distributions(
+    out: &mut dyn Write,
+    dists: &[Distribution],
+    available: &Available,
+    as_json: bool,
+) -> std::io::Result<()> {
+    let avail = |d: &Distribution| available.for_dist(d).into_owned();
+    if as_json {
+        let v: Vec<Value> = dists
+            .iter()
+            .map(|d| {
+                let a = avail(d);
+                let sets: Map<String, Value> = d
+                    .toolsets
+                    .iter()
+                    .map(|(t, p)| (t.clone(), json!(p)))
+                    .collect();
+                let expected: Map<String, Value> = d
+                    .toolsets
+                    .iter()
+                    .map(|(t, _)| (t.clone(), json!(d.expected_frequency(t, &a))))
+                    .collect();
+                json!({
+                    "name": d.name,
+                    "description": d.description,
+                    "toolsets": sets,
+                    "fallback": d.fallback(&a),
+                    "expected_frequency": expected,
+                })
+            })
+            .collect();
+        return write_pretty(out, &v);
+    }
+    let width = dists
+        .iter()
+        .map(|d| d.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(12);
+    writeln!(
+        out,
+        "{:width$}  TOOLSETS (% chance each; * = not available, never drawn)",
+        "DISTRIBUTION"
+    )?;
+    for d in dists {
+        let a = avail(d);
+        let sets: Vec<String> = d
+            .toolsets
+            .iter()
+            .map(|(t, p)| {
+                let mark = if a.contains(t) { "" } else { "*" };
+                format!("{t}{mark} {}", pct(*p))
+            })
+            .collect();
+        writeln!(out, "{:width$}  {}", d.name, sets.join(", "))?;
+        let fallback = d.fallback(&a).unwrap_or("(none: nothing available)");
+        writeln!(
+            out,
+            "{:width$}    {}; if nothing is drawn: {fallback}",
+            "", d.description
+        )?;
+    }
+    Ok(())
+}
+
+/// `--list-toolsets`: each toolset's tools (marked when traj lacks them or they need
+/// configuration) and whether it is sampled; a table, or JSON.
+pub fn list_toolsets(
+    out: &mut dyn Write,
+    registry: &Registry,
+    available: &Available,
+    as_json: bool,
+) -> std::io::Result<()> {
+    let (all, available) = (available.all, &available.set);
+    if as_json {
+        let v: Vec<Value> = registry
+            .toolsets()
+            .iter()
+            .map(|t| {
+                let tools: Vec<Value> = t
+                    .tools
+                    .iter()
+                    .map(|n| {
+                        let a = &registry
+                            .tool(n)
+                            .expect("toolset tools are registered")
+                            .availability;
+                        json!({"name": n, "status": a.describe()})
+                    })
+                    .collect();
+                json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "sampled": all || available.contains(t.name),
+                    "tools": tools,
+                    "includes": t.includes,
+                })
+            })
+            .collect();
+        return write_pretty(out, &v);
+    }
+    writeln!(
+        out,
+        "{:15} {:8} TOOLS (* = not implemented by traj, ? = needs configuration in traj-run)",
+        "TOOLSET", "SAMPLED"
+    )?;
+    for t in registry.toolsets() {
+        let tools: Vec<String> = t
+            .tools
+            .iter()
+            .map(|n| {
+                let mark = match registry.tool(n).map(|i| &i.availability) {
+                    Some(crate::toolbox::Availability::Available) => "",
+                    Some(crate::toolbox::Availability::NotConfigured(_)) => "?",
+                    _ => "*",
+                };
+                format!("{n}{mark}")
+            })
+            .collect();
+        let mut line = tools.join(", ");
+        if !t.includes.is_empty() {
+            line.push_str(&format!(" + includes {}", t.includes.join(", ")));
+        }
+        let sampled = if all || available.contains(t.name) {
+            "yes"
+        } else {
+            "no"
+        };
+        writeln!(out, "{:15} {:8} {line}", t.name, sampled)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry() -> Registry {
+        Registry::builtin(&crate::toolbox::ToolConfig::default())
+    }
+
+    fn plan() -> Plan {
+        let r = registry();
+        let available = Available::parse(&r, None).unwrap();
+        Plan::new(distributions::builtin(), "balanced", available, 5, &r).unwrap()
+    }
+
+    /// The fast path and the full parse give the same rows (up to white space).
+    #[test]
+    fn fast_and_slow_paths_agree() {
+        let p = plan();
+        let rows: &[&[u8]] = &[
+            br#"{"prompt":"a"}"#,
+            br#"{ "prompt" : "b\"q" , "x" : [1, {"y": null}] }  "#,
+            br#"{"id":3,"prompt":"c","prompt_index":77}"#,
+            br#"{"prompt":"d","prompt_index":null}"#,
+        ];
+        for (i, row) in rows.iter().enumerate() {
+            let fast = p.row_fast(row, i as u64).unwrap().expect("fast path taken");
+            let slow = p.row_slow(row, i as u64).unwrap();
+            let f: Value = serde_json::from_slice(&fast).unwrap();
+            let s: Value = serde_json::from_slice(&slow).unwrap();
+            assert_eq!(f, s, "{}", String::from_utf8_lossy(row));
+            let fk: Vec<&String> = f.as_object().unwrap().keys().collect();
+            let sk: Vec<&String> = s.as_object().unwrap().keys().collect();
+            assert_eq!(fk, sk);
+        }
+        for row in [
+            &br#"{"prompt":1}"#[..],
+            br#"{"prompt":"a","distribution":"minimal"}"#,
+            br#"{"prompt":"a","toolsets":["x"]}"#,
+            br#"{"prompt":"a","prompt":"b"}"#,
+            br#"{"prompt":"a","prompt_index":-1}"#,
+            br#"[1]"#,
+            br#"{"prompt":"a""#,
+        ] {
+            assert!(
+                p.row_fast(row, 0).unwrap().is_none(),
+                "{}",
+                String::from_utf8_lossy(row)
+            );
+        }
+    }
+
+    /// A row's toolsets depend on the seed, its prompt_index and the distribution only.
+    #[test]
+    fn draws_are_deterministic() {
+        let p = plan();
+        let a = p.row(br#"{"prompt":"x"}"#, 17).unwrap();
+        let b = p.row(br#"{"prompt":"y","prompt_index":17}"#, 3).unwrap();
+        let (a, b): (Value, Value) = (
+            serde_json::from_slice(&a).unwrap(),
+            serde_json::from_slice(&b).unwrap(),
+        );
+        assert_eq!(a["toolsets"], b["toolsets"]);
+        assert_eq!(a["prompt_index"], json!(17));
+        assert_eq!(a["seed"], json!(5));
+        assert_eq!(a["distribution"], json!("balanced"));
+        assert_eq!(
+            p.row(br#"{"prompt":"x"}"#, 17).unwrap(),
+            p.row(br#"{"prompt":"x"}"#, 17).unwrap()
+        );
+    }
+
+    #[test]
+    fn bad_rows_say_why() {
+        let p = plan();
+        for (row, why) in [
+            (&br#"{"id":1}"#[..], "missing \"prompt\""),
+            (
+                br#"{"prompt":3}"#,
+                "\"prompt\" must be a string, found a number",
+            ),
+            (
+                br#"{"prompt":"a","prompt_index":-1}"#,
+                "\"prompt_index\" must be a non-negative integer, found -1",
+            ),
+            (
+                br#"{"prompt":"a","distribution":"nope"}"#,
+                "unknown distribution \"nope\" in the row",
+            ),
+            (
+                br#"{"prompt":"a","distribution":[1]}"#,
+                "\"distribution\" must be a string, found an array",
+            ),
+        ] {
+            let e = p.row(row, 0).unwrap_err();
+            assert_eq!(e.to_string(), why, "{}", String::from_utf8_lossy(row));
+        }
+        assert!(matches!(p.row(b"[1]", 0), Err(RowError::NotObject(_))));
+    }
+
+    #[test]
+    fn plans_check_names() {
+        let r = registry();
+        assert!(matches!(
+            Available::parse(&r, Some("web,nonsense")),
+            Err(PlanError::UnknownAvailable(t)) if t == "nonsense"
+        ));
+        let all = Available::parse(&r, Some("all")).unwrap();
+        assert!(all.all);
+        let e = Plan::new(distributions::builtin(), "nope", all.clone(), 0, &r)
+            .err()
+            .unwrap();
+        assert!(matches!(e, PlanError::UnknownDistribution { .. }));
+        assert!(
+            e.to_string()
+                .starts_with("unknown distribution \"nope\" (known: ")
+        );
+        let only = Available::parse(&r, Some("web")).unwrap();
+        let dists = distributions::builtin();
+        let no_web = dists
+            .iter()
+            .find(|d| d.toolsets.iter().all(|(t, _)| t != "web"))
+            .map(|d| d.name.clone());
+        if let Some(name) = no_web {
+            let e = Plan::new(dists, &name, only, 0, &r).err().unwrap();
+            assert!(matches!(e, PlanError::NothingAvailable { .. }), "{e}");
+        }
+    }
+}
