@@ -80,46 +80,14 @@ fn parse_set(s: &str) -> Result<(String, Value), String> {
     Ok((k.to_string(), value))
 }
 
-/// Read `--tools FILE`: a JSON list of names or schemas (OpenAI or bare), a JSON object
-/// with such a list under `tools`, or plain text with one name per line.
+/// Read `--tools FILE` (traj-filter's too): the names of
+/// [`crate::format::model::tool_list_names`] (a JSON list of names or schemas, an object
+/// with such a list under `tools`, or one name per line).
 pub fn load_tool_names(path: &Path) -> Result<Vec<String>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let trimmed = text.trim_start_matches('\u{feff}').trim();
-    let names = match serde_json::from_str::<Value>(trimmed) {
-        Ok(v) => {
-            let list = match v {
-                Value::Array(l) => l,
-                Value::Object(mut m) => match m.remove("tools") {
-                    Some(Value::Array(l)) => l,
-                    _ => anyhow::bail!("{}: expected a JSON list of tools", path.display()),
-                },
-                _ => anyhow::bail!("{}: expected a JSON list of tools", path.display()),
-            };
-            let mut names = Vec::with_capacity(list.len());
-            for (i, t) in list.iter().enumerate() {
-                match t {
-                    Value::String(s) => names.push(s.clone()),
-                    other => names.push(
-                        crate::format::model::ToolSpec::from_json(other)
-                            .map_err(|e| {
-                                anyhow::anyhow!("{}: tool {}: {e}", path.display(), i + 1)
-                            })?
-                            .name,
-                    ),
-                }
-            }
-            names
-        }
-        Err(_) if !trimmed.starts_with('[') && !trimmed.starts_with('{') => trimmed
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(str::to_string)
-            .collect(),
-        Err(e) => anyhow::bail!("{}: invalid JSON: {e}", path.display()),
-    };
-    Ok(names)
+    crate::format::model::tool_list_names(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 /// Convert one input line (the function [`crate::io::process`] runs on every line).

@@ -39,7 +39,6 @@ pub const SYSTEM_PREFIX: &str = "You are a function calling AI model. You are pr
 /// The system prompt after the tool list.
 pub const SYSTEM_SUFFIX: &str = "For each function call return a JSON object, with the following pydantic model json schema for each:\n{'title': 'FunctionCall', 'type': 'object', 'properties': {'name': {'title': 'Name', 'type': 'string'}, 'arguments': {'title': 'Arguments', 'type': 'object'}}, 'required': ['name', 'arguments']}\nEach function call should be enclosed within <tool_call> </tool_call> XML tags.\nExample:\n<tool_call>\n{'name': <function-name>,'arguments': <args-dict>}\n</tool_call>";
 
-const THINK_OPEN: &str = "<think>";
 const EMPTY_THINK: &str = "<think>\n</think>\n";
 
 /// A turn that cannot be written without breaking the tag envelope.
@@ -131,7 +130,7 @@ pub fn render_gpt(g: &GptTurn) -> Result<String, EnvelopeError> {
     if let Some(r) = g.reasoning.as_deref()
         && !is_blank(r)
     {
-        if r.contains("</think>") {
+        if r.contains(Tag::ThinkClose.text()) {
             return Err(EnvelopeError(
                 "reasoning contains </think>, which would end the <think> block early".into(),
             ));
@@ -141,8 +140,8 @@ pub fn render_gpt(g: &GptTurn) -> Result<String, EnvelopeError> {
         s.push_str("\n</think>\n");
     }
     let content = convert_scratchpad(&g.content);
-    for tag in ["<tool_call>", "</tool_call>"] {
-        if content.contains(tag) {
+    for tag in [Tag::CallOpen, Tag::CallClose] {
+        if content.contains(tag.text()) {
             return Err(EnvelopeError(format!(
                 "content contains {tag}, which Hermes parsers would read as a tool call"
             )));
@@ -150,7 +149,7 @@ pub fn render_gpt(g: &GptTurn) -> Result<String, EnvelopeError> {
     }
     if g.tool_calls.is_empty() {
         s.push_str(&content);
-        if !s.contains(THINK_OPEN) {
+        if !s.contains(Tag::ThinkOpen.text()) {
             s.insert_str(0, EMPTY_THINK);
         }
         Ok(py_strip(&s).to_string())
@@ -164,7 +163,7 @@ pub fn render_gpt(g: &GptTurn) -> Result<String, EnvelopeError> {
             s.push_str(&call_json(c));
             s.push_str("\n</tool_call>\n");
         }
-        if !s.contains(THINK_OPEN) {
+        if !s.contains(Tag::ThinkOpen.text()) {
             s.insert_str(0, EMPTY_THINK);
         }
         let n = py_rstrip(&s).len();
@@ -217,24 +216,17 @@ fn json_prefix(s: &str) -> Result<(Value, usize), String> {
 /// spelling) between `<tools>` and `</tools>`; mentions such as "within <tools> </tools>
 /// XML tags" are skipped.
 pub fn parse_system(value: &str) -> Option<Result<Vec<ToolSpec>, String>> {
-    let mut from = 0;
-    while let Some(off) = value[from..].find("<tools>") {
-        let start = from + off + "<tools>".len();
-        from = start;
+    tools_openings(value).find_map(|start| {
         let body = value[start..].trim_start_matches(py_space);
-        if !(body.starts_with('[') || body.starts_with('{')) {
-            continue;
-        }
-        return Some(parse_tools_body(body));
-    }
-    None
+        (body.starts_with('[') || body.starts_with('{')).then(|| parse_tools_body(body))
+    })
 }
 
 fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, String> {
     let mut tools = Vec::new();
     loop {
         body = body.trim_start_matches(|c: char| py_space(c) || c == ',');
-        if body.starts_with("</tools>") {
+        if body.starts_with(TOOLS_CLOSE) {
             return Ok(tools);
         }
         if body.is_empty() {
@@ -256,7 +248,7 @@ fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, String> {
 /// Split `<tool_call>` blocks off the end of `rest`. Returns the text before the first
 /// block (without the one `\n` the writer puts there) and the calls.
 fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), String> {
-    let Some(first) = rest.find("<tool_call>") else {
+    let Some(first) = find_tag(rest, Tag::CallOpen, 0) else {
         return Ok((rest, Vec::new()));
     };
     let before = &rest[..first];
@@ -268,7 +260,7 @@ fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), String> {
         if s.is_empty() {
             break;
         }
-        let Some(after) = s.strip_prefix("<tool_call>") else {
+        let Some(after) = s.strip_prefix(Tag::CallOpen.text()) else {
             return Err(format!(
                 "text after a </tool_call>: {:?}",
                 s.chars().take(40).collect::<String>()
@@ -277,7 +269,7 @@ fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), String> {
         let (v, used) = json_prefix(after)
             .map_err(|e| format!("<tool_call> {} is not JSON: {e}", calls.len() + 1))?;
         let tail = after[used..].trim_start_matches(py_space);
-        let Some(tail) = tail.strip_prefix("</tool_call>") else {
+        let Some(tail) = tail.strip_prefix(Tag::CallClose.text()) else {
             return Err(format!(
                 "<tool_call> {} has no closing </tool_call>",
                 calls.len() + 1
@@ -347,8 +339,8 @@ pub fn parse_gpt(value: &str) -> Result<GptTurn, String> {
 /// `<think>\nR\n</think>\nrest` → `(R, rest)`; `<think>\n</think>…` gives an empty R.
 fn split_think(value: &str) -> Option<(&str, &str)> {
     let after_open = value.strip_prefix("<think>\n")?;
-    let close = after_open.find("</think>")?;
-    let after_close = &after_open[close + "</think>".len()..];
+    let close = find_tag(after_open, Tag::ThinkClose, 0)?;
+    let after_close = &after_open[close + Tag::ThinkClose.text().len()..];
     let rest = if after_close.is_empty() {
         ""
     } else {
@@ -370,7 +362,7 @@ fn split_think(value: &str) -> Option<(&str, &str)> {
 /// text (as [`crate::format::model::tool_content_value`] reads it). Missing names and ids are
 /// left empty for the caller to pair with the calls.
 pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
-    if !value.contains("<tool_response>") {
+    if find_tag(value, Tag::RespOpen, 0).is_none() {
         return Ok(vec![ToolResult {
             tool_call_id: String::new(),
             name: String::new(),
@@ -384,7 +376,7 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
         if s.is_empty() {
             return Ok(out);
         }
-        let Some(after) = s.strip_prefix("<tool_response>") else {
+        let Some(after) = s.strip_prefix(Tag::RespOpen.text()) else {
             return Err(format!(
                 "text outside <tool_response> blocks: {:?}",
                 s.chars().take(40).collect::<String>()
@@ -394,20 +386,20 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
         // a JSON string cannot end it); any other body at the first closing tag.
         if let Ok((v, used)) = json_prefix(after) {
             let rest = after[used..].trim_start_matches(py_space);
-            if let Some(tail) = rest.strip_prefix("</tool_response>") {
+            if let Some(tail) = rest.strip_prefix(Tag::RespClose.text()) {
                 out.push(result_from_value(v));
                 s = tail;
                 continue;
             }
         }
-        let Some(end) = after.find("</tool_response>") else {
+        let Some(end) = find_tag(after, Tag::RespClose, 0) else {
             return Err(format!(
                 "<tool_response> {} has no closing </tool_response>",
                 out.len() + 1
             ));
         };
         let body = &after[..end];
-        s = &after[end + "</tool_response>".len()..];
+        s = &after[end + Tag::RespClose.text().len()..];
         out.push(ToolResult {
             tool_call_id: String::new(),
             name: String::new(),
@@ -442,6 +434,236 @@ fn result_from_value(v: Value) -> ToolResult {
             content: other,
         },
     }
+}
+
+// ---------------------------------------------------------------------------
+// The tag scanner: one reading of the Hermes tags for every stage
+// ---------------------------------------------------------------------------
+
+/// A Hermes tag, matched literally as the Hermes chat template and its parsers do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tag {
+    ThinkOpen,
+    ThinkClose,
+    CallOpen,
+    CallClose,
+    RespOpen,
+    RespClose,
+}
+
+/// Every tag the scanner knows, in the order it tries them.
+pub const TAGS: [Tag; 6] = [
+    Tag::ThinkOpen,
+    Tag::ThinkClose,
+    Tag::CallOpen,
+    Tag::CallClose,
+    Tag::RespOpen,
+    Tag::RespClose,
+];
+
+impl Tag {
+    /// The tag as written.
+    pub const fn text(self) -> &'static str {
+        match self {
+            Tag::ThinkOpen => "<think>",
+            Tag::ThinkClose => "</think>",
+            Tag::CallOpen => "<tool_call>",
+            Tag::CallClose => "</tool_call>",
+            Tag::RespOpen => "<tool_response>",
+            Tag::RespClose => "</tool_response>",
+        }
+    }
+}
+
+impl std::fmt::Display for Tag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
+/// The next Hermes tag at or after `from`: its byte offset and kind.
+pub fn next_tag(s: &str, from: usize) -> Option<(usize, Tag)> {
+    let b = s.as_bytes();
+    let mut i = from;
+    while let Some(k) = memchr::memchr(b'<', &b[i..]) {
+        let p = i + k;
+        let rest = &b[p..];
+        if rest.len() > 1 && matches!(rest[1], b't' | b'/') {
+            for tag in TAGS {
+                if rest.starts_with(tag.text().as_bytes()) {
+                    return Some((p, tag));
+                }
+            }
+        }
+        i = p + 1;
+    }
+    None
+}
+
+/// The byte offset of the first `tag` at or after `from`.
+pub fn find_tag(s: &str, tag: Tag, from: usize) -> Option<usize> {
+    memchr::memmem::find(&s.as_bytes()[from..], tag.text().as_bytes()).map(|k| from + k)
+}
+
+/// The first structural problem of a gpt turn's tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TagError {
+    #[error("<think> after a <tool_call>")]
+    ThinkAfterCall,
+    #[error("{0} inside an unclosed <think>")]
+    InsideOpenThink(Tag),
+    #[error("<think> is never closed")]
+    ThinkNeverClosed,
+    #[error("<tool_call> is never closed")]
+    CallNeverClosed,
+    #[error("{0} without an opening tag")]
+    NoOpening(Tag),
+    #[error("{0} in a gpt turn")]
+    InGptTurn(Tag),
+}
+
+/// What a gpt turn's tags hold: reasoning, tool-call bodies, and the first problem.
+#[derive(Debug, Default)]
+pub struct GptScan<'a> {
+    /// Some `<think>` block holds more than white space.
+    pub reasoning: bool,
+    /// The text inside each `<tool_call>` block, trimmed (borrowed from the turn).
+    pub calls: Vec<&'a str>,
+    /// The first structural problem, if any.
+    pub error: Option<TagError>,
+}
+
+impl GptScan<'_> {
+    fn fail(&mut self, e: TagError) {
+        self.error.get_or_insert(e);
+    }
+}
+
+/// Scan a gpt turn's value. Lenient: reasoning and calls are found even when the turn
+/// is malformed (an unclosed `<think>` still counts as reasoning when it holds text,
+/// an unclosed `<tool_call>` still gives its body).
+pub fn scan_gpt(v: &str) -> GptScan<'_> {
+    let mut t = GptScan::default();
+    let mut pos = 0;
+    while let Some((p, tag)) = next_tag(v, pos) {
+        let start = p + tag.text().len();
+        match tag {
+            Tag::ThinkOpen => {
+                if !t.calls.is_empty() {
+                    t.fail(TagError::ThinkAfterCall);
+                }
+                match next_tag(v, start) {
+                    Some((q, Tag::ThinkClose)) => {
+                        t.reasoning |= !v[start..q].trim().is_empty();
+                        pos = q + Tag::ThinkClose.text().len();
+                    }
+                    Some((q, other)) => {
+                        t.reasoning |= !v[start..q].trim().is_empty();
+                        t.fail(TagError::InsideOpenThink(other));
+                        pos = q;
+                    }
+                    None => {
+                        t.reasoning |= !v[start..].trim().is_empty();
+                        t.fail(TagError::ThinkNeverClosed);
+                        break;
+                    }
+                }
+            }
+            Tag::CallOpen => match find_tag(v, Tag::CallClose, start) {
+                Some(e) => {
+                    t.calls.push(v[start..e].trim());
+                    pos = e + Tag::CallClose.text().len();
+                }
+                None => {
+                    t.calls.push(v[start..].trim());
+                    t.fail(TagError::CallNeverClosed);
+                    break;
+                }
+            },
+            Tag::ThinkClose | Tag::CallClose => {
+                t.fail(TagError::NoOpening(tag));
+                pos = start;
+            }
+            Tag::RespOpen | Tag::RespClose => {
+                t.fail(TagError::InGptTurn(tag));
+                pos = start;
+            }
+        }
+    }
+    t
+}
+
+/// Why a tool turn is not a sequence of `<tool_response>` blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ToolTurnError {
+    #[error("text outside <tool_response> blocks in a tool turn")]
+    TextOutside,
+    #[error("tool turn holds no <tool_response> block")]
+    NoBlock,
+    #[error("text after the last </tool_response>")]
+    TextAfter,
+    #[error("<tool_response> is never closed")]
+    NeverClosed,
+}
+
+/// Split a tool turn into its `<tool_response>` bodies (trimmed, borrowed); strict:
+/// only white space may sit between blocks, and each body ends at the first closing tag.
+pub fn response_bodies(v: &str) -> Result<Vec<&str>, ToolTurnError> {
+    let b = v.as_bytes();
+    let open = Tag::RespOpen.text();
+    let mut bodies = Vec::new();
+    let mut pos = 0;
+    loop {
+        let rest = &v[pos..];
+        pos += rest.len() - rest.trim_start().len();
+        if pos == b.len() {
+            break;
+        }
+        if !b[pos..].starts_with(open.as_bytes()) {
+            return Err(match find_tag(v, Tag::RespOpen, pos) {
+                Some(_) => ToolTurnError::TextOutside,
+                None if bodies.is_empty() => ToolTurnError::NoBlock,
+                None => ToolTurnError::TextAfter,
+            });
+        }
+        let start = pos + open.len();
+        let Some(e) = find_tag(v, Tag::RespClose, start) else {
+            return Err(ToolTurnError::NeverClosed);
+        };
+        bodies.push(v[start..e].trim());
+        pos = e + Tag::RespClose.text().len();
+    }
+    if bodies.is_empty() {
+        return Err(ToolTurnError::NoBlock);
+    }
+    Ok(bodies)
+}
+
+const TOOLS_OPEN: &str = "<tools>";
+const TOOLS_CLOSE: &str = "</tools>";
+
+/// The offset just after each `<tools>` of a system turn, in order (the template also
+/// names the tags in its prose, so a reader picks the block it wants).
+pub fn tools_openings(v: &str) -> impl Iterator<Item = usize> + '_ {
+    memchr::memmem::find_iter(v.as_bytes(), TOOLS_OPEN.as_bytes()).map(|k| k + TOOLS_OPEN.len())
+}
+
+/// The offset of the `</tools>` closing the block whose body starts at `start`.
+pub fn tools_closing(v: &str, start: usize) -> Option<usize> {
+    memchr::memmem::find(&v.as_bytes()[start..], TOOLS_CLOSE.as_bytes()).map(|k| start + k)
+}
+
+/// `s` without the tags that frame calls and responses (`<tool_call>`, `</tool_call>`,
+/// `<tool_response>`, `</tool_response>`), so that a quote of it never holds a call
+/// without its response.
+pub fn remove_call_tags(s: &str) -> String {
+    let mut s = s.to_string();
+    for tag in [Tag::CallOpen, Tag::CallClose, Tag::RespOpen, Tag::RespClose] {
+        if s.contains(tag.text()) {
+            s = s.replace(tag.text(), "");
+        }
+    }
+    s
 }
 
 #[cfg(test)]

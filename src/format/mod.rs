@@ -6,6 +6,7 @@
 //! - [`message`]: the rules for OpenAI-style messages (text, reasoning).
 //! - [`pyjson`]: JSON written as Python's `json.dumps` writes it.
 //! - [`jsonscan`]: JSON validation and string decoding without building values.
+//! - [`row`]: the borrowed row view that traj-filter, traj-merge and traj-compress share.
 //! - [`tokens`]: token counting (tiktoken encodings, HF `tokenizer.json`).
 
 pub mod hermes;
@@ -13,5 +14,6 @@ pub mod jsonscan;
 pub mod message;
 pub mod model;
 pub mod pyjson;
+pub mod row;
 pub mod time;
 pub mod tokens;

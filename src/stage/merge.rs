@@ -30,6 +30,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
+use crate::format::row::{self, BadRow};
 use crate::io::{OnError, Rejects, Source, Verdict};
 
 /// Most spill files merged at once.
@@ -200,18 +201,19 @@ struct Winner {
 type Fields<'a> = HashMap<Cow<'a, str>, &'a str>;
 
 /// Validate a line with the fast scanner and collect its top-level fields.
-fn fields_of(line: &[u8]) -> Result<Fields<'_>, String> {
-    crate::stage::filter::first_is_brace(line)?;
+fn fields_of(line: &[u8]) -> Result<Fields<'_>, BadRow> {
+    row::first_is_brace(line)?;
+    // The line engine's message, as traj-merge always wrote it.
     let bad = |_at: usize| match crate::io::parse_object(line) {
-        Err(msg) => msg,
-        Ok(_) => "invalid JSON".to_string(),
+        Err(msg) => BadRow::Line(msg),
+        Ok(_) => BadRow::Line("invalid JSON".to_string()),
     };
-    let text = crate::stage::filter::utf8(line)?;
+    let text = row::utf8(line)?;
     let mut fields = Fields::new();
-    let end = crate::stage::filter::object_members(line, 0, |key, vs, ve| {
+    let end = row::object_members(line, 0, |key, vs, ve| {
         let key = std::str::from_utf8(key).unwrap_or_default();
         let key = if key.contains('\\') {
-            crate::stage::filter::decode_str(&format!("\"{key}\""))
+            row::decode_str(&format!("\"{key}\""))
                 .map_or(Cow::Borrowed(key), |k| Cow::Owned(k.into_owned()))
         } else {
             Cow::Borrowed(key)
@@ -239,12 +241,12 @@ struct TurnLite<'a> {
 
 /// The first human/user turn of `conversations` or `messages`, else `prompt`.
 fn prompt_text(fields: &Fields<'_>) -> Option<String> {
-    let text_of = |raw: &str| match crate::stage::filter::decode_str(raw) {
+    let text_of = |raw: &str| match row::decode_str(raw) {
         Some(s) => s.trim().to_string(),
         None => raw.to_string(), // not a string: its JSON text identifies it
     };
     if let Some(raw) = fields.get("conversations")
-        && let Ok((turns, _)) = crate::stage::filter::conversation_turns(raw.as_bytes(), raw, 0)
+        && let Ok((turns, _)) = row::conversation_turns(raw.as_bytes(), raw, 0)
         && let Some(t) = turns.iter().find(|t| t.from == "human" || t.from == "user")
     {
         return Some(text_of(t.value));
@@ -281,7 +283,7 @@ enum Parsed {
     Tombstone(String),
 }
 
-fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, String> {
+fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
     let fields = fields_of(line)?;
     if let Some(d) = fields.get("discarded")
         && *d != "null"
@@ -346,7 +348,7 @@ pub fn merge(
         match parse_line(&line, &cfg.key) {
             Err(reason) => {
                 let at = (&src_name, lineno, line.as_slice());
-                let bad = Verdict::Bad(reason);
+                let bad = Verdict::Bad(reason.to_string());
                 if let Some(err) = s
                     .lines
                     .not_written((cfg.on_error, false), rejects, at, &bad)?

@@ -379,7 +379,7 @@ fn call_object(v: &Value) -> Result<ToolCall, String> {
         outer: m,
         function: f,
         name,
-    } = crate::format::model::function_part(v, "tool call")?;
+    } = crate::format::model::function_part(v, "tool call").map_err(|e| e.to_string())?;
     let id = match m.get("id") {
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
         _ => None,
