@@ -98,7 +98,7 @@ pub fn convert_line(line: &[u8], opts: &Options, out: &mut Vec<u8>) -> Verdict {
     };
     match normalize::normalize_row(row, opts, out) {
         Ok(()) => Verdict::Written,
-        Err(e) => Verdict::Bad(e),
+        Err(e) => Verdict::Bad(e.to_string()),
     }
 }
 

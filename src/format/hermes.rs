@@ -30,7 +30,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::format::model::{GptTurn, ToolCall, ToolResult, ToolSpec};
+use crate::format::model::{DeclError, GptTurn, ToolCall, ToolResult, ToolSpec};
 use crate::format::pyjson::{self, Style};
 
 /// The system prompt up to the tool list.
@@ -199,14 +199,52 @@ pub fn render_tool(results: &[ToolResult]) -> String {
     s
 }
 
+/// Why Hermes text does not read back as a turn (the text of the parsers' errors).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("<tools> block has no closing </tools>")]
+    ToolsUnclosed,
+    #[error("<tools> block: {0}")]
+    ToolsNotJson(NotJson),
+    #[error("<tools>: {0}")]
+    ToolsEntry(DeclError),
+    /// The start of the text that follows the last call.
+    #[error("text after a </tool_call>: {0:?}")]
+    TextAfterCalls(String),
+    /// Call `n` (1-based).
+    #[error("<tool_call> {0} is not JSON: {1}")]
+    CallNotJson(usize, NotJson),
+    #[error("<tool_call> {0} has no closing </tool_call>")]
+    CallUnclosed(usize),
+    #[error("<tool_call> {0}: expected an object with \"name\" and \"arguments\"")]
+    CallNotAnObject(usize),
+    #[error("<tool_call> {0}: no \"name\" string")]
+    CallNoName(usize),
+    /// The start of the text outside the blocks.
+    #[error("text outside <tool_response> blocks: {0:?}")]
+    TextOutsideResponses(String),
+    #[error("<tool_response> {0} has no closing </tool_response>")]
+    ResponseUnclosed(usize),
+}
+
+/// No JSON value at the start of a text: serde_json's message, or `nothing`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotJson(String);
+
+/// The first 40 characters of `s`, for messages.
+fn head40(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
 /// Parse one JSON value at the start of `s` (after optional white space); returns the
 /// value and the number of bytes it used.
-fn json_prefix(s: &str) -> Result<(Value, usize), String> {
+fn json_prefix(s: &str) -> Result<(Value, usize), NotJson> {
     let mut it = serde_json::Deserializer::from_str(s).into_iter::<Value>();
     match it.next() {
         Some(Ok(v)) => Ok((v, it.byte_offset())),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Err("nothing".into()),
+        Some(Err(e)) => Err(NotJson(e.to_string())),
+        None => Err(NotJson("nothing".into())),
     }
 }
 
@@ -215,14 +253,14 @@ fn json_prefix(s: &str) -> Result<(Value, usize), String> {
 /// Accepts a JSON list or a sequence of JSON objects (the Hermes-Function-Calling
 /// spelling) between `<tools>` and `</tools>`; mentions such as "within <tools> </tools>
 /// XML tags" are skipped.
-pub fn parse_system(value: &str) -> Option<Result<Vec<ToolSpec>, String>> {
+pub fn parse_system(value: &str) -> Option<Result<Vec<ToolSpec>, ParseError>> {
     tools_openings(value).find_map(|start| {
         let body = value[start..].trim_start_matches(py_space);
         (body.starts_with('[') || body.starts_with('{')).then(|| parse_tools_body(body))
     })
 }
 
-fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, String> {
+fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, ParseError> {
     let mut tools = Vec::new();
     loop {
         body = body.trim_start_matches(|c: char| py_space(c) || c == ',');
@@ -230,24 +268,25 @@ fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, String> {
             return Ok(tools);
         }
         if body.is_empty() {
-            return Err("<tools> block has no closing </tools>".into());
+            return Err(ParseError::ToolsUnclosed);
         }
-        let (v, used) = json_prefix(body).map_err(|e| format!("<tools> block: {e}"))?;
+        let (v, used) = json_prefix(body).map_err(ParseError::ToolsNotJson)?;
         body = &body[used..];
+        let spec = |t: &Value| ToolSpec::from_json(t).map_err(ParseError::ToolsEntry);
         match v {
             Value::Array(items) => {
                 for it in &items {
-                    tools.push(ToolSpec::from_json(it).map_err(|e| format!("<tools>: {e}"))?);
+                    tools.push(spec(it)?);
                 }
             }
-            other => tools.push(ToolSpec::from_json(&other).map_err(|e| format!("<tools>: {e}"))?),
+            other => tools.push(spec(&other)?),
         }
     }
 }
 
 /// Split `<tool_call>` blocks off the end of `rest`. Returns the text before the first
 /// block (without the one `\n` the writer puts there) and the calls.
-fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), String> {
+fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), ParseError> {
     let Some(first) = find_tag(rest, Tag::CallOpen, 0) else {
         return Ok((rest, Vec::new()));
     };
@@ -261,33 +300,28 @@ fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), String> {
             break;
         }
         let Some(after) = s.strip_prefix(Tag::CallOpen.text()) else {
-            return Err(format!(
-                "text after a </tool_call>: {:?}",
-                s.chars().take(40).collect::<String>()
-            ));
+            return Err(ParseError::TextAfterCalls(head40(s)));
         };
-        let (v, used) = json_prefix(after)
-            .map_err(|e| format!("<tool_call> {} is not JSON: {e}", calls.len() + 1))?;
+        let n = calls.len() + 1;
+        let (v, used) = json_prefix(after).map_err(|e| ParseError::CallNotJson(n, e))?;
         let tail = after[used..].trim_start_matches(py_space);
         let Some(tail) = tail.strip_prefix(Tag::CallClose.text()) else {
-            return Err(format!(
-                "<tool_call> {} has no closing </tool_call>",
-                calls.len() + 1
-            ));
+            return Err(ParseError::CallUnclosed(n));
         };
-        calls.push(call_from_json(v).map_err(|e| format!("<tool_call> {}: {e}", calls.len() + 1))?);
+        calls.push(call_from_json(v, n)?);
         s = tail;
     }
     Ok((before, calls))
 }
 
-fn call_from_json(v: Value) -> Result<ToolCall, String> {
+/// Call `n` (1-based) from its JSON body.
+fn call_from_json(v: Value, n: usize) -> Result<ToolCall, ParseError> {
     let Value::Object(mut m) = v else {
-        return Err("expected an object with \"name\" and \"arguments\"".into());
+        return Err(ParseError::CallNotAnObject(n));
     };
     let name = match m.remove("name") {
         Some(Value::String(s)) => s,
-        _ => return Err("no \"name\" string".into()),
+        _ => return Err(ParseError::CallNoName(n)),
     };
     let arguments = m
         .remove("arguments")
@@ -305,7 +339,7 @@ fn call_from_json(v: Value) -> Result<ToolCall, String> {
 /// none); trailing `<tool_call>` blocks become calls; the rest is the content. When that
 /// reading would not write back the same text (for example an inline
 /// `<think>x</think>` in the content), the think block stays in the content.
-pub fn parse_gpt(value: &str) -> Result<GptTurn, String> {
+pub fn parse_gpt(value: &str) -> Result<GptTurn, ParseError> {
     if let Some((reasoning, rest)) = split_think(value) {
         let (content, calls) = split_calls(rest)?;
         let primary = GptTurn {
@@ -361,7 +395,7 @@ fn split_think(value: &str) -> Option<(&str, &str)> {
 /// content is that body. A value with no block at all is one result holding the whole
 /// text (as [`crate::format::model::tool_content_value`] reads it). Missing names and ids are
 /// left empty for the caller to pair with the calls.
-pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
+pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, ParseError> {
     if find_tag(value, Tag::RespOpen, 0).is_none() {
         return Ok(vec![ToolResult {
             tool_call_id: String::new(),
@@ -377,10 +411,7 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
             return Ok(out);
         }
         let Some(after) = s.strip_prefix(Tag::RespOpen.text()) else {
-            return Err(format!(
-                "text outside <tool_response> blocks: {:?}",
-                s.chars().take(40).collect::<String>()
-            ));
+            return Err(ParseError::TextOutsideResponses(head40(s)));
         };
         // A JSON body ends where its value ends (so a literal `</tool_response>` inside
         // a JSON string cannot end it); any other body at the first closing tag.
@@ -393,10 +424,7 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
             }
         }
         let Some(end) = find_tag(after, Tag::RespClose, 0) else {
-            return Err(format!(
-                "<tool_response> {} has no closing </tool_response>",
-                out.len() + 1
-            ));
+            return Err(ParseError::ResponseUnclosed(out.len() + 1));
         };
         let body = &after[..end];
         s = &after[end + Tag::RespClose.text().len()..];
