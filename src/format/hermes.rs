@@ -27,6 +27,13 @@
 //! (whitespace around JSON bodies, a `{"name", "content"}` response without an id, tool
 //! lists written as one object per tool). For any text `t` these functions produced,
 //! `render(parse(t)) == t` byte for byte.
+//!
+//! Scanning (the one tag reader, borrowed and zero-copy, for stages that judge or quote
+//! text rather than convert it): [`scan_gpt`] (reasoning, `<tool_call>` bodies and the
+//! first structural problem of a gpt turn: traj-filter's `--well-formed`, traj-compress's
+//! summaries), [`response_bodies`] (the `<tool_response>` blocks of a tool turn),
+//! [`tools_openings`] (the `<tools>` blocks of a system turn). The parsers above find
+//! their tags with the same [`Tag`]s and [`find_tag`].
 
 use serde_json::{Map, Value};
 

@@ -75,13 +75,7 @@ pub(super) fn facts(
     p: &Predicates,
     tokenizer: Option<&dyn Tokenizer>,
 ) -> Result<Facts, BadRow> {
-    let mut f = Facts {
-        turns: turns.len(),
-        ..Facts::default()
-    };
-    if p.well_formed && turns.is_empty() {
-        f.malformed = Some("no turns".into());
-    }
+    let mut f = Facts::new(turns.len(), p, "no turns");
     let need_tools = p.valid_tools || p.well_formed;
     // Offered tools: --tools FILE, else the system turn's <tools>, else the row's `tools`.
     let mut offered = p.tools.as_ref().map(Offered::Global);

@@ -156,6 +156,18 @@ struct Facts {
     malformed: Option<String>,
 }
 
+impl Facts {
+    /// The facts of a row of `turns` turns so far; `--well-formed` refuses an empty
+    /// conversation (`empty` says so).
+    fn new(turns: usize, p: &Predicates, empty: &str) -> Facts {
+        Facts {
+            turns,
+            malformed: (p.well_formed && turns == 0).then(|| empty.to_string()),
+            ..Facts::default()
+        }
+    }
+}
+
 fn set_once(slot: &mut Option<String>, msg: impl FnOnce() -> String) {
     if slot.is_none() {
         *slot = Some(msg());

@@ -53,13 +53,7 @@ pub(super) fn facts(
     p: &Predicates,
     tokenizer: Option<&dyn Tokenizer>,
 ) -> Result<Facts, BadRow> {
-    let mut f = Facts {
-        turns: msgs.len(),
-        ..Facts::default()
-    };
-    if p.well_formed && msgs.is_empty() {
-        f.malformed = Some("no messages".into());
-    }
+    let mut f = Facts::new(msgs.len(), p, "no messages");
     let offered = if p.valid_tools {
         Some(match &p.tools {
             Some(set) => Offered::Global(set),

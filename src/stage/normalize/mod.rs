@@ -142,34 +142,36 @@ pub fn normalize_row(
     Ok(())
 }
 
-fn write_stats(out: &mut Vec<u8>, stats: &BTreeMap<String, ToolCount>) {
-    out.extend_from_slice(b"\"tool_stats\": {");
+/// `"key": {tool: value(counts), ...}` for each tool of `stats`, in key order.
+fn write_tool_map(
+    out: &mut Vec<u8>,
+    key: &str,
+    stats: &BTreeMap<String, ToolCount>,
+    value: impl Fn(&ToolCount) -> String,
+) {
+    out.extend_from_slice(format!("\"{key}\": {{").as_bytes());
     for (i, (name, c)) in stats.iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(b", ");
         }
         pyjson::write_str(out, name, Style::Python);
-        out.extend_from_slice(
-            format!(
-                ": {{\"count\": {}, \"success\": {}, \"failure\": {}}}",
-                c.count, c.success, c.failure
-            )
-            .as_bytes(),
-        );
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value(c).as_bytes());
     }
     out.push(b'}');
 }
 
+fn write_stats(out: &mut Vec<u8>, stats: &BTreeMap<String, ToolCount>) {
+    write_tool_map(out, "tool_stats", stats, |c| {
+        format!(
+            "{{\"count\": {}, \"success\": {}, \"failure\": {}}}",
+            c.count, c.success, c.failure
+        )
+    });
+}
+
 fn write_error_counts(out: &mut Vec<u8>, stats: &BTreeMap<String, ToolCount>) {
-    out.extend_from_slice(b"\"tool_error_counts\": {");
-    for (i, (name, c)) in stats.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        pyjson::write_str(out, name, Style::Python);
-        out.extend_from_slice(format!(": {}", c.failure).as_bytes());
-    }
-    out.push(b'}');
+    write_tool_map(out, "tool_error_counts", stats, |c| c.failure.to_string());
 }
 
 fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
