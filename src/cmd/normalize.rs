@@ -69,12 +69,21 @@ pub struct Args {
     pub set: Vec<(String, Value)>,
 }
 
-fn parse_set(s: &str) -> Result<(String, Value), String> {
+/// A `--set` argument that is not `KEY=VALUE`.
+#[derive(Debug, thiserror::Error)]
+enum SetError {
+    #[error("{0:?}: expected KEY=VALUE")]
+    NoEquals(String),
+    #[error("{0:?}: the key is empty")]
+    EmptyKey(String),
+}
+
+fn parse_set(s: &str) -> Result<(String, Value), SetError> {
     let (k, v) = s
         .split_once('=')
-        .ok_or_else(|| format!("{s:?}: expected KEY=VALUE"))?;
+        .ok_or_else(|| SetError::NoEquals(s.to_string()))?;
     if k.is_empty() {
-        return Err(format!("{s:?}: the key is empty"));
+        return Err(SetError::EmptyKey(s.to_string()));
     }
     let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
     Ok((k.to_string(), value))

@@ -512,8 +512,17 @@ fn merge_runs(runs: &[PathBuf], sink: &mut dyn FnMut(Rec) -> Result<()>) -> Resu
     Ok(())
 }
 
+/// A `--buffer-size` that is not a size.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("unknown unit in {0:?} (use K, M or G)")]
+    UnknownUnit(String),
+    #[error("not a size: {0:?} (examples: 4096, 512K, 64M, 1G)")]
+    NotASize(String),
+}
+
 /// Parse a size such as `4096`, `512K`, `64M`, `2G` (binary units).
-pub fn parse_size(s: &str) -> Result<usize, String> {
+pub fn parse_size(s: &str) -> Result<usize, SizeError> {
     let t = s.trim();
     let (num, mult) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -522,7 +531,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
                 'M' => 1 << 20,
                 'G' => 1 << 30,
                 'B' => 1,
-                _ => return Err(format!("unknown unit in {s:?} (use K, M or G)")),
+                _ => return Err(SizeError::UnknownUnit(s.to_string())),
             };
             (&t[..i], m)
         }
@@ -531,7 +540,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     let n: usize = num
         .trim()
         .parse()
-        .map_err(|_| format!("not a size: {s:?} (examples: 4096, 512K, 64M, 1G)"))?;
+        .map_err(|_| SizeError::NotASize(s.to_string()))?;
     Ok(n.saturating_mul(mult))
 }
 

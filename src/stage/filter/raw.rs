@@ -4,43 +4,12 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{BadCall, Facts, NoToolList, Offered, Predicates, set_once};
 use crate::format::hermes::scan_gpt;
 use crate::format::row::{BadRow, Message, RowView, raw_str};
 use crate::format::tokens::Tokenizer;
-
-/// The text of a message `content`: a string, or the `text` parts of a list.
-fn content_text<'a>(raw: Option<&'a RawValue>) -> Cow<'a, str> {
-    #[derive(Deserialize)]
-    struct Part<'b> {
-        #[serde(borrow, default)]
-        text: Option<Cow<'b, str>>,
-        #[serde(borrow, default)]
-        value: Option<&'b RawValue>,
-    }
-    let Some(raw) = raw else {
-        return Cow::Borrowed("");
-    };
-    match raw.get().as_bytes().first() {
-        Some(b'"') => raw_str(raw).unwrap_or(Cow::Borrowed("")),
-        Some(b'[') => {
-            let parts: Vec<Part> = serde_json::from_str(raw.get()).unwrap_or_default();
-            let mut s = String::new();
-            for part in parts {
-                if let Some(t) = part.text {
-                    s.push_str(&t);
-                } else if let Some(v) = part.value.and_then(raw_str) {
-                    s.push_str(&v);
-                }
-            }
-            Cow::Owned(s)
-        }
-        _ => Cow::Borrowed(""),
-    }
-}
 
 fn nonblank_str(raw: Option<&RawValue>) -> bool {
     raw.and_then(raw_str).is_some_and(|s| !s.trim().is_empty())
@@ -69,7 +38,7 @@ pub(super) fn facts(
         let n = i + 1;
         let role: &str = &m.role;
         let text = if role == "assistant" || tokenizer.is_some() {
-            content_text(m.content)
+            crate::format::message::content_text_raw(m.content)
         } else {
             Cow::Borrowed("")
         };
@@ -91,7 +60,7 @@ pub(super) fn facts(
                 f.reasoning |= nonblank_str(m.reasoning)
                     || nonblank_str(m.reasoning_content)
                     || g.reasoning
-                    || scratchpad_reasoning(&text);
+                    || crate::format::hermes::scratchpad_reasoning(&text);
                 let calls = m.tool_calls.as_deref().unwrap_or(&[]);
                 f.calls += calls.len();
                 for (k, c) in calls.iter().enumerate() {
@@ -147,18 +116,6 @@ pub(super) fn facts(
         });
     }
     Ok(f)
-}
-
-/// The reference's raw-record rule also counts a `<REASONING_SCRATCHPAD>` in the content.
-fn scratchpad_reasoning(text: &str) -> bool {
-    let Some(k) = text.find("<REASONING_SCRATCHPAD>") else {
-        return false;
-    };
-    let rest = &text[k + "<REASONING_SCRATCHPAD>".len()..];
-    let body = rest
-        .find("</REASONING_SCRATCHPAD>")
-        .map_or(rest, |e| &rest[..e]);
-    !body.trim().is_empty()
 }
 
 /// OpenAI arguments are a JSON string holding an object (or, from some servers, the
