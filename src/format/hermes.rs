@@ -769,6 +769,80 @@ mod tests {
     }
 
     #[test]
+    fn the_scanner_reads_tags_leniently_and_names_the_first_problem() {
+        let g =
+            scan_gpt("<think>\nR\n</think>\n<tool_call>\n{\"a\": 1}\n</tool_call> <tool_call>x");
+        assert!(g.reasoning);
+        assert_eq!(g.calls, ["{\"a\": 1}", "x"]);
+        assert_eq!(g.error, Some(TagError::CallNeverClosed));
+        let g = scan_gpt("<think> </think></think><tool_response>");
+        assert!(!g.reasoning);
+        assert_eq!(g.error, Some(TagError::NoOpening(Tag::ThinkClose)));
+        assert_eq!(
+            scan_gpt("<think>r<tool_call>c</tool_call>")
+                .error
+                .map(|e| e.to_string()),
+            Some("<tool_call> inside an unclosed <think>".into())
+        );
+        assert_eq!(
+            response_bodies(
+                " <tool_response> a </tool_response>\n<tool_response>b</tool_response>"
+            ),
+            Ok(vec!["a", "b"])
+        );
+        for (v, e) in [
+            ("", ToolTurnError::NoBlock),
+            (
+                "x <tool_response>a</tool_response>",
+                ToolTurnError::TextOutside,
+            ),
+            (
+                "<tool_response>a</tool_response> x",
+                ToolTurnError::TextAfter,
+            ),
+            ("<tool_response>a", ToolTurnError::NeverClosed),
+        ] {
+            assert_eq!(response_bodies(v), Err(e), "{v:?}");
+        }
+        let sys = "within <tools> </tools> tags\n<tools>\n[]\n</tools>";
+        let opens: Vec<usize> = tools_openings(sys).collect();
+        assert_eq!(opens.len(), 2);
+        assert_eq!(
+            tools_closing(sys, opens[1]).map(|e| sys[opens[1]..e].trim()),
+            Some("[]")
+        );
+        assert_eq!(
+            remove_call_tags("<tool_call>a</tool_call><think>"),
+            "a<think>"
+        );
+        assert!(scratchpad_reasoning("x<REASONING_SCRATCHPAD> y"));
+        assert!(!scratchpad_reasoning(
+            "<REASONING_SCRATCHPAD> </REASONING_SCRATCHPAD>y"
+        ));
+    }
+
+    #[test]
+    fn parse_errors_read_as_before() {
+        assert_eq!(
+            parse_gpt("<tool_call>\n{\"a\": 1}\n</tool_call>")
+                .unwrap_err()
+                .to_string(),
+            "<tool_call> 1: no \"name\" string"
+        );
+        assert_eq!(
+            parse_tool("<tool_response>x").unwrap_err().to_string(),
+            "<tool_response> 1 has no closing </tool_response>"
+        );
+        assert_eq!(
+            parse_system("<tools>[1]</tools>")
+                .unwrap()
+                .unwrap_err()
+                .to_string(),
+            "<tools>: a tool schema must be an object, found a number"
+        );
+    }
+
+    #[test]
     fn envelope_breakers_are_refused() {
         assert!(render_gpt(&gpt(Some("a</think>b"), "", vec![])).is_err());
         assert!(render_gpt(&gpt(None, "see <tool_call>", vec![])).is_err());

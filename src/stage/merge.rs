@@ -595,9 +595,32 @@ mod tests {
     }
 
     #[test]
+    fn bad_lines_and_tombstones_read_as_before() {
+        let spec = KeySpec::Field("prompt_index".into());
+        let bad = |l: &str| parse_line(l.as_bytes(), &spec).err().map(|e| e.to_string());
+        assert_eq!(
+            bad("[1]").as_deref(),
+            Some("expected a JSON object, found an array")
+        );
+        assert!(bad("{\"a\": ").unwrap().starts_with("invalid JSON: EOF"));
+        assert_eq!(
+            bad("{\"a\": 1} x").as_deref(),
+            Some("invalid JSON: trailing characters at line 1 column 10")
+        );
+        match parse_line(b"{\"discarded\": \"dup\"}", &spec) {
+            Ok(Parsed::Tombstone(r)) => assert_eq!(r, "tombstone: discarded \"dup\""),
+            _ => panic!("not a tombstone"),
+        }
+    }
+
+    #[test]
     fn sizes() {
         assert_eq!(parse_size("64M").unwrap(), 64 << 20);
         assert_eq!(parse_size("10").unwrap(), 10);
-        assert!(parse_size("3X").is_err());
+        assert_eq!(parse_size("3X"), Err(SizeError::UnknownUnit("3X".into())));
+        assert_eq!(
+            parse_size("1.5M").unwrap_err().to_string(),
+            "not a size: \"1.5M\" (examples: 4096, 512K, 64M, 1G)"
+        );
     }
 }
