@@ -8,8 +8,8 @@
 //! [`crate::format::hermes::response_bodies`]).
 //!
 //! Two row shapes are understood, one submodule each:
-//! - [`hermes`]: Hermes ShareGPT rows (`conversations` of `{"from","value"}`).
-//! - [`raw`]: raw run records (OpenAI `messages` with `tool_calls`, `role: "tool"`
+//! - `hermes`: Hermes ShareGPT rows (`conversations` of `{"from","value"}`).
+//! - `raw`: raw run records (OpenAI `messages` with `tool_calls`, `role: "tool"`
 //!   results and a `tools` list of schemas), judged on the OpenAI fields (see
 //!   `docs/filter.md` for how each predicate reads them).
 
