@@ -51,7 +51,7 @@ mkdir -p "$work"
 for f in "${inputs[@]}"; do
   name=$(basename "$f"); name=${name%.gz}; name=${name%.jsonl}
   t traj-normalize --set "_source_dataset=$name" --rejects "$work/$name.normalize_rejects.jsonl" "$f" \
-    | t traj-filter --min-tokens "$min_tokens" --tokenizer "$tokenizer" \
+    | t traj-filter --min-row-tokens "$min_tokens" --tokenizer "$tokenizer" \
         --rejects "$work/$name.short.jsonl" -q -o "$work/$name.long.jsonl"
   echo "sample-and-compress: $name: $(wc -l < "$work/$name.long.jsonl") rows of >= $min_tokens tokens" >&2
 done

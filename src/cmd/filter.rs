@@ -6,12 +6,12 @@
 //! predicate every valid row passes through unchanged; invalid lines are bad input
 //! (`--on-error`). Predicates are in [`crate::stage::filter`].
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::cli::{IoArgs, Status, note};
 use crate::format::tokens::Tokenizer;
@@ -34,7 +34,7 @@ Examples:
   traj-filter --well-formed --invert in.jsonl > malformed.jsonl
 
   # rows between 1k and 32k tokens
-  traj-filter --min-tokens 1000 --max-tokens 32000 --tokenizer o200k_base in.jsonl
+  traj-filter --min-row-tokens 1000 --max-row-tokens 32000 --tokenizer o200k_base in.jsonl
 
 Rows dropped by a predicate exit 0: dropping is the filter's job. Without --rejects they
 are counted on stderr but not kept anywhere. Bad lines follow --on-error.";
@@ -65,7 +65,9 @@ pub struct Args {
     #[arg(long, help_heading = "Predicates")]
     pub valid_tools: bool,
 
-    /// Judge --valid-tools against this JSON list of tools instead of each row's own.
+    /// Judge --valid-tools against the run's tool declarations instead of each row's
+    /// own: a JSON list of names or tool schemas (or an object with one under `tools`),
+    /// or one name per line; the same file as traj-normalize's --tools.
     #[arg(long, value_name = "FILE", help_heading = "Predicates")]
     pub tools: Option<PathBuf>,
 
@@ -96,13 +98,13 @@ pub struct Args {
 
     /// Drop rows with fewer tokens (sum over turn values, with --tokenizer).
     #[arg(long, value_name = "N", help_heading = "Predicates")]
-    pub min_tokens: Option<usize>,
+    pub min_row_tokens: Option<usize>,
 
     /// Drop rows with more tokens.
     #[arg(long, value_name = "N", help_heading = "Predicates")]
-    pub max_tokens: Option<usize>,
+    pub max_row_tokens: Option<usize>,
 
-    /// Tokenizer for --min-tokens/--max-tokens.
+    /// Tokenizer for --min-row-tokens/--max-row-tokens.
     #[arg(long, value_name = "SPEC", default_value = "o200k_base")]
     pub tokenizer: String,
 
@@ -115,23 +117,6 @@ pub struct Args {
     pub stats: Option<PathBuf>,
 }
 
-/// Read the `--tools FILE` list: a JSON list of tool declarations (Hermes
-/// `{"name",...}`, OpenAI `{"type":"function","function":{"name",...}}` or plain
-/// names), or an object with such a list under `tools`.
-fn load_tools(path: &std::path::Path) -> Result<HashSet<String>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read --tools {}", path.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| crate::cli::UsageError(format!("--tools {}: {e}", path.display())))?;
-    let list = match &v {
-        serde_json::Value::Object(m) => m.get("tools").cloned().unwrap_or_default(),
-        other => other.clone(),
-    };
-    let names = filter::tool_names(&list.to_string())
-        .map_err(|e| crate::cli::UsageError(format!("--tools {}: {e}", path.display())))?;
-    Ok(names.into_iter().collect())
-}
-
 /// Run traj-filter.
 pub fn run_cli(args: Args) -> Result<Status> {
     if let (Some(a), Some(b)) = (args.min_turns, args.max_turns)
@@ -139,10 +124,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
     {
         crate::usage_bail!("--min-turns {a} is above --max-turns {b}");
     }
-    if let (Some(a), Some(b)) = (args.min_tokens, args.max_tokens)
+    if let (Some(a), Some(b)) = (args.min_row_tokens, args.max_row_tokens)
         && a > b
     {
-        crate::usage_bail!("--min-tokens {a} is above --max-tokens {b}");
+        crate::usage_bail!("--min-row-tokens {a} is above --max-row-tokens {b}");
     }
     if args.tools.is_some() && !args.valid_tools {
         crate::usage_bail!("--tools FILE is only used with --valid-tools");
@@ -150,15 +135,23 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let preds = Predicates {
         require_reasoning: args.require_reasoning,
         valid_tools: args.valid_tools,
-        tools: args.tools.as_deref().map(load_tools).transpose()?,
+        tools: match &args.tools {
+            Some(p) => Some(
+                crate::cmd::normalize::load_tool_names(p)
+                    .map_err(|e| crate::cli::UsageError(format!("--tools: {e:#}")))?
+                    .into_iter()
+                    .collect(),
+            ),
+            None => None,
+        },
         well_formed: args.well_formed,
         completed: args.completed,
         no_partial: args.no_partial,
         has_tool_calls: args.has_tool_calls,
         min_turns: args.min_turns,
         max_turns: args.max_turns,
-        min_tokens: args.min_tokens,
-        max_tokens: args.max_tokens,
+        min_row_tokens: args.min_row_tokens,
+        max_row_tokens: args.max_row_tokens,
     };
     if args.invert && preds.is_empty() {
         crate::usage_bail!("--invert needs at least one predicate");
@@ -188,18 +181,18 @@ pub fn run_cli(args: Args) -> Result<Status> {
             passthru::run(&cfg, sources, &mut out, &mut rejects, |line| {
                 match filter::validate_object(line) {
                     Ok(()) => Verdict::Written,
-                    Err(e) => Verdict::Bad(e),
+                    Err(e) => Verdict::Bad(e.to_string()),
                 }
             })?
         } else {
             passthru::run(&cfg, sources, &mut out, &mut rejects, |line| {
                 let row = match filter::parse_row(line) {
                     Ok(r) => r,
-                    Err(e) => return Verdict::Bad(e),
+                    Err(e) => return Verdict::Bad(e.to_string()),
                 };
                 let reasons = match filter::evaluate(&row, &preds, tk) {
                     Ok(r) => r,
-                    Err(e) => return Verdict::Bad(e),
+                    Err(e) => return Verdict::Bad(e.to_string()),
                 };
                 match (reasons.is_empty(), invert) {
                     (true, false) | (false, true) => Verdict::Written,

@@ -69,57 +69,34 @@ pub struct Args {
     pub set: Vec<(String, Value)>,
 }
 
-fn parse_set(s: &str) -> Result<(String, Value), String> {
+/// A `--set` argument that is not `KEY=VALUE`.
+#[derive(Debug, thiserror::Error)]
+enum SetError {
+    #[error("{0:?}: expected KEY=VALUE")]
+    NoEquals(String),
+    #[error("{0:?}: the key is empty")]
+    EmptyKey(String),
+}
+
+fn parse_set(s: &str) -> Result<(String, Value), SetError> {
     let (k, v) = s
         .split_once('=')
-        .ok_or_else(|| format!("{s:?}: expected KEY=VALUE"))?;
+        .ok_or_else(|| SetError::NoEquals(s.to_string()))?;
     if k.is_empty() {
-        return Err(format!("{s:?}: the key is empty"));
+        return Err(SetError::EmptyKey(s.to_string()));
     }
     let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
     Ok((k.to_string(), value))
 }
 
-/// Read `--tools FILE`: a JSON list of names or schemas (OpenAI or bare), a JSON object
-/// with such a list under `tools`, or plain text with one name per line.
+/// Read `--tools FILE` (traj-filter's too): the names of
+/// [`crate::format::model::tool_list_names`] (a JSON list of names or schemas, an object
+/// with such a list under `tools`, or one name per line).
 pub fn load_tool_names(path: &Path) -> Result<Vec<String>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let trimmed = text.trim_start_matches('\u{feff}').trim();
-    let names = match serde_json::from_str::<Value>(trimmed) {
-        Ok(v) => {
-            let list = match v {
-                Value::Array(l) => l,
-                Value::Object(mut m) => match m.remove("tools") {
-                    Some(Value::Array(l)) => l,
-                    _ => anyhow::bail!("{}: expected a JSON list of tools", path.display()),
-                },
-                _ => anyhow::bail!("{}: expected a JSON list of tools", path.display()),
-            };
-            let mut names = Vec::with_capacity(list.len());
-            for (i, t) in list.iter().enumerate() {
-                match t {
-                    Value::String(s) => names.push(s.clone()),
-                    other => names.push(
-                        crate::format::model::ToolSpec::from_json(other)
-                            .map_err(|e| {
-                                anyhow::anyhow!("{}: tool {}: {e}", path.display(), i + 1)
-                            })?
-                            .name,
-                    ),
-                }
-            }
-            names
-        }
-        Err(_) if !trimmed.starts_with('[') && !trimmed.starts_with('{') => trimmed
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(str::to_string)
-            .collect(),
-        Err(e) => anyhow::bail!("{}: invalid JSON: {e}", path.display()),
-    };
-    Ok(names)
+    crate::format::model::tool_list_names(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 /// Convert one input line (the function [`crate::io::process`] runs on every line).
@@ -130,7 +107,7 @@ pub fn convert_line(line: &[u8], opts: &Options, out: &mut Vec<u8>) -> Verdict {
     };
     match normalize::normalize_row(row, opts, out) {
         Ok(()) => Verdict::Written,
-        Err(e) => Verdict::Bad(e),
+        Err(e) => Verdict::Bad(e.to_string()),
     }
 }
 

@@ -27,10 +27,17 @@
 //! (whitespace around JSON bodies, a `{"name", "content"}` response without an id, tool
 //! lists written as one object per tool). For any text `t` these functions produced,
 //! `render(parse(t)) == t` byte for byte.
+//!
+//! Scanning (the one tag reader, borrowed and zero-copy, for stages that judge or quote
+//! text rather than convert it): [`scan_gpt`] (reasoning, `<tool_call>` bodies and the
+//! first structural problem of a gpt turn: traj-filter's `--well-formed`, traj-compress's
+//! summaries), [`response_bodies`] (the `<tool_response>` blocks of a tool turn),
+//! [`tools_openings`] (the `<tools>` blocks of a system turn). The parsers above find
+//! their tags with the same [`Tag`]s and [`find_tag`].
 
 use serde_json::{Map, Value};
 
-use crate::format::model::{GptTurn, ToolCall, ToolResult, ToolSpec};
+use crate::format::model::{DeclError, GptTurn, ToolCall, ToolResult, ToolSpec};
 use crate::format::pyjson::{self, Style};
 
 /// The system prompt up to the tool list.
@@ -39,7 +46,6 @@ pub const SYSTEM_PREFIX: &str = "You are a function calling AI model. You are pr
 /// The system prompt after the tool list.
 pub const SYSTEM_SUFFIX: &str = "For each function call return a JSON object, with the following pydantic model json schema for each:\n{'title': 'FunctionCall', 'type': 'object', 'properties': {'name': {'title': 'Name', 'type': 'string'}, 'arguments': {'title': 'Arguments', 'type': 'object'}}, 'required': ['name', 'arguments']}\nEach function call should be enclosed within <tool_call> </tool_call> XML tags.\nExample:\n<tool_call>\n{'name': <function-name>,'arguments': <args-dict>}\n</tool_call>";
 
-const THINK_OPEN: &str = "<think>";
 const EMPTY_THINK: &str = "<think>\n</think>\n";
 
 /// A turn that cannot be written without breaking the tag envelope.
@@ -66,13 +72,27 @@ fn is_blank(s: &str) -> bool {
     py_strip(s).is_empty()
 }
 
+const SCRATCHPAD_OPEN: &str = "<REASONING_SCRATCHPAD>";
+const SCRATCHPAD_CLOSE: &str = "</REASONING_SCRATCHPAD>";
+
+/// The reference's raw-record reasoning rule: a `<REASONING_SCRATCHPAD>` holding more
+/// than white space (up to its closing tag, or the end of the text).
+pub fn scratchpad_reasoning(text: &str) -> bool {
+    let Some(k) = text.find(SCRATCHPAD_OPEN) else {
+        return false;
+    };
+    let rest = &text[k + SCRATCHPAD_OPEN.len()..];
+    let body = rest.find(SCRATCHPAD_CLOSE).map_or(rest, |e| &rest[..e]);
+    !body.trim().is_empty()
+}
+
 /// The reference's scratchpad conversion: `<REASONING_SCRATCHPAD>` → `<think>` and
 /// `</REASONING_SCRATCHPAD>` → `</think>`, everywhere, nothing else touched.
 pub fn convert_scratchpad(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains("REASONING_SCRATCHPAD>") {
         std::borrow::Cow::Owned(
-            s.replace("<REASONING_SCRATCHPAD>", "<think>")
-                .replace("</REASONING_SCRATCHPAD>", "</think>"),
+            s.replace(SCRATCHPAD_OPEN, Tag::ThinkOpen.text())
+                .replace(SCRATCHPAD_CLOSE, Tag::ThinkClose.text()),
         )
     } else {
         std::borrow::Cow::Borrowed(s)
@@ -131,7 +151,7 @@ pub fn render_gpt(g: &GptTurn) -> Result<String, EnvelopeError> {
     if let Some(r) = g.reasoning.as_deref()
         && !is_blank(r)
     {
-        if r.contains("</think>") {
+        if r.contains(Tag::ThinkClose.text()) {
             return Err(EnvelopeError(
                 "reasoning contains </think>, which would end the <think> block early".into(),
             ));
@@ -141,8 +161,8 @@ pub fn render_gpt(g: &GptTurn) -> Result<String, EnvelopeError> {
         s.push_str("\n</think>\n");
     }
     let content = convert_scratchpad(&g.content);
-    for tag in ["<tool_call>", "</tool_call>"] {
-        if content.contains(tag) {
+    for tag in [Tag::CallOpen, Tag::CallClose] {
+        if content.contains(tag.text()) {
             return Err(EnvelopeError(format!(
                 "content contains {tag}, which Hermes parsers would read as a tool call"
             )));
@@ -150,7 +170,7 @@ pub fn render_gpt(g: &GptTurn) -> Result<String, EnvelopeError> {
     }
     if g.tool_calls.is_empty() {
         s.push_str(&content);
-        if !s.contains(THINK_OPEN) {
+        if !s.contains(Tag::ThinkOpen.text()) {
             s.insert_str(0, EMPTY_THINK);
         }
         Ok(py_strip(&s).to_string())
@@ -164,7 +184,7 @@ pub fn render_gpt(g: &GptTurn) -> Result<String, EnvelopeError> {
             s.push_str(&call_json(c));
             s.push_str("\n</tool_call>\n");
         }
-        if !s.contains(THINK_OPEN) {
+        if !s.contains(Tag::ThinkOpen.text()) {
             s.insert_str(0, EMPTY_THINK);
         }
         let n = py_rstrip(&s).len();
@@ -200,14 +220,52 @@ pub fn render_tool(results: &[ToolResult]) -> String {
     s
 }
 
+/// Why Hermes text does not read back as a turn (the text of the parsers' errors).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("<tools> block has no closing </tools>")]
+    ToolsUnclosed,
+    #[error("<tools> block: {0}")]
+    ToolsNotJson(NotJson),
+    #[error("<tools>: {0}")]
+    ToolsEntry(DeclError),
+    /// The start of the text that follows the last call.
+    #[error("text after a </tool_call>: {0:?}")]
+    TextAfterCalls(String),
+    /// Call `n` (1-based).
+    #[error("<tool_call> {0} is not JSON: {1}")]
+    CallNotJson(usize, NotJson),
+    #[error("<tool_call> {0} has no closing </tool_call>")]
+    CallUnclosed(usize),
+    #[error("<tool_call> {0}: expected an object with \"name\" and \"arguments\"")]
+    CallNotAnObject(usize),
+    #[error("<tool_call> {0}: no \"name\" string")]
+    CallNoName(usize),
+    /// The start of the text outside the blocks.
+    #[error("text outside <tool_response> blocks: {0:?}")]
+    TextOutsideResponses(String),
+    #[error("<tool_response> {0} has no closing </tool_response>")]
+    ResponseUnclosed(usize),
+}
+
+/// No JSON value at the start of a text: serde_json's message, or `nothing`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotJson(String);
+
+/// The first 40 characters of `s`, for messages.
+fn head40(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
 /// Parse one JSON value at the start of `s` (after optional white space); returns the
 /// value and the number of bytes it used.
-fn json_prefix(s: &str) -> Result<(Value, usize), String> {
+fn json_prefix(s: &str) -> Result<(Value, usize), NotJson> {
     let mut it = serde_json::Deserializer::from_str(s).into_iter::<Value>();
     match it.next() {
         Some(Ok(v)) => Ok((v, it.byte_offset())),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Err("nothing".into()),
+        Some(Err(e)) => Err(NotJson(e.to_string())),
+        None => Err(NotJson("nothing".into())),
     }
 }
 
@@ -216,47 +274,41 @@ fn json_prefix(s: &str) -> Result<(Value, usize), String> {
 /// Accepts a JSON list or a sequence of JSON objects (the Hermes-Function-Calling
 /// spelling) between `<tools>` and `</tools>`; mentions such as "within <tools> </tools>
 /// XML tags" are skipped.
-pub fn parse_system(value: &str) -> Option<Result<Vec<ToolSpec>, String>> {
-    let mut from = 0;
-    while let Some(off) = value[from..].find("<tools>") {
-        let start = from + off + "<tools>".len();
-        from = start;
+pub fn parse_system(value: &str) -> Option<Result<Vec<ToolSpec>, ParseError>> {
+    tools_openings(value).find_map(|start| {
         let body = value[start..].trim_start_matches(py_space);
-        if !(body.starts_with('[') || body.starts_with('{')) {
-            continue;
-        }
-        return Some(parse_tools_body(body));
-    }
-    None
+        (body.starts_with('[') || body.starts_with('{')).then(|| parse_tools_body(body))
+    })
 }
 
-fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, String> {
+fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, ParseError> {
     let mut tools = Vec::new();
     loop {
         body = body.trim_start_matches(|c: char| py_space(c) || c == ',');
-        if body.starts_with("</tools>") {
+        if body.starts_with(TOOLS_CLOSE) {
             return Ok(tools);
         }
         if body.is_empty() {
-            return Err("<tools> block has no closing </tools>".into());
+            return Err(ParseError::ToolsUnclosed);
         }
-        let (v, used) = json_prefix(body).map_err(|e| format!("<tools> block: {e}"))?;
+        let (v, used) = json_prefix(body).map_err(ParseError::ToolsNotJson)?;
         body = &body[used..];
+        let spec = |t: &Value| ToolSpec::from_json(t).map_err(ParseError::ToolsEntry);
         match v {
             Value::Array(items) => {
                 for it in &items {
-                    tools.push(ToolSpec::from_json(it).map_err(|e| format!("<tools>: {e}"))?);
+                    tools.push(spec(it)?);
                 }
             }
-            other => tools.push(ToolSpec::from_json(&other).map_err(|e| format!("<tools>: {e}"))?),
+            other => tools.push(spec(&other)?),
         }
     }
 }
 
 /// Split `<tool_call>` blocks off the end of `rest`. Returns the text before the first
 /// block (without the one `\n` the writer puts there) and the calls.
-fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), String> {
-    let Some(first) = rest.find("<tool_call>") else {
+fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), ParseError> {
+    let Some(first) = find_tag(rest, Tag::CallOpen, 0) else {
         return Ok((rest, Vec::new()));
     };
     let before = &rest[..first];
@@ -268,34 +320,29 @@ fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), String> {
         if s.is_empty() {
             break;
         }
-        let Some(after) = s.strip_prefix("<tool_call>") else {
-            return Err(format!(
-                "text after a </tool_call>: {:?}",
-                s.chars().take(40).collect::<String>()
-            ));
+        let Some(after) = s.strip_prefix(Tag::CallOpen.text()) else {
+            return Err(ParseError::TextAfterCalls(head40(s)));
         };
-        let (v, used) = json_prefix(after)
-            .map_err(|e| format!("<tool_call> {} is not JSON: {e}", calls.len() + 1))?;
+        let n = calls.len() + 1;
+        let (v, used) = json_prefix(after).map_err(|e| ParseError::CallNotJson(n, e))?;
         let tail = after[used..].trim_start_matches(py_space);
-        let Some(tail) = tail.strip_prefix("</tool_call>") else {
-            return Err(format!(
-                "<tool_call> {} has no closing </tool_call>",
-                calls.len() + 1
-            ));
+        let Some(tail) = tail.strip_prefix(Tag::CallClose.text()) else {
+            return Err(ParseError::CallUnclosed(n));
         };
-        calls.push(call_from_json(v).map_err(|e| format!("<tool_call> {}: {e}", calls.len() + 1))?);
+        calls.push(call_from_json(v, n)?);
         s = tail;
     }
     Ok((before, calls))
 }
 
-fn call_from_json(v: Value) -> Result<ToolCall, String> {
+/// Call `n` (1-based) from its JSON body.
+fn call_from_json(v: Value, n: usize) -> Result<ToolCall, ParseError> {
     let Value::Object(mut m) = v else {
-        return Err("expected an object with \"name\" and \"arguments\"".into());
+        return Err(ParseError::CallNotAnObject(n));
     };
     let name = match m.remove("name") {
         Some(Value::String(s)) => s,
-        _ => return Err("no \"name\" string".into()),
+        _ => return Err(ParseError::CallNoName(n)),
     };
     let arguments = m
         .remove("arguments")
@@ -313,7 +360,7 @@ fn call_from_json(v: Value) -> Result<ToolCall, String> {
 /// none); trailing `<tool_call>` blocks become calls; the rest is the content. When that
 /// reading would not write back the same text (for example an inline
 /// `<think>x</think>` in the content), the think block stays in the content.
-pub fn parse_gpt(value: &str) -> Result<GptTurn, String> {
+pub fn parse_gpt(value: &str) -> Result<GptTurn, ParseError> {
     if let Some((reasoning, rest)) = split_think(value) {
         let (content, calls) = split_calls(rest)?;
         let primary = GptTurn {
@@ -347,8 +394,8 @@ pub fn parse_gpt(value: &str) -> Result<GptTurn, String> {
 /// `<think>\nR\n</think>\nrest` → `(R, rest)`; `<think>\n</think>…` gives an empty R.
 fn split_think(value: &str) -> Option<(&str, &str)> {
     let after_open = value.strip_prefix("<think>\n")?;
-    let close = after_open.find("</think>")?;
-    let after_close = &after_open[close + "</think>".len()..];
+    let close = find_tag(after_open, Tag::ThinkClose, 0)?;
+    let after_close = &after_open[close + Tag::ThinkClose.text().len()..];
     let rest = if after_close.is_empty() {
         ""
     } else {
@@ -369,8 +416,8 @@ fn split_think(value: &str) -> Option<(&str, &str)> {
 /// content is that body. A value with no block at all is one result holding the whole
 /// text (as [`crate::format::model::tool_content_value`] reads it). Missing names and ids are
 /// left empty for the caller to pair with the calls.
-pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
-    if !value.contains("<tool_response>") {
+pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, ParseError> {
+    if find_tag(value, Tag::RespOpen, 0).is_none() {
         return Ok(vec![ToolResult {
             tool_call_id: String::new(),
             name: String::new(),
@@ -384,30 +431,24 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, String> {
         if s.is_empty() {
             return Ok(out);
         }
-        let Some(after) = s.strip_prefix("<tool_response>") else {
-            return Err(format!(
-                "text outside <tool_response> blocks: {:?}",
-                s.chars().take(40).collect::<String>()
-            ));
+        let Some(after) = s.strip_prefix(Tag::RespOpen.text()) else {
+            return Err(ParseError::TextOutsideResponses(head40(s)));
         };
         // A JSON body ends where its value ends (so a literal `</tool_response>` inside
         // a JSON string cannot end it); any other body at the first closing tag.
         if let Ok((v, used)) = json_prefix(after) {
             let rest = after[used..].trim_start_matches(py_space);
-            if let Some(tail) = rest.strip_prefix("</tool_response>") {
+            if let Some(tail) = rest.strip_prefix(Tag::RespClose.text()) {
                 out.push(result_from_value(v));
                 s = tail;
                 continue;
             }
         }
-        let Some(end) = after.find("</tool_response>") else {
-            return Err(format!(
-                "<tool_response> {} has no closing </tool_response>",
-                out.len() + 1
-            ));
+        let Some(end) = find_tag(after, Tag::RespClose, 0) else {
+            return Err(ParseError::ResponseUnclosed(out.len() + 1));
         };
         let body = &after[..end];
-        s = &after[end + "</tool_response>".len()..];
+        s = &after[end + Tag::RespClose.text().len()..];
         out.push(ToolResult {
             tool_call_id: String::new(),
             name: String::new(),
@@ -442,6 +483,236 @@ fn result_from_value(v: Value) -> ToolResult {
             content: other,
         },
     }
+}
+
+// ---------------------------------------------------------------------------
+// The tag scanner: one reading of the Hermes tags for every stage
+// ---------------------------------------------------------------------------
+
+/// A Hermes tag, matched literally as the Hermes chat template and its parsers do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tag {
+    ThinkOpen,
+    ThinkClose,
+    CallOpen,
+    CallClose,
+    RespOpen,
+    RespClose,
+}
+
+/// Every tag the scanner knows, in the order it tries them.
+pub const TAGS: [Tag; 6] = [
+    Tag::ThinkOpen,
+    Tag::ThinkClose,
+    Tag::CallOpen,
+    Tag::CallClose,
+    Tag::RespOpen,
+    Tag::RespClose,
+];
+
+impl Tag {
+    /// The tag as written.
+    pub const fn text(self) -> &'static str {
+        match self {
+            Tag::ThinkOpen => "<think>",
+            Tag::ThinkClose => "</think>",
+            Tag::CallOpen => "<tool_call>",
+            Tag::CallClose => "</tool_call>",
+            Tag::RespOpen => "<tool_response>",
+            Tag::RespClose => "</tool_response>",
+        }
+    }
+}
+
+impl std::fmt::Display for Tag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
+/// The next Hermes tag at or after `from`: its byte offset and kind.
+pub fn next_tag(s: &str, from: usize) -> Option<(usize, Tag)> {
+    let b = s.as_bytes();
+    let mut i = from;
+    while let Some(k) = memchr::memchr(b'<', &b[i..]) {
+        let p = i + k;
+        let rest = &b[p..];
+        if rest.len() > 1 && matches!(rest[1], b't' | b'/') {
+            for tag in TAGS {
+                if rest.starts_with(tag.text().as_bytes()) {
+                    return Some((p, tag));
+                }
+            }
+        }
+        i = p + 1;
+    }
+    None
+}
+
+/// The byte offset of the first `tag` at or after `from`.
+pub fn find_tag(s: &str, tag: Tag, from: usize) -> Option<usize> {
+    memchr::memmem::find(&s.as_bytes()[from..], tag.text().as_bytes()).map(|k| from + k)
+}
+
+/// The first structural problem of a gpt turn's tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TagError {
+    #[error("<think> after a <tool_call>")]
+    ThinkAfterCall,
+    #[error("{0} inside an unclosed <think>")]
+    InsideOpenThink(Tag),
+    #[error("<think> is never closed")]
+    ThinkNeverClosed,
+    #[error("<tool_call> is never closed")]
+    CallNeverClosed,
+    #[error("{0} without an opening tag")]
+    NoOpening(Tag),
+    #[error("{0} in a gpt turn")]
+    InGptTurn(Tag),
+}
+
+/// What a gpt turn's tags hold: reasoning, tool-call bodies, and the first problem.
+#[derive(Debug, Default)]
+pub struct GptScan<'a> {
+    /// Some `<think>` block holds more than white space.
+    pub reasoning: bool,
+    /// The text inside each `<tool_call>` block, trimmed (borrowed from the turn).
+    pub calls: Vec<&'a str>,
+    /// The first structural problem, if any.
+    pub error: Option<TagError>,
+}
+
+impl GptScan<'_> {
+    fn fail(&mut self, e: TagError) {
+        self.error.get_or_insert(e);
+    }
+}
+
+/// Scan a gpt turn's value. Lenient: reasoning and calls are found even when the turn
+/// is malformed (an unclosed `<think>` still counts as reasoning when it holds text,
+/// an unclosed `<tool_call>` still gives its body).
+pub fn scan_gpt(v: &str) -> GptScan<'_> {
+    let mut t = GptScan::default();
+    let mut pos = 0;
+    while let Some((p, tag)) = next_tag(v, pos) {
+        let start = p + tag.text().len();
+        match tag {
+            Tag::ThinkOpen => {
+                if !t.calls.is_empty() {
+                    t.fail(TagError::ThinkAfterCall);
+                }
+                match next_tag(v, start) {
+                    Some((q, Tag::ThinkClose)) => {
+                        t.reasoning |= !v[start..q].trim().is_empty();
+                        pos = q + Tag::ThinkClose.text().len();
+                    }
+                    Some((q, other)) => {
+                        t.reasoning |= !v[start..q].trim().is_empty();
+                        t.fail(TagError::InsideOpenThink(other));
+                        pos = q;
+                    }
+                    None => {
+                        t.reasoning |= !v[start..].trim().is_empty();
+                        t.fail(TagError::ThinkNeverClosed);
+                        break;
+                    }
+                }
+            }
+            Tag::CallOpen => match find_tag(v, Tag::CallClose, start) {
+                Some(e) => {
+                    t.calls.push(v[start..e].trim());
+                    pos = e + Tag::CallClose.text().len();
+                }
+                None => {
+                    t.calls.push(v[start..].trim());
+                    t.fail(TagError::CallNeverClosed);
+                    break;
+                }
+            },
+            Tag::ThinkClose | Tag::CallClose => {
+                t.fail(TagError::NoOpening(tag));
+                pos = start;
+            }
+            Tag::RespOpen | Tag::RespClose => {
+                t.fail(TagError::InGptTurn(tag));
+                pos = start;
+            }
+        }
+    }
+    t
+}
+
+/// Why a tool turn is not a sequence of `<tool_response>` blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ToolTurnError {
+    #[error("text outside <tool_response> blocks in a tool turn")]
+    TextOutside,
+    #[error("tool turn holds no <tool_response> block")]
+    NoBlock,
+    #[error("text after the last </tool_response>")]
+    TextAfter,
+    #[error("<tool_response> is never closed")]
+    NeverClosed,
+}
+
+/// Split a tool turn into its `<tool_response>` bodies (trimmed, borrowed); strict:
+/// only white space may sit between blocks, and each body ends at the first closing tag.
+pub fn response_bodies(v: &str) -> Result<Vec<&str>, ToolTurnError> {
+    let b = v.as_bytes();
+    let open = Tag::RespOpen.text();
+    let mut bodies = Vec::new();
+    let mut pos = 0;
+    loop {
+        let rest = &v[pos..];
+        pos += rest.len() - rest.trim_start().len();
+        if pos == b.len() {
+            break;
+        }
+        if !b[pos..].starts_with(open.as_bytes()) {
+            return Err(match find_tag(v, Tag::RespOpen, pos) {
+                Some(_) => ToolTurnError::TextOutside,
+                None if bodies.is_empty() => ToolTurnError::NoBlock,
+                None => ToolTurnError::TextAfter,
+            });
+        }
+        let start = pos + open.len();
+        let Some(e) = find_tag(v, Tag::RespClose, start) else {
+            return Err(ToolTurnError::NeverClosed);
+        };
+        bodies.push(v[start..e].trim());
+        pos = e + Tag::RespClose.text().len();
+    }
+    if bodies.is_empty() {
+        return Err(ToolTurnError::NoBlock);
+    }
+    Ok(bodies)
+}
+
+const TOOLS_OPEN: &str = "<tools>";
+const TOOLS_CLOSE: &str = "</tools>";
+
+/// The offset just after each `<tools>` of a system turn, in order (the template also
+/// names the tags in its prose, so a reader picks the block it wants).
+pub fn tools_openings(v: &str) -> impl Iterator<Item = usize> + '_ {
+    memchr::memmem::find_iter(v.as_bytes(), TOOLS_OPEN.as_bytes()).map(|k| k + TOOLS_OPEN.len())
+}
+
+/// The offset of the `</tools>` closing the block whose body starts at `start`.
+pub fn tools_closing(v: &str, start: usize) -> Option<usize> {
+    memchr::memmem::find(&v.as_bytes()[start..], TOOLS_CLOSE.as_bytes()).map(|k| start + k)
+}
+
+/// `s` without the tags that frame calls and responses (`<tool_call>`, `</tool_call>`,
+/// `<tool_response>`, `</tool_response>`), so that a quote of it never holds a call
+/// without its response.
+pub fn remove_call_tags(s: &str) -> String {
+    let mut s = s.to_string();
+    for tag in [Tag::CallOpen, Tag::CallClose, Tag::RespOpen, Tag::RespClose] {
+        if s.contains(tag.text()) {
+            s = s.replace(tag.text(), "");
+        }
+    }
+    s
 }
 
 #[cfg(test)]
@@ -495,6 +766,80 @@ mod tests {
             let back = parse_gpt(&t).unwrap();
             assert_eq!(render_gpt(&back).unwrap(), t, "{g:?}");
         }
+    }
+
+    #[test]
+    fn the_scanner_reads_tags_leniently_and_names_the_first_problem() {
+        let g =
+            scan_gpt("<think>\nR\n</think>\n<tool_call>\n{\"a\": 1}\n</tool_call> <tool_call>x");
+        assert!(g.reasoning);
+        assert_eq!(g.calls, ["{\"a\": 1}", "x"]);
+        assert_eq!(g.error, Some(TagError::CallNeverClosed));
+        let g = scan_gpt("<think> </think></think><tool_response>");
+        assert!(!g.reasoning);
+        assert_eq!(g.error, Some(TagError::NoOpening(Tag::ThinkClose)));
+        assert_eq!(
+            scan_gpt("<think>r<tool_call>c</tool_call>")
+                .error
+                .map(|e| e.to_string()),
+            Some("<tool_call> inside an unclosed <think>".into())
+        );
+        assert_eq!(
+            response_bodies(
+                " <tool_response> a </tool_response>\n<tool_response>b</tool_response>"
+            ),
+            Ok(vec!["a", "b"])
+        );
+        for (v, e) in [
+            ("", ToolTurnError::NoBlock),
+            (
+                "x <tool_response>a</tool_response>",
+                ToolTurnError::TextOutside,
+            ),
+            (
+                "<tool_response>a</tool_response> x",
+                ToolTurnError::TextAfter,
+            ),
+            ("<tool_response>a", ToolTurnError::NeverClosed),
+        ] {
+            assert_eq!(response_bodies(v), Err(e), "{v:?}");
+        }
+        let sys = "within <tools> </tools> tags\n<tools>\n[]\n</tools>";
+        let opens: Vec<usize> = tools_openings(sys).collect();
+        assert_eq!(opens.len(), 2);
+        assert_eq!(
+            tools_closing(sys, opens[1]).map(|e| sys[opens[1]..e].trim()),
+            Some("[]")
+        );
+        assert_eq!(
+            remove_call_tags("<tool_call>a</tool_call><think>"),
+            "a<think>"
+        );
+        assert!(scratchpad_reasoning("x<REASONING_SCRATCHPAD> y"));
+        assert!(!scratchpad_reasoning(
+            "<REASONING_SCRATCHPAD> </REASONING_SCRATCHPAD>y"
+        ));
+    }
+
+    #[test]
+    fn parse_errors_read_as_before() {
+        assert_eq!(
+            parse_gpt("<tool_call>\n{\"a\": 1}\n</tool_call>")
+                .unwrap_err()
+                .to_string(),
+            "<tool_call> 1: no \"name\" string"
+        );
+        assert_eq!(
+            parse_tool("<tool_response>x").unwrap_err().to_string(),
+            "<tool_response> 1 has no closing </tool_response>"
+        );
+        assert_eq!(
+            parse_system("<tools>[1]</tools>")
+                .unwrap()
+                .unwrap_err()
+                .to_string(),
+            "<tools>: a tool schema must be an object, found a number"
+        );
     }
 
     #[test]

@@ -1,8 +1,15 @@
 //! The rules for OpenAI-style chat messages that every stage shares: the text of a
 //! `content` field, where a message keeps its reasoning, and the text of a whole
 //! message as a model reads it (what token counts count).
+//!
+//! One rule for the text of `content`, read two ways: [`content_text`] from a `Value`
+//! (traj-compress, traj-run) and [`content_text_raw`] from raw JSON (traj-filter).
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Text of a `content` field: a string, or the text parts of a list of typed parts
 /// (see [`for_each_content_text`]), joined.
@@ -91,6 +98,51 @@ pub fn reasoning_text(message: &Value) -> Option<String> {
     None
 }
 
+/// [`content_text`] of a raw `content` value, borrowed when it is a string without
+/// escapes (traj-filter's hot path): the same rule, read without building a `Value`.
+pub fn content_text_raw(raw: Option<&RawValue>) -> Cow<'_, str> {
+    #[derive(Deserialize)]
+    struct Part<'b> {
+        #[serde(borrow, default)]
+        text: Option<&'b RawValue>,
+        #[serde(borrow, default)]
+        value: Option<&'b RawValue>,
+    }
+    let raw_str = |r: &RawValue| crate::format::jsonscan::decode_str(r.get()).map(Cow::into_owned);
+    let Some(raw) = raw else {
+        return Cow::Borrowed("");
+    };
+    match raw.get().as_bytes().first() {
+        Some(b'"') => crate::format::jsonscan::decode_str(raw.get()).unwrap_or(Cow::Borrowed("")),
+        Some(b'[') => {
+            let parts: Vec<&RawValue> = serde_json::from_str(raw.get()).unwrap_or_default();
+            let mut s = String::new();
+            for part in parts {
+                match part.get().as_bytes().first() {
+                    Some(b'"') => {
+                        if let Some(t) = raw_str(part) {
+                            s.push_str(&t);
+                        }
+                    }
+                    Some(b'{') => {
+                        let Ok(p) = serde_json::from_str::<Part>(part.get()) else {
+                            continue;
+                        };
+                        if let Some(t) = p.text.as_ref().and_then(|r| raw_str(r)) {
+                            s.push_str(&t);
+                        } else if let Some(v) = p.value.and_then(raw_str) {
+                            s.push_str(&v);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Cow::Owned(s)
+        }
+        _ => Cow::Borrowed(""),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +201,28 @@ mod tests {
         // Blank reasoning is no text; the first field that holds some is the reasoning.
         let m = json!({"content": "x", "reasoning": " ", "reasoning_content": "y"});
         assert_eq!(pieces(&m), ["x", "y"]);
+    }
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_string()).unwrap()
+    }
+
+    #[test]
+    fn both_readings_follow_one_rule() {
+        let parts = r#"[{"type": "text", "text": "a"}, {"type": "x", "value": "b"}]"#;
+        assert_eq!(content_text_raw(Some(&raw(parts))), "ab");
+        assert_eq!(content_text(&serde_json::from_str(parts).unwrap()), "ab");
+        assert_eq!(content_text_raw(Some(&raw(r#""q\n""#))), "q\n");
+        assert!(matches!(
+            content_text_raw(Some(&raw(r#""plain""#))),
+            Cow::Borrowed("plain")
+        ));
+        assert_eq!(
+            content_text_raw(Some(&raw(r#"["s", {"text": "t"}]"#))),
+            "st"
+        );
+        assert_eq!(content_text(&serde_json::json!(["s", {"text": "t"}])), "st");
+        assert_eq!(content_text_raw(Some(&raw("5"))), "");
+        assert_eq!(content_text_raw(None), "");
     }
 }

@@ -1,11 +1,14 @@
 //! The data formats: what a trajectory is and how it is written, independent of where
-//! the bytes come from.
+//! the bytes come from. Nothing here imports `io`, `llm`, `run`, `stage` or `cli`.
 //!
-//! - [`model`]: the trajectory model (turns, tool calls and results, tool statistics).
-//! - [`hermes`]: the Hermes function-calling envelope, rendered and parsed.
+//! - [`model`]: the trajectory model (turns, tool calls and results), how a tool
+//!   declaration names its tool, tool statistics and the tool-success rule.
+//! - [`hermes`]: the Hermes function-calling envelope, rendered and parsed, and the one
+//!   tag scanner every stage reads tags with.
 //! - [`message`]: the rules for OpenAI-style messages (text, reasoning).
 //! - [`pyjson`]: JSON written as Python's `json.dumps` writes it.
 //! - [`jsonscan`]: JSON validation and string decoding without building values.
+//! - [`row`]: the borrowed row view that traj-filter, traj-merge and traj-compress share.
 //! - [`tokens`]: token counting (tiktoken encodings, HF `tokenizer.json`).
 
 pub mod hermes;
@@ -13,5 +16,6 @@ pub mod jsonscan;
 pub mod message;
 pub mod model;
 pub mod pyjson;
+pub mod row;
 pub mod time;
 pub mod tokens;

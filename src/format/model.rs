@@ -13,12 +13,40 @@
 //!
 //! Readers and writers of concrete formats live in [`crate::format::hermes`] (Hermes ShareGPT
 //! text) and [`crate::stage::normalize`] (OpenAI messages, ShareGPT variants, whole rows). This
-//! module also holds the per-row tool statistics ([`tool_stats`]) and the reference's
-//! success/failure rule for one tool result ([`classify_result`]).
+//! module also holds how a tool declaration names its tool ([`function_part`],
+//! [`tool_names`], [`tool_list_names`]), the per-row tool statistics ([`tool_stats`])
+//! and the reference's success/failure rule for one tool result ([`classify_result`],
+//! [`tool_succeeded`]).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
+
+/// `an array`, `a string`, ... for messages.
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A tool declaration or call that does not say which tool it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeclError {
+    #[error("a {what} must be an object, found {found}")]
+    NotAnObject {
+        what: &'static str,
+        found: &'static str,
+    },
+    #[error("a {0} has no \"name\" string")]
+    NoName(&'static str),
+}
 
 /// One tool the model was offered.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,12 +69,15 @@ pub struct FunctionPart<'a> {
 
 /// Take apart a tool schema or call; `what` names it in errors (`"tool schema"`,
 /// `"tool call"`).
-pub fn function_part<'a>(v: &'a Value, what: &str) -> Result<FunctionPart<'a>, String> {
+///
+/// The name rule (the one rule for every reader of declarations): the `name` of the
+/// `function` object when there is one, else the object's own `name`.
+pub fn function_part<'a>(v: &'a Value, what: &'static str) -> Result<FunctionPart<'a>, DeclError> {
     let Value::Object(m) = v else {
-        return Err(format!(
-            "a {what} must be an object, found {}",
-            crate::io::json_kind(v)
-        ));
+        return Err(DeclError::NotAnObject {
+            what,
+            found: json_kind(v),
+        });
     };
     let f = match m.get("function") {
         Some(Value::Object(f)) => f,
@@ -58,7 +89,98 @@ pub fn function_part<'a>(v: &'a Value, what: &str) -> Result<FunctionPart<'a>, S
             function: f,
             name: s.clone(),
         }),
-        _ => Err(format!("a {what} has no \"name\" string")),
+        _ => Err(DeclError::NoName(what)),
+    }
+}
+
+/// One entry of a tool list, read without building it: a plain name, Hermes
+/// `{"name", ...}` or OpenAI `{"function": {"name", ...}}`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ToolDecl<'a> {
+    Name(#[serde(borrow)] Cow<'a, str>),
+    Decl {
+        #[serde(borrow, default)]
+        name: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        function: Option<NameOnly<'a>>,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+struct NameOnly<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+}
+
+/// A tool list that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolListError {
+    /// Not a JSON list of declarations (serde_json's message).
+    #[error("not a JSON list of tools: {0}")]
+    NotAList(String),
+    /// A JSON document that is neither a list nor an object with a `tools` list.
+    #[error("expected a JSON list of tools")]
+    NoList,
+    /// Entry `n` (1-based) names no tool.
+    #[error("tool {0}: {1}")]
+    Entry(usize, DeclError),
+    /// Looks like JSON (starts with `[` or `{`) and is not.
+    #[error("invalid JSON: {0}")]
+    Json(String),
+}
+
+/// Tool names from a JSON list of declarations (as [`function_part`] reads a name);
+/// entries that name no tool are skipped. Borrowed parsing: rows carry their lists.
+pub fn tool_names(json: &str) -> Result<Vec<String>, ToolListError> {
+    let decls: Vec<ToolDecl> =
+        serde_json::from_str(json).map_err(|e| ToolListError::NotAList(e.to_string()))?;
+    Ok(decls
+        .into_iter()
+        .filter_map(|d| match d {
+            ToolDecl::Name(n) => Some(n.into_owned()),
+            ToolDecl::Decl { name, function } => {
+                function.map(|f| f.name).or(name).map(|n| n.into_owned())
+            }
+        })
+        .collect())
+}
+
+/// The names of a tool-declarations file (`--tools FILE` of traj-filter and
+/// traj-normalize): a JSON list of names or schemas (OpenAI or bare), a JSON object with
+/// such a list under `tools`, or plain text with one name per line (`#` comments).
+pub fn tool_list_names(text: &str) -> Result<Vec<String>, ToolListError> {
+    let trimmed = text.trim_start_matches('\u{feff}').trim();
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(v) => {
+            let list = match v {
+                Value::Array(l) => l,
+                Value::Object(mut m) => match m.remove("tools") {
+                    Some(Value::Array(l)) => l,
+                    _ => return Err(ToolListError::NoList),
+                },
+                _ => return Err(ToolListError::NoList),
+            };
+            let mut names = Vec::with_capacity(list.len());
+            for (i, t) in list.iter().enumerate() {
+                match t {
+                    Value::String(s) => names.push(s.clone()),
+                    other => names.push(
+                        function_part(other, "tool schema")
+                            .map_err(|e| ToolListError::Entry(i + 1, e))?
+                            .name,
+                    ),
+                }
+            }
+            Ok(names)
+        }
+        Err(_) if !trimmed.starts_with('[') && !trimmed.starts_with('{') => Ok(trimmed
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()),
+        Err(e) => Err(ToolListError::Json(e.to_string())),
     }
 }
 
@@ -67,7 +189,7 @@ impl ToolSpec {
     /// `{"type": "function", "function": {"name", "description", "parameters"}}`, the
     /// bare `{"name", "description", "parameters"}`, or the Hermes system prompt's
     /// `{"name", "description", "parameters", "required": null}`.
-    pub fn from_json(v: &Value) -> Result<ToolSpec, String> {
+    pub fn from_json(v: &Value) -> Result<ToolSpec, DeclError> {
         let FunctionPart {
             function: f, name, ..
         } = function_part(v, "tool schema")?;
@@ -170,20 +292,31 @@ pub enum Outcome {
 pub fn classify_result(content: &Value) -> Outcome {
     match content {
         Value::Object(m) => classify_object(m),
-        Value::String(s) => match serde_json::from_str::<Value>(s) {
-            Ok(Value::Object(m)) => classify_object(&m),
-            Ok(_) => Outcome::Success,
-            Err(_) => {
-                let t = s.trim();
-                if t.is_empty() || t.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("error:")) {
-                    Outcome::Failure
-                } else {
-                    Outcome::Success
-                }
-            }
-        },
+        Value::String(s) => classify_text(s),
         _ => Outcome::Success,
     }
+}
+
+/// [`classify_result`] of tool output as text (what traj-run stores in a `tool`
+/// message's `content`).
+pub fn classify_text(s: &str) -> Outcome {
+    match serde_json::from_str::<Value>(s) {
+        Ok(Value::Object(m)) => classify_object(&m),
+        Ok(_) => Outcome::Success,
+        Err(_) => {
+            let t = s.trim();
+            if t.is_empty() || t.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("error:")) {
+                Outcome::Failure
+            } else {
+                Outcome::Success
+            }
+        }
+    }
+}
+
+/// True when tool output text is a success by [`classify_result`]'s rule.
+pub fn tool_succeeded(content: &str) -> bool {
+    classify_text(content) == Outcome::Success
 }
 
 fn classify_object(m: &serde_json::Map<String, Value>) -> Outcome {
@@ -318,6 +451,56 @@ mod tests {
         for (v, want) in cases {
             assert_eq!(classify_result(&v), want, "{v}");
         }
+    }
+
+    #[test]
+    fn text_rule_is_the_value_rule() {
+        for s in [
+            "{\"error\": null, \"output\": 1}",
+            "{\"error\": \"x\"}",
+            "{\"success\": false}",
+            "[1]",
+            "  ERROR: nope",
+            "",
+            "fine",
+            "érror: not ascii",
+        ] {
+            assert_eq!(
+                tool_succeeded(s),
+                classify_result(&json!(s)) == Outcome::Success,
+                "{s:?}"
+            );
+        }
+        assert!(!tool_succeeded("  Error: nope"));
+        assert!(tool_succeeded("fine"));
+    }
+
+    #[test]
+    fn declarations_name_their_tool_one_way() {
+        let list = r#"["a", {"name": "b"}, {"type": "function", "function": {"name": "c"}},
+            {"name": "outer", "function": {"name": "d"}}, {"description": "nameless"}]"#;
+        assert_eq!(tool_names(list).unwrap(), ["a", "b", "c", "d"]);
+        let v: Value = serde_json::from_str(list).unwrap();
+        let named: Vec<String> = v.as_array().unwrap()[1..4]
+            .iter()
+            .map(|d| function_part(d, "tool schema").unwrap().name)
+            .collect();
+        assert_eq!(named, ["b", "c", "d"]);
+        assert_eq!(
+            tool_list_names(list).unwrap_err().to_string(),
+            "tool 5: a tool schema has no \"name\" string"
+        );
+        assert_eq!(
+            tool_list_names("\u{feff}x\n# c\n y \n").unwrap(),
+            ["x", "y"]
+        );
+        assert_eq!(tool_list_names("{\"tools\": [\"z\"]}").unwrap(), ["z"]);
+        assert_eq!(tool_list_names("42").unwrap_err(), ToolListError::NoList);
+        assert!(matches!(
+            tool_list_names("[1,"),
+            Err(ToolListError::Json(_))
+        ));
+        assert!(matches!(tool_names("{}"), Err(ToolListError::NotAList(_))));
     }
 
     #[test]

@@ -30,6 +30,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
+use crate::format::row::{self, BadRow};
 use crate::io::{OnError, Rejects, Source, Verdict};
 
 /// Most spill files merged at once.
@@ -200,18 +201,19 @@ struct Winner {
 type Fields<'a> = HashMap<Cow<'a, str>, &'a str>;
 
 /// Validate a line with the fast scanner and collect its top-level fields.
-fn fields_of(line: &[u8]) -> Result<Fields<'_>, String> {
-    crate::stage::filter::first_is_brace(line)?;
+fn fields_of(line: &[u8]) -> Result<Fields<'_>, BadRow> {
+    row::first_is_brace(line)?;
+    // The line engine's message, as traj-merge always wrote it.
     let bad = |_at: usize| match crate::io::parse_object(line) {
-        Err(msg) => msg,
-        Ok(_) => "invalid JSON".to_string(),
+        Err(msg) => BadRow::Line(msg),
+        Ok(_) => BadRow::Line("invalid JSON".to_string()),
     };
-    let text = crate::stage::filter::utf8(line)?;
+    let text = row::utf8(line)?;
     let mut fields = Fields::new();
-    let end = crate::stage::filter::object_members(line, 0, |key, vs, ve| {
+    let end = row::object_members(line, 0, |key, vs, ve| {
         let key = std::str::from_utf8(key).unwrap_or_default();
         let key = if key.contains('\\') {
-            crate::stage::filter::decode_str(&format!("\"{key}\""))
+            row::decode_str(&format!("\"{key}\""))
                 .map_or(Cow::Borrowed(key), |k| Cow::Owned(k.into_owned()))
         } else {
             Cow::Borrowed(key)
@@ -239,12 +241,12 @@ struct TurnLite<'a> {
 
 /// The first human/user turn of `conversations` or `messages`, else `prompt`.
 fn prompt_text(fields: &Fields<'_>) -> Option<String> {
-    let text_of = |raw: &str| match crate::stage::filter::decode_str(raw) {
+    let text_of = |raw: &str| match row::decode_str(raw) {
         Some(s) => s.trim().to_string(),
         None => raw.to_string(), // not a string: its JSON text identifies it
     };
     if let Some(raw) = fields.get("conversations")
-        && let Ok((turns, _)) = crate::stage::filter::conversation_turns(raw.as_bytes(), raw, 0)
+        && let Ok((turns, _)) = row::conversation_turns(raw.as_bytes(), raw, 0)
         && let Some(t) = turns.iter().find(|t| t.from == "human" || t.from == "user")
     {
         return Some(text_of(t.value));
@@ -281,7 +283,7 @@ enum Parsed {
     Tombstone(String),
 }
 
-fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, String> {
+fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
     let fields = fields_of(line)?;
     if let Some(d) = fields.get("discarded")
         && *d != "null"
@@ -346,7 +348,7 @@ pub fn merge(
         match parse_line(&line, &cfg.key) {
             Err(reason) => {
                 let at = (&src_name, lineno, line.as_slice());
-                let bad = Verdict::Bad(reason);
+                let bad = Verdict::Bad(reason.to_string());
                 if let Some(err) = s
                     .lines
                     .not_written((cfg.on_error, false), rejects, at, &bad)?
@@ -510,8 +512,17 @@ fn merge_runs(runs: &[PathBuf], sink: &mut dyn FnMut(Rec) -> Result<()>) -> Resu
     Ok(())
 }
 
+/// A `--buffer-size` that is not a size.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("unknown unit in {0:?} (use K, M or G)")]
+    UnknownUnit(String),
+    #[error("not a size: {0:?} (examples: 4096, 512K, 64M, 1G)")]
+    NotASize(String),
+}
+
 /// Parse a size such as `4096`, `512K`, `64M`, `2G` (binary units).
-pub fn parse_size(s: &str) -> Result<usize, String> {
+pub fn parse_size(s: &str) -> Result<usize, SizeError> {
     let t = s.trim();
     let (num, mult) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -520,7 +531,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
                 'M' => 1 << 20,
                 'G' => 1 << 30,
                 'B' => 1,
-                _ => return Err(format!("unknown unit in {s:?} (use K, M or G)")),
+                _ => return Err(SizeError::UnknownUnit(s.to_string())),
             };
             (&t[..i], m)
         }
@@ -529,7 +540,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     let n: usize = num
         .trim()
         .parse()
-        .map_err(|_| format!("not a size: {s:?} (examples: 4096, 512K, 64M, 1G)"))?;
+        .map_err(|_| SizeError::NotASize(s.to_string()))?;
     Ok(n.saturating_mul(mult))
 }
 
@@ -584,9 +595,32 @@ mod tests {
     }
 
     #[test]
+    fn bad_lines_and_tombstones_read_as_before() {
+        let spec = KeySpec::Field("prompt_index".into());
+        let bad = |l: &str| parse_line(l.as_bytes(), &spec).err().map(|e| e.to_string());
+        assert_eq!(
+            bad("[1]").as_deref(),
+            Some("expected a JSON object, found an array")
+        );
+        assert!(bad("{\"a\": ").unwrap().starts_with("invalid JSON: EOF"));
+        assert_eq!(
+            bad("{\"a\": 1} x").as_deref(),
+            Some("invalid JSON: trailing characters at line 1 column 10")
+        );
+        match parse_line(b"{\"discarded\": \"dup\"}", &spec) {
+            Ok(Parsed::Tombstone(r)) => assert_eq!(r, "tombstone: discarded \"dup\""),
+            _ => panic!("not a tombstone"),
+        }
+    }
+
+    #[test]
     fn sizes() {
         assert_eq!(parse_size("64M").unwrap(), 64 << 20);
         assert_eq!(parse_size("10").unwrap(), 10);
-        assert!(parse_size("3X").is_err());
+        assert_eq!(parse_size("3X"), Err(SizeError::UnknownUnit("3X".into())));
+        assert_eq!(
+            parse_size("1.5M").unwrap_err().to_string(),
+            "not a size: \"1.5M\" (examples: 4096, 512K, 64M, 1G)"
+        );
     }
 }

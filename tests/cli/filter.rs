@@ -229,7 +229,26 @@ fn hallucinated_tool_name_is_dropped_and_tools_file_overrides() {
         &["in.jsonl", "--valid-tools", "--tools", "tools.json"],
     );
     assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)), vec![bad.clone()]);
+
+    // the same file formats as traj-normalize's --tools: one name per line too
+    std::fs::write(d.path().join("tools.txt"), "# the run's tools\nshell\n").unwrap();
+    let o = filter(
+        d.path(),
+        &["in.jsonl", "--valid-tools", "--tools", "tools.txt"],
+    );
+    assert_code(&o, 0);
     assert_eq!(parse_jsonl(&stdout(&o)), vec![bad]);
+    // a missing or broken tools file is a usage error, as in traj-normalize
+    for (file, want) in [
+        ("missing.json", "cannot read"),
+        ("broken.json", "invalid JSON"),
+    ] {
+        std::fs::write(d.path().join("broken.json"), "[{\"name\": ").unwrap();
+        let o = filter(d.path(), &["in.jsonl", "--valid-tools", "--tools", file]);
+        assert_code(&o, 2);
+        assert!(stderr(&o).contains(want), "{file}: {}", stderr(&o));
+    }
 }
 
 #[test]
@@ -390,11 +409,11 @@ fn flags_turns_and_tokens_on_hermes_and_raw_records() {
     );
     // chars4: one token per 4 characters of the turn texts
     assert_eq!(
-        keep(&["--max-tokens", "10", "--tokenizer", "chars4"]),
+        keep(&["--max-row-tokens", "10", "--tokenizer", "chars4"]),
         vec![no_calls.clone(), raw.clone()]
     );
     assert_eq!(
-        keep(&["--min-tokens", "11", "--tokenizer", "chars4"]).len(),
+        keep(&["--min-row-tokens", "11", "--tokenizer", "chars4"]).len(),
         3
     );
     // a usage error, and an unknown tokenizer
@@ -408,7 +427,19 @@ fn flags_turns_and_tokens_on_hermes_and_raw_records() {
     assert_code(
         &filter(
             d.path(),
-            &["in.jsonl", "--min-tokens", "5", "--tokenizer", "nope"],
+            &["in.jsonl", "--min-row-tokens", "5", "--tokenizer", "nope"],
+        ),
+        2,
+    );
+    // the row-length flags are --min/--max-row-tokens (--max-tokens is traj-run's
+    // request field): the old spellings are refused
+    for old in ["--min-tokens", "--max-tokens"] {
+        assert_code(&filter(d.path(), &["in.jsonl", old, "5"]), 2);
+    }
+    assert_code(
+        &filter(
+            d.path(),
+            &["in.jsonl", "--min-row-tokens", "9", "--max-row-tokens", "2"],
         ),
         2,
     );

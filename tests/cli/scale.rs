@@ -84,6 +84,13 @@ fn input(d: &Path) -> std::path::PathBuf {
     p
 }
 
+/// Good rows, then one line that is not JSON: a strict stage stops there (exit 1).
+fn bad_input(d: &Path) {
+    let rows = std::fs::read_to_string(fixture("hermes_reason_tool_use_50.jsonl")).unwrap();
+    let first = rows.lines().next().unwrap();
+    std::fs::write(d.join("bad.jsonl"), format!("{first}\nnot json\n")).unwrap();
+}
+
 #[test]
 fn spark_gives_the_rows_of_the_binaries_and_fails_with_a_stage() {
     let d = tmpdir();

@@ -320,18 +320,7 @@ const MAX_ITEMS: usize = 200;
 /// Drop the tags that frame calls and responses, so that a summary never holds a
 /// `<tool_call>` without its response (nor teaches the model to write one).
 fn untag(s: &str) -> String {
-    let mut s = s.to_string();
-    for tag in [
-        "<tool_call>",
-        "</tool_call>",
-        "<tool_response>",
-        "</tool_response>",
-    ] {
-        if s.contains(tag) {
-            s = s.replace(tag, "");
-        }
-    }
-    s
+    crate::format::hermes::remove_call_tags(s)
 }
 
 fn clip(s: &str, max: usize) -> String {
@@ -433,11 +422,8 @@ fn commands_of(turn: &Value, shape: Shape, out: &mut Vec<String>) {
     } else {
         turn_text(turn, Shape::ShareGpt).into_owned()
     };
-    let mut rest = text.as_str();
-    while let Some(i) = rest.find("<tool_call>") {
-        let after = &rest[i + "<tool_call>".len()..];
-        let end = after.find("</tool_call>").unwrap_or(after.len());
-        let body = after[..end].trim();
+    // The `<tool_call>` bodies as the one Hermes scanner reads them.
+    for body in crate::format::hermes::scan_gpt(&text).calls {
         match serde_json::from_str::<Value>(body) {
             Ok(v) => {
                 let name = v.get("name").and_then(Value::as_str).unwrap_or("tool");
@@ -446,7 +432,6 @@ fn commands_of(turn: &Value, shape: Shape, out: &mut Vec<String>) {
             Err(_) => out.push(clip(&one_line(body), MAX_ITEM_CHARS)),
         }
         found = true;
-        rest = &after[end..];
     }
     if !found && let Some(end) = text.rfind("```") {
         let before = &text[..end];

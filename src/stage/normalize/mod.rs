@@ -11,12 +11,14 @@
 //! new `tools` list). `tool_stats` and `tool_error_counts` are (re)computed, in place when
 //! present, else appended. Every other field passes through unchanged, in its order.
 
+pub mod error;
 pub mod read;
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+pub use self::error::BadRow;
 use crate::format::hermes;
 use crate::format::model::{ToolCount, Trajectory, Turn, tool_stats};
 use crate::format::pyjson::{self, Style};
@@ -53,7 +55,7 @@ pub fn normalize_row(
     mut row: Map<String, Value>,
     opts: &Options,
     out: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<(), BadRow> {
     for (k, v) in &opts.set_fields {
         row.insert(k.clone(), v.clone());
     }
@@ -72,9 +74,7 @@ pub fn normalize_row(
         Target::OpenAi => "messages",
     };
     if key != new_key && row.contains_key(new_key) {
-        return Err(format!(
-            "the row has both `{key}` (read) and `{new_key}` (would be overwritten)"
-        ));
+        return Err(BadRow::BothLists(key.to_string(), new_key));
     }
     let mut known: Vec<&str> = opts.known_tools.iter().map(String::as_str).collect();
     if let Some(Value::Object(old)) = row.get("tool_stats") {
@@ -142,34 +142,36 @@ pub fn normalize_row(
     Ok(())
 }
 
-fn write_stats(out: &mut Vec<u8>, stats: &BTreeMap<String, ToolCount>) {
-    out.extend_from_slice(b"\"tool_stats\": {");
+/// `"key": {tool: value(counts), ...}` for each tool of `stats`, in key order.
+fn write_tool_map(
+    out: &mut Vec<u8>,
+    key: &str,
+    stats: &BTreeMap<String, ToolCount>,
+    value: impl Fn(&ToolCount) -> String,
+) {
+    out.extend_from_slice(format!("\"{key}\": {{").as_bytes());
     for (i, (name, c)) in stats.iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(b", ");
         }
         pyjson::write_str(out, name, Style::Python);
-        out.extend_from_slice(
-            format!(
-                ": {{\"count\": {}, \"success\": {}, \"failure\": {}}}",
-                c.count, c.success, c.failure
-            )
-            .as_bytes(),
-        );
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value(c).as_bytes());
     }
     out.push(b'}');
 }
 
+fn write_stats(out: &mut Vec<u8>, stats: &BTreeMap<String, ToolCount>) {
+    write_tool_map(out, "tool_stats", stats, |c| {
+        format!(
+            "{{\"count\": {}, \"success\": {}, \"failure\": {}}}",
+            c.count, c.success, c.failure
+        )
+    });
+}
+
 fn write_error_counts(out: &mut Vec<u8>, stats: &BTreeMap<String, ToolCount>) {
-    out.extend_from_slice(b"\"tool_error_counts\": {");
-    for (i, (name, c)) in stats.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        pyjson::write_str(out, name, Style::Python);
-        out.extend_from_slice(format!(": {}", c.failure).as_bytes());
-    }
-    out.push(b'}');
+    write_tool_map(out, "tool_error_counts", stats, |c| c.failure.to_string());
 }
 
 fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
@@ -186,7 +188,7 @@ fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
 /// bodies are escaped for the outer string in the same pass
 /// ([`pyjson::write_value_nested`]), which gives the same bytes as
 /// [`hermes::render_tool`] written as a string.
-pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), String> {
+pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), BadRow> {
     out.push(b'[');
     write_turn(out, "system", &hermes::system_prompt(&traj.tools));
     for (i, t) in traj.turns.iter().enumerate() {
@@ -194,7 +196,7 @@ pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), 
         match t {
             Turn::Human(s) => write_turn(out, "human", s),
             Turn::Gpt(g) => {
-                let v = hermes::render_gpt(g).map_err(|e| format!("turn {}: {e}", i + 2))?;
+                let v = hermes::render_gpt(g).map_err(|e| BadRow::Envelope(i + 2, e))?;
                 write_turn(out, "gpt", &v);
             }
             Turn::Tool(rs) => write_tool_turn(out, rs),

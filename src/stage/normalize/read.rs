@@ -22,7 +22,9 @@
 
 use serde_json::{Map, Value};
 
+use super::error::{BadBody, BadMessage, BadPart, BadRow, ToolsField};
 use crate::format::hermes;
+use crate::format::model::{DeclError, json_kind};
 use crate::format::model::{
     GptTurn, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
 };
@@ -34,7 +36,7 @@ pub const IMAGE_PLACEHOLDER: &str = "[screenshot]";
 pub fn find_messages<'a>(
     row: &'a Map<String, Value>,
     field: Option<&str>,
-) -> Result<(&'a str, &'a [Value]), String> {
+) -> Result<(&'a str, &'a [Value]), BadRow> {
     let keys: &[&str] = match field {
         Some(f) => &[f][..],
         None => &["conversations", "messages"][..],
@@ -43,30 +45,22 @@ pub fn find_messages<'a>(
         if let Some((key, v)) = row.get_key_value(*k) {
             return match v {
                 Value::Array(items) => Ok((key.as_str(), items.as_slice())),
-                other => Err(format!(
-                    "`{k}` must be a list of messages, found {}",
-                    crate::io::json_kind(other)
-                )),
+                other => Err(BadRow::NotAList(k.to_string(), json_kind(other))),
             };
         }
     }
-    let mut msg = match field {
-        Some(f) => format!("no `{f}` field"),
-        None => "no message list: expected a `conversations` or `messages` field".to_string(),
-    };
-    if field.is_none() {
-        for hint in ["history", "trajectory", "chat", "dialog"] {
-            if matches!(row.get(hint), Some(Value::Array(_))) {
-                msg.push_str(&format!(" (try --messages-field {hint})"));
-                break;
-            }
-        }
-    }
-    Err(msg)
+    Err(match field {
+        Some(f) => BadRow::NoField(f.to_string()),
+        None => BadRow::NoMessageList(
+            ["history", "trajectory", "chat", "dialog"]
+                .into_iter()
+                .find(|hint| matches!(row.get(*hint), Some(Value::Array(_)))),
+        ),
+    })
 }
 
 /// The row's own `tools` field: a list of schemas or a JSON string holding one.
-pub fn row_tools(row: &Map<String, Value>) -> Result<Option<Vec<ToolSpec>>, String> {
+pub fn row_tools(row: &Map<String, Value>) -> Result<Option<Vec<ToolSpec>>, ToolsField> {
     let parsed;
     let list = match row.get("tools") {
         None | Some(Value::Null) => return Ok(None),
@@ -74,27 +68,17 @@ pub fn row_tools(row: &Map<String, Value>) -> Result<Option<Vec<ToolSpec>>, Stri
         Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
         Some(Value::String(s)) => {
             parsed = serde_json::from_str::<Value>(s)
-                .map_err(|e| format!("`tools` is a string but not JSON: {e}"))?;
+                .map_err(|e| ToolsField::StringNotJson(e.to_string()))?;
             match &parsed {
                 Value::Array(a) => a,
-                other => {
-                    return Err(format!(
-                        "`tools` must hold a list of tool schemas, found {}",
-                        crate::io::json_kind(other)
-                    ));
-                }
+                other => return Err(ToolsField::StringNotAList(json_kind(other))),
             }
         }
-        Some(other) => {
-            return Err(format!(
-                "`tools` must be a list of tool schemas or a JSON string of one, found {}",
-                crate::io::json_kind(other)
-            ));
-        }
+        Some(other) => return Err(ToolsField::NotAList(json_kind(other))),
     };
     list.iter()
         .enumerate()
-        .map(|(i, t)| ToolSpec::from_json(t).map_err(|e| format!("tools[{i}]: {e}")))
+        .map(|(i, t)| ToolSpec::from_json(t).map_err(|e| ToolsField::Entry(i, e)))
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
 }
@@ -151,22 +135,19 @@ impl Pending {
 pub fn read_messages(
     items: Vec<Value>,
     tools: Option<Vec<ToolSpec>>,
-) -> Result<Trajectory, String> {
+) -> Result<Trajectory, BadRow> {
     let mut turns: Vec<Turn> = Vec::with_capacity(items.len());
     let mut system_tools: Option<Vec<ToolSpec>> = None;
     let mut pending: Option<Pending> = None;
     for (i, item) in items.into_iter().enumerate() {
-        let at = |e: String| format!("message {}: {e}", i + 1);
+        let at = |e: BadMessage| BadRow::Message(i + 1, e);
         let Value::Object(mut m) = item else {
-            return Err(at(format!(
-                "expected an object, found {}",
-                crate::io::json_kind(&item)
-            )));
+            return Err(at(BadMessage::NotAnObject(json_kind(&item))));
         };
         let (sharegpt, role) = match (m.get("from"), m.get("role")) {
             (Some(Value::String(r)), _) => (true, r.clone()),
             (_, Some(Value::String(r))) => (false, r.clone()),
-            _ => return Err(at("no `role` or `from` string".into())),
+            _ => return Err(at(BadMessage::NoRole)),
         };
         let body = if sharegpt {
             m.remove("value")
@@ -177,19 +158,20 @@ pub fn read_messages(
             "system" | "developer" => {
                 pending = None;
                 if system_tools.is_none() {
-                    let text = text_of(body).map_err(at)?;
+                    let text = text_of(body).map_err(|e| at(e.into()))?;
                     if let Some(t) = hermes::parse_system(&text) {
-                        system_tools = Some(t.map_err(at)?);
+                        system_tools = Some(t.map_err(|e| at(e.into()))?);
                     }
                 }
             }
             "user" | "human" => {
                 pending = None;
-                turns.push(Turn::Human(text_of(body).map_err(at)?));
+                turns.push(Turn::Human(text_of(body).map_err(|e| at(e.into()))?));
             }
             "assistant" | "gpt" => {
                 let g = if sharegpt {
-                    hermes::parse_gpt(&text_of(body).map_err(at)?).map_err(at)?
+                    hermes::parse_gpt(&text_of(body).map_err(|e| at(e.into()))?)
+                        .map_err(|e| at(e.into()))?
                 } else {
                     openai_assistant(m, body).map_err(at)?
                 };
@@ -197,9 +179,9 @@ pub fn read_messages(
                 turns.push(Turn::Gpt(g));
             }
             "function_call" => {
-                let text = text_of(body).map_err(at)?;
+                let text = text_of(body).map_err(|e| at(e.into()))?;
                 let v: Value = serde_json::from_str(&text)
-                    .map_err(|e| at(format!("function_call is not JSON: {e}")))?;
+                    .map_err(|e| at(BadMessage::FunctionCallNotJson(e.to_string())))?;
                 let calls = match v {
                     Value::Array(list) => list
                         .into_iter()
@@ -207,7 +189,7 @@ pub fn read_messages(
                         .collect::<Result<Vec<_>, _>>(),
                     one => call_object(&one).map(|c| vec![c]),
                 }
-                .map_err(|e| at(format!("function_call: {e}")))?;
+                .map_err(|e| at(BadMessage::FunctionCall(e)))?;
                 let g = GptTurn {
                     reasoning: None,
                     content: String::new(),
@@ -222,9 +204,10 @@ pub fn read_messages(
                     continue; // no assistant-with-calls right before: dropped (reference)
                 };
                 let mut results = if sharegpt && role == "tool" {
-                    hermes::parse_tool(&text_of(body).map_err(at)?).map_err(at)?
+                    hermes::parse_tool(&text_of(body).map_err(|e| at(e.into()))?)
+                        .map_err(|e| at(e.into()))?
                 } else {
-                    vec![openai_result(&m, body, sharegpt).map_err(at)?]
+                    vec![openai_result(&m, body, sharegpt).map_err(|e| at(e.into()))?]
                 };
                 for r in &mut results {
                     r.name = p.pair(&r.tool_call_id, &r.name);
@@ -234,11 +217,11 @@ pub fn read_messages(
                     _ => turns.push(Turn::Tool(results)),
                 }
             }
-            other => return Err(at(format!("unknown role {other:?}"))),
+            other => return Err(at(BadMessage::UnknownRole(other.to_string()))),
         }
     }
     if turns.is_empty() {
-        return Err("the conversation has no user, assistant or tool turns".into());
+        return Err(BadRow::NoTurns);
     }
     Ok(Trajectory {
         tools: system_tools.or(tools).unwrap_or_default(),
@@ -248,7 +231,7 @@ pub fn read_messages(
 
 /// Text of a message body: a string, a list of typed parts (text joined with `\n`,
 /// images as [`IMAGE_PLACEHOLDER`]), or null (empty).
-fn text_of(body: Option<Value>) -> Result<String, String> {
+fn text_of(body: Option<Value>) -> Result<String, BadBody> {
     read_body(body, false).map(|b| b.text)
 }
 
@@ -265,7 +248,7 @@ struct Body {
 /// Read a message body: a string, a list of typed parts (text joined with `\n`, images
 /// as [`IMAGE_PLACEHOLDER`]), or null (empty). Reasoning and tool-call parts are only
 /// allowed when `assistant`.
-fn read_body(body: Option<Value>, assistant: bool) -> Result<Body, String> {
+fn read_body(body: Option<Value>, assistant: bool) -> Result<Body, BadBody> {
     let mut out = Body::default();
     match body {
         None | Some(Value::Null) => {}
@@ -277,19 +260,14 @@ fn read_body(body: Option<Value>, assistant: bool) -> Result<Body, String> {
                     Part::Text(t) => texts.push(t),
                     Part::Image => texts.push(IMAGE_PLACEHOLDER.to_string()),
                     Part::Reasoning(_) | Part::ToolCall(_) if !assistant => {
-                        return Err(format!(
-                            "content part {} ({}) is only allowed in assistant messages",
-                            k + 1,
-                            part_type(p)
-                        ));
+                        return Err(BadBody::AssistantOnly(k + 1, part_type(p).to_string()));
                     }
                     Part::Reasoning(r) => out.reasoning.push(r),
                     Part::ToolCall(p) => {
                         // LLaMA-Factory: {"type": "tool_call", "value": "<JSON call(s)>"}.
                         let inner = match part_text(p, &["value", "text"]) {
-                            Some(s) => serde_json::from_str::<Value>(&s).map_err(|e| {
-                                format!("content part {} (tool_call) is not JSON: {e}", k + 1)
-                            })?,
+                            Some(s) => serde_json::from_str::<Value>(&s)
+                                .map_err(|e| BadBody::CallPartNotJson(k + 1, e.to_string()))?,
                             None => p.clone(),
                         };
                         let list = match inner {
@@ -297,22 +275,17 @@ fn read_body(body: Option<Value>, assistant: bool) -> Result<Body, String> {
                             one => vec![one],
                         };
                         for c in &list {
-                            out.calls.push(
-                                call_object(c)
-                                    .map_err(|e| format!("content part {}: {e}", k + 1))?,
-                            );
+                            out.calls
+                                .push(call_object(c).map_err(|e| BadBody::CallPart(k + 1, e))?);
                         }
                     }
-                    Part::Unknown(e) => return Err(format!("content part {}: {e}", k + 1)),
+                    Part::Unknown(e) => return Err(BadBody::Part(k + 1, e)),
                 }
             }
             out.text = texts.join("\n");
         }
         Some(other) => {
-            return Err(format!(
-                "content must be text or a list of parts, found {}",
-                crate::io::json_kind(&other)
-            ));
+            return Err(BadBody::NotTextOrParts(json_kind(&other)));
         }
     }
     Ok(out)
@@ -323,7 +296,7 @@ enum Part<'a> {
     Reasoning(String),
     ToolCall(&'a Value),
     Image,
-    Unknown(String),
+    Unknown(BadPart),
 }
 
 fn part_type(p: &Value) -> &str {
@@ -345,18 +318,18 @@ fn part_kind(p: &Value) -> Part<'_> {
         "text" | "input_text" | "output_text" => {
             match part_text(p, &["text", "value", "content"]) {
                 Some(t) => Part::Text(t),
-                None => Part::Unknown("a text part without text".into()),
+                None => Part::Unknown(BadPart::TextWithoutText),
             }
         }
         "reasoning" | "thinking" | "reasoning_text" => {
             match part_text(p, &["reasoning", "thinking", "text", "value", "content"]) {
                 Some(t) => Part::Reasoning(t),
-                None => Part::Unknown("a reasoning part without text".into()),
+                None => Part::Unknown(BadPart::ReasoningWithoutText),
             }
         }
         "tool_call" | "tool_use" | "function_call" => Part::ToolCall(p),
         "image_url" | "image" | "input_image" => Part::Image,
-        other => Part::Unknown(format!("unsupported part type {other:?}")),
+        other => Part::Unknown(BadPart::Unsupported(other.to_string())),
     }
 }
 
@@ -374,7 +347,7 @@ fn arguments_value(a: Option<&Value>) -> Value {
 
 /// A call spelled `{"name", "arguments"}`, `{"function": {...}}` or
 /// `{"id", "type": "function", "function": {...}}`.
-fn call_object(v: &Value) -> Result<ToolCall, String> {
+fn call_object(v: &Value) -> Result<ToolCall, DeclError> {
     let crate::format::model::FunctionPart {
         outer: m,
         function: f,
@@ -392,7 +365,7 @@ fn call_object(v: &Value) -> Result<ToolCall, String> {
     })
 }
 
-fn openai_assistant(m: Map<String, Value>, body: Option<Value>) -> Result<GptTurn, String> {
+fn openai_assistant(m: Map<String, Value>, body: Option<Value>) -> Result<GptTurn, BadMessage> {
     let Body {
         text: content,
         reasoning: part_reasoning,
@@ -409,18 +382,13 @@ fn openai_assistant(m: Map<String, Value>, body: Option<Value>) -> Result<GptTur
                 if !c.is_object() {
                     continue; // the reference skips calls that are not objects
                 }
-                calls.push(call_object(c).map_err(|e| format!("tool_calls[{k}]: {e}"))?);
+                calls.push(call_object(c).map_err(|e| BadMessage::ToolCall(k, e))?);
             }
         }
-        Some(other) => {
-            return Err(format!(
-                "tool_calls must be a list, found {}",
-                crate::io::json_kind(other)
-            ));
-        }
+        Some(other) => return Err(BadMessage::ToolCallsNotAList(json_kind(other))),
     }
     if let Some(fc @ Value::Object(_)) = m.get("function_call") {
-        calls.push(call_object(fc).map_err(|e| format!("function_call: {e}"))?);
+        calls.push(call_object(fc).map_err(BadMessage::FunctionCall)?);
     }
     Ok(GptTurn {
         reasoning,
@@ -461,7 +429,7 @@ fn openai_result(
     m: &Map<String, Value>,
     body: Option<Value>,
     sharegpt: bool,
-) -> Result<ToolResult, String> {
+) -> Result<ToolResult, BadBody> {
     let id = match (m.get("tool_call_id"), m.get("tool_call_ids")) {
         (Some(Value::String(s)), _) => s.clone(),
         (_, Some(Value::Array(ids))) => ids

@@ -1,0 +1,309 @@
+//! The borrowed row view: one JSONL line read as far as traj-filter, traj-merge and
+//! traj-compress need it, without building a `serde_json::Value`.
+//!
+//! A row is validated by one pass of the fast scanner ([`crate::format::jsonscan`]) and
+//! its turn values stay raw JSON text until a reader needs them, so a tool turn (most of
+//! the bytes of a trajectory) is only unescaped when someone looks inside it. Why a
+//! line cannot be read as a row at all is a [`BadRow`]; its text is the reason written
+//! to rejects files.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+
+pub use crate::format::jsonscan::decode_str;
+pub(crate) use crate::format::jsonscan::object_members;
+use crate::format::jsonscan::{object_members_with, scan_json, scan_value, skip_ws};
+
+/// Why a line cannot be read as a row (bad input, not a drop). The `Display` text is
+/// the reason written to the rejects file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadRow {
+    /// Valid JSON, but not an object (`"an array"`, `"a string"`, ...).
+    #[error("expected a JSON object, found {0}")]
+    NotAnObject(&'static str),
+    /// Not an object, and serde_json accepted it anyway (should not happen).
+    #[error("expected a JSON object")]
+    NotAnObjectAtAll,
+    /// Not JSON: serde_json's message.
+    #[error("invalid JSON: {0}")]
+    Json(String),
+    /// Not JSON where the fast scanner stopped (serde_json accepted it).
+    #[error("invalid JSON near byte {0}")]
+    JsonNear(usize),
+    /// Not UTF-8 from this byte on.
+    #[error("invalid JSON: invalid UTF-8 at byte {0}")]
+    Utf8(usize),
+    /// A field that holds the wrong kind of value.
+    #[error("unexpected row shape: {0}")]
+    Shape(String),
+    #[error("row has neither `conversations` nor `messages`")]
+    NoTurns,
+    /// The `value` of this turn (1-based) is not a JSON string.
+    #[error("turn {0}: `value` is not a string")]
+    ValueNotString(usize),
+    /// A message from the line engine (`crate::io::parse_object`), kept as it is.
+    #[error("{0}")]
+    Line(String),
+}
+
+/// A row as far as the predicates need it (values as raw, validated JSON text).
+#[derive(Debug, Default)]
+pub struct RowView<'a> {
+    pub conversations: Option<Vec<Turn<'a>>>,
+    pub messages: Option<Vec<Message<'a>>>,
+    pub completed: Option<&'a str>,
+    pub partial: Option<&'a str>,
+    /// Tool schemas stored on the row (raw records; some datasets store a JSON string).
+    pub tools: Option<&'a str>,
+}
+
+/// One ShareGPT turn; the value is kept as raw JSON text until it is needed.
+#[derive(Debug)]
+pub struct Turn<'a> {
+    pub from: Cow<'a, str>,
+    pub value: &'a str,
+}
+
+/// One OpenAI chat message of a raw run record.
+#[derive(Debug, Deserialize)]
+pub struct Message<'a> {
+    #[serde(borrow)]
+    pub role: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub reasoning: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub reasoning_content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub tool_calls: Option<Vec<CallEntry<'a>>>,
+    #[serde(borrow, default)]
+    pub tool_call_id: Option<Cow<'a, str>>,
+}
+
+/// An entry of an OpenAI `tool_calls` list.
+#[derive(Debug, Deserialize)]
+pub struct CallEntry<'a> {
+    #[serde(borrow, default)]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub function: Option<FunctionEntry<'a>>,
+}
+
+/// The `function` of an OpenAI tool call.
+#[derive(Debug, Deserialize)]
+pub struct FunctionEntry<'a> {
+    #[serde(borrow, default)]
+    pub name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub arguments: Option<&'a RawValue>,
+}
+
+/// serde_json's message for a line the fast scanner refused at byte `at` (only the
+/// error path pays for serde_json).
+fn json_error(line: &[u8], at: usize) -> BadRow {
+    match serde_json::from_slice::<IgnoredAny>(line) {
+        Err(e) => BadRow::Json(e.to_string()),
+        Ok(_) => BadRow::JsonNear(at),
+    }
+}
+
+/// Check that `line` is one JSON object, without building it (the pass-through path).
+pub fn validate_object(line: &[u8]) -> Result<(), BadRow> {
+    first_is_brace(line)?;
+    utf8(line)?;
+    scan_json(line).map_err(|at| json_error(line, at))
+}
+
+/// `Ok` when the first non-blank byte opens an object; else what the line holds.
+pub fn first_is_brace(line: &[u8]) -> Result<(), BadRow> {
+    match line.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => Ok(()),
+        Some(b'[') => Err(BadRow::NotAnObject("an array")),
+        Some(b'"') => Err(BadRow::NotAnObject("a string")),
+        Some(b) if b.is_ascii_digit() || *b == b'-' => Err(BadRow::NotAnObject("a number")),
+        Some(b't' | b'f' | b'n') if serde_json::from_slice::<IgnoredAny>(line).is_ok() => {
+            Err(BadRow::NotAnObject("a literal"))
+        }
+        _ => Err(match serde_json::from_slice::<IgnoredAny>(line) {
+            Err(e) => BadRow::Json(e.to_string()),
+            Ok(_) => BadRow::NotAnObjectAtAll,
+        }),
+    }
+}
+
+/// The line as text: UTF-8 checked with SIMD (`simdutf8`; std's check runs at a few
+/// hundred MB/s on non-ASCII text), std only for the error's position.
+pub fn utf8(line: &[u8]) -> Result<&str, BadRow> {
+    simdutf8::basic::from_utf8(line).map_err(|_| {
+        let at = std::str::from_utf8(line)
+            .err()
+            .map_or(0, |e| e.valid_up_to());
+        BadRow::Utf8(at)
+    })
+}
+
+/// Parse a line into a [`RowView`], validating all of it.
+///
+/// One pass of the fast scanner over the line; only `messages` (raw records) goes
+/// through serde_json.
+pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
+    first_is_brace(line)?;
+    let text = utf8(line)?;
+    let b = line;
+    let mut row = RowView::default();
+    let mut shape: Option<String> = None;
+    let end = object_members_with(b, 0, |key, vs| {
+        if key == b"conversations" {
+            // Walked once: the turns are read and validated in the same pass. When
+            // they are not a list of objects, the plain scan tells bad JSON (the
+            // error) from a bad shape.
+            return match conversation_turns(b, text, vs) {
+                Ok((t, ve)) => {
+                    row.conversations = Some(t);
+                    Ok(ve)
+                }
+                Err(e) => {
+                    let ve = scan_value(b, vs)?;
+                    shape = Some(e.0);
+                    Ok(ve)
+                }
+            };
+        }
+        let ve = scan_value(b, vs)?;
+        let raw = &text[vs..ve];
+        match key {
+            b"messages" => match serde_json::from_str::<Vec<Message>>(raw) {
+                Ok(m) => row.messages = Some(m),
+                Err(e) => shape = Some(format!("`messages`: {e}")),
+            },
+            b"completed" => row.completed = Some(raw),
+            b"partial" => row.partial = Some(raw),
+            b"tools" => row.tools = Some(raw),
+            _ => {}
+        }
+        Ok(ve)
+    })
+    .map_err(|at| json_error(line, at))?;
+    if skip_ws(b, end) != b.len() {
+        return Err(json_error(line, end));
+    }
+    if let Some(e) = shape {
+        return Err(BadRow::Shape(e));
+    }
+    if row.conversations.is_none() && row.messages.is_none() {
+        return Err(BadRow::NoTurns);
+    }
+    Ok(row)
+}
+
+/// Why a `conversations` value is not a list of turn objects (or not valid JSON).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TurnsError(pub String);
+
+/// The turns of the `conversations` value at `b[i..]`, validated as JSON, and the offset
+/// after the list. `Err`: not a list of turn objects, or not valid JSON (the caller
+/// tells which).
+pub fn conversation_turns<'a>(
+    b: &[u8],
+    text: &'a str,
+    i: usize,
+) -> Result<(Vec<Turn<'a>>, usize), TurnsError> {
+    let err = |s: String| TurnsError(s);
+    let mut turns = Vec::new();
+    let mut i = skip_ws(b, i);
+    if b.get(i) != Some(&b'[') {
+        return Err(err("`conversations` is not a list".into()));
+    }
+    i = skip_ws(b, i + 1);
+    if b.get(i) == Some(&b']') {
+        return Ok((turns, i + 1));
+    }
+    loop {
+        let n = turns.len() + 1;
+        let (mut from, mut value) = (None, None);
+        let end = object_members(b, i, |key, vs, ve| match key {
+            b"from" => from = Some(&text[vs..ve]),
+            b"value" => value = Some(&text[vs..ve]),
+            _ => {}
+        })
+        .map_err(|_| err(format!("`conversations` entry {n} is not an object")))?;
+        let from = from
+            .and_then(decode_str)
+            .ok_or_else(|| err(format!("`conversations` entry {n} has no string `from`")))?;
+        let value =
+            value.ok_or_else(|| err(format!("`conversations` entry {n} has no `value`")))?;
+        turns.push(Turn { from, value });
+        i = skip_ws(b, end);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            Some(b']') => return Ok((turns, i + 1)),
+            _ => return Err(err("`conversations` is not valid JSON".into())),
+        }
+    }
+}
+
+/// Decode a raw JSON string value (borrowed when it holds no escapes).
+pub fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+    decode_str(raw.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_object_messages() {
+        assert!(validate_object(b"{\"a\":1}").is_ok());
+        assert_eq!(
+            validate_object(b"[1]").unwrap_err().to_string(),
+            "expected a JSON object, found an array"
+        );
+        assert!(
+            validate_object(b"{\"a\":")
+                .unwrap_err()
+                .to_string()
+                .starts_with("invalid JSON")
+        );
+        assert_eq!(
+            validate_object(b"{\"a\":\"\xff\"}").unwrap_err(),
+            BadRow::Utf8(6)
+        );
+    }
+
+    #[test]
+    fn row_shapes() {
+        assert_eq!(parse_row(b"{\"a\": 1}").unwrap_err(), BadRow::NoTurns);
+        assert_eq!(
+            parse_row(b"{\"conversations\": 3}")
+                .unwrap_err()
+                .to_string(),
+            "unexpected row shape: `conversations` is not a list"
+        );
+        let r = parse_row(
+            b"{\"conversations\": [{\"from\": \"human\", \"value\": \"q\\n\"}], \"completed\": true}",
+        )
+        .unwrap();
+        let t = &r.conversations.unwrap()[0];
+        assert_eq!((&*t.from, t.value), ("human", "\"q\\n\""));
+        assert_eq!(r.completed, Some("true"));
+        assert!(matches!(
+            parse_row(b"{\"messages\": [{\"role\": 1}]}").unwrap_err(),
+            BadRow::Shape(_)
+        ));
+    }
+
+    #[test]
+    fn turns_of_a_bare_list() {
+        let s = "[{\"from\": \"gpt\", \"value\": 1}, {\"value\": 2}]";
+        let e = conversation_turns(s.as_bytes(), s, 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`conversations` entry 2 has no string `from`"
+        );
+    }
+}

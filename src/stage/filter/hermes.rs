@@ -1,0 +1,244 @@
+//! The predicates' reading of Hermes ShareGPT rows: tags through the one Hermes
+//! scanner, offered tools from the system turn's `<tools>` block (else the row's
+//! `tools` field or `--tools FILE`), and calls paired with their responses.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Facts, NoToolList, Offered, Predicates, set_once};
+use crate::format::hermes::{response_bodies, scan_gpt, tools_closing, tools_openings};
+use crate::format::jsonscan::{object_members, scan_value, skip_ws};
+use crate::format::row::{BadRow, RowView, Turn, decode_str};
+use crate::format::tokens::Tokenizer;
+
+/// The JSON body of a Hermes `<tool_call>`.
+#[derive(Debug, Deserialize)]
+struct CallBody<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+/// Why a `<tool_response>` body is not JSON: serde_json's message.
+#[derive(Debug)]
+struct NotJson(String);
+
+/// Validate a `<tool_response>` body as JSON and return its `name`, if it is an object
+/// with a string `name` (the fast scanner; serde_json only for an error's message).
+fn response_name(body: &str) -> Result<Option<Cow<'_, str>>, NotJson> {
+    let b = body.as_bytes();
+    let mut name = None;
+    let end = if b.first() == Some(&b'{') {
+        object_members(b, 0, |key, vs, ve| {
+            if key == b"name" {
+                name = decode_str(&body[vs..ve]);
+            }
+        })
+    } else {
+        scan_value(b, 0)
+    };
+    match end {
+        Ok(e) if skip_ws(b, e) == b.len() => Ok(name),
+        _ => Err(NotJson(
+            match serde_json::from_str::<serde::de::IgnoredAny>(body) {
+                Err(e) => e.to_string(),
+                Ok(_) => "not valid JSON".into(),
+            },
+        )),
+    }
+}
+
+/// The names in the `<tools>` block of a system turn: `None` when there is no block.
+///
+/// The Hermes template also names the tags in its prose (`within <tools> </tools> XML
+/// tags`), so the list is the first `<tools>` block whose body is not blank.
+fn system_tools(v: &str) -> Option<Result<Vec<String>, NoToolList>> {
+    for start in tools_openings(v) {
+        let Some(end) = tools_closing(v, start) else {
+            return Some(Err(NoToolList::SystemUnclosed));
+        };
+        let body = v[start..end].trim();
+        if !body.is_empty() {
+            return Some(crate::format::model::tool_names(body).map_err(NoToolList::System));
+        }
+    }
+    None
+}
+
+/// The facts of a Hermes ShareGPT row.
+pub(super) fn facts(
+    turns: &[Turn<'_>],
+    row: &RowView<'_>,
+    p: &Predicates,
+    tokenizer: Option<&dyn Tokenizer>,
+) -> Result<Facts, BadRow> {
+    let mut f = Facts::new(turns.len(), p, "no turns");
+    let need_tools = p.valid_tools || p.well_formed;
+    // Offered tools: --tools FILE, else the system turn's <tools>, else the row's `tools`.
+    let mut offered = p.tools.as_ref().map(Offered::Global);
+    let mut pending_calls: Vec<Option<String>> = Vec::new();
+    let mut pending_turn = 0;
+    for (i, turn) in turns.iter().enumerate() {
+        let n = i + 1;
+        let from: &str = &turn.from;
+        let needs_value = from == "gpt"
+            || (from == "system" && need_tools)
+            || (from == "tool" && p.well_formed)
+            || p.needs_tokens();
+        let value = if needs_value {
+            match decode_str(turn.value) {
+                Some(v) => v,
+                None => return Err(BadRow::ValueNotString(n)),
+            }
+        } else {
+            Cow::Borrowed("")
+        };
+        if let Some(tk) = tokenizer {
+            f.tokens += tk.count(&value);
+        }
+        if p.well_formed && from != "tool" && !pending_calls.is_empty() {
+            set_once(&mut f.malformed, || {
+                format!(
+                    "turn {pending_turn}: {} tool call(s) without a tool turn after them",
+                    pending_calls.len()
+                )
+            });
+            pending_calls.clear();
+        }
+        match from {
+            "system" => {
+                if p.well_formed && i != 0 {
+                    set_once(&mut f.malformed, || {
+                        format!("turn {n}: system turn not first")
+                    });
+                }
+                if need_tools && offered.is_none() {
+                    match system_tools(&value) {
+                        Some(Ok(names)) => offered = Some(Offered::Row(names)),
+                        Some(Err(e)) => {
+                            if p.well_formed {
+                                set_once(&mut f.malformed, || format!("turn {n}: {e}"));
+                            }
+                            offered = Some(Offered::Unknown(e));
+                        }
+                        None => {}
+                    }
+                }
+            }
+            "human" => {}
+            "gpt" => {
+                let g = scan_gpt(&value);
+                f.reasoning |= g.reasoning;
+                f.calls += g.calls.len();
+                if p.well_formed
+                    && let Some(e) = &g.error
+                {
+                    set_once(&mut f.malformed, || format!("turn {n}: {e}"));
+                }
+                if need_tools && offered.is_none() && !g.calls.is_empty() {
+                    offered = Some(Offered::of_row(row.tools, NoToolList::NoSystemTools));
+                }
+                for body in &g.calls {
+                    let parsed = serde_json::from_str::<CallBody>(body);
+                    match &parsed {
+                        Ok(c) => {
+                            if p.valid_tools {
+                                let o = offered.as_ref().expect("set above");
+                                if let Err(e) =
+                                    o.check_call(&c.name, c.arguments, |a| a.get().starts_with('{'))
+                                {
+                                    set_once(&mut f.invalid_tool, || format!("turn {n}: {e}"));
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            let msg = || format!("turn {n}: <tool_call> body is not JSON: {e}");
+                            if p.valid_tools {
+                                set_once(&mut f.invalid_tool, msg);
+                            }
+                            if p.well_formed {
+                                set_once(&mut f.malformed, msg);
+                            }
+                        }
+                    }
+                    if p.well_formed {
+                        pending_calls.push(parsed.ok().map(|c| c.name.into_owned()));
+                    }
+                }
+                pending_turn = n;
+            }
+            "tool" => {
+                if p.well_formed {
+                    if pending_calls.is_empty() {
+                        set_once(&mut f.malformed, || {
+                            format!(
+                                "turn {n}: tool turn does not follow a gpt turn with tool calls"
+                            )
+                        });
+                    } else {
+                        check_responses(&value, &pending_calls, n, &mut f.malformed);
+                    }
+                    pending_calls.clear();
+                }
+            }
+            other => {
+                if p.well_formed {
+                    set_once(&mut f.malformed, || {
+                        format!("turn {n}: unknown role {other:?}")
+                    });
+                }
+            }
+        }
+    }
+    if p.well_formed && !pending_calls.is_empty() {
+        set_once(&mut f.malformed, || {
+            format!(
+                "turn {pending_turn}: {} tool call(s) without a tool turn after them",
+                pending_calls.len()
+            )
+        });
+    }
+    Ok(f)
+}
+
+/// Pair the `<tool_response>` blocks of tool turn `n` with the pending calls' names.
+fn check_responses(value: &str, calls: &[Option<String>], n: usize, slot: &mut Option<String>) {
+    let bodies = match response_bodies(value) {
+        Ok(b) => b,
+        Err(e) => return set_once(slot, || format!("turn {n}: {e}")),
+    };
+    for (k, body) in bodies.iter().enumerate() {
+        match response_name(body) {
+            Ok(name) => {
+                if let (Some(name), Some(Some(call))) = (&name, calls.get(k))
+                    && name != call
+                {
+                    return set_once(slot, || {
+                        format!(
+                            "turn {n}: response {} is named {name:?} but call {} is {call:?}",
+                            k + 1,
+                            k + 1
+                        )
+                    });
+                }
+            }
+            Err(NotJson(e)) => {
+                return set_once(slot, || {
+                    format!("turn {n}: <tool_response> {} body is not JSON: {e}", k + 1)
+                });
+            }
+        }
+    }
+    if bodies.len() != calls.len() {
+        set_once(slot, || {
+            format!(
+                "turn {n}: {} response(s) for {} call(s)",
+                bodies.len(),
+                calls.len()
+            )
+        });
+    }
+}

@@ -1,0 +1,416 @@
+//! Row predicates for traj-filter: Hermes well-formedness, reasoning, tool validity,
+//! completion flags, turn and token counts.
+//!
+//! A row is read once into the borrowed view of [`crate::format::row`]: turn values
+//! stay raw JSON text until a predicate needs them, so a tool turn (most of the bytes
+//! of a trajectory) is only unescaped when `--well-formed` looks inside it. Tags are
+//! read by the one Hermes scanner ([`crate::format::hermes::scan_gpt`],
+//! [`crate::format::hermes::response_bodies`]).
+//!
+//! Two row shapes are understood, one submodule each:
+//! - `hermes`: Hermes ShareGPT rows (`conversations` of `{"from","value"}`).
+//! - `raw`: raw run records (OpenAI `messages` with `tool_calls`, `role: "tool"`
+//!   results and a `tools` list of schemas), judged on the OpenAI fields (see
+//!   `docs/filter.md` for how each predicate reads them).
+
+use std::collections::HashSet;
+
+use serde_json::value::RawValue;
+
+use crate::format::model::ToolListError;
+pub use crate::format::row::{BadRow, RowView, parse_row, validate_object};
+use crate::format::tokens::Tokenizer;
+
+mod hermes;
+mod raw;
+
+/// The predicates a filter run applies (all ANDed).
+#[derive(Debug, Default, Clone)]
+pub struct Predicates {
+    pub require_reasoning: bool,
+    pub valid_tools: bool,
+    /// Tools from `--tools FILE`, used instead of each row's own list.
+    pub tools: Option<HashSet<String>>,
+    pub well_formed: bool,
+    pub completed: bool,
+    pub no_partial: bool,
+    pub has_tool_calls: bool,
+    pub min_turns: Option<usize>,
+    pub max_turns: Option<usize>,
+    pub min_row_tokens: Option<usize>,
+    pub max_row_tokens: Option<usize>,
+}
+
+impl Predicates {
+    /// True when no predicate is set (the pass-through path).
+    pub fn is_empty(&self) -> bool {
+        !(self.require_reasoning
+            || self.valid_tools
+            || self.well_formed
+            || self.completed
+            || self.no_partial
+            || self.has_tool_calls
+            || self.min_turns.is_some()
+            || self.max_turns.is_some()
+            || self.needs_tokens())
+    }
+
+    pub fn needs_tokens(&self) -> bool {
+        self.min_row_tokens.is_some() || self.max_row_tokens.is_some()
+    }
+}
+
+/// Reason categories (the text before `: ` in a reject reason, and the keys of `--stats`).
+pub mod reason {
+    pub const NO_REASONING: &str = "no-reasoning";
+    pub const INVALID_TOOLS: &str = "invalid-tools";
+    pub const MALFORMED: &str = "malformed";
+    pub const NOT_COMPLETED: &str = "not-completed";
+    pub const PARTIAL: &str = "partial";
+    pub const NO_TOOL_CALLS: &str = "no-tool-calls";
+    pub const TOO_FEW_TURNS: &str = "too-few-turns";
+    pub const TOO_MANY_TURNS: &str = "too-many-turns";
+    pub const TOO_FEW_TOKENS: &str = "too-few-tokens";
+    pub const TOO_MANY_TOKENS: &str = "too-many-tokens";
+}
+
+/// The category of a reason string (`"malformed: turn 3: ..."` -> `"malformed"`).
+pub fn category(reason: &str) -> &str {
+    reason.split_once(": ").map_or(reason, |(c, _)| c)
+}
+
+fn is_true(raw: Option<&str>) -> bool {
+    raw == Some("true")
+}
+
+/// Evaluate every predicate; returns the reasons the row fails (empty: it passes).
+pub fn evaluate(
+    row: &RowView<'_>,
+    p: &Predicates,
+    tokenizer: Option<&dyn Tokenizer>,
+) -> Result<Vec<String>, BadRow> {
+    let mut reasons = Vec::new();
+    if p.completed && !is_true(row.completed) {
+        let why = match row.completed {
+            None => "no `completed` field",
+            Some(_) => "`completed` is not true",
+        };
+        reasons.push(format!("{}: {why}", reason::NOT_COMPLETED));
+    }
+    if p.no_partial && is_true(row.partial) {
+        reasons.push(format!("{}: `partial` is true", reason::PARTIAL));
+    }
+    let facts = match (&row.conversations, &row.messages) {
+        (Some(turns), _) => hermes::facts(turns, row, p, tokenizer)?,
+        (None, Some(msgs)) => raw::facts(msgs, row, p, tokenizer)?,
+        (None, None) => return Err(BadRow::NoTurns),
+    };
+    if p.require_reasoning && !facts.reasoning {
+        reasons.push(format!(
+            "{}: no assistant turn has reasoning",
+            reason::NO_REASONING
+        ));
+    }
+    if p.has_tool_calls && facts.calls == 0 {
+        reasons.push(format!("{}: no tool call", reason::NO_TOOL_CALLS));
+    }
+    if let Some(e) = facts.invalid_tool {
+        reasons.push(format!("{}: {e}", reason::INVALID_TOOLS));
+    }
+    if let Some(e) = facts.malformed {
+        reasons.push(format!("{}: {e}", reason::MALFORMED));
+    }
+    if let Some(n) = p.min_turns.filter(|&n| facts.turns < n) {
+        reasons.push(format!("{}: {} < {n}", reason::TOO_FEW_TURNS, facts.turns));
+    }
+    if let Some(n) = p.max_turns.filter(|&n| facts.turns > n) {
+        reasons.push(format!("{}: {} > {n}", reason::TOO_MANY_TURNS, facts.turns));
+    }
+    if let Some(n) = p.min_row_tokens.filter(|&n| facts.tokens < n) {
+        reasons.push(format!(
+            "{}: {} < {n}",
+            reason::TOO_FEW_TOKENS,
+            facts.tokens
+        ));
+    }
+    if let Some(n) = p.max_row_tokens.filter(|&n| facts.tokens > n) {
+        reasons.push(format!(
+            "{}: {} > {n}",
+            reason::TOO_MANY_TOKENS,
+            facts.tokens
+        ));
+    }
+    Ok(reasons)
+}
+
+/// What the predicates need to know about one row.
+#[derive(Debug, Default)]
+struct Facts {
+    turns: usize,
+    reasoning: bool,
+    calls: usize,
+    tokens: usize,
+    /// First tool-validity problem (only looked for under `--valid-tools`).
+    invalid_tool: Option<String>,
+    /// First well-formedness problem (only looked for under `--well-formed`).
+    malformed: Option<String>,
+}
+
+impl Facts {
+    /// The facts of a row of `turns` turns so far; `--well-formed` refuses an empty
+    /// conversation (`empty` says so).
+    fn new(turns: usize, p: &Predicates, empty: &str) -> Facts {
+        Facts {
+            turns,
+            malformed: (p.well_formed && turns == 0).then(|| empty.to_string()),
+            ..Facts::default()
+        }
+    }
+}
+
+fn set_once(slot: &mut Option<String>, msg: impl FnOnce() -> String) {
+    if slot.is_none() {
+        *slot = Some(msg());
+    }
+}
+
+/// Why a row's tool list is not known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NoToolList {
+    #[error("`tools` is not a valid string")]
+    RowToolsNotAString,
+    #[error("`tools`: {0}")]
+    RowTools(ToolListError),
+    #[error("<tools> is never closed in the system turn")]
+    SystemUnclosed,
+    #[error("system <tools>: {0}")]
+    System(ToolListError),
+    #[error("no <tools> in the system turn and no --tools FILE")]
+    NoSystemTools,
+    #[error("no `tools` on the row and no --tools FILE")]
+    NoRowTools,
+}
+
+/// Why one call is not a valid use of a tool (the text after `invalid-tools: ...: `).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadCall {
+    #[error("no tool list to judge {0:?} ({1})")]
+    Unjudged(String, NoToolList),
+    #[error("unknown tool {0:?}")]
+    UnknownTool(String),
+    #[error("arguments of {0:?} are not a JSON object")]
+    ArgsNotAnObject(String),
+    #[error("call of {0:?} has no arguments")]
+    NoArguments(String),
+    #[error("call {0} has no function name")]
+    NoFunctionName(usize),
+}
+
+/// Tool names from a row's own `tools` field: a JSON list, or a string holding one.
+fn row_tools(raw: &str) -> Result<Vec<String>, NoToolList> {
+    let names = if raw.starts_with('"') {
+        let inner = crate::format::row::decode_str(raw).ok_or(NoToolList::RowToolsNotAString)?;
+        crate::format::model::tool_names(&inner)
+    } else {
+        crate::format::model::tool_names(raw)
+    };
+    names.map_err(NoToolList::RowTools)
+}
+
+/// The tools a row may call: `--tools FILE`, else its own list; `Unknown` says why
+/// there is none.
+enum Offered<'p> {
+    Global(&'p HashSet<String>),
+    Row(Vec<String>),
+    Unknown(NoToolList),
+}
+
+impl Offered<'_> {
+    /// The tools of the row's own `tools` field, or why there are none (`missing`).
+    fn of_row(tools: Option<&str>, missing: NoToolList) -> Offered<'static> {
+        match tools.map(row_tools) {
+            Some(Ok(names)) => Offered::Row(names),
+            Some(Err(e)) => Offered::Unknown(e),
+            None => Offered::Unknown(missing),
+        }
+    }
+
+    fn check(&self, name: &str) -> Result<(), BadCall> {
+        let known = match self {
+            Offered::Global(set) => set.contains(name),
+            Offered::Row(list) => list.iter().any(|n| n == name),
+            Offered::Unknown(why) => return Err(BadCall::Unjudged(name.into(), why.clone())),
+        };
+        if known {
+            Ok(())
+        } else {
+            Err(BadCall::UnknownTool(name.into()))
+        }
+    }
+
+    /// [`Offered::check`], then the arguments: a JSON object (`as_object` reads them).
+    fn check_call(
+        &self,
+        name: &str,
+        args: Option<&RawValue>,
+        as_object: fn(&RawValue) -> bool,
+    ) -> Result<(), BadCall> {
+        self.check(name)?;
+        match args {
+            Some(a) if as_object(a) => Ok(()),
+            Some(_) => Err(BadCall::ArgsNotAnObject(name.into())),
+            None => Err(BadCall::NoArguments(name.into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all() -> Predicates {
+        Predicates {
+            require_reasoning: true,
+            valid_tools: true,
+            well_formed: true,
+            ..Predicates::default()
+        }
+    }
+
+    fn judge(line: &str) -> Vec<String> {
+        let row = parse_row(line.as_bytes()).unwrap();
+        evaluate(&row, &all(), None).unwrap()
+    }
+
+    fn hermes(turns: &[(&str, &str)]) -> String {
+        let conv: Vec<_> = turns
+            .iter()
+            .map(|(f, v)| serde_json::json!({"from": f, "value": v}))
+            .collect();
+        serde_json::json!({"conversations": conv}).to_string()
+    }
+
+    const SYS: &str = "Tools:\n<tools>\n[{\"name\": \"terminal\", \"parameters\": {}}]\n</tools>\nUse <tool_call> </tool_call>.";
+    const CALL: &str = "<think>\nlook\n</think>\n<tool_call>\n{\"name\": \"terminal\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>";
+    const RESP: &str = "<tool_response>\n{\"tool_call_id\": \"c1\", \"name\": \"terminal\", \"content\": \"a\"}\n</tool_response>";
+
+    #[test]
+    fn good_row_passes_everything() {
+        let r = judge(&hermes(&[
+            ("system", SYS),
+            ("human", "hi"),
+            ("gpt", CALL),
+            ("tool", RESP),
+            ("gpt", "<think>\n</think>\ndone"),
+        ]));
+        assert!(r.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn empty_think_is_not_reasoning() {
+        let r = judge(&hermes(&[
+            ("system", SYS),
+            ("human", "hi"),
+            ("gpt", "<think>\n  \n</think>\nanswer"),
+        ]));
+        assert_eq!(r.len(), 1);
+        assert_eq!(category(&r[0]), reason::NO_REASONING);
+    }
+
+    #[test]
+    fn hallucinated_tool_and_bad_arguments() {
+        let bad = CALL.replace("\"terminal\"", "\"shell\"");
+        let r = judge(&hermes(&[
+            ("system", SYS),
+            ("human", "hi"),
+            ("gpt", &bad),
+            ("tool", &RESP.replace("terminal", "shell")),
+        ]));
+        assert_eq!(r, ["invalid-tools: turn 3: unknown tool \"shell\""]);
+        let bad = CALL.replace("{\"command\": \"ls\"}", "\"ls\"");
+        let r = judge(&hermes(&[
+            ("system", SYS),
+            ("human", "hi"),
+            ("gpt", &bad),
+            ("tool", RESP),
+        ]));
+        assert_eq!(
+            r,
+            ["invalid-tools: turn 3: arguments of \"terminal\" are not a JSON object"]
+        );
+    }
+
+    #[test]
+    fn structure_errors() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[("system", SYS), ("gpt", "<think>\nx\n<tool_call>")],
+                "malformed: turn 2: <tool_call> inside an unclosed <think>",
+            ),
+            (
+                &[("system", SYS), ("gpt", "<think>x</think></think>")],
+                "malformed: turn 2: </think> without an opening tag",
+            ),
+            (
+                &[("system", SYS), ("gpt", "<think>x</think>"), ("tool", RESP)],
+                "malformed: turn 3: tool turn does not follow a gpt turn with tool calls",
+            ),
+            (
+                &[("system", SYS), ("gpt", CALL), ("gpt", "<think>x</think>")],
+                "malformed: turn 2: 1 tool call(s) without a tool turn after them",
+            ),
+            (
+                &[
+                    ("system", SYS),
+                    ("gpt", CALL),
+                    ("tool", &format!("{RESP}\n{RESP}")),
+                ],
+                "malformed: turn 3: 2 response(s) for 1 call(s)",
+            ),
+            (
+                &[
+                    ("system", SYS),
+                    ("gpt", CALL),
+                    ("tool", "<tool_response>\nnot json\n</tool_response>"),
+                ],
+                "malformed: turn 3: <tool_response> 1 body is not JSON: expected ident at line 1 column 2",
+            ),
+            (
+                &[
+                    ("system", SYS),
+                    ("gpt", &format!("{CALL}\n<think>late</think>")),
+                    ("tool", RESP),
+                ],
+                "malformed: turn 2: <think> after a <tool_call>",
+            ),
+        ];
+        for (turns, want) in cases {
+            let r = judge(&hermes(turns));
+            assert!(r.iter().any(|x| x == want), "want {want:?}, got {r:?}");
+        }
+    }
+
+    #[test]
+    fn raw_records() {
+        let row = serde_json::json!({
+            "completed": true,
+            "tools": [{"type": "function", "function": {"name": "terminal"}}],
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "", "reasoning": "think",
+                 "tool_calls": [{"id": "c1", "type": "function",
+                   "function": {"name": "terminal", "arguments": "{\"command\":\"ls\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                {"role": "assistant", "content": "done"}
+            ]
+        })
+        .to_string();
+        assert!(judge(&row).is_empty());
+        let bad = row.replace("\"c1\",\"content\"", "\"c9\",\"content\"");
+        assert_ne!(bad, row);
+        let r = judge(&bad);
+        assert_eq!(category(&r[0]), reason::MALFORMED, "{r:?}");
+        let r = judge(&row.replace("\"reasoning\":\"think\"", "\"reasoning\":\" \""));
+        assert_eq!(r, ["no-reasoning: no assistant turn has reasoning"]);
+    }
+}

@@ -1,0 +1,128 @@
+//! The predicates' reading of raw run records (OpenAI `messages`): reasoning from the
+//! reasoning fields or the content's tags, offered tools from the row's `tools` (or
+//! `--tools FILE`), and calls paired with tool results by id.
+
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
+
+use super::{BadCall, Facts, NoToolList, Offered, Predicates, set_once};
+use crate::format::hermes::scan_gpt;
+use crate::format::row::{BadRow, Message, RowView, raw_str};
+use crate::format::tokens::Tokenizer;
+
+fn nonblank_str(raw: Option<&RawValue>) -> bool {
+    raw.and_then(raw_str).is_some_and(|s| !s.trim().is_empty())
+}
+
+/// The facts of a raw run record.
+pub(super) fn facts(
+    msgs: &[Message<'_>],
+    row: &RowView<'_>,
+    p: &Predicates,
+    tokenizer: Option<&dyn Tokenizer>,
+) -> Result<Facts, BadRow> {
+    let mut f = Facts::new(msgs.len(), p, "no messages");
+    let offered = if p.valid_tools {
+        Some(match &p.tools {
+            Some(set) => Offered::Global(set),
+            None => Offered::of_row(row.tools, NoToolList::NoRowTools),
+        })
+    } else {
+        None
+    };
+    // Ids of the calls of the last assistant message still waiting for a tool result.
+    let mut open: Vec<String> = Vec::new();
+    let mut open_at = 0;
+    for (i, m) in msgs.iter().enumerate() {
+        let n = i + 1;
+        let role: &str = &m.role;
+        let text = if role == "assistant" || tokenizer.is_some() {
+            crate::format::message::content_text_raw(m.content)
+        } else {
+            Cow::Borrowed("")
+        };
+        if let Some(tk) = tokenizer {
+            f.tokens += tk.count(&text);
+            for r in [m.reasoning, m.reasoning_content].into_iter().flatten() {
+                f.tokens += raw_str(r).map_or(0, |s| tk.count(&s));
+            }
+        }
+        if p.well_formed && role != "tool" && !open.is_empty() {
+            set_once(&mut f.malformed, || {
+                format!("message {open_at}: tool call(s) {open:?} have no tool result")
+            });
+            open.clear();
+        }
+        match role {
+            "assistant" => {
+                let g = scan_gpt(&text);
+                f.reasoning |= nonblank_str(m.reasoning)
+                    || nonblank_str(m.reasoning_content)
+                    || g.reasoning
+                    || crate::format::hermes::scratchpad_reasoning(&text);
+                let calls = m.tool_calls.as_deref().unwrap_or(&[]);
+                f.calls += calls.len();
+                for (k, c) in calls.iter().enumerate() {
+                    let name = c.function.as_ref().and_then(|f| f.name.as_deref());
+                    if let Some(o) = &offered {
+                        let res = match name {
+                            None => Err(BadCall::NoFunctionName(k + 1)),
+                            Some(name) => o.check_call(
+                                name,
+                                c.function.as_ref().and_then(|f| f.arguments),
+                                args_are_object,
+                            ),
+                        };
+                        if let Err(e) = res {
+                            set_once(&mut f.invalid_tool, || format!("message {n}: {e}"));
+                        }
+                    }
+                    if p.well_formed {
+                        match (&c.id, name) {
+                            (Some(id), Some(_)) => open.push(id.to_string()),
+                            _ => set_once(&mut f.malformed, || {
+                                format!("message {n}: call {} has no id or no name", k + 1)
+                            }),
+                        }
+                    }
+                }
+                open_at = n;
+            }
+            "tool" if p.well_formed => {
+                let id = m.tool_call_id.as_deref().unwrap_or("");
+                match open.iter().position(|o| o == id) {
+                    Some(k) => {
+                        open.remove(k);
+                    }
+                    None => set_once(&mut f.malformed, || {
+                        format!("message {n}: tool result {id:?} answers no pending call")
+                    }),
+                }
+            }
+            "system" | "user" | "tool" | "developer" => {}
+            other => {
+                if p.well_formed {
+                    set_once(&mut f.malformed, || {
+                        format!("message {n}: unknown role {other:?}")
+                    });
+                }
+            }
+        }
+    }
+    if p.well_formed && !open.is_empty() {
+        set_once(&mut f.malformed, || {
+            format!("message {open_at}: tool call(s) {open:?} have no tool result")
+        });
+    }
+    Ok(f)
+}
+
+/// OpenAI arguments are a JSON string holding an object (or, from some servers, the
+/// object itself).
+fn args_are_object(a: &RawValue) -> bool {
+    a.get().starts_with('{')
+        || raw_str(a).is_some_and(|inner| {
+            serde_json::from_str::<&RawValue>(&inner).is_ok_and(|v| v.get().starts_with('{'))
+        })
+}

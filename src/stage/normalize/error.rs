@@ -1,0 +1,100 @@
+//! Why a row cannot be normalised: the typed errors of traj-normalize's engine. The
+//! `Display` text of a [`BadRow`] is the reason written to the rejects file.
+
+use crate::format::hermes::{EnvelopeError, ParseError};
+use crate::format::model::DeclError;
+
+/// Why a row cannot be normalised.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadRow {
+    /// The message list field holds something else.
+    #[error("`{0}` must be a list of messages, found {1}")]
+    NotAList(String, &'static str),
+    /// `--messages-field F` and the row has no `F`.
+    #[error("no `{0}` field")]
+    NoField(String),
+    /// No `conversations` or `messages`; a list under another usual name, if any.
+    #[error(
+        "no message list: expected a `conversations` or `messages` field{}",
+        .0.map_or(String::new(), |h| format!(" (try --messages-field {h})"))
+    )]
+    NoMessageList(Option<&'static str>),
+    #[error(transparent)]
+    Tools(#[from] ToolsField),
+    /// Message `n` (1-based) of the list.
+    #[error("message {0}: {1}")]
+    Message(usize, BadMessage),
+    #[error("the conversation has no user, assistant or tool turns")]
+    NoTurns,
+    #[error("the row has both `{0}` (read) and `{1}` (would be overwritten)")]
+    BothLists(String, &'static str),
+    /// Turn `n` (1-based, the system turn is 1) cannot be written as Hermes text.
+    #[error("turn {0}: {1}")]
+    Envelope(usize, EnvelopeError),
+}
+
+/// The row's own `tools` field is not a tool list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolsField {
+    #[error("`tools` is a string but not JSON: {0}")]
+    StringNotJson(String),
+    #[error("`tools` must hold a list of tool schemas, found {0}")]
+    StringNotAList(&'static str),
+    #[error("`tools` must be a list of tool schemas or a JSON string of one, found {0}")]
+    NotAList(&'static str),
+    /// Entry `i` (0-based, as `tools[i]`).
+    #[error("tools[{0}]: {1}")]
+    Entry(usize, DeclError),
+}
+
+/// Why one message of the list cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadMessage {
+    #[error("expected an object, found {0}")]
+    NotAnObject(&'static str),
+    #[error("no `role` or `from` string")]
+    NoRole,
+    #[error("unknown role {0:?}")]
+    UnknownRole(String),
+    #[error(transparent)]
+    Body(#[from] BadBody),
+    /// Hermes text (`<tools>`, `<tool_call>`, `<tool_response>`) that does not parse.
+    #[error(transparent)]
+    Hermes(#[from] ParseError),
+    #[error("function_call is not JSON: {0}")]
+    FunctionCallNotJson(String),
+    #[error("function_call: {0}")]
+    FunctionCall(DeclError),
+    /// Entry `k` (0-based, as `tool_calls[k]`).
+    #[error("tool_calls[{0}]: {1}")]
+    ToolCall(usize, DeclError),
+    #[error("tool_calls must be a list, found {0}")]
+    ToolCallsNotAList(&'static str),
+}
+
+/// Why a message body (`content`/`value`) cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadBody {
+    /// Part `k` (1-based) of this type outside an assistant message.
+    #[error("content part {0} ({1}) is only allowed in assistant messages")]
+    AssistantOnly(usize, String),
+    #[error("content part {0} (tool_call) is not JSON: {1}")]
+    CallPartNotJson(usize, String),
+    #[error("content part {0}: {1}")]
+    CallPart(usize, DeclError),
+    #[error("content part {0}: {1}")]
+    Part(usize, BadPart),
+    #[error("content must be text or a list of parts, found {0}")]
+    NotTextOrParts(&'static str),
+}
+
+/// A content part that is not understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadPart {
+    #[error("a text part without text")]
+    TextWithoutText,
+    #[error("a reasoning part without text")]
+    ReasoningWithoutText,
+    #[error("unsupported part type {0:?}")]
+    Unsupported(String),
+}
