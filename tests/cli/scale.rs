@@ -109,11 +109,7 @@ fn spark_gives_the_rows_of_the_binaries_and_fails_with_a_stage() {
         want_rejects
     );
     // A bad line under the strict default fails the job, not just the partition.
-    std::fs::write(
-        d.path().join("bad.jsonl"),
-        "{\"conversations\":[]}\nnot json\n",
-    )
-    .unwrap();
+    bad_input(d.path());
     let o = script(
         d.path(),
         "spark_pipeline.py",
@@ -147,11 +143,7 @@ fn ray_gives_the_rows_of_the_binaries_and_fails_with_a_stage() {
         lines_under(&d.path().join("out/rejects"), "traj-filter-1-").len(),
         want_rejects
     );
-    std::fs::write(
-        d.path().join("bad.jsonl"),
-        "{\"conversations\":[]}\nnot json\n",
-    )
-    .unwrap();
+    bad_input(d.path());
     let o = script(
         d.path(),
         "ray_pipeline.py",
