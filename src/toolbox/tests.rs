@@ -1050,3 +1050,81 @@ fn task_is_a_send_tool_host() {
     fn host<T: ToolHost + Send + 'static>() {}
     host::<Task>();
 }
+
+/// Everything the registry tells traj-run and traj-sample-tools, under a default and a
+/// fully configured [`ToolConfig`]: per toolset its description, includes, every tool
+/// (in order) and the schemas offered; per tool its availability.
+fn registry_snapshot() -> Value {
+    let full = ToolConfig {
+        search: Some(SearchConfig {
+            provider: SearchProvider::Searxng,
+            base_url: "http://127.0.0.1:1".into(),
+            api_key: None,
+            max_results: 5,
+        }),
+        llm: Some(LlmToolsConfig {
+            client: ClientConfig::default(),
+            vision_model: Some("v".into()),
+            moa_models: vec!["a".into()],
+            moa_aggregator: Some("b".into()),
+            max_tokens: None,
+        }),
+        python: Some(true),
+        ..ToolConfig::default()
+    };
+    let bare = ToolConfig {
+        web_fetch: false,
+        python: Some(false),
+        ..ToolConfig::default()
+    };
+    let mut out = serde_json::Map::new();
+    for (label, cfg) in [("full", &full), ("bare", &bare)] {
+        let r = Registry::builtin(cfg);
+        let mut by_set = serde_json::Map::new();
+        for t in r.toolsets() {
+            let all = r.resolve_all(&[t.name.to_string()]).unwrap();
+            let offered = r.resolve(&[t.name.to_string()]).unwrap();
+            by_set.insert(
+                t.name.to_string(),
+                json!({
+                    "description": t.description,
+                    "tools": t.tools,
+                    "includes": t.includes,
+                    "resolve_all": all,
+                    "schemas": r.schemas(&offered),
+                }),
+            );
+        }
+        let tools: Vec<Value> = r
+            .tools()
+            .iter()
+            .map(|i| json!([i.name, i.availability.describe(), i.schema]))
+            .collect();
+        out.insert(
+            label.to_string(),
+            json!({
+                "toolsets": Value::Object(by_set),
+                "tools": tools,
+                "all": r.resolve_all(&sets(&["all"])).unwrap(),
+                "available_toolsets": r.available_toolsets(),
+                "implemented_toolsets": r.implemented_toolsets(),
+            }),
+        );
+    }
+    out.insert("all_tool_names".into(), json!(all_tool_names()));
+    Value::Object(out)
+}
+
+/// The tool table must give traj-run the very schemas (request bodies) and toolsets it
+/// gave before the table existed: `snapshots/registry.json` was written from the five
+/// separate declarations. `TRAJ_BLESS=1` rewrites it (only for a deliberate change).
+#[test]
+fn registry_matches_its_snapshot() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/toolbox/snapshots/registry.json");
+    let now = serde_json::to_string_pretty(&registry_snapshot()).unwrap() + "\n";
+    if std::env::var_os("TRAJ_BLESS").is_some() {
+        std::fs::write(&path, &now).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).expect("snapshot");
+    assert!(now == want, "registry differs from {}", path.display());
+}
