@@ -438,7 +438,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
         backoff_base: Duration::from_millis(args.retry_base_ms),
         backoff_max: Duration::from_millis(args.retry_max_ms),
     };
-    let tool_config = args.tools.tool_config(&client_cfg)?;
+    let tool_config = args
+        .tools
+        .tool_config(&client_cfg)
+        .map_err(|e| crate::cli::UsageError(e.to_string()))?;
     let hosts = host_factory(&args, &tool_config)?;
     let started_wall = SystemTime::now();
     let started = Instant::now();
@@ -1183,7 +1186,10 @@ pub struct HostError {
 
 fn host_factory(args: &Args, tool_config: &ToolConfig) -> Result<Box<HostFactory>> {
     let registry = Registry::builtin(tool_config);
-    let sandbox: SandboxConfig = args.tools.sandbox_config()?;
+    let sandbox: SandboxConfig = args
+        .tools
+        .sandbox_config()
+        .map_err(|e| crate::cli::UsageError(e.to_string()))?;
     if let Some(t) = split_list(&args.toolsets)
         && let Err(e) = registry.resolve_all(&t)
     {

@@ -2,17 +2,33 @@
 //! into a binary that runs agents (traj-run), and their conversion into
 //! [`ToolConfig`] and [`SandboxConfig`].
 //!
+//! Flags that make no configuration are a [`ToolArgsError`]; the binary reports it as
+//! a usage error (exit 2).
+//!
 //! Secrets are never flags: a search API key is read from the environment variable
 //! named by `--search-key-env` (default `BRAVE_API_KEY` or `TAVILY_API_KEY`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
-
 use super::registry::{LlmToolsConfig, SearchConfig, SearchProvider, ToolConfig};
 use super::sandbox::{Backend, SandboxConfig};
 use crate::llm::ClientConfig;
+
+/// Flags that do not make a configuration: the caller reports them as a usage error.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ToolArgsError {
+    #[error("--tool-timeout must be at least 1 second")]
+    ZeroTimeout,
+    #[error("--tool-output-cap must be at least 256 bytes")]
+    OutputCapTooSmall,
+    #[error("--search {0} needs --search-url (the instance's URL)")]
+    SearchUrlMissing(&'static str),
+    #[error("--search {provider} needs an API key in ${env}")]
+    SearchKeyMissing { provider: &'static str, env: String },
+    #[error("--moa-models and --moa-aggregator go together")]
+    MoaIncomplete,
+}
 
 /// Flags that choose and configure the agent's tools.
 #[derive(Debug, Clone, clap::Args)]
@@ -96,12 +112,12 @@ pub struct ToolArgs {
 
 impl ToolArgs {
     /// The sandbox configuration these flags ask for.
-    pub fn sandbox_config(&self) -> Result<SandboxConfig> {
+    pub fn sandbox_config(&self) -> Result<SandboxConfig, ToolArgsError> {
         if self.tool_timeout == 0 {
-            crate::usage_bail!("--tool-timeout must be at least 1 second");
+            return Err(ToolArgsError::ZeroTimeout);
         }
         if self.tool_output_cap < 256 {
-            crate::usage_bail!("--tool-output-cap must be at least 256 bytes");
+            return Err(ToolArgsError::OutputCapTooSmall);
         }
         Ok(SandboxConfig {
             backend: self.sandbox,
@@ -119,17 +135,14 @@ impl ToolArgs {
 
     /// The tool configuration; `llm` is the endpoint model-backed tools call (usually
     /// the agent's own).
-    pub fn tool_config(&self, llm: &ClientConfig) -> Result<ToolConfig> {
+    pub fn tool_config(&self, llm: &ClientConfig) -> Result<ToolConfig, ToolArgsError> {
         let search = match self.search {
             None => None,
             Some(provider) => {
                 let base_url = match (&self.search_url, provider.default_base_url()) {
                     (Some(u), _) => u.clone(),
                     (None, Some(d)) => d.to_string(),
-                    (None, None) => crate::usage_bail!(
-                        "--search {} needs --search-url (the instance's URL)",
-                        provider.as_str()
-                    ),
+                    (None, None) => return Err(ToolArgsError::SearchUrlMissing(provider.as_str())),
                 };
                 let key_env = self.search_key_env.clone().or(match provider {
                     SearchProvider::Brave => Some("BRAVE_API_KEY".to_string()),
@@ -138,11 +151,10 @@ impl ToolArgs {
                 });
                 let api_key = key_env.as_ref().and_then(|k| std::env::var(k).ok());
                 if provider != SearchProvider::Searxng && api_key.is_none() {
-                    crate::usage_bail!(
-                        "--search {} needs an API key in ${}",
-                        provider.as_str(),
-                        key_env.unwrap_or_default()
-                    );
+                    return Err(ToolArgsError::SearchKeyMissing {
+                        provider: provider.as_str(),
+                        env: key_env.unwrap_or_default(),
+                    });
                 }
                 Some(SearchConfig {
                     provider,
@@ -153,7 +165,7 @@ impl ToolArgs {
             }
         };
         if self.moa_aggregator.is_some() == self.moa_models.is_empty() {
-            crate::usage_bail!("--moa-models and --moa-aggregator go together");
+            return Err(ToolArgsError::MoaIncomplete);
         }
         let wants_llm = self.vision_model.is_some() || self.moa_aggregator.is_some();
         let llm = wants_llm.then(|| LlmToolsConfig {

@@ -4,10 +4,12 @@
 //! model, and a way to run one call.
 //!
 //! The pieces:
-//! - [`Registry`] ([`registry`]): every tool traj knows, grouped in toolsets (with
-//!   `includes`), each tool with its OpenAI function schema and an availability check
-//!   against a [`ToolConfig`]. Tools traj does not implement (browser, image
-//!   generation, ...) are listed as unavailable, never offered.
+//! - `table`: the one tool table. Each tool is declared once there: its name, its
+//!   toolsets, and (when traj implements it) its schema, availability rule and call.
+//! - [`Registry`] ([`registry`]): the table read under a [`ToolConfig`]: toolsets
+//!   resolved (with `includes`), each tool's OpenAI function schema and availability.
+//!   Tools traj does not implement (browser, image generation, ...) are listed as
+//!   unavailable, never offered.
 //! - [`distributions`]: the 17 built-in toolset distributions and the deterministic,
 //!   per-row sampling used by traj-sample-tools.
 //! - [`sandbox`]: where commands run: `local` (fresh directory, scrubbed environment),
@@ -34,6 +36,7 @@ pub mod fs;
 pub mod llm_tools;
 pub mod registry;
 pub mod sandbox;
+pub(crate) mod table;
 pub mod task;
 pub mod web;
 
@@ -42,11 +45,11 @@ mod tests;
 #[cfg(test)]
 mod testserver;
 
-pub use cli::ToolArgs;
+pub use cli::{ToolArgs, ToolArgsError};
 pub use distributions::Distribution;
 pub use registry::{
-    Availability, LlmToolsConfig, Registry, SearchConfig, SearchProvider, ToolConfig, ToolInfo,
-    Toolset, all_tool_names,
+    Availability, LlmToolsConfig, Registry, RegistryError, SearchConfig, SearchProvider,
+    ToolConfig, ToolInfo, Toolset, all_tool_names,
 };
 pub use sandbox::{Backend, SandboxConfig};
 pub use task::{Task, TaskSpec};
