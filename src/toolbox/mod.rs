@@ -30,6 +30,7 @@
 
 use serde_json::Value;
 
+pub mod beneath;
 pub mod cli;
 pub mod distributions;
 pub mod fs;

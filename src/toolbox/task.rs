@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use serde_json::{Value, json};
 
+use super::beneath::Resolver;
 use super::fs::Confined;
 use super::registry::{Registry, ToolConfig};
 use super::sandbox::{RunOutput, Sandbox, SandboxConfig};
@@ -72,6 +73,7 @@ impl Task {
             root: sandbox.workspace().to_path_buf(),
             base: sandbox.host_cwd().to_path_buf(),
             view_root: sandbox.view_root().to_string(),
+            resolver: Resolver::Auto,
         };
         let config = registry.config_arc();
         let agent = web::agent(&config);
