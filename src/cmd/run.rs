@@ -1190,6 +1190,9 @@ fn host_factory(args: &Args, tool_config: &ToolConfig) -> Result<Box<HostFactory
         .tools
         .sandbox_config()
         .map_err(|e| crate::cli::UsageError(e.to_string()))?;
+    if let Some(warning) = &sandbox.auto_fallback {
+        note("traj-run", warning);
+    }
     if let Some(t) = split_list(&args.toolsets)
         && let Err(e) = registry.resolve_all(&t)
     {

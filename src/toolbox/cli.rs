@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::registry::{LlmToolsConfig, SearchConfig, SearchProvider, ToolConfig};
-use super::sandbox::{Backend, SandboxConfig};
+use super::sandbox::{Backend, Limits, SandboxConfig};
 use crate::llm::ClientConfig;
 
 /// Flags that do not make a configuration: the caller reports them as a usage error.
@@ -33,9 +33,10 @@ pub enum ToolArgsError {
 /// Flags that choose and configure the agent's tools.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ToolArgs {
-    /// Isolation of tasks that name no `image`: local (fresh directory, scrubbed
-    /// environment), bwrap (namespaces, no network, host read-only) or docker.
-    #[arg(long, value_enum, default_value_t = Backend::Local, value_name = "BACKEND")]
+    /// Isolation of tasks that name no `image`: auto (bwrap when it works here, else
+    /// local with a warning), local (fresh directory, scrubbed environment, no
+    /// isolation), bwrap (namespaces, no network, host read-only) or docker.
+    #[arg(long, value_enum, default_value_t = Backend::Auto, value_name = "BACKEND")]
     pub sandbox: Backend,
 
     /// Give bwrap and docker sandboxes network access.
@@ -59,6 +60,24 @@ pub struct ToolArgs {
     /// Most bytes of a command's output returned to the model (the middle is cut).
     #[arg(long, default_value_t = 50_000, value_name = "BYTES")]
     pub tool_output_cap: usize,
+
+    /// Address space of each tool process, in MiB (0: no limit; local and bwrap).
+    #[arg(long, default_value_t = Limits::default().memory_mb, value_name = "MIB")]
+    pub tool_memory_mb: u64,
+
+    /// Processes a tool command may have running, counted per user (0: no limit; not
+    /// enforced for root).
+    #[arg(long, default_value_t = Limits::default().processes, value_name = "N")]
+    pub tool_processes: u64,
+
+    /// Largest file a tool process may write, in MiB (0: no limit).
+    #[arg(long, default_value_t = Limits::default().file_size_mb, value_name = "MIB")]
+    pub tool_file_size_mb: u64,
+
+    /// CPU seconds of each tool process (0: no limit; the wall-clock limit is
+    /// --tool-timeout).
+    #[arg(long, default_value_t = Limits::default().cpu_secs, value_name = "SECS")]
+    pub tool_cpu_secs: u64,
 
     /// The docker-compatible CLI (docker, podman, a path).
     #[arg(long, default_value = "docker", value_name = "CLI")]
@@ -111,7 +130,9 @@ pub struct ToolArgs {
 }
 
 impl ToolArgs {
-    /// The sandbox configuration these flags ask for.
+    /// The sandbox configuration these flags ask for, `auto` settled (probing bwrap
+    /// once): when it fell back to local, [`SandboxConfig::auto_fallback`] holds the
+    /// warning the caller shows.
     pub fn sandbox_config(&self) -> Result<SandboxConfig, ToolArgsError> {
         if self.tool_timeout == 0 {
             return Err(ToolArgsError::ZeroTimeout);
@@ -119,7 +140,7 @@ impl ToolArgs {
         if self.tool_output_cap < 256 {
             return Err(ToolArgsError::OutputCapTooSmall);
         }
-        Ok(SandboxConfig {
+        let mut cfg = SandboxConfig {
             backend: self.sandbox,
             root: self.workspace_root.clone(),
             network: self.sandbox_network,
@@ -130,7 +151,16 @@ impl ToolArgs {
             docker_cli: self.docker_cli.clone(),
             docker_args: self.docker_args.clone(),
             docker_image: self.docker_image.clone(),
-        })
+            limits: Limits {
+                memory_mb: self.tool_memory_mb,
+                processes: self.tool_processes,
+                file_size_mb: self.tool_file_size_mb,
+                cpu_secs: self.tool_cpu_secs,
+            },
+            auto_fallback: None,
+        };
+        cfg.resolve_auto();
+        Ok(cfg)
     }
 
     /// The tool configuration; `llm` is the endpoint model-backed tools call (usually

@@ -35,6 +35,7 @@ pub mod cli;
 pub mod distributions;
 pub mod fs;
 pub mod llm_tools;
+pub mod reaper;
 pub mod registry;
 pub mod sandbox;
 pub(crate) mod table;
@@ -52,7 +53,7 @@ pub use registry::{
     Availability, LlmToolsConfig, Registry, RegistryError, SearchConfig, SearchProvider,
     ToolConfig, ToolInfo, Toolset, all_tool_names,
 };
-pub use sandbox::{Backend, SandboxConfig};
+pub use sandbox::{Backend, Limits, SandboxConfig};
 pub use task::{Task, TaskSpec};
 
 /// The result of one tool call, as sent back to the model.

@@ -133,6 +133,9 @@ impl Task {
             Err(e) => return ToolResult::error(format!("{e:#}")),
         };
         let mut error = Value::Null;
+        if let Some(limit) = &out.limit {
+            error = json!(limit);
+        }
         if out.timed_out {
             error = json!(format!(
                 "timed out after {}s; the command and every process it started were killed",
@@ -151,7 +154,7 @@ impl Task {
         ToolResult {
             content: json!({"output": output, "exit_code": out.exit_code, "error": error})
                 .to_string(),
-            is_error: out.timed_out,
+            is_error: out.timed_out || out.limit.is_some(),
         }
     }
 
