@@ -15,3 +15,4 @@ mod normalize;
 mod pipeline;
 mod run;
 mod sample;
+mod tools;
