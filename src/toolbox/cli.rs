@@ -11,8 +11,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::limits::Limits;
 use super::registry::{LlmToolsConfig, SearchConfig, SearchProvider, ToolConfig};
-use super::sandbox::{Backend, Limits, SandboxConfig};
+use super::sandbox::{Backend, SandboxConfig};
 use crate::llm::ClientConfig;
 
 /// Flags that do not make a configuration: the caller reports them as a usage error.

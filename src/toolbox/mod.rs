@@ -14,7 +14,13 @@
 //!   per-row sampling used by traj-sample-tools.
 //! - [`sandbox`]: where commands run: `local` (fresh directory, scrubbed environment),
 //!   `bwrap` (bubblewrap namespaces, no network, host read-only) or `docker` (when a
-//!   prompt names an image). Per-command timeout kills the whole process group.
+//!   prompt names an image), or `auto` (bwrap where it works, else local with a
+//!   warning). Per-command timeout kills the whole process group; [`limits`] caps
+//!   memory, processes, file size and CPU of every call.
+//! - [`beneath`]: opening files under the workspace root from a descriptor, never
+//!   following a link; the file tools ([`fs`]) open everything through it.
+//! - [`reaper`]: in local mode traj is a child subreaper, and a call's orphans
+//!   (`setsid`, double forks) are killed when it ends.
 //! - [`Task`] ([`task`]): one task's tools, over a fresh workspace; implements
 //!   [`ToolHost`] and cleans up (processes, container, directory) on drop.
 //!
@@ -34,6 +40,7 @@ pub mod beneath;
 pub mod cli;
 pub mod distributions;
 pub mod fs;
+pub mod limits;
 pub mod llm_tools;
 pub mod reaper;
 pub mod registry;
@@ -49,11 +56,12 @@ mod testserver;
 
 pub use cli::{ToolArgs, ToolArgsError};
 pub use distributions::Distribution;
+pub use limits::Limits;
 pub use registry::{
     Availability, LlmToolsConfig, Registry, RegistryError, SearchConfig, SearchProvider,
     ToolConfig, ToolInfo, Toolset, all_tool_names,
 };
-pub use sandbox::{Backend, Limits, SandboxConfig};
+pub use sandbox::{Backend, SandboxConfig};
 pub use task::{Task, TaskSpec};
 
 /// The result of one tool call, as sent back to the model.

@@ -1,4 +1,4 @@
-//! The registry: the tool table ([`super::table`]) read under one [`ToolConfig`]:
+//! The registry: the tool table (`table.rs`) read under one [`ToolConfig`]:
 //! toolsets (their tools plus `includes`, resolved), each tool's OpenAI function
 //! schema, and which tools can be offered.
 //!
