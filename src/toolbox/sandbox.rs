@@ -818,6 +818,12 @@ pub fn execute(
     // Orphans (processes that left the group and whose parent died) are re-parented
     // to traj, a subreaper: kill those of this task before waiting for the pipes.
     if let Some(home) = reap_home {
+        // First let the killed group die: a member's children are re-parented only
+        // when it has exited (bounded: SIGKILL cannot be ignored).
+        let until = Instant::now() + Duration::from_secs(2);
+        while group_exists(pgid) && !group_members(pgid).is_empty() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         killed_leftovers |= reaper::reap_orphans(home) > 0 && !timed_out;
     }
     // Readers end when every writer is gone; a process that escaped the group could
