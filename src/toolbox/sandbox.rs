@@ -108,13 +108,18 @@ impl Default for SandboxConfig {
     }
 }
 
+/// Bubblewrap cannot isolate commands on this machine, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BwrapUnavailable(pub String);
+
 /// The result of [`Sandbox::probe_bwrap`], probed once per process.
-static BWRAP_PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+static BWRAP_PROBE: OnceLock<Result<(), BwrapUnavailable>> = OnceLock::new();
 
 /// Whether bubblewrap works here (probed on the first call only); why not.
-pub fn bwrap_works() -> Result<(), String> {
+pub fn bwrap_works() -> Result<(), BwrapUnavailable> {
     BWRAP_PROBE
-        .get_or_init(|| Sandbox::probe_bwrap().map_err(|e| format!("{e:#}")))
+        .get_or_init(|| Sandbox::probe_bwrap().map_err(|e| BwrapUnavailable(format!("{e:#}"))))
         .clone()
 }
 
