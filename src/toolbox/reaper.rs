@@ -7,7 +7,8 @@
 //! rather than to init: such orphans can always be found (their parent is traj) and
 //! killed. When a call ends, [`reap_orphans`] kills and reaps every orphan of that
 //! task, round after round until none is left (killing one hands its own children to
-//! traj). An orphan belongs to a task by its `HOME`, which is the task's own
+//! traj); it looks at traj's own children (`/proc/self/task/*/children`, cheap), and
+//! when the task ends at every process. An orphan belongs to a task by its `HOME`, which is the task's own
 //! workspace in local mode; an orphan whose environment says nothing (unreadable,
 //! no `HOME`) is killed by whichever task's call ends first, never left running.
 //!
@@ -60,6 +61,45 @@ pub fn finished(pid: u32) {
     leaders().remove(&pid);
 }
 
+/// Where [`reap_orphans`] looks for orphans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    /// This process's children, from `/proc/self/task/*/children` (cheap: what a call's
+    /// end uses; the kernel may miss a child that appears while the list is read, which
+    /// the next sweep catches), or every process where that file does not exist.
+    Children,
+    /// Every process in `/proc` (what a task's end uses).
+    All,
+}
+
+/// This process's children, from every thread's `children` file; `None` where the
+/// kernel lacks it (`CONFIG_PROC_CHILDREN`).
+fn children() -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        match std::fs::read_to_string(t.path().join("children")) {
+            Ok(list) => out.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && out.is_empty() => return None,
+            Err(_) => {} // a thread that ended meanwhile
+        }
+    }
+    Some(out)
+}
+
+/// Every pid in `/proc`.
+fn all_pids() -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect()
+}
+
 /// `(ppid, pgrp, state)` of a process, from `/proc/PID/stat`.
 fn stat_of(pid: u32) -> Option<(u32, u32, char)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -81,17 +121,15 @@ fn home_of(pid: u32) -> Option<Vec<u8>> {
 
 /// Orphans re-parented to this process that belong to the task whose `HOME` is
 /// `home` or to no task: (pid, is a zombie).
-fn orphans(home: &[u8], live: &BTreeSet<u32>) -> Vec<(u32, bool)> {
+fn orphans(home: &[u8], live: &BTreeSet<u32>, scan: Scan) -> Vec<(u32, bool)> {
     let me = std::process::id();
     let my_group = rustix::process::getpgrp().as_raw_nonzero().get() as u32;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+    let candidates = match scan {
+        Scan::Children => children().unwrap_or_else(all_pids),
+        Scan::All => all_pids(),
     };
     let mut out = Vec::new();
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
+    for pid in candidates {
         let Some((ppid, pgrp, state)) = stat_of(pid) else {
             continue;
         };
@@ -110,7 +148,7 @@ fn orphans(home: &[u8], live: &BTreeSet<u32>) -> Vec<(u32, bool)> {
 /// Kill and reap every orphan of the task whose `HOME` is `home` (see the module
 /// documentation). Returns how many were still running. Does nothing unless this
 /// process is a subreaper.
-pub fn reap_orphans(home: &str) -> usize {
+pub fn reap_orphans(home: &str, scan: Scan) -> usize {
     if !is_subreaper() {
         return 0;
     }
@@ -118,7 +156,7 @@ pub fn reap_orphans(home: &str) -> usize {
     for _ in 0..64 {
         let found = {
             let live = leaders();
-            let found = orphans(home.as_bytes(), &live);
+            let found = orphans(home.as_bytes(), &live, scan);
             for &(pid, zombie) in &found {
                 if let Some(p) = Pid::from_raw(pid as i32) {
                     if !zombie {

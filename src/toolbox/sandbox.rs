@@ -600,7 +600,7 @@ impl Drop for Sandbox {
         // process can if no command ever ran (file tools only): then /proc is not read.
         if self.ran {
             if self.backend == Backend::Local {
-                reaper::reap_orphans(&self.home());
+                reaper::reap_orphans(&self.home(), reaper::Scan::All);
             }
             kill_processes_in(&[self.dir.path(), &self.host_root]);
         }
@@ -829,7 +829,7 @@ pub fn execute(
         while group_exists(pgid) && !group_members(pgid).is_empty() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
-        killed_leftovers |= reaper::reap_orphans(home) > 0 && !timed_out;
+        killed_leftovers |= reaper::reap_orphans(home, reaper::Scan::Children) > 0 && !timed_out;
     }
     // Readers end when every writer is gone; a process that escaped the group could
     // hold a pipe open, so do not wait for it forever.
