@@ -8,9 +8,10 @@
 //! killed. When a call ends, [`reap_orphans`] kills and reaps every orphan of that
 //! task, round after round until none is left (killing one hands its own children to
 //! traj); it looks at traj's own children (`/proc/self/task/*/children`, cheap), and
-//! when the task ends at every process. An orphan belongs to a task by its `HOME`, which is the task's own
-//! workspace in local mode; an orphan whose environment says nothing (unreadable,
-//! no `HOME`) is killed by whichever task's call ends first, never left running.
+//! when the task ends at every process. An orphan belongs to a task by its `HOME`,
+//! which is the task's own workspace in local mode; an orphan whose environment says
+//! nothing (unreadable, no `HOME`) is killed by whichever task's call ends first,
+//! never left running.
 //!
 //! traj's own children are never taken for orphans: commands of calls in progress are
 //! registered while they run ([`spawn`], [`finished`]), and any other child traj
