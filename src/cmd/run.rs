@@ -232,6 +232,7 @@ fn agent_config(args: &Args) -> Result<(AgentConfig, SystemPromptUsed), ConfigEr
 fn usage(e: anyhow::Error) -> anyhow::Error {
     match e.downcast_ref::<ConfigError>() {
         Some(c) if c.is_usage() => UsageError(c.to_string()).into(),
+        _ if e.is::<crate::toolbox::cli::ToolArgsError>() => UsageError(e.to_string()).into(),
         _ => e,
     }
 }
@@ -280,15 +281,19 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
 
 /// Run traj-run.
 pub fn run_cli(args: Args) -> Result<Status> {
-    // The key is in this process's environment (and memory), and local-backend tool
-    // commands run as the same user: a non-dumpable process keeps its /proc/PID/environ,
-    // mem and the like (and ptrace) to root. First thing, before any tool runs.
+    // Non-dumpable: /proc/PID/environ (the API key) is root's only. Before any tool runs.
     #[cfg(target_os = "linux")]
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .context("cannot make traj-run non-dumpable (it hides the API key from tools)")?;
     let cfg = config(&args).map_err(|e| usage(e.into()))?;
-    let tool_config = args.tools.tool_config(&cfg.client)?;
-    let sandbox = args.tools.sandbox_config()?;
+    let tool_config = args
+        .tools
+        .tool_config(&cfg.client)
+        .map_err(|e| usage(e.into()))?;
+    let sandbox = args.tools.sandbox_config().map_err(|e| usage(e.into()))?;
+    if let Some(warning) = &sandbox.auto_fallback {
+        crate::cli::note("traj-run", warning);
+    }
     let hosts = hosts::host_factory(&tool_config, sandbox, cfg.toolsets.as_deref())
         .map_err(|e| usage(e.into()))?;
     let ending = engine::run(&cfg, hosts, &tool_config).map_err(usage)?;

@@ -2,24 +2,42 @@
 //! into a binary that runs agents (traj-run), and their conversion into
 //! [`ToolConfig`] and [`SandboxConfig`].
 //!
+//! Flags that make no configuration are a [`ToolArgsError`]; the binary reports it as
+//! a usage error (exit 2).
+//!
 //! Secrets are never flags: a search API key is read from the environment variable
 //! named by `--search-key-env` (default `BRAVE_API_KEY` or `TAVILY_API_KEY`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
-
+use super::limits::Limits;
 use super::registry::{LlmToolsConfig, SearchConfig, SearchProvider, ToolConfig};
 use super::sandbox::{Backend, SandboxConfig};
 use crate::llm::ClientConfig;
 
+/// Flags that do not make a configuration: the caller reports them as a usage error.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ToolArgsError {
+    #[error("--tool-timeout must be at least 1 second")]
+    ZeroTimeout,
+    #[error("--tool-output-cap must be at least 256 bytes")]
+    OutputCapTooSmall,
+    #[error("--search {0} needs --search-url (the instance's URL)")]
+    SearchUrlMissing(&'static str),
+    #[error("--search {provider} needs an API key in ${env}")]
+    SearchKeyMissing { provider: &'static str, env: String },
+    #[error("--moa-models and --moa-aggregator go together")]
+    MoaIncomplete,
+}
+
 /// Flags that choose and configure the agent's tools.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ToolArgs {
-    /// Isolation of tasks that name no `image`: local (fresh directory, scrubbed
-    /// environment), bwrap (namespaces, no network, host read-only) or docker.
-    #[arg(long, value_enum, default_value_t = Backend::Local, value_name = "BACKEND")]
+    /// Isolation of tasks that name no `image`: auto (bwrap when it works here, else
+    /// local with a warning), local (fresh directory, scrubbed environment, no
+    /// isolation), bwrap (namespaces, no network, host read-only) or docker.
+    #[arg(long, value_enum, default_value_t = Backend::Auto, value_name = "BACKEND")]
     pub sandbox: Backend,
 
     /// Give bwrap and docker sandboxes network access.
@@ -43,6 +61,24 @@ pub struct ToolArgs {
     /// Most bytes of a command's output returned to the model (the middle is cut).
     #[arg(long, default_value_t = 50_000, value_name = "BYTES")]
     pub tool_output_cap: usize,
+
+    /// Address space of each tool process, in MiB (0: no limit; local and bwrap).
+    #[arg(long, default_value_t = Limits::default().memory_mb, value_name = "MIB")]
+    pub tool_memory_mb: u64,
+
+    /// Processes a tool command may have running, counted per user (0: no limit; not
+    /// enforced for root).
+    #[arg(long, default_value_t = Limits::default().processes, value_name = "N")]
+    pub tool_processes: u64,
+
+    /// Largest file a tool process may write, in MiB (0: no limit).
+    #[arg(long, default_value_t = Limits::default().file_size_mb, value_name = "MIB")]
+    pub tool_file_size_mb: u64,
+
+    /// CPU seconds of each tool process (0: no limit; the wall-clock limit is
+    /// --tool-timeout).
+    #[arg(long, default_value_t = Limits::default().cpu_secs, value_name = "SECS")]
+    pub tool_cpu_secs: u64,
 
     /// The docker-compatible CLI (docker, podman, a path).
     #[arg(long, default_value = "docker", value_name = "CLI")]
@@ -95,15 +131,17 @@ pub struct ToolArgs {
 }
 
 impl ToolArgs {
-    /// The sandbox configuration these flags ask for.
-    pub fn sandbox_config(&self) -> Result<SandboxConfig> {
+    /// The sandbox configuration these flags ask for, `auto` settled (probing bwrap
+    /// once): when it fell back to local, [`SandboxConfig::auto_fallback`] holds the
+    /// warning the caller shows.
+    pub fn sandbox_config(&self) -> Result<SandboxConfig, ToolArgsError> {
         if self.tool_timeout == 0 {
-            crate::usage_bail!("--tool-timeout must be at least 1 second");
+            return Err(ToolArgsError::ZeroTimeout);
         }
         if self.tool_output_cap < 256 {
-            crate::usage_bail!("--tool-output-cap must be at least 256 bytes");
+            return Err(ToolArgsError::OutputCapTooSmall);
         }
-        Ok(SandboxConfig {
+        let mut cfg = SandboxConfig {
             backend: self.sandbox,
             root: self.workspace_root.clone(),
             network: self.sandbox_network,
@@ -114,22 +152,28 @@ impl ToolArgs {
             docker_cli: self.docker_cli.clone(),
             docker_args: self.docker_args.clone(),
             docker_image: self.docker_image.clone(),
-        })
+            limits: Limits {
+                memory_mb: self.tool_memory_mb,
+                processes: self.tool_processes,
+                file_size_mb: self.tool_file_size_mb,
+                cpu_secs: self.tool_cpu_secs,
+            },
+            auto_fallback: None,
+        };
+        cfg.resolve_auto();
+        Ok(cfg)
     }
 
     /// The tool configuration; `llm` is the endpoint model-backed tools call (usually
     /// the agent's own).
-    pub fn tool_config(&self, llm: &ClientConfig) -> Result<ToolConfig> {
+    pub fn tool_config(&self, llm: &ClientConfig) -> Result<ToolConfig, ToolArgsError> {
         let search = match self.search {
             None => None,
             Some(provider) => {
                 let base_url = match (&self.search_url, provider.default_base_url()) {
                     (Some(u), _) => u.clone(),
                     (None, Some(d)) => d.to_string(),
-                    (None, None) => crate::usage_bail!(
-                        "--search {} needs --search-url (the instance's URL)",
-                        provider.as_str()
-                    ),
+                    (None, None) => return Err(ToolArgsError::SearchUrlMissing(provider.as_str())),
                 };
                 let key_env = self.search_key_env.clone().or(match provider {
                     SearchProvider::Brave => Some("BRAVE_API_KEY".to_string()),
@@ -138,11 +182,10 @@ impl ToolArgs {
                 });
                 let api_key = key_env.as_ref().and_then(|k| std::env::var(k).ok());
                 if provider != SearchProvider::Searxng && api_key.is_none() {
-                    crate::usage_bail!(
-                        "--search {} needs an API key in ${}",
-                        provider.as_str(),
-                        key_env.unwrap_or_default()
-                    );
+                    return Err(ToolArgsError::SearchKeyMissing {
+                        provider: provider.as_str(),
+                        env: key_env.unwrap_or_default(),
+                    });
                 }
                 Some(SearchConfig {
                     provider,
@@ -153,7 +196,7 @@ impl ToolArgs {
             }
         };
         if self.moa_aggregator.is_some() == self.moa_models.is_empty() {
-            crate::usage_bail!("--moa-models and --moa-aggregator go together");
+            return Err(ToolArgsError::MoaIncomplete);
         }
         let wants_llm = self.vision_model.is_some() || self.moa_aggregator.is_some();
         let llm = wants_llm.then(|| LlmToolsConfig {

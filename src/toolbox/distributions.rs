@@ -8,8 +8,8 @@
 //! Draws are deterministic: toolset `t` of row `key` under run seed `seed` uses the
 //! uniform number `u(seed, key, t)` from a splitmix64 mix of the three, so a row's
 //! toolsets depend on nothing else (not on other rows, sharding, thread count, or the
-//! other toolsets of the distribution). The 17 built-in distributions carry the
-//! reference's numbers.
+//! other toolsets of the distribution). The 17 built-in distributions are those of
+//! hermes-agent 0.19.0, number for number.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -73,8 +73,10 @@ impl Distribution {
     }
 }
 
-/// The 17 distributions of the reference, with their numbers (descriptions are
-/// traj's).
+/// The 17 distributions of the reference as hermes-agent 0.19.0 ships them
+/// (`toolset_distributions.DISTRIBUTIONS`): the same names, toolsets, percentages and
+/// order (a unit test checks them against a snapshot of the released table); the
+/// descriptions are traj's.
 pub fn builtin() -> Vec<Distribution> {
     const ALL: f64 = 100.0;
     vec![
@@ -87,7 +89,6 @@ pub fn builtin() -> Vec<Distribution> {
                 ("image_gen", ALL),
                 ("terminal", ALL),
                 ("file", ALL),
-                ("moa", ALL),
                 ("browser", ALL),
             ],
         ),
@@ -99,17 +100,15 @@ pub fn builtin() -> Vec<Distribution> {
                 ("vision", 90.0),
                 ("web", 55.0),
                 ("terminal", 45.0),
-                ("moa", 10.0),
             ],
         ),
         Distribution::new(
             "research",
-            "web research with a browser, some vision and model mixtures",
+            "web research with a browser, some vision",
             &[
                 ("web", 90.0),
                 ("browser", 70.0),
                 ("vision", 50.0),
-                ("moa", 40.0),
                 ("terminal", 10.0),
             ],
         ),
@@ -123,16 +122,14 @@ pub fn builtin() -> Vec<Distribution> {
                 ("vision", 65.0),
                 ("browser", 50.0),
                 ("image_gen", 15.0),
-                ("moa", 10.0),
             ],
         ),
         Distribution::new(
             "development",
-            "terminal and files first, model mixtures often, a little web",
+            "terminal and files first, a little web",
             &[
                 ("terminal", 80.0),
                 ("file", 80.0),
-                ("moa", 60.0),
                 ("web", 30.0),
                 ("vision", 10.0),
             ],
@@ -145,7 +142,6 @@ pub fn builtin() -> Vec<Distribution> {
                 ("browser", 70.0),
                 ("vision", 60.0),
                 ("image_gen", 60.0),
-                ("moa", 50.0),
             ],
         ),
         Distribution::new(
@@ -157,7 +153,6 @@ pub fn builtin() -> Vec<Distribution> {
                 ("image_gen", 50.0),
                 ("terminal", 50.0),
                 ("file", 50.0),
-                ("moa", 50.0),
                 ("browser", 50.0),
             ],
         ),
@@ -179,8 +174,8 @@ pub fn builtin() -> Vec<Distribution> {
         ),
         Distribution::new(
             "reasoning",
-            "model mixtures, some web and terminal",
-            &[("moa", 90.0), ("web", 30.0), ("terminal", 20.0)],
+            "web nearly always, files often, a little terminal",
+            &[("web", 90.0), ("file", 60.0), ("terminal", 20.0)],
         ),
         Distribution::new(
             "browser_use",
@@ -420,6 +415,27 @@ mod tests {
         assert_ne!(a, c);
         // Pinned: a change of the mixing function changes every dataset.
         assert_eq!(splitmix64(0), 0xE220_A839_7B1D_CDAF);
+    }
+
+    /// `builtin()` is the released table: `snapshots/hermes-agent-0.19.0-distributions.json`
+    /// is `toolset_distributions.DISTRIBUTIONS` of hermes-agent 0.19.0 dumped with
+    /// `json.dumps` (names, toolsets and their order, percentages).
+    #[test]
+    fn builtins_are_the_released_tables() {
+        let text = include_str!("snapshots/hermes-agent-0.19.0-distributions.json");
+        let released = parse(text, "snapshot").unwrap();
+        let ours = builtin();
+        let names = |v: &[Distribution]| v.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&ours), names(&released));
+        for (o, r) in ours.iter().zip(&released) {
+            assert_eq!(o.toolsets, r.toolsets, "{}", o.name);
+        }
+        let reasoning = ours.iter().find(|d| d.name == "reasoning").unwrap();
+        assert_eq!(reasoning.toolsets[0], ("web".to_string(), 90.0));
+        assert!(
+            ours.iter()
+                .all(|d| d.toolsets.iter().all(|(t, _)| t != "moa"))
+        );
     }
 
     #[test]

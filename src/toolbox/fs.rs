@@ -1,18 +1,27 @@
 //! The file tools (`read_file`, `write_file`, `patch`, `search_files`), confined to a
 //! task's workspace.
 //!
-//! Every path goes through [`Confined::resolve`]: relative paths start at the task's
-//! working directory; an absolute path is accepted only when it names a place inside
-//! the workspace (as the host or the sandbox sees it); `..` may not climb out; and the
-//! deepest existing part of the path, symlinks followed, must still be inside the
-//! workspace. Anything else is refused with an error the model can act on.
-//!
-//! Tool calls of one task run one at a time, so a symlink cannot be swapped in
-//! between the check and the use by the task's own commands.
+//! A path is first read as words, never looked up: relative paths start at the
+//! task's working directory; an absolute path is accepted only when it names a place
+//! inside the workspace (as the host or the sandbox sees it); `..` may not climb out.
+//! What is left, plain components under the workspace root, is then opened by the
+//! kernel from a descriptor of the root without following any symbolic link
+//! ([`super::beneath`]), so a link, or a path swapped between two directories while
+//! the tool runs, can never lead outside. A regular file with more than one hard link
+//! is refused (the other link may be outside). Anything else is refused with an
+//! error the model can act on.
 
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
 use serde_json::{Value, json};
+
+use super::beneath::{self, Beneath, Resolver};
 
 /// Largest file `read_file`, `patch` and content search will load.
 const MAX_FILE_BYTES: u64 = 10 << 20;
@@ -28,6 +37,8 @@ pub struct Confined {
     pub base: PathBuf,
     /// The workspace root as commands see it (`/workspace` in bwrap and docker).
     pub view_root: String,
+    /// How paths are opened beneath the root.
+    pub resolver: Resolver,
 }
 
 type ToolOutcome = Result<Value, String>;
@@ -54,9 +65,34 @@ fn opt_u64(args: &Value, name: &str) -> Result<Option<u64>, String> {
     }
 }
 
+/// The message for a failed open or create of `path`.
+fn open_error(path: &str, e: std::io::Error) -> String {
+    match Errno::from_io_error(&e) {
+        Some(Errno::LOOP | Errno::XDEV) => format!(
+            "{path}: goes through a symbolic link; refused (file tools do not follow symbolic links)"
+        ),
+        Some(Errno::NOENT) => format!("{path}: no such file"),
+        Some(Errno::NOTDIR) => format!("{path}: a part of the path is not a directory"),
+        Some(Errno::ISDIR) => format!("{path}: is a directory"),
+        _ => format!("{path}: {e}"),
+    }
+}
+
+/// Refuse `fd` when it is a regular file with more than one hard link.
+fn single_link(path: &str, fd: &OwnedFd) -> Result<(), String> {
+    match beneath::hard_links(fd) {
+        Ok(None) => Ok(()),
+        Ok(Some(n)) => Err(format!(
+            "{path}: has {n} hard links; refused (another link may lead outside the workspace)"
+        )),
+        Err(e) => Err(format!("{path}: {e}")),
+    }
+}
+
 impl Confined {
-    /// The host path for `path`, or why it is refused.
-    pub fn resolve(&self, path: &str) -> Result<PathBuf, String> {
+    /// The path, relative to the workspace root, that `path` names (`""` = the
+    /// root), or why it is refused. Only the words are read: nothing is looked up.
+    pub fn relative(&self, path: &str) -> Result<PathBuf, String> {
         if path.is_empty() {
             return Err("empty path".to_string());
         }
@@ -78,7 +114,7 @@ impl Confined {
                 .unwrap_or(Path::new(""))
                 .join(p)
         };
-        let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+        let mut parts: Vec<&OsStr> = Vec::new();
         for c in start.components() {
             match c {
                 Component::Normal(s) => parts.push(s),
@@ -90,27 +126,23 @@ impl Confined {
                 }
             }
         }
-        let full: PathBuf = parts.iter().fold(self.root.clone(), |acc, s| acc.join(s));
-        let mut probe = full.clone();
-        while probe.symlink_metadata().is_err() {
-            if !probe.pop() {
-                break;
-            }
-        }
-        let canon = probe
-            .canonicalize()
-            .map_err(|_| format!("{path}: goes through a broken symbolic link; refused"))?;
-        if !canon.starts_with(&self.root) {
-            return Err(format!(
-                "{path}: a symbolic link leads outside the workspace; refused"
-            ));
-        }
-        Ok(full)
+        Ok(parts.iter().collect())
     }
 
-    /// `full` as the model should see it: relative to the workspace root.
-    fn show(&self, full: &Path) -> String {
-        let rel = full.strip_prefix(&self.root).unwrap_or(full);
+    fn beneath(&self) -> Result<Beneath, String> {
+        Beneath::new(&self.root, self.resolver).map_err(|e| format!("the workspace: {e}"))
+    }
+
+    /// Open `rel` beneath the root with `flags` (never following a link).
+    fn open(&self, path: &str, rel: &Path, flags: OFlags) -> Result<OwnedFd, String> {
+        let parts: Vec<&OsStr> = rel.iter().collect();
+        self.beneath()?
+            .open(&parts, flags, Mode::empty())
+            .map_err(|e| open_error(path, e))
+    }
+
+    /// `rel` as the model should see it: relative to the workspace root.
+    fn show(&self, rel: &Path) -> String {
         if rel.as_os_str().is_empty() {
             ".".to_string()
         } else {
@@ -118,23 +150,60 @@ impl Confined {
         }
     }
 
-    fn load_text(&self, full: &Path, path: &str) -> Result<String, String> {
-        let meta = std::fs::metadata(full).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("{path}: no such file"),
-            _ => format!("{path}: {e}"),
-        })?;
-        if meta.is_dir() {
+    /// Open an existing regular file of at most `max` bytes for reading (`write`:
+    /// for reading and writing), refusing directories, other special files and files
+    /// with several hard links. Also gives the file's size.
+    pub fn open_file(
+        &self,
+        path: &str,
+        max: u64,
+        write: bool,
+    ) -> Result<(File, u64, PathBuf), String> {
+        let rel = self.relative(path)?;
+        self.open_rel(path, rel, max, write)
+    }
+
+    /// [`Confined::open_file`] of a path already relative to the root.
+    fn open_rel(
+        &self,
+        path: &str,
+        rel: PathBuf,
+        max: u64,
+        write: bool,
+    ) -> Result<(File, u64, PathBuf), String> {
+        let mode = if write { OFlags::RDWR } else { OFlags::RDONLY };
+        let fd = match self.open(path, &rel, mode | OFlags::NONBLOCK) {
+            Err(e) if write && e.ends_with(": is a directory") => {
+                return Err(format!("{e} (use search_files to list it)"));
+            }
+            other => other?,
+        };
+        let (ft, _) = beneath::stat(&fd).map_err(|e| format!("{path}: {e}"))?;
+        match ft {
+            FileType::RegularFile => {}
+            FileType::Directory => {
+                return Err(format!(
+                    "{path}: is a directory (use search_files to list it)"
+                ));
+            }
+            _ => return Err(format!("{path}: not a regular file; refused")),
+        }
+        single_link(path, &fd)?;
+        let file = File::from(fd);
+        let len = file.metadata().map_err(|e| format!("{path}: {e}"))?.len();
+        if len > max {
             return Err(format!(
-                "{path}: is a directory (use search_files to list it)"
+                "{path}: file is too large ({len} bytes, limit {max}); use the terminal (head, tail, grep) instead"
             ));
         }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(format!(
-                "{path}: file is too large ({} bytes, limit {MAX_FILE_BYTES}); use the terminal (head, tail, grep) instead",
-                meta.len()
-            ));
-        }
-        let bytes = std::fs::read(full).map_err(|e| format!("{path}: {e}"))?;
+        Ok((file, len, rel))
+    }
+
+    fn text_of(file: &mut File, path: &str) -> Result<String, String> {
+        let mut bytes = Vec::new();
+        file.take(MAX_FILE_BYTES)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("{path}: {e}"))?;
         if bytes[..bytes.len().min(8192)].contains(&0) {
             return Err(format!("{path}: binary file; not shown"));
         }
@@ -144,10 +213,10 @@ impl Confined {
     /// `read_file`: numbered lines `N|text`, paged by offset and limit.
     pub fn read_file(&self, args: &Value) -> ToolOutcome {
         let path = str_arg(args, "path")?;
-        let full = self.resolve(path)?;
         let offset = opt_u64(args, "offset")?.unwrap_or(1).max(1) as usize;
         let limit = opt_u64(args, "limit")?.unwrap_or(500).clamp(1, 2000) as usize;
-        let text = self.load_text(&full, path)?;
+        let (mut file, _, full) = self.open_file(path, MAX_FILE_BYTES, false)?;
+        let text = Self::text_of(&mut file, path)?;
         let lines: Vec<&str> = text.lines().collect();
         let total = lines.len();
         if offset > total.max(1) {
@@ -180,14 +249,31 @@ impl Confined {
     pub fn write_file(&self, args: &Value) -> ToolOutcome {
         let path = str_arg(args, "path")?;
         let content = str_arg(args, "content")?;
-        let full = self.resolve(path)?;
-        if full.is_dir() {
+        let full = self.relative(path)?;
+        let parts: Vec<&OsStr> = full.iter().collect();
+        let Some((name, dirs)) = parts.split_last() else {
             return Err(format!("{path}: is a directory"));
+        };
+        let dir = self
+            .beneath()?
+            .create_dirs(dirs)
+            .map_err(|e| open_error(path, e))?;
+        // No O_TRUNC: a file with another hard link must be refused before it changes.
+        let fd = rustix::fs::openat(
+            &dir,
+            *name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )
+        .map_err(|e| open_error(path, e.into()))?;
+        if beneath::stat(&fd).map_err(|e| format!("{path}: {e}"))?.0 != FileType::RegularFile {
+            return Err(format!("{path}: not a regular file; refused"));
         }
-        if let Some(parent) = full.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{path}: {e}"))?;
-        }
-        std::fs::write(&full, content).map_err(|e| format!("{path}: {e}"))?;
+        single_link(path, &fd)?;
+        let mut file = File::from(fd);
+        file.set_len(0)
+            .and_then(|()| file.write_all(content.as_bytes()))
+            .map_err(|e| format!("{path}: {e}"))?;
         Ok(json!({"path": self.show(&full), "bytes_written": content.len()}))
     }
 
@@ -203,8 +289,8 @@ impl Confined {
         if old.is_empty() {
             return Err("old_string is empty; to create a file use write_file".to_string());
         }
-        let full = self.resolve(path)?;
-        let text = self.load_text(&full, path)?;
+        let (mut file, _, full) = self.open_file(path, MAX_FILE_BYTES, true)?;
+        let text = Self::text_of(&mut file, path)?;
         let count = text.matches(old).count();
         if count == 0 {
             return Err(format!(
@@ -222,7 +308,12 @@ impl Confined {
         } else {
             text.replacen(old, new, 1)
         };
-        std::fs::write(&full, &updated).map_err(|e| format!("{path}: {e}"))?;
+        {
+            use std::os::unix::fs::FileExt;
+            file.set_len(0)
+                .and_then(|()| file.write_all_at(updated.as_bytes(), 0))
+                .map_err(|e| format!("{path}: {e}"))?;
+        }
         Ok(json!({
             "path": self.show(&full),
             "replacements": if all { count } else { 1 },
@@ -247,12 +338,15 @@ impl Confined {
             _ => ".",
         };
         let limit = opt_u64(args, "limit")?.unwrap_or(50).clamp(1, 1000) as usize;
-        let dir = self.resolve(dir_arg)?;
-        if !dir.is_dir() {
+        let dir = self.relative(dir_arg)?;
+        // Without O_DIRECTORY, so that a final symbolic link is ELOOP (refused), not
+        // ENOTDIR.
+        let fd = self.open(dir_arg, &dir, OFlags::RDONLY | OFlags::NONBLOCK)?;
+        if beneath::stat(&fd).map_err(|e| format!("{dir_arg}: {e}"))?.0 != FileType::Directory {
             return Err(format!("{dir_arg}: not a directory"));
         }
         let mut files = Vec::new();
-        walk(&dir, &mut files);
+        walk(&fd, &dir, &mut files);
         if target == "files" {
             let re = glob_regex(pattern)?;
             let mut found = Vec::new();
@@ -290,13 +384,15 @@ impl Confined {
                     continue;
                 }
             }
-            let Ok(meta) = f.metadata() else { continue };
-            if meta.len() > MAX_FILE_BYTES {
-                continue;
-            }
-            let Ok(bytes) = std::fs::read(f) else {
+            let Ok((mut file, _, _)) =
+                self.open_rel(&self.show(f), f.clone(), MAX_FILE_BYTES, false)
+            else {
                 continue;
             };
+            let mut bytes = Vec::new();
+            if file.read_to_end(&mut bytes).is_err() {
+                continue;
+            }
             if bytes[..bytes.len().min(8192)].contains(&0) {
                 continue;
             }
@@ -316,21 +412,26 @@ impl Confined {
     }
 }
 
-/// Regular files under `dir`, sorted, not following symlinks, skipping `.git`.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+/// Regular files under the open directory `dir` (at `rel` from the root), sorted,
+/// never following a link, skipping `.git`.
+fn walk(dir: &OwnedFd, rel: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = beneath::entries(dir) else {
         return;
     };
-    let mut entries: Vec<_> = rd.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let Ok(ft) = e.file_type() else { continue };
-        if ft.is_dir() {
-            if e.file_name() != ".git" {
-                walk(&e.path(), out);
+    for (name, ft) in entries {
+        if ft == FileType::Directory {
+            if name != ".git"
+                && let Ok(sub) = rustix::fs::openat(
+                    dir,
+                    name.as_os_str(),
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+            {
+                walk(&sub, &rel.join(&name), out);
             }
-        } else if ft.is_file() {
-            out.push(e.path());
+        } else if ft == FileType::RegularFile {
+            out.push(rel.join(&name));
         }
     }
 }
@@ -395,6 +496,7 @@ mod tests {
             root: root.clone(),
             base: root,
             view_root: "/workspace".into(),
+            resolver: Resolver::Auto,
         };
         (d, c)
     }
@@ -547,5 +649,118 @@ mod tests {
             .search_files(&json!({"pattern": "x", "target": "web"}))
             .unwrap_err();
         assert!(e.contains("target"), "{e}");
+    }
+
+    fn with_resolver(c: &Confined, resolver: Resolver) -> Confined {
+        Confined {
+            resolver,
+            ..c.clone()
+        }
+    }
+
+    /// A hard link made to a file outside (as `ln` in the terminal can) is neither
+    /// read nor changed, by either resolver.
+    #[test]
+    fn hard_links_are_refused() {
+        let (_d, c) = setup();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.txt");
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        std::fs::hard_link(&secret, c.root.join("hardl")).unwrap();
+        for resolver in [Resolver::Auto, Resolver::Walk] {
+            let c = with_resolver(&c, resolver);
+            let e = c.read_file(&json!({"path": "hardl"})).unwrap_err();
+            assert!(e.contains("hard links; refused"), "{e}");
+            let e = c
+                .write_file(&json!({"path": "hardl", "content": "pwned"}))
+                .unwrap_err();
+            assert!(e.contains("hard links; refused"), "{e}");
+            let e = c
+                .patch(&json!({"path": "hardl", "old_string": "s3cret", "new_string": "x"}))
+                .unwrap_err();
+            assert!(e.contains("hard links; refused"), "{e}");
+            let r = c.search_files(&json!({"pattern": "s3cret"})).unwrap();
+            assert_eq!(r["count"], 0, "{r}");
+            // Files of one link are fine.
+            assert!(c.read_file(&json!({"path": "notes.txt"})).is_ok());
+        }
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s3cret\n");
+    }
+
+    /// Special files are refused rather than read (a FIFO would block the tool).
+    #[test]
+    fn fifos_are_refused_not_waited_on() {
+        let (_d, c) = setup();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            c.root.join("fifo"),
+            Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let e = c.read_file(&json!({"path": "fifo"})).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+
+    /// A thread swaps `d` between a directory of the workspace and a symbolic link to
+    /// an outside one (atomically, `renameat2(RENAME_EXCHANGE)`) while write_file and
+    /// read_file run through `d`: nothing is ever written or read outside.
+    #[test]
+    fn symlink_swap_race_never_escapes() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        for resolver in [Resolver::Auto, Resolver::Walk] {
+            let (_d, c) = setup();
+            let c = with_resolver(&c, resolver);
+            let outside = tempfile::tempdir().unwrap();
+            std::fs::write(outside.path().join("x"), "outside secret").unwrap();
+            std::fs::create_dir(c.root.join("d")).unwrap();
+            std::fs::write(c.root.join("d/x"), "inside").unwrap();
+            std::os::unix::fs::symlink(outside.path(), c.root.join("l")).unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let swapper = {
+                let (stop, root) = (stop.clone(), c.root.clone());
+                std::thread::spawn(move || {
+                    let mut swaps = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        rustix::fs::renameat_with(
+                            rustix::fs::CWD,
+                            root.join("d"),
+                            rustix::fs::CWD,
+                            root.join("l"),
+                            rustix::fs::RenameFlags::EXCHANGE,
+                        )
+                        .unwrap();
+                        swaps += 1;
+                        std::thread::yield_now();
+                    }
+                    swaps
+                })
+            };
+            let (mut written, mut read) = (0, 0);
+            let until = std::time::Instant::now() + std::time::Duration::from_millis(600);
+            let mut i = 0;
+            while i < 300 || std::time::Instant::now() < until {
+                i += 1;
+                let path = format!("d/f{i}.txt");
+                if c.write_file(&json!({"path": path, "content": "x"})).is_ok() {
+                    written += 1;
+                }
+                if let Ok(r) = c.read_file(&json!({"path": "d/x"})) {
+                    assert_eq!(r["content"], "1|inside\n", "{resolver:?}: read outside");
+                    read += 1;
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            let swaps = swapper.join().unwrap();
+            let leaked: Vec<_> = std::fs::read_dir(outside.path())
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert_eq!(leaked, ["x"], "{resolver:?}: written outside");
+            assert!(swaps > 100, "{swaps} swaps: the race did not run");
+            // Some calls landed while `d` was the directory (others were refused).
+            assert!(written + read > 0, "{resolver:?}: nothing got through");
+        }
     }
 }

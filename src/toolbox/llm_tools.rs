@@ -81,12 +81,13 @@ pub fn vision_analyze(
     {
         image.to_string()
     } else {
-        let path = files.resolve(image)?;
-        let meta = std::fs::metadata(&path).map_err(|e| format!("{image}: {e}"))?;
-        if meta.len() > MAX_IMAGE_BYTES {
-            return Err(format!("{image}: image too large ({} bytes)", meta.len()));
+        let (file, len, _) = files.open_file(image, u64::MAX, false)?;
+        if len > MAX_IMAGE_BYTES {
+            return Err(format!("{image}: image too large ({len} bytes)"));
         }
-        let bytes = std::fs::read(&path).map_err(|e| format!("{image}: {e}"))?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_IMAGE_BYTES), &mut bytes)
+            .map_err(|e| format!("{image}: {e}"))?;
         let mime = sniff_image(&bytes)
             .ok_or_else(|| format!("{image}: not a PNG, JPEG, GIF or WebP image"))?;
         format!("data:{mime};base64,{}", base64(&bytes))

@@ -4,15 +4,23 @@
 //! model, and a way to run one call.
 //!
 //! The pieces:
-//! - [`Registry`] ([`registry`]): every tool traj knows, grouped in toolsets (with
-//!   `includes`), each tool with its OpenAI function schema and an availability check
-//!   against a [`ToolConfig`]. Tools traj does not implement (browser, image
-//!   generation, ...) are listed as unavailable, never offered.
+//! - `table`: the one tool table. Each tool is declared once there: its name, its
+//!   toolsets, and (when traj implements it) its schema, availability rule and call.
+//! - [`Registry`] ([`registry`]): the table read under a [`ToolConfig`]: toolsets
+//!   resolved (with `includes`), each tool's OpenAI function schema and availability.
+//!   Tools traj does not implement (browser, image generation, ...) are listed as
+//!   unavailable, never offered.
 //! - [`distributions`]: the 17 built-in toolset distributions and the deterministic,
 //!   per-row sampling used by traj-sample-tools.
 //! - [`sandbox`]: where commands run: `local` (fresh directory, scrubbed environment),
 //!   `bwrap` (bubblewrap namespaces, no network, host read-only) or `docker` (when a
-//!   prompt names an image). Per-command timeout kills the whole process group.
+//!   prompt names an image), or `auto` (bwrap where it works, else local with a
+//!   warning). Per-command timeout kills the whole process group; [`limits`] caps
+//!   memory, processes, file size and CPU of every call.
+//! - [`beneath`]: opening files under the workspace root from a descriptor, never
+//!   following a link; the file tools ([`fs`]) open everything through it.
+//! - [`reaper`]: in local mode traj is a child subreaper, and a call's orphans
+//!   (`setsid`, double forks) are killed when it ends.
 //! - [`Task`] ([`task`]): one task's tools, over a fresh workspace; implements
 //!   [`ToolHost`] and cleans up (processes, container, directory) on drop.
 //!
@@ -28,12 +36,16 @@
 
 use serde_json::Value;
 
+pub mod beneath;
 pub mod cli;
 pub mod distributions;
 pub mod fs;
+pub mod limits;
 pub mod llm_tools;
+pub mod reaper;
 pub mod registry;
 pub mod sandbox;
+pub(crate) mod table;
 pub mod task;
 pub mod web;
 
@@ -42,11 +54,12 @@ mod tests;
 #[cfg(test)]
 mod testserver;
 
-pub use cli::ToolArgs;
+pub use cli::{ToolArgs, ToolArgsError};
 pub use distributions::Distribution;
+pub use limits::Limits;
 pub use registry::{
-    Availability, LlmToolsConfig, Registry, SearchConfig, SearchProvider, ToolConfig, ToolInfo,
-    Toolset, all_tool_names,
+    Availability, LlmToolsConfig, Registry, RegistryError, SearchConfig, SearchProvider,
+    ToolConfig, ToolInfo, Toolset, all_tool_names,
 };
 pub use sandbox::{Backend, SandboxConfig};
 pub use task::{Task, TaskSpec};

@@ -1,9 +1,6 @@
-//! Every tool traj knows: toolsets (tools plus `includes`), OpenAI function schemas,
-//! and which tools can be offered under a given [`ToolConfig`].
-//!
-//! Toolset and tool names follow the reference agent (hermes-agent, the version whose
-//! batch runner introduced the 17 distributions), so task rows and trajectories stay
-//! comparable. The descriptions and schemas are traj's own.
+//! The registry: the tool table (`table.rs`) read under one [`ToolConfig`]:
+//! toolsets (their tools plus `includes`, resolved), each tool's OpenAI function
+//! schema, and which tools can be offered.
 //!
 //! A tool is offered only when it is [`Availability::Available`]: a tool whose backend
 //! is not configured (no search provider, no model for vision) is
@@ -15,8 +12,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use super::table::{self, TOOLS, TOOLSETS};
 
 use crate::llm::ClientConfig;
 
@@ -152,169 +150,10 @@ pub struct Toolset {
     pub includes: Vec<&'static str>,
 }
 
-/// Toolsets of the reference agent: (name, description, tools, includes).
-type ToolsetDef = (
-    &'static str,
-    &'static str,
-    &'static [&'static str],
-    &'static [&'static str],
-);
-
-const TOOLSETS: &[ToolsetDef] = &[
-    (
-        "web",
-        "search the web and read pages",
-        &["web_search", "web_extract"],
-        &[],
-    ),
-    ("search", "web search only", &["web_search"], &[]),
-    (
-        "vision",
-        "describe and answer questions about images",
-        &["vision_analyze"],
-        &[],
-    ),
-    ("image_gen", "generate images", &["image_generate"], &[]),
-    (
-        "terminal",
-        "run shell commands in the task's workspace",
-        &["terminal", "process"],
-        &[],
-    ),
-    (
-        "moa",
-        "ask several models and combine their answers",
-        &["mixture_of_agents"],
-        &[],
-    ),
-    (
-        "browser",
-        "drive a web browser",
-        &[
-            "browser_navigate",
-            "browser_snapshot",
-            "browser_click",
-            "browser_type",
-            "browser_scroll",
-            "browser_back",
-            "browser_press",
-            "browser_close",
-            "browser_get_images",
-            "browser_vision",
-            "web_search",
-        ],
-        &[],
-    ),
-    (
-        "file",
-        "read, write, patch and search files in the workspace",
-        &["read_file", "write_file", "patch", "search_files"],
-        &[],
-    ),
-    (
-        "code_execution",
-        "run Python snippets in the sandbox",
-        &["execute_code"],
-        &[],
-    ),
-    (
-        "skills",
-        "agent skill library",
-        &["skills_list", "skill_view", "skill_manage"],
-        &[],
-    ),
-    (
-        "cronjob",
-        "scheduled jobs",
-        &["schedule_cronjob", "list_cronjobs", "remove_cronjob"],
-        &[],
-    ),
-    (
-        "rl",
-        "reinforcement-learning training control",
-        &[
-            "rl_list_environments",
-            "rl_select_environment",
-            "rl_get_current_config",
-            "rl_edit_config",
-            "rl_start_training",
-            "rl_check_status",
-            "rl_stop_training",
-            "rl_get_results",
-            "rl_list_runs",
-            "rl_test_inference",
-        ],
-        &[],
-    ),
-    ("tts", "text to speech", &["text_to_speech"], &[]),
-    ("todo", "a task list kept by the agent", &["todo"], &[]),
-    ("memory", "persistent agent memory", &["memory"], &[]),
-    (
-        "session_search",
-        "search past sessions",
-        &["session_search"],
-        &[],
-    ),
-    ("clarify", "ask the user a question", &["clarify"], &[]),
-    (
-        "delegation",
-        "hand a subtask to another agent",
-        &["delegate_task"],
-        &[],
-    ),
-    (
-        "debugging",
-        "terminal plus web and file tools",
-        &["terminal", "process"],
-        &["web", "file"],
-    ),
-    (
-        "safe",
-        "no terminal: web, vision, image generation and model mixtures",
-        &["mixture_of_agents"],
-        &["web", "vision", "image_gen"],
-    ),
-];
-
-/// Tools traj implements. Everything else in [`TOOLSETS`] is listed as not implemented.
-const IMPLEMENTED: &[&str] = &[
-    "terminal",
-    "read_file",
-    "write_file",
-    "patch",
-    "search_files",
-    "execute_code",
-    "web_extract",
-    "web_search",
-    "vision_analyze",
-    "mixture_of_agents",
-];
-
-/// Names the reference's newest version uses for tools that have no toolset here;
-/// known so that data from it is recognised (see [`all_tool_names`]).
-const OTHER_KNOWN: &[&str] = &[
-    "process_manage",
-    "todo_list",
-    "cronjob_manage",
-    "browser_console",
-    "browser_cdp",
-    "browser_dialog",
-    "browser_exec",
-    "send_message",
-    "x_search",
-    "video_analyze",
-    "video_gen",
-    "computer_use",
-];
-
 /// Every tool name traj knows, implemented or not, sorted: the tools of every
 /// toolset plus names only the reference's newest version uses.
 pub fn all_tool_names() -> Vec<&'static str> {
-    let mut set: BTreeSet<&'static str> = BTreeSet::new();
-    for (_, _, tools, _) in TOOLSETS {
-        set.extend(tools.iter().copied());
-    }
-    set.extend(OTHER_KNOWN.iter().copied());
+    let set: BTreeSet<&'static str> = TOOLS.iter().map(|d| d.name).collect();
     set.into_iter().collect()
 }
 
@@ -331,6 +170,13 @@ pub fn on_path(prog: &str, path: &str) -> bool {
     })
 }
 
+/// A name that is not a toolset.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("unknown toolset {name:?} (known: {known})")]
+    UnknownToolset { name: String, known: String },
+}
+
 /// Toolsets and tools, with availability decided by one [`ToolConfig`].
 #[derive(Clone)]
 pub struct Registry {
@@ -345,23 +191,26 @@ impl Registry {
     pub fn builtin(config: &ToolConfig) -> Registry {
         let toolsets: Vec<Toolset> = TOOLSETS
             .iter()
-            .map(|(name, description, tools, includes)| Toolset {
+            .map(|&(name, description, includes)| Toolset {
                 name,
                 description,
-                tools: tools.to_vec(),
+                tools: TOOLS
+                    .iter()
+                    .filter(|d| d.toolsets.contains(&name))
+                    .map(|d| d.name)
+                    .collect(),
                 includes: includes.to_vec(),
             })
             .collect();
         let mut tools = Vec::new();
         let mut index = HashMap::new();
         for name in all_tool_names() {
-            let (schema, availability) = if IMPLEMENTED.contains(&name) {
-                (Some(schema(name)), availability(name, config))
-            } else {
-                (
+            let (schema, availability) = match table::find(name).and_then(|d| d.tool.as_ref()) {
+                Some(t) => (Some(t.schema(name)), (t.availability)(config)),
+                None => (
                     None,
                     Availability::NotImplemented("traj has no implementation".to_string()),
-                )
+                ),
             };
             index.insert(name, tools.len());
             tools.push(ToolInfo {
@@ -416,7 +265,7 @@ impl Registry {
     /// Every tool of the toolsets named (their `includes` followed recursively; `all`
     /// or `*` means every toolset), available or not, without duplicates, in order of
     /// first appearance. Unknown toolset names are an error.
-    pub fn resolve_all(&self, toolsets: &[String]) -> Result<Vec<&'static str>> {
+    pub fn resolve_all(&self, toolsets: &[String]) -> Result<Vec<&'static str>, RegistryError> {
         let mut out = Vec::new();
         let mut seen_tools = BTreeSet::new();
         let mut seen_sets = BTreeSet::new();
@@ -431,7 +280,10 @@ impl Registry {
         while let Some(name) = stack.pop() {
             let Some(set) = self.toolset(name) else {
                 let known: Vec<&str> = self.toolsets.iter().map(|t| t.name).collect();
-                bail!("unknown toolset {name:?} (known: {})", known.join(", "));
+                return Err(RegistryError::UnknownToolset {
+                    name: name.to_string(),
+                    known: known.join(", "),
+                });
             };
             if !seen_sets.insert(set.name) {
                 continue; // already expanded (also stops include cycles)
@@ -448,7 +300,7 @@ impl Registry {
 
     /// The tools offered for these toolsets: [`Registry::resolve_all`] keeping only
     /// available tools.
-    pub fn resolve(&self, toolsets: &[String]) -> Result<Vec<&'static str>> {
+    pub fn resolve(&self, toolsets: &[String]) -> Result<Vec<&'static str>, RegistryError> {
         Ok(self
             .resolve_all(toolsets)?
             .into_iter()
@@ -502,200 +354,6 @@ impl Registry {
             .iter()
             .filter_map(|t| self.tool(t).and_then(|i| i.schema.clone()))
             .collect()
-    }
-}
-
-fn availability(name: &str, cfg: &ToolConfig) -> Availability {
-    let missing = |why: &str| Availability::NotConfigured(why.to_string());
-    match name {
-        "terminal" | "read_file" | "write_file" | "patch" | "search_files" => {
-            Availability::Available
-        }
-        "execute_code" => match cfg.python {
-            Some(true) => Availability::Available,
-            Some(false) => missing("execute_code disabled"),
-            None if on_path("python3", SANDBOX_PATH) => Availability::Available,
-            None => missing("python3 is not on the sandbox PATH"),
-        },
-        "web_extract" if cfg.web_fetch => Availability::Available,
-        "web_extract" => missing("web fetching disabled"),
-        "web_search" if cfg.search.is_some() => Availability::Available,
-        "web_search" => missing("no search provider (SearXNG, Brave or Tavily) configured"),
-        "vision_analyze" => match &cfg.llm {
-            Some(l) if l.vision_model.is_some() => Availability::Available,
-            _ => missing("no vision model configured"),
-        },
-        "mixture_of_agents" => match &cfg.llm {
-            Some(l) if l.moa_aggregator.is_some() && !l.moa_models.is_empty() => {
-                Availability::Available
-            }
-            _ => missing("no reference models and aggregator configured"),
-        },
-        _ => Availability::NotImplemented("traj has no implementation".to_string()),
-    }
-}
-
-fn function(name: &str, description: &str, parameters: Value) -> Value {
-    json!({
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": parameters}
-    })
-}
-
-/// traj's own schema of an implemented tool.
-fn schema(name: &str) -> Value {
-    match name {
-        "terminal" => function(
-            name,
-            "Run a shell command (sh -c) in this task's workspace directory and get its \
-             combined stdout and stderr, plus the exit code. Each command starts from the \
-             workspace (or the task's working directory); files persist between calls, \
-             shell variables and `cd` do not. Commands that run longer than the timeout \
-             are killed together with everything they started; processes left in the \
-             background are stopped when the command ends, so run servers and long jobs \
-             in the foreground with their own time limit. Long output is cut in the \
-             middle with a note.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The shell command to run."},
-                    "timeout": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "Seconds before the command is killed (capped by the run's limit)."
-                    }
-                },
-                "required": ["command"]
-            }),
-        ),
-        "read_file" => function(
-            name,
-            "Read a text file from the workspace. Lines come back numbered as \
-             `N|text`; use offset and limit to page through long files. Paths are \
-             relative to the workspace; nothing outside it can be read.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path, relative to the workspace."},
-                    "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based, default 1)."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 2000, "description": "Most lines to return (default 500)."}
-                },
-                "required": ["path"]
-            }),
-        ),
-        "write_file" => function(
-            name,
-            "Create or overwrite a file in the workspace with the given content. \
-             Missing parent directories are created.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path, relative to the workspace."},
-                    "content": {"type": "string", "description": "The complete new content of the file."}
-                },
-                "required": ["path", "content"]
-            }),
-        ),
-        "patch" => function(
-            name,
-            "Edit a file by replacing an exact piece of text. old_string must occur \
-             exactly once unless replace_all is true; include enough surrounding lines \
-             to make it unique. An empty new_string deletes the text.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path, relative to the workspace."},
-                    "old_string": {"type": "string", "description": "The exact text to find."},
-                    "new_string": {"type": "string", "description": "The text to put in its place."},
-                    "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
-                },
-                "required": ["path", "old_string", "new_string"]
-            }),
-        ),
-        "search_files" => function(
-            name,
-            "Search the workspace. With target \"content\" (default), pattern is a regular \
-             expression matched against each line of text files, and matching lines come \
-             back as path:line:text. With target \"files\", pattern is a glob (`*.py`, \
-             `test_*`) matched against file names.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Regular expression (content) or glob (files)."},
-                    "target": {"type": "string", "enum": ["content", "files"], "description": "What to search (default content)."},
-                    "path": {"type": "string", "description": "Directory to search, relative to the workspace (default: all of it)."},
-                    "file_glob": {"type": "string", "description": "Content search only: search files whose name matches this glob."},
-                    "limit": {"type": "integer", "minimum": 1, "description": "Most results to return (default 50)."}
-                },
-                "required": ["pattern"]
-            }),
-        ),
-        "execute_code" => function(
-            name,
-            "Run a Python 3 program in the same sandbox as the terminal, with the \
-             workspace as the current directory, and get what it prints (stdout and \
-             stderr) and its exit code.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "code": {"type": "string", "description": "The Python source to run."},
-                    "timeout": {"type": "integer", "minimum": 1, "description": "Seconds before it is killed (capped by the run's limit)."}
-                },
-                "required": ["code"]
-            }),
-        ),
-        "web_extract" => function(
-            name,
-            "Fetch web pages and return their readable text (scripts, styles and markup \
-             removed) with each page's title. Accepts http and https URLs.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "urls": {"type": "array", "items": {"type": "string"}, "maxItems": 5, "description": "Up to 5 URLs to read."}
-                },
-                "required": ["urls"]
-            }),
-        ),
-        "web_search" => function(
-            name,
-            "Search the web. Returns a list of results, each with title, url and a short \
-             snippet; read a page in full with web_extract.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What to search for."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Most results to return (default 5)."}
-                },
-                "required": ["query"]
-            }),
-        ),
-        "vision_analyze" => function(
-            name,
-            "Look at an image and answer a question about it. The image is an http(s) URL \
-             or a path to an image file in the workspace.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "image_url": {"type": "string", "description": "http(s) URL or workspace path of the image."},
-                    "question": {"type": "string", "description": "What to find out about the image."}
-                },
-                "required": ["image_url", "question"]
-            }),
-        ),
-        "mixture_of_agents" => function(
-            name,
-            "Put a hard question to several different models at once, then have another \
-             model merge their answers into one. Slow and costly: keep it for problems \
-             where a second opinion matters.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "user_prompt": {"type": "string", "description": "The full question, with all the context the models need."}
-                },
-                "required": ["user_prompt"]
-            }),
-        ),
-        other => unreachable!("no schema for {other}"),
     }
 }
 
@@ -773,10 +431,10 @@ mod tests {
     #[test]
     fn every_implemented_tool_has_a_valid_schema() {
         let r = Registry::builtin(&ToolConfig::default());
-        for name in IMPLEMENTED {
+        for name in TOOLS.iter().filter(|d| d.tool.is_some()).map(|d| d.name) {
             let s = r.tool(name).unwrap().schema.clone().unwrap();
             assert_eq!(s["type"], "function");
-            assert_eq!(s["function"]["name"], *name);
+            assert_eq!(s["function"]["name"], name);
             assert!(s["function"]["description"].as_str().unwrap().len() > 40);
             assert_eq!(s["function"]["parameters"]["type"], "object");
             for req in s["function"]["parameters"]["required"].as_array().unwrap() {

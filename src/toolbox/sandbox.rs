@@ -25,16 +25,20 @@ use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use super::limits::Limits;
+use super::reaper;
 use super::registry::{SANDBOX_PATH, on_path};
 
 /// The isolation backend of tasks that do not name an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Backend {
+    /// bwrap when it works on this machine (probed once), else local with a warning.
+    Auto,
     /// A fresh directory and a scrubbed environment; no namespaces.
     #[default]
     Local,
@@ -47,6 +51,7 @@ pub enum Backend {
 impl Backend {
     pub fn as_str(self) -> &'static str {
         match self {
+            Backend::Auto => "auto",
             Backend::Local => "local",
             Backend::Bwrap => "bwrap",
             Backend::Docker => "docker",
@@ -77,6 +82,11 @@ pub struct SandboxConfig {
     pub docker_args: Vec<String>,
     /// Image used when the backend is `docker` and the task names none.
     pub docker_image: Option<String>,
+    /// Resource limits of tool processes (local and bwrap).
+    pub limits: Limits,
+    /// Set by [`SandboxConfig::resolve_auto`] when `auto` fell back to local: the
+    /// warning to show on stderr and to record with the run.
+    pub auto_fallback: Option<String>,
 }
 
 impl Default for SandboxConfig {
@@ -92,6 +102,49 @@ impl Default for SandboxConfig {
             docker_cli: "docker".to_string(),
             docker_args: Vec::new(),
             docker_image: None,
+            limits: Limits::default(),
+            auto_fallback: None,
+        }
+    }
+}
+
+/// Bubblewrap cannot isolate commands on this machine, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BwrapUnavailable(pub String);
+
+/// The result of [`Sandbox::probe_bwrap`], probed once per process.
+static BWRAP_PROBE: OnceLock<Result<(), BwrapUnavailable>> = OnceLock::new();
+
+/// Whether bubblewrap works here (probed on the first call only); why not.
+pub fn bwrap_works() -> Result<(), BwrapUnavailable> {
+    BWRAP_PROBE
+        .get_or_init(|| Sandbox::probe_bwrap().map_err(|e| BwrapUnavailable(format!("{e:#}"))))
+        .clone()
+}
+
+impl SandboxConfig {
+    /// Settle `--sandbox auto`: bwrap when [`bwrap_works`], else local. Returns the
+    /// warning to show when auto had to fall back to local (no isolation).
+    pub fn resolve_auto(&mut self) -> Option<String> {
+        if self.backend != Backend::Auto {
+            return None;
+        }
+        match bwrap_works() {
+            Ok(()) => {
+                self.backend = Backend::Bwrap;
+                None
+            }
+            Err(why) => {
+                self.backend = Backend::Local;
+                self.auto_fallback = Some(format!(
+                    "WARNING: --sandbox auto: bubblewrap does not work here ({why}); tool commands run \
+                     with --sandbox local, NOT ISOLATED from this machine (they can read what this \
+                     user can read and reach the network). Install bubblewrap and allow user \
+                     namespaces, or run in a disposable machine."
+                ));
+                self.auto_fallback.clone()
+            }
         }
     }
 }
@@ -113,6 +166,8 @@ pub struct RunOutput {
     pub killed_leftovers: bool,
     /// The process group the command ran in (its leader's pid on the host).
     pub pgid: u32,
+    /// The resource limit the command hit, as the model is told (see [`Limits::hit`]).
+    pub limit: Option<String>,
 }
 
 /// One task's sandbox: its workspace and how commands run in it.
@@ -141,6 +196,9 @@ impl Sandbox {
     /// an absolute path in the container. Local and bwrap refuse absolute paths
     /// outside the workspace.
     pub fn new(cfg: &SandboxConfig, image: Option<&str>, cwd: Option<&str>) -> Result<Sandbox> {
+        let mut cfg = cfg.clone();
+        cfg.resolve_auto();
+        let cfg = &cfg;
         let image = image
             .map(str::to_string)
             .or_else(|| (cfg.backend == Backend::Docker).then(|| cfg.docker_image.clone())?);
@@ -179,7 +237,7 @@ impl Sandbox {
         .context("cannot create the task's workspace")?;
         let host_root = dir.path().canonicalize()?;
         let view_root = match backend {
-            Backend::Local => host_root.display().to_string(),
+            Backend::Local | Backend::Auto => host_root.display().to_string(),
             Backend::Bwrap | Backend::Docker => WORKSPACE_MOUNT.to_string(),
         };
         let (inner_cwd, host_cwd) = match cwd {
@@ -211,6 +269,15 @@ impl Sandbox {
                 }
             }
         };
+        if backend == Backend::Local {
+            reaper::become_subreaper();
+        }
+        if backend != Backend::Docker
+            && cfg.limits != Limits::NONE
+            && !on_path("prlimit", SANDBOX_PATH)
+        {
+            bail!("per-call resource limits need prlimit (util-linux), which is not installed");
+        }
         let home = view_root.clone();
         let mut env: Vec<(String, String)> = vec![
             ("PATH".into(), SANDBOX_PATH.into()),
@@ -402,8 +469,16 @@ impl Sandbox {
     /// The command that runs `argv` in this sandbox (process group and pipes not yet
     /// set).
     pub fn command(&mut self, argv: &[&str]) -> Result<Command> {
+        let mut limited = self.cfg.limits.prefix();
+        let argv: Vec<&str> = if self.backend == Backend::Docker || limited.is_empty() {
+            argv.to_vec()
+        } else {
+            limited.extend(argv.iter().map(|s| s.to_string()));
+            limited.iter().map(String::as_str).collect()
+        };
+        let argv = &argv[..];
         Ok(match self.backend {
-            Backend::Local => {
+            Backend::Local | Backend::Auto => {
                 let mut c = Command::new(argv[0]);
                 c.args(&argv[1..]);
                 c.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -450,7 +525,11 @@ impl Sandbox {
         let timeout = timeout.map_or(self.cfg.timeout, |t| t.min(self.cfg.timeout));
         let cmd = self.command(argv)?;
         self.ran = true;
-        let out = execute(cmd, stdin, timeout, self.cfg.output_cap)?;
+        let home = (self.backend == Backend::Local).then(|| self.home());
+        let mut out = execute(cmd, stdin, timeout, self.cfg.output_cap, home.as_deref())?;
+        if self.backend != Backend::Docker && !out.timed_out {
+            out.limit = self.cfg.limits.hit(out.exit_code, &out.output);
+        }
         if out.timed_out && self.backend == Backend::Docker {
             // The exec client is gone, but what it started runs on in the container:
             // restarting it stops every process (the workspace is kept).
@@ -465,6 +544,16 @@ impl Sandbox {
             }
         }
         Ok(out)
+    }
+
+    /// The `HOME` tool processes get: in local mode, the task's own workspace, which
+    /// is how an orphan is known to be this task's (see [`super::reaper`]).
+    fn home(&self) -> String {
+        self.env
+            .iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
     }
 
     /// Check that bubblewrap can create its namespaces here; the error says why not.
@@ -510,6 +599,9 @@ impl Drop for Sandbox {
         // A process that left its group (setsid) may still run in the workspace; no
         // process can if no command ever ran (file tools only): then /proc is not read.
         if self.ran {
+            if self.backend == Backend::Local {
+                reaper::reap_orphans(&self.home(), reaper::Scan::All);
+            }
             kill_processes_in(&[self.dir.path(), &self.host_root]);
         }
     }
@@ -666,11 +758,14 @@ fn kill_group(pgid: u32) {
 }
 
 /// Spawn `cmd` in a new process group and wait for it (see [`Sandbox::run_shell`]).
+/// With `reap_home`, orphans of the task whose `HOME` it is are killed too when the
+/// command ends ([`reaper::reap_orphans`]).
 pub fn execute(
     mut cmd: Command,
     stdin: Option<&[u8]>,
     timeout: Duration,
     cap: usize,
+    reap_home: Option<&str>,
 ) -> Result<RunOutput> {
     cmd.process_group(0)
         .stdin(if stdin.is_some() {
@@ -680,7 +775,7 @@ pub fn execute(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().context("cannot start the command")?;
+    let mut child = reaper::spawn(&mut cmd).context("cannot start the command")?;
     let pgid = child.id();
     let out_buf = Arc::new(Mutex::new(Capped::new(cap)));
     let err_buf = Arc::new(Mutex::new(Capped::new(cap.min(8192))));
@@ -705,22 +800,37 @@ pub fn execute(
     let mut timed_out = false;
     let mut pause = Duration::from_millis(1);
     let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break st;
+        match child.try_wait() {
+            Ok(Some(st)) => break Ok(st),
+            Ok(None) => {}
+            Err(e) => break Err(e),
         }
         if start.elapsed() >= timeout {
             timed_out = true;
             kill_group(pgid);
-            break child.wait()?;
+            break child.wait();
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(20));
     };
+    reaper::finished(pgid);
+    let status = status?;
     // Whatever the command left running in its group goes too. `kill(-pgid, 0)` says
     // in one call whether the group has any process left; only then is /proc read
     // (zombies do not count as leftovers).
-    let killed_leftovers = !timed_out && group_exists(pgid) && !group_members(pgid).is_empty();
+    let mut killed_leftovers = !timed_out && group_exists(pgid) && !group_members(pgid).is_empty();
     kill_group(pgid);
+    // Orphans (processes that left the group and whose parent died) are re-parented
+    // to traj, a subreaper: kill those of this task before waiting for the pipes.
+    if let Some(home) = reap_home {
+        // First let the killed group die: a member's children are re-parented only
+        // when it has exited (bounded: SIGKILL cannot be ignored).
+        let until = Instant::now() + Duration::from_secs(2);
+        while group_exists(pgid) && !group_members(pgid).is_empty() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        killed_leftovers |= reaper::reap_orphans(home, reaper::Scan::Children) > 0 && !timed_out;
+    }
     // Readers end when every writer is gone; a process that escaped the group could
     // hold a pipe open, so do not wait for it forever.
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -754,5 +864,6 @@ pub fn execute(
         truncated,
         killed_leftovers,
         pgid,
+        limit: None,
     })
 }

@@ -6,10 +6,11 @@ use std::time::Duration;
 use anyhow::Result;
 use serde_json::{Value, json};
 
+use super::beneath::Resolver;
 use super::fs::Confined;
 use super::registry::{Registry, ToolConfig};
 use super::sandbox::{RunOutput, Sandbox, SandboxConfig};
-use super::{ToolHost, ToolResult, llm_tools, web};
+use super::{ToolHost, ToolResult, table, web};
 use crate::llm::Client;
 
 /// What a prompt row says about its environment.
@@ -36,13 +37,17 @@ impl TaskSpec {
 /// left running, removes its container (docker) and deletes the workspace.
 pub struct Task {
     offered: Vec<&'static str>,
+    /// The call of each offered tool, in the order of `offered`.
+    calls: Vec<CallFn>,
     schemas: Vec<Value>,
-    config: Arc<ToolConfig>,
+    pub(super) config: Arc<ToolConfig>,
     sandbox: Sandbox,
-    files: Confined,
-    agent: ureq::Agent,
-    llm: Option<Client>,
+    pub(super) files: Confined,
+    pub(super) agent: ureq::Agent,
+    pub(super) llm: Option<Client>,
 }
+
+type CallFn = fn(&mut Task, &Value) -> ToolResult;
 
 impl Task {
     /// A task offering the available tools of `toolsets`, in a new sandbox.
@@ -53,18 +58,29 @@ impl Task {
         spec: &TaskSpec,
     ) -> Result<Task> {
         let offered = registry.resolve(toolsets)?;
+        let calls = offered
+            .iter()
+            .map(
+                |name| match table::find(name).and_then(|d| d.tool.as_ref()) {
+                    Some(t) => t.call,
+                    None => unreachable!("{name} is offered, so it is implemented"),
+                },
+            )
+            .collect();
         let schemas = registry.schemas(&offered);
         let sandbox = Sandbox::new(sandbox, spec.image.as_deref(), spec.cwd.as_deref())?;
         let files = Confined {
             root: sandbox.workspace().to_path_buf(),
             base: sandbox.host_cwd().to_path_buf(),
             view_root: sandbox.view_root().to_string(),
+            resolver: Resolver::Auto,
         };
         let config = registry.config_arc();
         let agent = web::agent(&config);
         let llm = config.llm.as_ref().map(|l| Client::new(l.client.clone()));
         Ok(Task {
             offered,
+            calls,
             schemas,
             config,
             sandbox,
@@ -117,6 +133,9 @@ impl Task {
             Err(e) => return ToolResult::error(format!("{e:#}")),
         };
         let mut error = Value::Null;
+        if let Some(limit) = &out.limit {
+            error = json!(limit);
+        }
         if out.timed_out {
             error = json!(format!(
                 "timed out after {}s; the command and every process it started were killed",
@@ -135,11 +154,11 @@ impl Task {
         ToolResult {
             content: json!({"output": output, "exit_code": out.exit_code, "error": error})
                 .to_string(),
-            is_error: out.timed_out,
+            is_error: out.timed_out || out.limit.is_some(),
         }
     }
 
-    fn terminal(&mut self, args: &Value) -> ToolResult {
+    pub(super) fn terminal(&mut self, args: &Value) -> ToolResult {
         let (command, timeout) = match self.command_args(args, "command") {
             Ok(a) => a,
             Err(e) => return e,
@@ -148,20 +167,13 @@ impl Task {
         Self::run_result(out, timeout)
     }
 
-    fn execute_code(&mut self, args: &Value) -> ToolResult {
+    pub(super) fn execute_code(&mut self, args: &Value) -> ToolResult {
         let (code, timeout) = match self.command_args(args, "code") {
             Ok(a) => a,
             Err(e) => return e,
         };
         let out = self.sandbox.run(&["python3", "-c", "import sys\nsys.stderr = sys.stdout\nexec(compile(sys.stdin.read(), '<code>', 'exec'), {'__name__': '__main__'})"], Some(code.as_bytes()), Some(timeout));
         Self::run_result(out, timeout)
-    }
-
-    fn outcome(r: Result<Value, String>) -> ToolResult {
-        match r {
-            Ok(v) => ToolResult::ok(v),
-            Err(e) => ToolResult::error(e),
-        }
     }
 }
 
@@ -171,38 +183,15 @@ impl ToolHost for Task {
     }
 
     fn call(&mut self, name: &str, args: &Value) -> ToolResult {
-        if !self.offered.contains(&name) {
+        let Some(i) = self.offered.iter().position(|&t| t == name) else {
             return ToolResult::error(format!(
                 "no tool named {name:?} in this task; the tools are: {}",
                 self.offered.join(", ")
             ));
-        }
+        };
         if !args.is_object() {
             return ToolResult::error("the arguments must be a JSON object");
         }
-        match name {
-            "terminal" => self.terminal(args),
-            "execute_code" => self.execute_code(args),
-            "read_file" => Self::outcome(self.files.read_file(args)),
-            "write_file" => Self::outcome(self.files.write_file(args)),
-            "patch" => Self::outcome(self.files.patch(args)),
-            "search_files" => Self::outcome(self.files.search_files(args)),
-            "web_extract" => Self::outcome(web::web_extract(&self.agent, args)),
-            "web_search" => match &self.config.search {
-                Some(s) => Self::outcome(web::web_search(&self.agent, s, args)),
-                None => ToolResult::error("web_search is not configured"),
-            },
-            "vision_analyze" | "mixture_of_agents" => {
-                let (Some(client), Some(cfg)) = (&self.llm, &self.config.llm) else {
-                    return ToolResult::error(format!("{name} is not configured"));
-                };
-                Self::outcome(if name == "vision_analyze" {
-                    llm_tools::vision_analyze(client, cfg, &self.files, args)
-                } else {
-                    llm_tools::mixture_of_agents(client, cfg, args)
-                })
-            }
-            other => ToolResult::error(format!("{other} is not implemented by traj")),
-        }
+        (self.calls[i])(self, args)
     }
 }

@@ -1050,3 +1050,231 @@ fn task_is_a_send_tool_host() {
     fn host<T: ToolHost + Send + 'static>() {}
     host::<Task>();
 }
+
+/// Everything the registry tells traj-run and traj-sample-tools, under a default and a
+/// fully configured [`ToolConfig`]: per toolset its description, includes, every tool
+/// (in order) and the schemas offered; per tool its availability.
+fn registry_snapshot() -> Value {
+    let full = ToolConfig {
+        search: Some(SearchConfig {
+            provider: SearchProvider::Searxng,
+            base_url: "http://127.0.0.1:1".into(),
+            api_key: None,
+            max_results: 5,
+        }),
+        llm: Some(LlmToolsConfig {
+            client: ClientConfig::default(),
+            vision_model: Some("v".into()),
+            moa_models: vec!["a".into()],
+            moa_aggregator: Some("b".into()),
+            max_tokens: None,
+        }),
+        python: Some(true),
+        ..ToolConfig::default()
+    };
+    let bare = ToolConfig {
+        web_fetch: false,
+        python: Some(false),
+        ..ToolConfig::default()
+    };
+    let mut out = serde_json::Map::new();
+    for (label, cfg) in [("full", &full), ("bare", &bare)] {
+        let r = Registry::builtin(cfg);
+        let mut by_set = serde_json::Map::new();
+        for t in r.toolsets() {
+            let all = r.resolve_all(&[t.name.to_string()]).unwrap();
+            let offered = r.resolve(&[t.name.to_string()]).unwrap();
+            by_set.insert(
+                t.name.to_string(),
+                json!({
+                    "description": t.description,
+                    "tools": t.tools,
+                    "includes": t.includes,
+                    "resolve_all": all,
+                    "schemas": r.schemas(&offered),
+                }),
+            );
+        }
+        let tools: Vec<Value> = r
+            .tools()
+            .iter()
+            .map(|i| json!([i.name, i.availability.describe(), i.schema]))
+            .collect();
+        out.insert(
+            label.to_string(),
+            json!({
+                "toolsets": Value::Object(by_set),
+                "tools": tools,
+                "all": r.resolve_all(&sets(&["all"])).unwrap(),
+                "available_toolsets": r.available_toolsets(),
+                "implemented_toolsets": r.implemented_toolsets(),
+            }),
+        );
+    }
+    out.insert("all_tool_names".into(), json!(all_tool_names()));
+    Value::Object(out)
+}
+
+/// The tool table must give traj-run the very schemas (request bodies) and toolsets it
+/// gave before the table existed: `snapshots/registry.json` was written from the five
+/// separate declarations. `TRAJ_BLESS=1` rewrites it (only for a deliberate change).
+#[test]
+fn registry_matches_its_snapshot() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/toolbox/snapshots/registry.json");
+    let now = serde_json::to_string_pretty(&registry_snapshot()).unwrap() + "\n";
+    if std::env::var_os("TRAJ_BLESS").is_some() {
+        std::fs::write(&path, &now).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).expect("snapshot");
+    assert!(now == want, "registry differs from {}", path.display());
+}
+
+// ---------------------------------------------------------------- survivors and limits
+
+/// Processes that left the call's group and its directory, and a double-forked
+/// daemon, die when the call ends (local mode: traj is their subreaper), before the
+/// next call and without waiting for the task to end.
+#[test]
+fn setsid_and_double_fork_daemons_do_not_survive_the_call() {
+    let mut t = local_task(&["terminal"]);
+    let start = Instant::now();
+    let (v, err) = term(
+        &mut t,
+        "(cd / && setsid sh -c 'exec sleep 31021 &'); echo started",
+    );
+    assert!(!err, "{v}");
+    assert!(v["output"].as_str().unwrap().starts_with("started"), "{v}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "waited for the daemon"
+    );
+    assert!(
+        processes_with("sleep 31021").is_empty(),
+        "setsid daemon survived the call"
+    );
+    let (v, _) = term(
+        &mut t,
+        "sh -c 'cd / && sh -c \"setsid sleep 31022 </dev/null >/dev/null 2>&1 &\" &'; sleep 0.2; echo ok",
+    );
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert!(
+        processes_with("sleep 31022").is_empty(),
+        "double-fork daemon survived the call"
+    );
+    // Another task's daemon is not its business: each task kills only its own.
+    let mut other = local_task(&["terminal"]);
+    let (v, _) = term(&mut other, "echo $HOME");
+    assert!(v["output"].as_str().unwrap().contains("traj-task-"), "{v}");
+    drop(other);
+    drop(t);
+}
+
+/// The same through bwrap: the PID namespace dies with the command's sandbox.
+#[test]
+fn bwrap_daemons_do_not_survive_the_call() {
+    let mut t = task_with(
+        &ToolConfig::default(),
+        &bwrap_config(),
+        &["terminal"],
+        &TaskSpec::default(),
+    );
+    let (v, _) = term(
+        &mut t,
+        "(cd / && setsid sh -c 'exec sleep 31023 &'); echo started",
+    );
+    assert!(v["output"].as_str().unwrap().contains("started"), "{v}");
+    eventually("the bwrap daemon is gone", || {
+        processes_with("sleep 31023").is_empty()
+    });
+}
+
+fn limited_task(limits: Limits) -> Task {
+    let sandbox = SandboxConfig {
+        limits,
+        ..SandboxConfig::default()
+    };
+    task_with(
+        &ToolConfig {
+            python: Some(true),
+            ..ToolConfig::default()
+        },
+        &sandbox,
+        &["terminal", "code_execution"],
+        &TaskSpec::default(),
+    )
+}
+
+/// Each limit holds and is a tool error the model sees; the task goes on.
+#[test]
+fn per_call_limits_hold_and_are_reported() {
+    let mut t = limited_task(Limits {
+        memory_mb: 256,
+        processes: 0,
+        file_size_mb: 1,
+        cpu_secs: 1,
+    });
+    let (v, err) = term(
+        &mut t,
+        "head -c 3000000 /dev/zero > big; ls -l big | cut -d' ' -f5",
+    );
+    assert!(err, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("file size limit"),
+        "{v}"
+    );
+    assert!(std::fs::metadata(t.workspace().join("big")).unwrap().len() <= 1 << 20);
+    let (v, err) = term(&mut t, "while :; do :; done");
+    assert!(err, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("CPU time limit"),
+        "{v}"
+    );
+    let r = t.call(
+        "execute_code",
+        &json!({"code": "x = bytearray(1 << 30)\nprint(len(x))"}),
+    );
+    let v = content(&r);
+    assert!(r.is_error, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("memory limit"), "{v}");
+    // Within the limits all is as before.
+    let (v, err) = term(&mut t, "echo fine");
+    assert!(!err && v["output"] == "fine\n", "{v}");
+    // The process limit (not enforced for root, who has CAP_SYS_RESOURCE).
+    if !rustix::process::getuid().is_root() {
+        let mut t = limited_task(Limits {
+            processes: 1,
+            ..Limits::NONE
+        });
+        let (v, _) = term(&mut t, "sleep 1 & sleep 1 & sleep 1 & wait");
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("process limit")),
+            "{v}"
+        );
+    }
+}
+
+/// `--sandbox auto` settles on bwrap where it works (here: the tests need it).
+#[test]
+fn auto_uses_bwrap_where_it_works() {
+    bwrap_config();
+    let mut cfg = SandboxConfig {
+        backend: Backend::Auto,
+        ..SandboxConfig::default()
+    };
+    assert_eq!(cfg.resolve_auto(), None);
+    assert_eq!(cfg.backend, Backend::Bwrap);
+    let mut t = task_with(
+        &ToolConfig::default(),
+        &SandboxConfig {
+            backend: Backend::Auto,
+            ..SandboxConfig::default()
+        },
+        &["terminal"],
+        &TaskSpec::default(),
+    );
+    assert_eq!(t.sandbox().backend(), Backend::Bwrap);
+    let (v, _) = term(&mut t, "pwd");
+    assert_eq!(v["output"], "/workspace\n");
+}

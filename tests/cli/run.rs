@@ -824,7 +824,8 @@ fn tool_commands_cannot_read_the_key_from_the_parents_proc_environ() {
             "data/r",
             "-q",
         ])
-        .args(["tasks.jsonl", "--api-key-env", "OPENROUTER_API_KEY"]);
+        .args(["tasks.jsonl", "--api-key-env", "OPENROUTER_API_KEY"])
+        .args(["--sandbox", "local"]); // the backend where only dumpability protects
     let o = run(c);
     assert_code(&o, 0);
     let recs = parse_jsonl(&stdout(&o));

@@ -1,0 +1,481 @@
+//! The tool table: every tool traj knows, declared once, with the toolsets it belongs
+//! to and, when traj implements it, its schema, its availability rule and its call.
+//!
+//! Adding a tool is one [`ToolDef`] in [`TOOLS`]; the [`Registry`](super::Registry)
+//! (toolsets, schemas, availability) and [`Task`](super::Task) (dispatch) read it from
+//! here. A toolset's tools are listed in the order of this table, and the schemas
+//! offered to a model follow that order, so keep an entry where it is unless the
+//! request bodies traj-run sends are meant to change (the registry snapshot test
+//! says when they do).
+//!
+//! Toolset and tool names follow the reference agent (hermes-agent), so task rows and
+//! trajectories stay comparable. The descriptions and schemas are traj's own.
+
+use serde_json::{Value, json};
+
+use super::registry::{Availability, SANDBOX_PATH, ToolConfig, on_path};
+use super::task::Task;
+use super::{ToolResult, llm_tools, web};
+
+/// A toolset: (name, description, other toolsets it includes). Its own tools are the
+/// [`TOOLS`] entries that name it.
+pub(crate) type ToolsetDef = (&'static str, &'static str, &'static [&'static str]);
+
+/// Toolsets of the reference agent, in its order.
+pub(crate) const TOOLSETS: &[ToolsetDef] = &[
+    ("web", "search the web and read pages", &[]),
+    ("search", "web search only", &[]),
+    ("vision", "describe and answer questions about images", &[]),
+    ("image_gen", "generate images", &[]),
+    (
+        "terminal",
+        "run shell commands in the task's workspace",
+        &[],
+    ),
+    ("moa", "ask several models and combine their answers", &[]),
+    ("browser", "drive a web browser", &[]),
+    (
+        "file",
+        "read, write, patch and search files in the workspace",
+        &[],
+    ),
+    ("code_execution", "run Python snippets in the sandbox", &[]),
+    ("skills", "agent skill library", &[]),
+    ("cronjob", "scheduled jobs", &[]),
+    ("rl", "reinforcement-learning training control", &[]),
+    ("tts", "text to speech", &[]),
+    ("todo", "a task list kept by the agent", &[]),
+    ("memory", "persistent agent memory", &[]),
+    ("session_search", "search past sessions", &[]),
+    ("clarify", "ask the user a question", &[]),
+    ("delegation", "hand a subtask to another agent", &[]),
+    (
+        "debugging",
+        "terminal plus web and file tools",
+        &["web", "file"],
+    ),
+    (
+        "safe",
+        "no terminal: web, vision, image generation and model mixtures",
+        &["web", "vision", "image_gen"],
+    ),
+];
+
+/// One tool: its name, the toolsets it belongs to, and traj's implementation (`None`:
+/// a name traj knows but never offers).
+pub(crate) struct ToolDef {
+    pub name: &'static str,
+    pub toolsets: &'static [&'static str],
+    pub tool: Option<Tool>,
+}
+
+/// What an implemented tool is: what the model is told, when it can be offered, and
+/// what a call does.
+pub(crate) struct Tool {
+    /// The function description the model reads.
+    pub description: &'static str,
+    /// The JSON schema of the arguments object.
+    pub parameters: fn() -> Value,
+    /// Whether this configuration lets the tool be offered.
+    pub availability: fn(&ToolConfig) -> Availability,
+    /// Run one call (arguments already checked to be an object).
+    pub call: fn(&mut Task, &Value) -> ToolResult,
+}
+
+impl Tool {
+    /// The OpenAI function schema offered to the model.
+    pub fn schema(&self, name: &str) -> Value {
+        json!({
+            "type": "function",
+            "function": {"name": name, "description": self.description, "parameters": (self.parameters)()}
+        })
+    }
+}
+
+/// A tool traj knows by name only.
+const fn missing(name: &'static str, toolsets: &'static [&'static str]) -> ToolDef {
+    ToolDef {
+        name,
+        toolsets,
+        tool: None,
+    }
+}
+
+/// The entry of `name`.
+pub(crate) fn find(name: &str) -> Option<&'static ToolDef> {
+    TOOLS.iter().find(|d| d.name == name)
+}
+
+fn outcome(r: Result<Value, String>) -> ToolResult {
+    match r {
+        Ok(v) => ToolResult::ok(v),
+        Err(e) => ToolResult::error(e),
+    }
+}
+
+fn needs(ok: bool, why: &str) -> Availability {
+    if ok {
+        Availability::Available
+    } else {
+        Availability::NotConfigured(why.to_string())
+    }
+}
+
+fn always(_: &ToolConfig) -> Availability {
+    Availability::Available
+}
+
+fn python(cfg: &ToolConfig) -> Availability {
+    match cfg.python {
+        Some(true) => Availability::Available,
+        Some(false) => needs(false, "execute_code disabled"),
+        None => needs(
+            on_path("python3", SANDBOX_PATH),
+            "python3 is not on the sandbox PATH",
+        ),
+    }
+}
+
+fn web_fetch(cfg: &ToolConfig) -> Availability {
+    needs(cfg.web_fetch, "web fetching disabled")
+}
+
+fn search(cfg: &ToolConfig) -> Availability {
+    needs(
+        cfg.search.is_some(),
+        "no search provider (SearXNG, Brave or Tavily) configured",
+    )
+}
+
+fn vision(cfg: &ToolConfig) -> Availability {
+    needs(
+        cfg.llm.as_ref().is_some_and(|l| l.vision_model.is_some()),
+        "no vision model configured",
+    )
+}
+
+fn moa(cfg: &ToolConfig) -> Availability {
+    needs(
+        cfg.llm
+            .as_ref()
+            .is_some_and(|l| l.moa_aggregator.is_some() && !l.moa_models.is_empty()),
+        "no reference models and aggregator configured",
+    )
+}
+
+/// Every tool, in the order toolsets list them.
+pub(crate) const TOOLS: &[ToolDef] = &[
+    // terminal
+    ToolDef {
+        name: "terminal",
+        toolsets: &["terminal", "debugging"],
+        tool: Some(Tool {
+            description: "Run a shell command (sh -c) in this task's workspace directory and get its \
+             combined stdout and stderr, plus the exit code. Each command starts from the \
+             workspace (or the task's working directory); files persist between calls, \
+             shell variables and `cd` do not. Commands that run longer than the timeout \
+             are killed together with everything they started; processes left in the \
+             background are stopped when the command ends, so run servers and long jobs \
+             in the foreground with their own time limit. Long output is cut in the \
+             middle with a note.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "command": {"type": "string", "description": "The shell command to run."},
+                        "timeout": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "description": "Seconds before the command is killed (capped by the run's limit)."
+                        }
+                    },
+                    "required": ["command"]
+                })
+            },
+            availability: always,
+            call: |t, a| t.terminal(a),
+        }),
+    },
+    missing("process", &["terminal", "debugging"]),
+    // file
+    ToolDef {
+        name: "read_file",
+        toolsets: &["file"],
+        tool: Some(Tool {
+            description: "Read a text file from the workspace. Lines come back numbered as \
+             `N|text`; use offset and limit to page through long files. Paths are \
+             relative to the workspace; nothing outside it can be read.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path, relative to the workspace."},
+                        "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based, default 1)."},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 2000, "description": "Most lines to return (default 500)."}
+                    },
+                    "required": ["path"]
+                })
+            },
+            availability: always,
+            call: |t, a| outcome(t.files.read_file(a)),
+        }),
+    },
+    ToolDef {
+        name: "write_file",
+        toolsets: &["file"],
+        tool: Some(Tool {
+            description: "Create or overwrite a file in the workspace with the given content. \
+             Missing parent directories are created.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path, relative to the workspace."},
+                        "content": {"type": "string", "description": "The complete new content of the file."}
+                    },
+                    "required": ["path", "content"]
+                })
+            },
+            availability: always,
+            call: |t, a| outcome(t.files.write_file(a)),
+        }),
+    },
+    ToolDef {
+        name: "patch",
+        toolsets: &["file"],
+        tool: Some(Tool {
+            description: "Edit a file by replacing an exact piece of text. old_string must occur \
+             exactly once unless replace_all is true; include enough surrounding lines \
+             to make it unique. An empty new_string deletes the text.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path, relative to the workspace."},
+                        "old_string": {"type": "string", "description": "The exact text to find."},
+                        "new_string": {"type": "string", "description": "The text to put in its place."},
+                        "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
+                    },
+                    "required": ["path", "old_string", "new_string"]
+                })
+            },
+            availability: always,
+            call: |t, a| outcome(t.files.patch(a)),
+        }),
+    },
+    ToolDef {
+        name: "search_files",
+        toolsets: &["file"],
+        tool: Some(Tool {
+            description: "Search the workspace. With target \"content\" (default), pattern is a regular \
+             expression matched against each line of text files, and matching lines come \
+             back as path:line:text. With target \"files\", pattern is a glob (`*.py`, \
+             `test_*`) matched against file names.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "pattern": {"type": "string", "description": "Regular expression (content) or glob (files)."},
+                        "target": {"type": "string", "enum": ["content", "files"], "description": "What to search (default content)."},
+                        "path": {"type": "string", "description": "Directory to search, relative to the workspace (default: all of it)."},
+                        "file_glob": {"type": "string", "description": "Content search only: search files whose name matches this glob."},
+                        "limit": {"type": "integer", "minimum": 1, "description": "Most results to return (default 50)."}
+                    },
+                    "required": ["pattern"]
+                })
+            },
+            availability: always,
+            call: |t, a| outcome(t.files.search_files(a)),
+        }),
+    },
+    ToolDef {
+        name: "execute_code",
+        toolsets: &["code_execution"],
+        tool: Some(Tool {
+            description: "Run a Python 3 program in the same sandbox as the terminal, with the \
+             workspace as the current directory, and get what it prints (stdout and \
+             stderr) and its exit code.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "code": {"type": "string", "description": "The Python source to run."},
+                        "timeout": {"type": "integer", "minimum": 1, "description": "Seconds before it is killed (capped by the run's limit)."}
+                    },
+                    "required": ["code"]
+                })
+            },
+            availability: python,
+            call: |t, a| t.execute_code(a),
+        }),
+    },
+    // browser (its web_search is the web toolset's, below)
+    missing("browser_navigate", &["browser"]),
+    missing("browser_snapshot", &["browser"]),
+    missing("browser_click", &["browser"]),
+    missing("browser_type", &["browser"]),
+    missing("browser_scroll", &["browser"]),
+    missing("browser_back", &["browser"]),
+    missing("browser_press", &["browser"]),
+    missing("browser_close", &["browser"]),
+    missing("browser_get_images", &["browser"]),
+    missing("browser_vision", &["browser"]),
+    // web
+    ToolDef {
+        name: "web_search",
+        toolsets: &["web", "search", "browser"],
+        tool: Some(Tool {
+            description: "Search the web. Returns a list of results, each with title, url and a short \
+             snippet; read a page in full with web_extract.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "What to search for."},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Most results to return (default 5)."}
+                    },
+                    "required": ["query"]
+                })
+            },
+            availability: search,
+            call: |t, a| match &t.config.search {
+                Some(s) => outcome(web::web_search(&t.agent, s, a)),
+                None => ToolResult::error("web_search is not configured"),
+            },
+        }),
+    },
+    ToolDef {
+        name: "web_extract",
+        toolsets: &["web"],
+        tool: Some(Tool {
+            description: "Fetch web pages and return their readable text (scripts, styles and markup \
+             removed) with each page's title. Accepts http and https URLs.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "urls": {"type": "array", "items": {"type": "string"}, "maxItems": 5, "description": "Up to 5 URLs to read."}
+                    },
+                    "required": ["urls"]
+                })
+            },
+            availability: web_fetch,
+            call: |t, a| outcome(web::web_extract(&t.agent, a)),
+        }),
+    },
+    // model-backed
+    ToolDef {
+        name: "vision_analyze",
+        toolsets: &["vision"],
+        tool: Some(Tool {
+            description: "Look at an image and answer a question about it. The image is an http(s) URL \
+             or a path to an image file in the workspace.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "image_url": {"type": "string", "description": "http(s) URL or workspace path of the image."},
+                        "question": {"type": "string", "description": "What to find out about the image."}
+                    },
+                    "required": ["image_url", "question"]
+                })
+            },
+            availability: vision,
+            call: |t, a| match (&t.llm, &t.config.llm) {
+                (Some(client), Some(cfg)) => {
+                    outcome(llm_tools::vision_analyze(client, cfg, &t.files, a))
+                }
+                _ => ToolResult::error("vision_analyze is not configured"),
+            },
+        }),
+    },
+    missing("image_generate", &["image_gen"]),
+    ToolDef {
+        name: "mixture_of_agents",
+        toolsets: &["moa", "safe"],
+        tool: Some(Tool {
+            description: "Put a hard question to several different models at once, then have another \
+             model merge their answers into one. Slow and costly: keep it for problems \
+             where a second opinion matters.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "user_prompt": {"type": "string", "description": "The full question, with all the context the models need."}
+                    },
+                    "required": ["user_prompt"]
+                })
+            },
+            availability: moa,
+            call: |t, a| match (&t.llm, &t.config.llm) {
+                (Some(client), Some(cfg)) => outcome(llm_tools::mixture_of_agents(client, cfg, a)),
+                _ => ToolResult::error("mixture_of_agents is not configured"),
+            },
+        }),
+    },
+    // toolsets of the reference that traj does not implement
+    missing("skills_list", &["skills"]),
+    missing("skill_view", &["skills"]),
+    missing("skill_manage", &["skills"]),
+    missing("schedule_cronjob", &["cronjob"]),
+    missing("list_cronjobs", &["cronjob"]),
+    missing("remove_cronjob", &["cronjob"]),
+    missing("rl_list_environments", &["rl"]),
+    missing("rl_select_environment", &["rl"]),
+    missing("rl_get_current_config", &["rl"]),
+    missing("rl_edit_config", &["rl"]),
+    missing("rl_start_training", &["rl"]),
+    missing("rl_check_status", &["rl"]),
+    missing("rl_stop_training", &["rl"]),
+    missing("rl_get_results", &["rl"]),
+    missing("rl_list_runs", &["rl"]),
+    missing("rl_test_inference", &["rl"]),
+    missing("text_to_speech", &["tts"]),
+    missing("todo", &["todo"]),
+    missing("memory", &["memory"]),
+    missing("session_search", &["session_search"]),
+    missing("clarify", &["clarify"]),
+    missing("delegate_task", &["delegation"]),
+    // names only the reference's newest version uses, in no toolset: known so that
+    // data from it is recognised (see [`all_tool_names`](super::registry::all_tool_names))
+    missing("process_manage", &[]),
+    missing("todo_list", &[]),
+    missing("cronjob_manage", &[]),
+    missing("browser_console", &[]),
+    missing("browser_cdp", &[]),
+    missing("browser_dialog", &[]),
+    missing("browser_exec", &[]),
+    missing("send_message", &[]),
+    missing("x_search", &[]),
+    missing("video_analyze", &[]),
+    missing("video_gen", &[]),
+    missing("computer_use", &[]),
+];
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn the_table_is_consistent() {
+        let sets: BTreeSet<&str> = TOOLSETS.iter().map(|t| t.0).collect();
+        assert_eq!(sets.len(), TOOLSETS.len(), "a toolset declared twice");
+        let mut names = BTreeSet::new();
+        for d in TOOLS {
+            assert!(names.insert(d.name), "{} declared twice", d.name);
+            for s in d.toolsets {
+                assert!(sets.contains(s), "{}: unknown toolset {s}", d.name);
+            }
+        }
+        for (name, _, includes) in TOOLSETS {
+            for i in *includes {
+                assert!(sets.contains(i), "{name} includes unknown {i}");
+            }
+        }
+        assert!(find("terminal").is_some_and(|d| d.tool.is_some()));
+        assert!(find("process").is_some_and(|d| d.tool.is_none()));
+        assert!(find("nope").is_none());
+    }
+}
