@@ -23,61 +23,6 @@ pub enum Style {
 /// The closing tags that must not appear literally inside a JSON body of the envelope.
 pub const CLOSING_TAGS: [&str; 4] = ["</think>", "</tool_call>", "</tool_response>", "</tools>"];
 
-/// Python's `repr(float)`: the shortest digits that round-trip, in fixed notation for
-/// exponents -4..16 (with `.0` when integral) and `1.5e-05` / `1e+16` otherwise.
-pub fn py_float(x: f64) -> String {
-    if x.is_nan() {
-        return "NaN".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    let sci = format!("{x:e}"); // shortest round-trip digits, e.g. "-1.25e-7"
-    let (mant, exp) = sci.split_once('e').expect("{:e} has an exponent");
-    let exp: i32 = exp.parse().expect("integer exponent");
-    let (neg, mant) = match mant.strip_prefix('-') {
-        Some(m) => (true, m),
-        None => (false, mant),
-    };
-    let digits: String = mant.chars().filter(|c| *c != '.').collect();
-    let mut out = String::with_capacity(digits.len() + 8);
-    if neg {
-        out.push('-');
-    }
-    if (-4..16).contains(&exp) {
-        if exp < 0 {
-            out.push_str("0.");
-            for _ in 0..(-exp - 1) {
-                out.push('0');
-            }
-            out.push_str(&digits);
-        } else {
-            let int_len = exp as usize + 1;
-            if digits.len() <= int_len {
-                out.push_str(&digits);
-                for _ in digits.len()..int_len {
-                    out.push('0');
-                }
-                out.push_str(".0");
-            } else {
-                out.push_str(&digits[..int_len]);
-                out.push('.');
-                out.push_str(&digits[int_len..]);
-            }
-        }
-    } else {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push('e');
-        out.push(if exp < 0 { '-' } else { '+' });
-        out.push_str(&format!("{:02}", exp.abs()));
-    }
-    out
-}
-
 /// Append `s` as a JSON string literal. Plain bytes are skipped 16 at a time; the
 /// first byte needing attention in a word is found with `trailing_zeros`.
 pub fn write_str(out: &mut Vec<u8>, s: &str, style: Style) {
@@ -212,12 +157,10 @@ fn write_any<const NESTED: bool>(out: &mut Vec<u8>, v: &Value, style: Style) {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
+        // Every number as it was written (serde_json's `arbitrary_precision`): never
+        // through f64, which would change long decimals and large integers.
         Value::Number(n) => {
-            if n.is_f64() {
-                out.extend_from_slice(py_float(n.as_f64().unwrap_or(0.0)).as_bytes());
-            } else {
-                let _ = write!(out, "{n}");
-            }
+            let _ = write!(out, "{n}");
         }
         Value::String(s) => string(out, s),
         Value::Array(items) => {
@@ -269,29 +212,6 @@ mod tests {
             dumps(&v),
             r#"{"a": [1, 2, {"b": null}], "é": "ü\n\t\"\\\u001f", "e": {}, "l": []}"#
         );
-    }
-
-    #[test]
-    fn floats_match_python_repr() {
-        let cases = [
-            (1.0, "1.0"),
-            (100.0, "100.0"),
-            (0.1, "0.1"),
-            (1e-5, "1e-05"),
-            (1.5e-5, "1.5e-05"),
-            (0.0001, "0.0001"),
-            (1e16, "1e+16"),
-            (1e15, "1000000000000000.0"),
-            (123456789012345678.0, "1.2345678901234568e+17"),
-            (-0.0, "-0.0"),
-            (-2.5, "-2.5"),
-            (8.8, "8.8"),
-            (1e300, "1e+300"),
-            (5e-324, "5e-324"),
-        ];
-        for (x, want) in cases {
-            assert_eq!(py_float(x), want, "{x:e}");
-        }
     }
 
     #[test]

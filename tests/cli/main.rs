@@ -13,6 +13,7 @@ mod filter;
 mod formats;
 mod merge;
 mod normalize;
+mod numbers;
 mod pipeline;
 mod run;
 mod sample;
