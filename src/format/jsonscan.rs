@@ -17,7 +17,7 @@ pub(crate) fn object_members<'b>(
     mut f: impl FnMut(&'b [u8], usize, usize),
 ) -> Result<usize, usize> {
     object_members_with(b, i, |key, vs| {
-        let ve = scan_value(b, vs)?;
+        let ve = scan_value_at(b, vs, 1)?;
         f(key, vs, ve);
         Ok(ve)
     })
@@ -38,6 +38,7 @@ pub(crate) fn object_members_with<'b>(
     if b.get(i) == Some(&b'}') {
         return Ok(i + 1);
     }
+    let mut keys: Vec<&[u8]> = Vec::new();
     loop {
         if b.get(i) != Some(&b'"') {
             return Err(i);
@@ -45,6 +46,11 @@ pub(crate) fn object_members_with<'b>(
         let ks = i + 1;
         i = scan_string(b, ks)?;
         let key = &b[ks..i - 1];
+        // The same key twice: refused, as every stage refuses it.
+        if keys.contains(&key) {
+            return Err(ks - 1);
+        }
+        keys.push(key);
         i = skip_ws(b, i);
         if b.get(i) != Some(&b':') {
             return Err(i);
@@ -482,27 +488,47 @@ pub(crate) fn scan_json(b: &[u8]) -> Result<(), usize> {
     if end == b.len() { Ok(()) } else { Err(end) }
 }
 
+/// Nesting every stage refuses (serde_json's limit): a container this many levels deep,
+/// the row itself being level 1.
+pub(crate) const MAX_DEPTH: usize = 128;
+
 /// Validate the JSON value starting at `b[i..]` (after optional white space); returns
-/// the offset just after it. Structural validation with an explicit stack.
+/// the offset just after it. Structural validation with an explicit stack; a value that
+/// nests [`MAX_DEPTH`] levels, or an object with a key twice, is invalid too.
 pub(crate) fn scan_value(b: &[u8], i: usize) -> Result<usize, usize> {
+    scan_value_at(b, i, 0)
+}
+
+/// [`scan_value`] for a value inside `depth` containers (1: a member of the row).
+pub(crate) fn scan_value_at(b: &[u8], i: usize, depth: usize) -> Result<usize, usize> {
     // stack of open containers: true = object, false = array
     let mut stack: Vec<bool> = Vec::new();
+    // the keys of the open objects (raw, as written) and where each object's begin
+    let mut keys: Vec<(usize, usize)> = Vec::new();
+    let mut frames: Vec<usize> = Vec::new();
     let mut i = skip_ws(b, i);
     'value: loop {
         // parse one value at i
         i = skip_ws(b, i);
         match b.get(i) {
             Some(b'{') => {
+                if depth + stack.len() + 1 >= MAX_DEPTH {
+                    return Err(i);
+                }
                 i = skip_ws(b, i + 1);
                 if b.get(i) == Some(&b'}') {
                     i += 1;
                 } else {
                     stack.push(true);
-                    i = scan_key(b, i)?;
+                    frames.push(keys.len());
+                    i = scan_new_key(b, i, &mut keys, &frames)?;
                     continue 'value;
                 }
             }
             Some(b'[') => {
+                if depth + stack.len() + 1 >= MAX_DEPTH {
+                    return Err(i);
+                }
                 i = skip_ws(b, i + 1);
                 if b.get(i) == Some(&b']') {
                     i += 1;
@@ -530,12 +556,13 @@ pub(crate) fn scan_value(b: &[u8], i: usize) -> Result<usize, usize> {
                     Some(b',') => {
                         i = skip_ws(b, i + 1);
                         if is_obj {
-                            i = scan_key(b, i)?;
+                            i = scan_new_key(b, i, &mut keys, &frames)?;
                         }
                         continue 'value;
                     }
                     Some(b'}') if is_obj => {
                         stack.pop();
+                        keys.truncate(frames.pop().unwrap_or(0));
                         i += 1;
                     }
                     Some(b']') if !is_obj => {
@@ -547,6 +574,26 @@ pub(crate) fn scan_value(b: &[u8], i: usize) -> Result<usize, usize> {
             }
         }
     }
+}
+
+/// [`scan_key`], refusing a key the innermost open object already has.
+#[inline]
+fn scan_new_key(
+    b: &[u8],
+    i: usize,
+    keys: &mut Vec<(usize, usize)>,
+    frames: &[usize],
+) -> Result<usize, usize> {
+    let next = scan_key(b, i)?;
+    // The key is b[i + 1 .. end of its string); scan_key has checked it.
+    let end = scan_string(b, i + 1)? - 1;
+    let key = &b[i + 1..end];
+    let first = frames.last().copied().unwrap_or(0);
+    if keys[first..].iter().any(|&(s, e)| &b[s..e] == key) {
+        return Err(i);
+    }
+    keys.push((i + 1, end));
+    Ok(next)
 }
 
 #[cfg(test)]

@@ -3,16 +3,30 @@
 
 use serde_json::Value;
 
-/// Parse a line as a JSON object, with the error kinds named as users read them.
+/// Parse a line as a JSON object, by the rules every stage applies to a row:
+///
+/// - not valid UTF-8: refused (`invalid UTF-8 at byte N`);
+/// - not JSON, or nested 128 levels deep or more (the row is level 1): refused;
+/// - valid JSON but not an object (`42`, `[...]`, `"s"`, `null`): refused;
+/// - an object with the same key twice at any level: refused (keeping one of them
+///   would silently drop the other);
+/// - any number, `1e400` and 30-digit integers included: kept as written.
 ///
 /// One UTF-8 check of the whole line (SIMD), then serde_json's `StrRead`, which does not
-/// re-validate each string; a line that is not UTF-8 goes through `from_slice` for the
-/// position in its message.
+/// re-validate each string, into a value built by [`Strict`] (which sees duplicates).
 pub fn parse_object(bytes: &[u8]) -> std::result::Result<serde_json::Map<String, Value>, String> {
-    let parsed = match simdutf8::basic::from_utf8(bytes) {
-        Ok(text) => serde_json::from_str::<Value>(text),
-        Err(_) => serde_json::from_slice::<Value>(bytes),
+    let text = match simdutf8::basic::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(_) => {
+            let at = std::str::from_utf8(bytes).err().map_or(0, |e| e.valid_up_to());
+            return Err(format!("invalid JSON: invalid UTF-8 at byte {at}"));
+        }
     };
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = serde::de::DeserializeSeed::deserialize(Strict, &mut de).and_then(|v| {
+        de.end()?;
+        Ok(v)
+    });
     match parsed {
         Ok(Value::Object(m)) => Ok(m),
         Ok(other) => Err(format!(
@@ -23,6 +37,79 @@ pub fn parse_object(bytes: &[u8]) -> std::result::Result<serde_json::Map<String,
     }
 }
 
+/// Builds a `Value` as serde_json's own `Deserialize` does, but refuses an object that
+/// has a key twice.
+#[derive(Clone, Copy)]
+struct Strict;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strict {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strict {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(x) = seq.next_element_seed(Strict)? {
+            v.push(x);
+        }
+        Ok(Value::Array(v))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        use serde::de::Error as _;
+        let mut m = serde_json::Map::new();
+        while let Some(k) = map.next_key::<String>()? {
+            // A number, with `arbitrary_precision`: serde_json hands it over as a map of
+            // one private key whose value is the number's text.
+            if m.is_empty() && k == NUMBER_TOKEN {
+                let text: String = map.next_value()?;
+                let n: serde_json::Number = text.parse().map_err(A::Error::custom)?;
+                return Ok(Value::Number(n));
+            }
+            let v = map.next_value_seed(Strict)?;
+            if m.contains_key(&k) {
+                return Err(A::Error::custom(format_args!("duplicate key {k:?}")));
+            }
+            m.insert(k, v);
+        }
+        Ok(Value::Object(m))
+    }
+}
+
+/// serde_json's private key for a number kept as text (`arbitrary_precision`).
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
 /// `an array`, `a string`, ... for messages.
 pub fn json_kind(v: &Value) -> &'static str {
     match v {
@@ -32,5 +119,33 @@ pub fn json_kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_row_rules() {
+        let ok = parse_object(br#"{"a": [1e400, 123456789012345678901234567890, -0.0], "b": {"c": 1.50}}"#)
+            .unwrap();
+        assert_eq!(
+            serde_json::to_string(&Value::Object(ok)).unwrap(),
+            r#"{"a":[1e+400,123456789012345678901234567890,-0.0],"b":{"c":1.50}}"#
+        );
+        let err = |l: &[u8]| parse_object(l).unwrap_err();
+        assert_eq!(err(b"42"), "expected a JSON object, found a number");
+        assert_eq!(err(b"[1]"), "expected a JSON object, found an array");
+        assert!(err(br#"{"a":1,"a":2}"#).contains("duplicate key \"a\""));
+        assert!(err(br#"{"x":{"a":1,"b":{"a":2},"a":3}}"#).contains("duplicate key \"a\""));
+        assert!(parse_object(br#"{"x":{"a":1},"y":{"a":1}}"#).is_ok());
+        assert_eq!(err(b"{\"s\":\"\xff\"}"), "invalid JSON: invalid UTF-8 at byte 6");
+        let deep = |n: usize| format!("{{\"d\":{}{}}}", "[".repeat(n - 1), "]".repeat(n - 1));
+        assert!(parse_object(deep(127).as_bytes()).is_ok());
+        assert!(err(deep(128).as_bytes()).contains("recursion limit exceeded"));
+        assert!(err(br#"{"a":1} x"#).starts_with("invalid JSON: trailing characters"));
+        // A key that looks like serde_json's private number key is a key.
+        assert!(parse_object(br#"{"b":1,"$serde_json::private::Number":"x"}"#).is_ok());
     }
 }
