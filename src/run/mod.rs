@@ -7,6 +7,7 @@ pub mod chat;
 pub mod config;
 pub mod engine;
 pub mod hosts;
+pub mod image;
 pub mod lock;
 pub mod plan;
 pub mod progress;
