@@ -1866,3 +1866,74 @@ fn task_images_are_checked_before_the_first_model_call_and_missing_ones_fail_as_
     assert_eq!(failures(&run_dir).len(), 3, "given up at the attempt cap");
     assert_eq!(records(&run_dir).len(), 3);
 }
+
+// ---- issue 17: traj-run across machines -----------------------------------------------
+
+/// `--shard I/N` into N run dirs (one killed with SIGKILL and resumed), then traj-merge
+/// of the run dirs: every task row exactly once, as a multiset, duplicates included.
+#[test]
+fn shards_in_separate_run_dirs_merge_to_every_task_exactly_once() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 10, "record": false,
+        "default": {"content": "done {prompt}", "reasoning": "r"}}));
+    // 90 rows: 30 texts, each three times: twice identical, once with another field.
+    let rows: Vec<Value> = (0..90)
+        .map(|i| match i % 3 {
+            2 => json!({"prompt": format!("t{}", i / 3), "cwd": "sub", "toolsets": []}),
+            _ => json!({"prompt": format!("t{}", i / 3), "toolsets": []}),
+        })
+        .collect();
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("tasks.jsonl"), text).unwrap();
+    let shard = |i: usize, resume: bool| {
+        let mut c = traj_run(d.path(), &s);
+        let sh = format!("{i}/3");
+        let dir = format!("data/shard{i}");
+        c.args(["tasks.jsonl", "--shard", &sh, "--run-dir", &dir])
+            .args(["--batch-size", "4", "--num-workers", "2"]);
+        if resume {
+            c.arg("--resume");
+        }
+        c
+    };
+    // Shard 1 is killed part way, then resumed.
+    let mut c = shard(1, false);
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    wait_for("shard 1 to write records", 30, || {
+        records_so_far(&d.path().join("data/shard1")) >= 3
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        records_so_far(&d.path().join("data/shard1")) < 30,
+        "killed too late"
+    );
+    for (i, resume) in [(0, false), (1, true), (2, false)] {
+        let o = run(shard(i, resume));
+        assert_code(&o, 0);
+    }
+    let mut c = cmd("traj-merge", d.path());
+    c.args(["data/shard0", "data/shard1", "data/shard2"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let merged = parse_jsonl(&stdout(&o));
+    let key = |r: &Value| {
+        format!(
+            "{}|{}",
+            r["prompt"].as_str().unwrap(),
+            r.get("cwd").and_then(Value::as_str).unwrap_or("")
+        )
+    };
+    let mut got: Vec<String> = merged.iter().map(key).collect();
+    let mut want: Vec<String> = rows.iter().map(key).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "every task row exactly once");
+    let mut idx: Vec<u64> = merged
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    idx.dedup();
+    assert_eq!(idx, (0..90).collect::<Vec<u64>>(), "sorted by global index");
+}
