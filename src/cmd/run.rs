@@ -280,6 +280,8 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
 
 /// Run traj-run.
 pub fn run_cli(args: Args) -> Result<Status> {
+    // The engine's notes, on stderr as `traj-run: msg` (only cli prints).
+    crate::run::set_notes(|msg| crate::cli::note("traj-run", msg));
     // The key is in this process's environment (and memory), and local-backend tool
     // commands run as the same user: a non-dumpable process keeps its /proc/PID/environ,
     // mem and the like (and ptrace) to root. First thing, before any tool runs.
