@@ -44,11 +44,14 @@ pub struct ImageError {
     pub reason: String,
 }
 
+/// The outcome of one image's check, filled by the first task that needs it.
+type Slot = Arc<Mutex<Option<Result<(), ImageError>>>>;
+
 /// The images of one run, each checked (and pulled) at most once: workers needing the
 /// same image wait for the first one's check and share its outcome.
 pub struct Images {
     cli: String,
-    checked: Mutex<HashMap<String, Arc<Mutex<Option<Result<(), ImageError>>>>>>,
+    checked: Mutex<HashMap<String, Slot>>,
 }
 
 impl Images {

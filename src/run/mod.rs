@@ -20,7 +20,10 @@ pub mod writer;
 
 /// Where the engine's diagnostic lines go. The library never prints: the binary
 /// (`cmd/run.rs`) installs a sink that writes them to stderr; unset, they are dropped.
-static NOTES: std::sync::OnceLock<Box<dyn Fn(&str) + Send + Sync>> = std::sync::OnceLock::new();
+static NOTES: std::sync::OnceLock<Box<NoteSink>> = std::sync::OnceLock::new();
+
+/// What receives the engine's notes.
+pub type NoteSink = dyn Fn(&str) + Send + Sync;
 
 /// Send the engine's diagnostic lines (`msg` without a prefix) to `sink`; the first
 /// sink installed in a process stays.
