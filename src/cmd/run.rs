@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::{IoArgs, Status, UsageError};
 use crate::llm::ClientConfig;
-use crate::run::config::{self, ConfigError, RunConfig, split_list};
+use crate::run::config::{self, ConfigError, RunConfig, SendReasoning, split_list};
 use crate::run::prompt::{SystemPrompt, SystemPromptUsed};
 use crate::run::{agent::AgentConfig, engine, hosts, tasks::TaskSource};
 use crate::toolbox::ToolArgs;
@@ -145,7 +145,7 @@ pub struct Args {
     #[arg(
         short = 'j',
         long,
-        visible_alias = "jobs",
+        alias = "jobs",
         default_value_t = 8,
         value_name = "N"
     )]
@@ -176,14 +176,6 @@ pub struct Args {
 
     #[command(flatten)]
     pub tools: ToolArgs,
-}
-
-/// When reasoning fields go back to the provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SendReasoning {
-    Auto,
-    Yes,
-    No,
 }
 
 /// Validated agent settings, from flags and files.
@@ -281,6 +273,7 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
 
 /// Run traj-run.
 pub fn run_cli(args: Args) -> Result<Status> {
+    crate::run::set_notes(|msg| crate::cli::note("traj-run", msg));
     // Non-dumpable: /proc/PID/environ (the API key) is root's only. Before any tool runs.
     #[cfg(target_os = "linux")]
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)

@@ -18,7 +18,9 @@ pub fn parse_object(bytes: &[u8]) -> std::result::Result<serde_json::Map<String,
     let text = match simdutf8::basic::from_utf8(bytes) {
         Ok(text) => text,
         Err(_) => {
-            let at = std::str::from_utf8(bytes).err().map_or(0, |e| e.valid_up_to());
+            let at = std::str::from_utf8(bytes)
+                .err()
+                .map_or(0, |e| e.valid_up_to());
             return Err(format!("invalid JSON: invalid UTF-8 at byte {at}"));
         }
     };
@@ -128,8 +130,10 @@ mod tests {
 
     #[test]
     fn the_row_rules() {
-        let ok = parse_object(br#"{"a": [1e400, 123456789012345678901234567890, -0.0], "b": {"c": 1.50}}"#)
-            .unwrap();
+        let ok = parse_object(
+            br#"{"a": [1e400, 123456789012345678901234567890, -0.0], "b": {"c": 1.50}}"#,
+        )
+        .unwrap();
         assert_eq!(
             serde_json::to_string(&Value::Object(ok)).unwrap(),
             r#"{"a":[1e+400,123456789012345678901234567890,-0.0],"b":{"c":1.50}}"#
@@ -140,7 +144,10 @@ mod tests {
         assert!(err(br#"{"a":1,"a":2}"#).contains("duplicate key \"a\""));
         assert!(err(br#"{"x":{"a":1,"b":{"a":2},"a":3}}"#).contains("duplicate key \"a\""));
         assert!(parse_object(br#"{"x":{"a":1},"y":{"a":1}}"#).is_ok());
-        assert_eq!(err(b"{\"s\":\"\xff\"}"), "invalid JSON: invalid UTF-8 at byte 6");
+        assert_eq!(
+            err(b"{\"s\":\"\xff\"}"),
+            "invalid JSON: invalid UTF-8 at byte 6"
+        );
         let deep = |n: usize| format!("{{\"d\":{}{}}}", "[".repeat(n - 1), "]".repeat(n - 1));
         assert!(parse_object(deep(127).as_bytes()).is_ok());
         assert!(err(deep(128).as_bytes()).contains("recursion limit exceeded"));

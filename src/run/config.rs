@@ -12,6 +12,14 @@ use super::prompt::SystemPromptUsed;
 use super::tasks::TaskSource;
 use crate::llm::ClientConfig;
 
+/// When reasoning fields go back to the provider (`--send-reasoning`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SendReasoning {
+    Auto,
+    Yes,
+    No,
+}
+
 /// A configuration refused before the run starts.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

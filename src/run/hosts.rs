@@ -1,5 +1,7 @@
 //! The tools of one task: which toolsets a row gets (its own `toolsets`, `--toolsets`,
-//! or a draw from `--distribution`) and the factory that makes its [`ToolHost`].
+//! or a draw from `--distribution`) and the factory that makes its [`ToolHost`]; a task
+//! in a container has its image checked and its container started before it is handed
+//! to the agent.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -7,9 +9,10 @@ use std::path::PathBuf;
 use serde_json::{Map, Value};
 
 use super::config::ConfigError;
+use super::image::{self, Images};
 use super::record::FailureClass;
 use crate::toolbox::{
-    self as toolbox, Distribution, Registry, SandboxConfig, TaskSpec, ToolConfig, ToolHost,
+    self as toolbox, Backend, Distribution, Registry, SandboxConfig, ToolConfig, ToolHost,
     distributions,
 };
 
@@ -60,6 +63,7 @@ pub fn host_factory(
             )));
         }
     }
+    let images = Images::new(&sandbox.docker_cli);
     Ok(Box::new(move |row, toolsets| {
         match registry.resolve(toolsets) {
             Err(e) => {
@@ -84,17 +88,34 @@ pub fn host_factory(
             Ok(tools) if tools.is_empty() => return Ok((Box::new(NoTools), None)),
             Ok(_) => {}
         }
-        match toolbox::Task::new(&registry, toolsets, &sandbox, &TaskSpec::from_row(row)) {
-            Ok(t) => {
-                let ws = t.workspace().to_path_buf();
-                Ok((Box::new(t) as Box<dyn ToolHost>, Some(ws)))
+        let tool_host = |message: String| HostError {
+            class: FailureClass::ToolHost,
+            retryable: true,
+            message,
+        };
+        let spec = image::spec_of(row);
+        let mut task = toolbox::Task::new(&registry, toolsets, &sandbox, &spec)
+            .map_err(|e| tool_host(format!("{e:#}")))?;
+        if task.sandbox().backend() == Backend::Docker {
+            // The image the sandbox runs (the row's, else the configured default).
+            let img = spec.image.as_ref().or(sandbox.docker_image.as_ref());
+            if let Some(img) = img {
+                images.ensure(img).map_err(|e| tool_host(e.to_string()))?;
             }
-            Err(e) => Err(HostError {
-                class: FailureClass::ToolHost,
-                retryable: true,
-                message: format!("{e:#}"),
-            }),
+            // A task that runs commands gets its container now: one that cannot start
+            // is this task's failure, not a tool error inside a completed record.
+            if task
+                .offered()
+                .iter()
+                .any(|t| matches!(*t, "terminal" | "execute_code"))
+            {
+                task.sandbox()
+                    .command(&["true"])
+                    .map_err(|e| tool_host(format!("{e:#}")))?;
+            }
         }
+        let ws = task.workspace().to_path_buf();
+        Ok((Box::new(task) as Box<dyn ToolHost>, Some(ws)))
     }))
 }
 

@@ -1695,3 +1695,245 @@ fn sample_tools_then_run_on_every_distribution_never_offers_an_empty_tool_list()
         );
     }
 }
+
+// ---- issue 13: images -----------------------------------------------------------------
+
+/// A fake docker CLI (no engine runs here): images listed in `images` are present,
+/// `pull` of one listed in `registry` adds it to `images`, `run` of the image `badrun`
+/// fails, `exec` runs the command locally; every call is logged to `log`.
+fn fake_docker(dir: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let cli = dir.join("fake-docker");
+    std::fs::write(
+        &cli,
+        format!(
+            r#"#!/bin/sh
+d={d}
+printf '%s\n' "$*" >> "$d/log"
+case "$1" in
+  image) grep -qx "$3" "$d/images" ;;
+  pull) if grep -qx "$2" "$d/registry"; then echo "$2" >> "$d/images"; else echo "pull access denied for $2" >&2; exit 1; fi ;;
+  run) case "$*" in *" badrun sleep infinity") echo "cannot start container: no init" >&2; exit 125 ;; esac; echo 0123abcd ;;
+  exec) shift; while [ "${{1#-}}" != "$1" ]; do case "$1" in -w|-e) shift 2 ;; *) shift ;; esac; done; shift; exec "$@" ;;
+  rm) ;;
+esac
+"#,
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("images"), "present\nbadrun\n").unwrap();
+    std::fs::write(dir.join("registry"), "pullable\n").unwrap();
+    cli.display().to_string()
+}
+
+#[test]
+fn task_images_are_checked_before_the_first_model_call_and_missing_ones_fail_as_tool_host() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [{"match": "", "turns": [
+        {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo in-container"}}]},
+        {"content": "Final: {tool_output}"}
+    ]}]}));
+    let docker = fake_docker(d.path());
+    let rows = [
+        // `image` wins over `docker_image`.
+        json!({"prompt": "p-present", "image": "present", "docker_image": "missing", "toolsets": ["terminal"]}),
+        // The reference's field, pulled when missing.
+        json!({"prompt": "p-pulled", "docker_image": "pullable", "toolsets": ["terminal"]}),
+        json!({"prompt": "p-missing", "image": "missing", "toolsets": ["terminal"]}),
+        // Present, but its container does not start.
+        json!({"prompt": "p-badrun", "image": "badrun", "toolsets": ["terminal"]}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("tasks.jsonl"), text).unwrap();
+    let go = |resume: bool| {
+        let mut c = traj_run(d.path(), &s);
+        c.args([
+            "tasks.jsonl",
+            "--docker-cli",
+            &docker,
+            "--max-attempts",
+            "2",
+        ]);
+        if resume {
+            c.arg("--resume");
+        }
+        run(c)
+    };
+    let o = go(false);
+    assert_code(&o, 1);
+    let run_dir = d.path().join("data/r");
+    let recs = records(&run_dir);
+    let mut done: Vec<&str> = recs.iter().map(|r| r["prompt"].as_str().unwrap()).collect();
+    done.sort();
+    assert_eq!(done, ["p-present", "p-pulled"]);
+    for r in &recs {
+        assert_eq!(r["completed"], true);
+        assert!(
+            r["messages"][2]["content"]
+                .as_str()
+                .unwrap()
+                .contains("in-container"),
+            "{r}"
+        );
+        assert!(!r.to_string().contains("run failed"), "{r}");
+    }
+    let fails = failures(&run_dir);
+    assert_eq!(fails.len(), 2);
+    for f in &fails {
+        assert_eq!(f["class"], "tool_host", "{f}");
+        assert_eq!(f["retryable"], true, "{f}");
+        assert_eq!(f["api_calls"], 0, "{f}");
+    }
+    let missing = fails.iter().find(|f| f["prompt_index"] == 2).unwrap();
+    let msg = missing["error"].as_str().unwrap();
+    assert!(
+        msg.contains("Docker image not available: missing")
+            && msg.contains("pull access denied for missing"),
+        "{msg}"
+    );
+    let badrun = fails.iter().find(|f| f["prompt_index"] == 3).unwrap();
+    assert!(
+        badrun["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot start container"),
+        "{badrun}"
+    );
+    // No model call was made for a task whose image could not be had.
+    let asked: Vec<String> = s
+        .requests()
+        .iter()
+        .map(|r| {
+            r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["role"] == "user")
+                .unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        asked.iter().all(|p| p == "p-present" || p == "p-pulled"),
+        "{asked:?}"
+    );
+    // Inspected once per image, pulled only when missing.
+    let log = std::fs::read_to_string(d.path().join("log")).unwrap();
+    let mut calls: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("image ") || l.starts_with("pull "))
+        .collect();
+    calls.sort();
+    assert_eq!(
+        calls,
+        [
+            "image inspect badrun",
+            "image inspect missing",
+            "image inspect present",
+            "image inspect pullable",
+            "pull missing",
+            "pull pullable",
+        ]
+    );
+    assert!(
+        !log.contains("missing sleep infinity"),
+        "a missing image was run: {log}"
+    );
+
+    // The image appears in the registry: resume runs that task (attempt 2); the other
+    // still fails, and is then given up at the attempt cap.
+    std::fs::write(d.path().join("registry"), "pullable\nmissing\n").unwrap();
+    let o = go(true);
+    assert_code(&o, 1);
+    let recs = records(&run_dir);
+    assert_eq!(recs.len(), 3);
+    let pulled = recs.iter().find(|r| r["prompt"] == "p-missing").unwrap();
+    assert_eq!(pulled["attempt"], 2);
+    let fails = failures(&run_dir);
+    assert_eq!(fails.len(), 3);
+    assert_eq!(fails.last().unwrap()["prompt_index"], 3);
+    assert_eq!(fails.last().unwrap()["attempts"], 2);
+    let o = go(true);
+    assert!(
+        stderr(&o).is_empty() || !stderr(&o).contains("panick"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(failures(&run_dir).len(), 3, "given up at the attempt cap");
+    assert_eq!(records(&run_dir).len(), 3);
+}
+
+// ---- issue 17: traj-run across machines -----------------------------------------------
+
+/// `--shard I/N` into N run dirs (one killed with SIGKILL and resumed), then traj-merge
+/// of the run dirs: every task row exactly once, as a multiset, duplicates included.
+#[test]
+fn shards_in_separate_run_dirs_merge_to_every_task_exactly_once() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 10, "record": false,
+        "default": {"content": "done {prompt}", "reasoning": "r"}}));
+    // 90 rows: 30 texts, each three times: twice identical, once with another field.
+    let rows: Vec<Value> = (0..90)
+        .map(|i| match i % 3 {
+            2 => json!({"prompt": format!("t{}", i / 3), "cwd": "sub", "toolsets": []}),
+            _ => json!({"prompt": format!("t{}", i / 3), "toolsets": []}),
+        })
+        .collect();
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("tasks.jsonl"), text).unwrap();
+    let shard = |i: usize, resume: bool| {
+        let mut c = traj_run(d.path(), &s);
+        let sh = format!("{i}/3");
+        let dir = format!("data/shard{i}");
+        c.args(["tasks.jsonl", "--shard", &sh, "--run-dir", &dir])
+            .args(["--batch-size", "4", "--num-workers", "2"]);
+        if resume {
+            c.arg("--resume");
+        }
+        c
+    };
+    // Shard 1 is killed part way, then resumed.
+    let mut c = shard(1, false);
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    wait_for("shard 1 to write records", 30, || {
+        records_so_far(&d.path().join("data/shard1")) >= 3
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        records_so_far(&d.path().join("data/shard1")) < 30,
+        "killed too late"
+    );
+    for (i, resume) in [(0, false), (1, true), (2, false)] {
+        let o = run(shard(i, resume));
+        assert_code(&o, 0);
+    }
+    let mut c = cmd("traj-merge", d.path());
+    c.args(["data/shard0", "data/shard1", "data/shard2"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let merged = parse_jsonl(&stdout(&o));
+    let key = |r: &Value| {
+        format!(
+            "{}|{}",
+            r["prompt"].as_str().unwrap(),
+            r.get("cwd").and_then(Value::as_str).unwrap_or("")
+        )
+    };
+    let mut got: Vec<String> = merged.iter().map(key).collect();
+    let mut want: Vec<String> = rows.iter().map(key).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "every task row exactly once");
+    let mut idx: Vec<u64> = merged
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    idx.dedup();
+    assert_eq!(idx, (0..90).collect::<Vec<u64>>(), "sorted by global index");
+}
