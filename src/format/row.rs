@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 pub use crate::format::jsonscan::decode_str;
 pub(crate) use crate::format::jsonscan::object_members;
-use crate::format::jsonscan::{object_members_with, scan_json, scan_value, skip_ws};
+use crate::format::jsonscan::{object_members_with, scan_json, scan_value_at, skip_ws};
 
 /// Why a line cannot be read as a row (bad input, not a drop). The `Display` text is
 /// the reason written to the rejects file.
@@ -107,7 +107,12 @@ pub struct FunctionEntry<'a> {
 fn json_error(line: &[u8], at: usize) -> BadRow {
     match serde_json::from_slice::<IgnoredAny>(line) {
         Err(e) => BadRow::Json(e.to_string()),
-        Ok(_) => BadRow::JsonNear(at),
+        // Valid JSON the scanner refused: a key twice (the one rule of every stage,
+        // `io::parse_object`, words it), or a scanner bug.
+        Ok(_) => match crate::io::parse_object(line) {
+            Err(e) => BadRow::Line(e),
+            Ok(_) => BadRow::JsonNear(at),
+        },
     }
 }
 
@@ -167,13 +172,13 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
                     Ok(ve)
                 }
                 Err(e) => {
-                    let ve = scan_value(b, vs)?;
+                    let ve = scan_value_at(b, vs, 1)?;
                     shape = Some(e.0);
                     Ok(ve)
                 }
             };
         }
-        let ve = scan_value(b, vs)?;
+        let ve = scan_value_at(b, vs, 1)?;
         let raw = &text[vs..ve];
         match key {
             b"messages" => match serde_json::from_str::<Vec<Message>>(raw) {

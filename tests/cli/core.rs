@@ -169,3 +169,87 @@ fn man_pages_and_completions_are_generated_for_every_binary() {
         assert!(d.path().join(format!("completions/fish/{b}.fish")).exists());
     }
 }
+
+/// One rule per bad line, the same answer in every stage (README, formats): not UTF-8,
+/// not an object, nested 128 levels deep, a key twice are refused with the same words;
+/// `1e400` is a number like any other.
+#[test]
+fn every_stage_answers_a_bad_line_the_same_way() {
+    let d = tmpdir();
+    let row = r#"{"conversations":[{"from":"human","value":"x"},{"from":"gpt","value":"y"}],"prompt":"p""#;
+    let nest = |n: usize| format!("{row},\"d\":{}{}}}", "[".repeat(n - 1), "]".repeat(n - 1));
+    let cases: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
+        (
+            "scalar",
+            b"42".to_vec(),
+            Some("expected a JSON object, found a number"),
+        ),
+        (
+            "array",
+            b"[1]".to_vec(),
+            Some("expected a JSON object, found an array"),
+        ),
+        (
+            "utf8",
+            [row.as_bytes(), b",\"s\":\"\xff\"}"].concat(),
+            Some("invalid UTF-8 at byte"),
+        ),
+        (
+            "dup",
+            format!("{row},\"prompt\":\"q\"}}").into_bytes(),
+            Some("duplicate key \"prompt\""),
+        ),
+        (
+            "dup-nested",
+            format!("{row},\"x\":{{\"a\":1,\"a\":2}}}}").into_bytes(),
+            Some("duplicate key \"a\""),
+        ),
+        (
+            "deep",
+            nest(128).into_bytes(),
+            Some("recursion limit exceeded"),
+        ),
+        ("deep-ok", nest(127).into_bytes(), None),
+        ("big", format!("{row},\"n\":1e400}}").into_bytes(), None),
+    ];
+    let stages: [(&str, &[&str]); 7] = [
+        ("traj-filter", &[]),
+        ("traj-filter", &["--well-formed"]),
+        ("traj-normalize", &[]),
+        ("traj-merge", &[]),
+        ("traj-compress", &["--offline", "--no-metrics", "-o", "-"]),
+        (
+            "traj-compress",
+            &[
+                "--offline",
+                "--no-metrics",
+                "-o",
+                "-",
+                "--target-max-tokens",
+                "1",
+            ],
+        ),
+        ("traj-sample-tools", &[]),
+    ];
+    for (name, line, refused) in &cases {
+        let file = format!("{name}.jsonl");
+        std::fs::write(d.path().join(&file), [line.as_slice(), b"\n"].concat()).unwrap();
+        for (b, args) in stages {
+            let mut c = cmd(b, d.path());
+            c.args(args).arg(&file);
+            let o = run(c);
+            match refused {
+                Some(words) => {
+                    assert_code(&o, 1);
+                    let want = format!("{file}:1: ");
+                    assert!(
+                        stderr(&o).contains(&want) && stderr(&o).contains(words),
+                        "{b} {args:?} on {name}: {}",
+                        stderr(&o)
+                    );
+                }
+                None => assert_code(&o, 0),
+            }
+        }
+    }
+}
