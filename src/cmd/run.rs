@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::{IoArgs, Status, UsageError};
 use crate::llm::ClientConfig;
-use crate::run::config::{self, ConfigError, RunConfig, SendReasoning, split_list};
+use crate::run::config::{self, ConfigError, RunConfig, SandboxUsed, SendReasoning, split_list};
 use crate::run::prompt::{SystemPrompt, SystemPromptUsed};
 use crate::run::{agent::AgentConfig, engine, hosts, tasks::TaskSource};
 use crate::toolbox::ToolArgs;
@@ -267,6 +267,7 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
             .progress_secs
             .map(|s| Duration::from_secs_f64(s.max(0.05))),
         system_prompt,
+        sandbox: Default::default(),
     }
     .validated()
 }
@@ -278,7 +279,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     #[cfg(target_os = "linux")]
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .context("cannot make traj-run non-dumpable (it hides the API key from tools)")?;
-    let cfg = config(&args).map_err(|e| usage(e.into()))?;
+    let mut cfg = config(&args).map_err(|e| usage(e.into()))?;
     let tool_config = args
         .tools
         .tool_config(&cfg.client)
@@ -287,6 +288,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     if let Some(warning) = &sandbox.auto_fallback {
         crate::cli::note("traj-run", warning);
     }
+    cfg.sandbox = SandboxUsed::of(&sandbox);
     let hosts = hosts::host_factory(&tool_config, sandbox, cfg.toolsets.as_deref())
         .map_err(|e| usage(e.into()))?;
     let ending = engine::run(&cfg, hosts, &tool_config).map_err(usage)?;

@@ -102,6 +102,26 @@ pub struct RunConfig {
     pub progress_every: Option<Duration>,
     /// The system prompt in `agent`, as `statistics.json` records it.
     pub system_prompt: SystemPromptUsed,
+    /// The sandbox the tools run in, as `statistics.json` records it.
+    pub sandbox: SandboxUsed,
+}
+
+/// The sandbox of a run: the backend that runs tool commands, and the warning when
+/// `--sandbox auto` had to fall back to an unisolated one.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SandboxUsed {
+    pub backend: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+impl SandboxUsed {
+    pub fn of(s: &crate::toolbox::SandboxConfig) -> SandboxUsed {
+        SandboxUsed {
+            backend: format!("{:?}", s.backend).to_lowercase(),
+            warning: s.auto_fallback.clone(),
+        }
+    }
 }
 
 impl RunConfig {

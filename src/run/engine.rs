@@ -313,5 +313,6 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
             stopped: shared.llm.stop_reason(),
         },
         system_prompt: cfg.system_prompt.clone(),
+        sandbox: cfg.sandbox.clone(),
     }
 }

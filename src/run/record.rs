@@ -256,6 +256,8 @@ pub struct Statistics {
     pub this_run: ThisRun,
     /// Which system prompt the last process sent.
     pub system_prompt: SystemPromptUsed,
+    /// Where its tools ran (and the warning of an unisolated fallback).
+    pub sandbox: crate::run::config::SandboxUsed,
 }
 
 /// `value` as one JSONL line.

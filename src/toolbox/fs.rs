@@ -717,8 +717,9 @@ mod tests {
             std::fs::write(c.root.join("d/x"), "inside").unwrap();
             std::os::unix::fs::symlink(outside.path(), c.root.join("l")).unwrap();
             let stop = Arc::new(AtomicBool::new(false));
+            let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
             let swapper = {
-                let (stop, root) = (stop.clone(), c.root.clone());
+                let (stop, root, count) = (stop.clone(), c.root.clone(), count.clone());
                 std::thread::spawn(move || {
                     let mut swaps = 0u64;
                     while !stop.load(Ordering::Relaxed) {
@@ -731,15 +732,22 @@ mod tests {
                         )
                         .unwrap();
                         swaps += 1;
+                        count.store(swaps, Ordering::Relaxed);
                         std::thread::yield_now();
                     }
                     swaps
                 })
             };
             let (mut written, mut read) = (0, 0);
-            let until = std::time::Instant::now() + std::time::Duration::from_millis(600);
+            // At least 300 calls and 600 ms, and on a loaded machine until the swapper has
+            // swapped 200 times (at most 20 s).
+            let start = std::time::Instant::now();
             let mut i = 0;
-            while i < 300 || std::time::Instant::now() < until {
+            while i < 300
+                || start.elapsed() < std::time::Duration::from_millis(600)
+                || (count.load(Ordering::Relaxed) < 200
+                    && start.elapsed() < std::time::Duration::from_secs(20))
+            {
                 i += 1;
                 let path = format!("d/f{i}.txt");
                 if c.write_file(&json!({"path": path, "content": "x"})).is_ok() {
