@@ -327,11 +327,23 @@ fn real_glaive_rows_without_index_merge_by_prompt_only_when_asked() {
     let doubled: String = format!("{text}{text}");
     let want: Vec<&str> = doubled.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(stdout(&o).lines().collect::<Vec<_>>(), want);
-    // --key line: one copy of each line
+    // --key line: one copy of each distinct line (the file repeats some), where it
+    // first came
     let o = merge(d.path(), &[&p, &p, "--key", "line", "--keep", "first"]);
     assert_code(&o, 0);
-    let once: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut lines_seen = std::collections::HashSet::new();
+    let once: Vec<&str> = want
+        .iter()
+        .copied()
+        .filter(|l| lines_seen.insert(*l))
+        .collect();
+    assert!(once.len() < rows.len(), "the fixture repeats lines");
     assert_eq!(stdout(&o).lines().collect::<Vec<_>>(), once);
+    assert!(
+        stderr(&o).contains(&format!("{} duplicates dropped", want.len() - once.len())),
+        "{}",
+        stderr(&o)
+    );
     // --key prompt: one row per distinct first human turn
     let o = merge(d.path(), &[&p, &p, "--key", "prompt"]);
     assert_code(&o, 0);
