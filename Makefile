@@ -38,7 +38,9 @@ IN_COMPRESSED = $(patsubst %.jsonl,%_compressed.jsonl,$(patsubst %.gz,%,$(IN)))
 
 BINARIES := traj-normalize traj-filter traj-merge traj-compress traj-sample-tools traj-run
 
-.PHONY: help setup build test lint bench install clean demo batch compress pipeline
+.PHONY: help setup build test lint bench install clean demo batch compress pipeline fuzz
+
+FUZZ_SECS ?= 600
 
 help: ## List the targets
 	@echo "traj: make TARGET [VAR=value ...]"
@@ -64,6 +66,9 @@ test: setup ## fmt check, clippy -D warnings, and every test (installs what they
 lint: ## fmt check and clippy only
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+fuzz: ## Each parser's fuzz target for FUZZ_SECS seconds (default 600; not part of `make test`)
+	FUZZ_SECS=$(FUZZ_SECS) $(CARGO) test --locked --test fuzz
 
 bench: build ## Every stage on a generated 500 MB corpus beside cat and jq; writes BENCHMARKS.md
 	bash scripts/bench.sh

@@ -9,14 +9,20 @@
 #   --target-tokens N   compression budget (default 15250)
 #   --tokenizer SPEC    o200k_base (default), cl100k_base, a .tiktoken or tokenizer.json file
 #   --output FILE       the merged result (default data/compressed_agentic.jsonl)
+#   --config FILE       traj-compress's YAML config (the reference's trajectory_compression.yaml)
+#   --base-url URL      OpenAI-compatible endpoint of the summariser (as traj-compress)
+#   --model NAME        summariser model (as traj-compress)
+#   --api-key-env VAR   environment variable holding the API key (as traj-compress)
 #   --bin DIR           where the traj binaries are (default: target/release, else PATH)
 #
 # Each input is normalised to Hermes ShareGPT (any shape traj-normalize reads: OpenAI
 # messages, ShareGPT variants, HuggingFace dumps fetched with huggingface-cli) and tagged
 # with `_source_dataset` (the file name). Rows under --min-tokens are dropped (counted in
-# the rejects file), then `traj-merge --sample` keeps a uniform sample of --total-samples
-# rows chosen by a seeded hash of each row (bottom-k: independent of input order and of
-# thread count), then traj-compress fits each row into the budget.
+# the rejects file), then `traj-merge --key line --sample` drops exact duplicates only
+# (byte-identical rows, counted and kept in sample_rejects.jsonl) and keeps a uniform
+# sample of --total-samples rows of the whole qualifying pool, chosen by a seeded hash of
+# each row (bottom-k: independent of input order and of thread count), then
+# traj-compress fits each row into the budget.
 #
 # Example:
 #   huggingface-cli download NousResearch/hermes-agent-megascience-sft1 --repo-type dataset --local-dir hf/
@@ -24,7 +30,7 @@
 set -euo pipefail
 
 total=2500; min_tokens=16000; seed=42; target=15250; tokenizer=o200k_base
-output=data/compressed_agentic.jsonl; bin=""; inputs=()
+output=data/compressed_agentic.jsonl; bin=""; inputs=(); compress_flags=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --total-samples) total="$2"; shift 2 ;;
@@ -34,7 +40,8 @@ while [ $# -gt 0 ]; do
     --tokenizer) tokenizer="$2"; shift 2 ;;
     --output) output="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --config|--base-url|--model|--api-key-env) compress_flags+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "sample-and-compress: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) inputs+=("$1"); shift ;;
   esac
@@ -48,14 +55,25 @@ t() { if [ -n "$bin" ]; then "$bin/$1" "${@:2}"; else "$@"; fi; }
 
 work="${output%.jsonl}_work"
 mkdir -p "$work"
+rm -f "$work"/*.long.jsonl
+i=0
 for f in "${inputs[@]}"; do
   name=$(basename "$f"); name=${name%.gz}; name=${name%.jsonl}
-  t traj-normalize --set "_source_dataset=$name" --rejects "$work/$name.normalize_rejects.jsonl" "$f" \
+  # numbered: two inputs of the same name (hf/a/train.jsonl, hf/b/train.jsonl) never
+  # overwrite each other's rows
+  i=$((i + 1)); part="$work/$(printf %03d "$i").$name"
+  t traj-normalize --set "_source_dataset=$name" --rejects "$part.normalize_rejects.jsonl" "$f" \
     | t traj-filter --min-row-tokens "$min_tokens" --tokenizer "$tokenizer" \
-        --rejects "$work/$name.short.jsonl" -q -o "$work/$name.long.jsonl"
-  echo "sample-and-compress: $name: $(wc -l < "$work/$name.long.jsonl") rows of >= $min_tokens tokens" >&2
+        --rejects "$part.short.jsonl" -q -o "$part.long.jsonl"
+  echo "sample-and-compress: $f: $(wc -l < "$part.long.jsonl") rows of >= $min_tokens tokens" >&2
 done
-t traj-merge --sample "$total" --seed "$seed" --key prompt "$work"/*.long.jsonl -o "$work/sample.jsonl"
+pool=$(cat "$work"/*.long.jsonl | wc -l)
+t traj-merge --sample "$total" --seed "$seed" --key line -q --rejects "$work/sample_rejects.jsonl" \
+  "$work"/*.long.jsonl -o "$work/sample.jsonl"
+dups=$(wc -l < "$work/sample_rejects.jsonl")
+echo "sample-and-compress: pool of $pool rows, $dups exact duplicates dropped" \
+  "($work/sample_rejects.jsonl), sampled $(wc -l < "$work/sample.jsonl")" >&2
 t traj-compress --target-max-tokens "$target" --tokenizer "$tokenizer" \
+  ${compress_flags[@]+"${compress_flags[@]}"} \
   --stats "$work/compression_metrics.json" "$work/sample.jsonl" -o "$output"
 echo "sample-and-compress: $(wc -l < "$output") rows in $output (metrics: $work/compression_metrics.json)" >&2

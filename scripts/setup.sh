@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install what traj's tests, demo and benchmarks need on a fresh Debian machine with Rust:
-# jq and bubblewrap (Debian), Python `datasets` (for the loading tests), rustfmt/clippy.
+# jq, bubblewrap and GNU parallel (Debian), Python `datasets` (for the loading tests), rustfmt/clippy.
 set -euo pipefail
 
 need_apt=()
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)  # per-call limits of tool commands
+command -v parallel >/dev/null 2>&1 || need_apt+=(parallel) # docs/pipeline.md's recipes
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq >/dev/null

@@ -19,8 +19,10 @@ Examples:
   # shards from several machines; the first row of a prompt_index wins
   traj-merge shard-a.jsonl shard-b.jsonl.gz --keep first -o merged.jsonl
 
-  # rows without prompt_index, deduplicated on the first human turn
+  # rows without prompt_index are never de-duplicated unless --key asks:
+  # on the first human turn, or only byte-identical lines
   cat a.jsonl b.jsonl | traj-merge --key prompt - > merged.jsonl
+  traj-merge part-*.jsonl --key line -o merged.jsonl
 
   # inputs much larger than memory: spill sorted runs of 256 MiB to a big disk
   traj-merge data/run1 --buffer-size 256M --tmp-dir /scratch -o out.jsonl
@@ -41,8 +43,9 @@ pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,
 
-    /// What identifies a row: a top-level field (rows without it fall back to the
-    /// prompt text), or `prompt` for the text of the first human turn.
+    /// What identifies a row: a top-level field (rows without it are never
+    /// de-duplicated), `prompt` for the text of the first human turn, or `line` for
+    /// the row's exact bytes (only identical lines are duplicates).
     #[arg(long, value_name = "FIELD", default_value = "prompt_index")]
     pub key: String,
 
@@ -75,6 +78,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let key = match args.key.as_str() {
         "" => crate::usage_bail!("--key needs a field name or `prompt`"),
         "prompt" => KeySpec::Prompt,
+        "line" => KeySpec::Line,
         f => KeySpec::Field(f.to_string()),
     };
     let cfg = MergeConfig {
@@ -113,6 +117,12 @@ fn summary_text(s: &MergeSummary, args: &Args) -> String {
         ", {} duplicates dropped (kept the {keep} of each {})",
         s.duplicates, args.key
     ));
+    if s.unkeyed > 0 {
+        msg.push_str(&format!(
+            ", {} rows without a {} key written as they are (never de-duplicated)",
+            s.unkeyed, args.key
+        ));
+    }
     if s.tombstones > 0 {
         msg.push_str(&format!(", {} tombstones dropped", s.tombstones));
     }

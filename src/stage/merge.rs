@@ -13,7 +13,9 @@
 //!    follow, in input order.
 //! 4. Duplicates: an index maps each dedup key (a 128-bit hash) to the row that wins
 //!    (`--keep first|last`); a row is written only if it is the winner of its key, else
-//!    it goes to the rejects file as a duplicate.
+//!    it goes to the rejects file as a duplicate. A row has a key only when the
+//!    [`KeySpec`] gives it one: under the default (`prompt_index`) a row without that
+//!    field is never a duplicate, so merging shards of foreign data drops nothing.
 //!
 //! Memory: the buffer (`--buffer-size`, default 64 MiB), plus the dedup index, about
 //! 64 bytes per distinct key (1 million rows: ~64 MB), plus 64 KiB per run being merged.
@@ -48,11 +50,14 @@ pub enum Keep {
 /// How rows are identified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySpec {
-    /// A top-level field (default `prompt_index`); rows without it fall back to the
-    /// prompt text.
+    /// A top-level field (default `prompt_index`, traj-run's key); rows without it (or
+    /// with `null`) have no key and are never de-duplicated.
     Field(String),
-    /// The text of the first human/user turn (or `prompt`), whitespace-trimmed.
+    /// The text of the first human/user turn (or `prompt`), whitespace-trimmed; rows
+    /// with no such text have no key.
     Prompt,
+    /// The row's exact bytes: only byte-identical lines are duplicates.
+    Line,
 }
 
 /// Settings of one merge.
@@ -99,6 +104,8 @@ pub struct MergeSummary {
     /// file; duplicates and tombstones are counted below, never lost).
     pub lines: crate::io::Summary,
     pub duplicates: u64,
+    /// Rows written that had no key under the [`KeySpec`] (never de-duplicated).
+    pub unkeyed: u64,
     pub tombstones: u64,
     /// Spill files written (0: everything fit in the buffer).
     pub runs: usize,
@@ -293,21 +300,22 @@ fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
     let index = fields
         .get("prompt_index")
         .and_then(|v| v.parse::<i64>().ok());
-    let by_field = match spec {
-        KeySpec::Field(name) => fields.get(name.as_str()).filter(|v| **v != "null"),
-        KeySpec::Prompt => None,
-    };
-    let (key, label) = match (by_field, spec) {
-        (Some(v), KeySpec::Field(name)) => {
-            (Some(hash128(name, v.as_bytes())), format!("{name} {v}"))
-        }
-        _ => match prompt_text(&fields) {
+    let (key, label) = match spec {
+        KeySpec::Field(name) => match fields.get(name.as_str()).filter(|v| **v != "null") {
+            Some(v) => (Some(hash128(name, v.as_bytes())), format!("{name} {v}")),
+            None => (None, String::new()),
+        },
+        KeySpec::Prompt => match prompt_text(&fields) {
             Some(text) => {
                 let h = hash128("\0prompt", text.as_bytes());
                 (Some(h), format!("prompt {:08x}", (h >> 96) as u32))
             }
             None => (None, String::new()),
         },
+        KeySpec::Line => {
+            let h = hash128("\0line", line);
+            (Some(h), format!("identical line {:08x}", (h >> 96) as u32))
+        }
     };
     Ok(Parsed::Row { index, key, label })
 }
@@ -409,6 +417,7 @@ pub fn merge(
         if keep && !sampled {
             s.not_sampled += 1;
         } else if keep {
+            s.unkeyed += r.key.is_none() as u64;
             out.write_all(&r.line)?;
             out.write_all(b"\n")?;
             s.lines.written += 1;
@@ -586,10 +595,13 @@ mod tests {
         assert_eq!(s1.runs, 0);
         assert!(s2.runs > FAN_IN, "forces merge passes: {}", s2.runs);
         let lines: Vec<&str> = mem.lines().collect();
-        assert_eq!(lines.len(), 201);
-        assert_eq!(s1.duplicates, 301);
+        // the two rows without prompt_index have no key: both kept
+        assert_eq!(lines.len(), 202);
+        assert_eq!(s1.duplicates, 300);
+        assert_eq!(s1.unkeyed, 2);
         assert!(lines[0].starts_with("{\"prompt_index\": 0, \"v\": 400}"));
-        assert!(lines[200].ends_with("\"v\": 2}"));
+        assert!(lines[200].ends_with("\"v\": 1}"));
+        assert!(lines[201].ends_with("\"v\": 2}"));
         let (first, _) = run(&data, &cfg(100, Keep::First));
         assert!(first.starts_with("{\"prompt_index\": 0, \"v\": 0}"));
     }

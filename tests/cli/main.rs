@@ -11,6 +11,7 @@ mod compress;
 mod core;
 mod filter;
 mod formats;
+mod lossless;
 mod merge;
 mod normalize;
 mod numbers;

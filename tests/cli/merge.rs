@@ -168,7 +168,7 @@ fn same_prompt_under_two_indices_keeps_both_and_tombstones_never_pass() {
 }
 
 #[test]
-fn rows_without_index_dedup_on_first_human_turn_and_keep_input_order() {
+fn rows_without_index_are_never_deduplicated_unless_key_asks() {
     let d = tmpdir();
     write(
         d.path(),
@@ -179,17 +179,72 @@ fn rows_without_index_dedup_on_first_human_turn_and_keep_input_order() {
             rowj(Some(1), "one", "i1"),
             rowj(None, "  zeta ", "z2"),
             rowj(None, "mid", "m"),
+            rowj(None, "mid", "m"),
         ],
     );
-    for buf in ["64M", "1"] {
-        let o = merge(d.path(), &["in.jsonl", "--buffer-size", buf]);
-        assert_code(&o, 0);
-        let tags: Vec<String> = parse_jsonl(&stdout(&o))
+    let tags = |o: &std::process::Output| -> Vec<String> {
+        parse_jsonl(&stdout(o))
             .iter()
             .map(|r| r["tag"].as_str().unwrap().to_owned())
-            .collect();
-        // the winner of "zeta" is its last row, placed where that row was read
-        assert_eq!(tags, ["i1", "a1", "z2", "m"]);
+            .collect()
+    };
+    for buf in ["64M", "1"] {
+        // default key prompt_index: rows without it are all kept, in input order,
+        // even the byte-identical pair
+        let o = merge(d.path(), &["in.jsonl", "--buffer-size", buf]);
+        assert_code(&o, 0);
+        assert_eq!(tags(&o), ["i1", "z1", "a1", "z2", "m", "m"]);
+        let err = stderr(&o);
+        assert!(err.contains("0 duplicates dropped"), "{err}");
+        assert!(err.contains("5 rows without a prompt_index key"), "{err}");
+
+        // --key prompt: the first human turn (trimmed) identifies a row; the winner
+        // of "zeta" is its last row, placed where that row was read
+        let o = merge(
+            d.path(),
+            &[
+                "in.jsonl",
+                "--buffer-size",
+                buf,
+                "--key",
+                "prompt",
+                "--rejects",
+                "rej.jsonl",
+            ],
+        );
+        assert_code(&o, 0);
+        assert_eq!(tags(&o), ["i1", "a1", "z2", "m"]);
+        assert!(
+            stderr(&o).contains("2 duplicates dropped"),
+            "{}",
+            stderr(&o)
+        );
+        let rej = read_jsonl(&d.path().join("rej.jsonl"));
+        assert_eq!(rej.len(), 2);
+        assert!(
+            rej[0]["reasons"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("duplicate: prompt "),
+            "{rej:?}"
+        );
+        assert!(
+            rej[0]["reasons"][0]
+                .as_str()
+                .unwrap()
+                .ends_with("in.jsonl:4)")
+        );
+
+        // --key line: only the byte-identical pair
+        let o = merge(
+            d.path(),
+            &["in.jsonl", "--buffer-size", buf, "--key", "line"],
+        );
+        assert_code(&o, 0);
+        assert_eq!(tags(&o), ["i1", "z1", "a1", "z2", "m"]);
+        let err = stderr(&o);
+        assert!(err.contains("1 duplicates dropped"), "{err}");
+        assert!(err.contains("(not kept: use --rejects FILE"), "{err}");
     }
 }
 
@@ -248,7 +303,7 @@ fn bad_lines_fail_strict_and_leave_no_output_file() {
 }
 
 #[test]
-fn real_glaive_rows_without_index_merge_by_prompt() {
+fn real_glaive_rows_without_index_merge_by_prompt_only_when_asked() {
     let d = tmpdir();
     let src = fixture("llamafactory_glaive_toolcall_en.jsonl");
     let text = std::fs::read_to_string(&src).unwrap();
@@ -264,8 +319,33 @@ fn real_glaive_rows_without_index_merge_by_prompt() {
             .unwrap();
         seen.insert(first["value"].as_str().unwrap().trim().to_owned());
     }
+    assert!(seen.len() < rows.len(), "the fixture repeats prompts");
     let p = src.display().to_string();
+    // default: every row of both copies kept, byte for byte, in input order
     let o = merge(d.path(), &[&p, &p]);
+    assert_code(&o, 0);
+    let doubled: String = format!("{text}{text}");
+    let want: Vec<&str> = doubled.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(stdout(&o).lines().collect::<Vec<_>>(), want);
+    // --key line: one copy of each distinct line (the file repeats some), where it
+    // first came
+    let o = merge(d.path(), &[&p, &p, "--key", "line", "--keep", "first"]);
+    assert_code(&o, 0);
+    let mut lines_seen = std::collections::HashSet::new();
+    let once: Vec<&str> = want
+        .iter()
+        .copied()
+        .filter(|l| lines_seen.insert(*l))
+        .collect();
+    assert!(once.len() < rows.len(), "the fixture repeats lines");
+    assert_eq!(stdout(&o).lines().collect::<Vec<_>>(), once);
+    assert!(
+        stderr(&o).contains(&format!("{} duplicates dropped", want.len() - once.len())),
+        "{}",
+        stderr(&o)
+    );
+    // --key prompt: one row per distinct first human turn
+    let o = merge(d.path(), &[&p, &p, "--key", "prompt"]);
     assert_code(&o, 0);
     let out = parse_jsonl(&stdout(&o));
     assert_eq!(out.len(), seen.len());

@@ -259,3 +259,234 @@ fn sample_and_compress_script_is_reproducible() {
     .unwrap();
     assert!(metrics.is_object());
 }
+
+/// The script samples from the whole qualifying pool: asked for more rows than there
+/// are, it keeps every long row but exact duplicates (counted, in sample_rejects.jsonl),
+/// and --base-url / --model / --config reach traj-compress.
+#[test]
+fn sample_and_compress_script_samples_the_whole_pool() {
+    let d = tmpdir();
+    let server = Standin::json(serde_json::json!({"default": {"content": "[CONTEXT SUMMARY]: s"}}));
+    std::fs::write(
+        d.path().join("c.yaml"),
+        "compression:\n  target_max_tokens: 600\n",
+    )
+    .unwrap();
+    let glaive = fixture("llamafactory_glaive_toolcall_en.jsonl");
+    let o = Command::new("bash")
+        .current_dir(d.path())
+        .arg(repo().join("scripts/sample-and-compress.sh"))
+        .arg("--bin")
+        .arg(bin_dir())
+        .args(["--total-samples", "100000", "--min-tokens", "200"])
+        .args(["--target-tokens", "600", "--output", "out.jsonl"])
+        .args([
+            "--config",
+            "c.yaml",
+            "--base-url",
+            &server.url(),
+            "--model",
+            "stand-in",
+        ])
+        .args(["--api-key-env", "STANDIN_KEY"])
+        .env("STANDIN_KEY", "k")
+        .arg(&glaive)
+        .arg(&glaive) // the same file twice: every row has an exact duplicate
+        .output()
+        .expect("bash");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let work = d.path().join("out_work");
+    // the same name twice: two numbered .long files, neither overwriting the other
+    let mut pool = BTreeMap::new();
+    for part in ["001", "002"] {
+        let p = work.join(format!("{part}.llamafactory_glaive_toolcall_en.long.jsonl"));
+        for (k, n) in multiset(&p) {
+            *pool.entry(k).or_insert(0) += n;
+        }
+    }
+    let pool_rows: usize = pool.values().sum();
+    assert!(pool_rows > 50, "{err}");
+    assert!(pool.values().all(|n| n % 2 == 0), "each file's rows twice");
+    let sample = multiset(&work.join("sample.jsonl"));
+    let distinct: BTreeMap<Vec<u8>, usize> = pool.keys().map(|k| (k.clone(), 1)).collect();
+    assert_eq!(sample, distinct, "the whole pool, exact duplicates once");
+    let dups = read_jsonl(&work.join("sample_rejects.jsonl")).len();
+    assert_eq!(dups, pool_rows - distinct.len());
+    assert!(
+        err.contains(&format!(
+            "pool of {pool_rows} rows, {dups} exact duplicates dropped"
+        )),
+        "{err}"
+    );
+    assert_eq!(lines(&d.path().join("out.jsonl")), distinct.len());
+    // --base-url, --model and --config reached traj-compress (a bad one fails the
+    // run): its summary names the summariser
+    assert!(err.contains("(o200k_base, llm:stand-in)"), "{err}");
+    drop(server);
+}
+
+/// The `sh` blocks of docs/pipeline.md, in order.
+fn recipes() -> Vec<String> {
+    let doc = std::fs::read_to_string(repo().join("docs/pipeline.md")).unwrap();
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in doc.lines() {
+        match (&mut cur, line.trim_start()) {
+            (None, "```sh") => cur = Some(String::new()),
+            (Some(_), "```") => out.push(cur.take().unwrap()),
+            (Some(b), _) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The recipe of docs/pipeline.md that contains `needle`, run as written by bash in
+/// `dir` with the built binaries first on PATH.
+fn run_recipe(dir: &Path, needle: &str, edit: &dyn Fn(String) -> String) {
+    let block = recipes()
+        .into_iter()
+        .find(|b| b.contains(needle))
+        .unwrap_or_else(|| panic!("no recipe with {needle:?} in docs/pipeline.md"));
+    let script = format!("set -euo pipefail\n{}", edit(block));
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new("bash")
+        .current_dir(dir)
+        .env("PATH", path)
+        .args(["-c", &script])
+        .output()
+        .expect("bash");
+    assert!(
+        o.status.success(),
+        "recipe failed:\n{script}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Lines of a file as a multiset.
+fn multiset(p: &Path) -> BTreeMap<Vec<u8>, usize> {
+    let mut m = BTreeMap::new();
+    for l in std::fs::read(p).unwrap().split(|b| *b == b'\n') {
+        if !l.is_empty() {
+            *m.entry(l.to_vec()).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+/// A stage run directly on `input` (the reference the recipes must equal).
+fn direct(dir: &Path, stage: &str, args: &[&str], out: &str) {
+    let mut c = cmd(stage, dir);
+    c.args(args).args(["-q", "-o", out]);
+    let o = run(c);
+    assert_code(&o, 0);
+}
+
+/// Foreign data (no `prompt_index`, prompts repeated across rows): three real datasets.
+fn foreign_corpus(dir: &Path, name: &str) {
+    let mut text = Vec::new();
+    for f in [
+        "llamafactory_glaive_toolcall_en.jsonl",
+        "llamafactory_reason_tool_use_50.jsonl",
+        HERMES_FIXTURE,
+    ] {
+        text.extend(std::fs::read(fixture(f)).unwrap());
+    }
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+const HERMES_FIXTURE: &str = "hermes_reason_tool_use_50.jsonl";
+
+fn need_parallel() {
+    let ok = Command::new("parallel")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(ok, "GNU parallel is needed (scripts/setup.sh installs it)");
+}
+
+/// docs/pipeline.md, "Shards": `--shard i/4` then `traj-merge part-*.jsonl` gives the
+/// rows of one unsharded run, every one of them (foreign rows have no `prompt_index`
+/// and are never de-duplicated).
+#[test]
+fn recipe_shards_then_merge_keeps_every_row() {
+    let d = tmpdir();
+    foreign_corpus(d.path(), "big.jsonl");
+    direct(d.path(), "traj-normalize", &["big.jsonl"], "want.jsonl");
+    run_recipe(d.path(), "--shard $i/4", &|b| b);
+    let want = multiset(&d.path().join("want.jsonl"));
+    assert_eq!(want.values().sum::<usize>(), 400);
+    assert_eq!(multiset(&d.path().join("normalized.jsonl")), want);
+}
+
+/// docs/pipeline.md, "GNU parallel" with `--pipe`: the same rows as one traj-filter,
+/// in the same order (as written, and with blocks small enough to make many jobs).
+#[test]
+fn recipe_parallel_pipe_equals_one_filter() {
+    need_parallel();
+    let d = tmpdir();
+    foreign_corpus(d.path(), "raw.jsonl");
+    direct(
+        d.path(),
+        "traj-normalize",
+        &["raw.jsonl"],
+        "trajectories.jsonl",
+    );
+    direct(
+        d.path(),
+        "traj-filter",
+        &["--require-reasoning", "--well-formed", "trajectories.jsonl"],
+        "want.jsonl",
+    );
+    let want = std::fs::read(d.path().join("want.jsonl")).unwrap();
+    assert!(!want.is_empty());
+    for block in ["64M", "20k"] {
+        run_recipe(d.path(), "parallel --pipe", &|b| {
+            b.replace("--block 64M", &format!("--block {block}"))
+        });
+        assert_eq!(
+            std::fs::read(d.path().join("kept.jsonl")).unwrap(),
+            want,
+            "--block {block}"
+        );
+    }
+}
+
+/// docs/pipeline.md, "GNU parallel", one compress job per file then traj-merge: the
+/// rows of traj-compress run on each file, every one of them.
+#[test]
+fn recipe_parallel_compress_per_file_then_merge_keeps_every_row() {
+    need_parallel();
+    let d = tmpdir();
+    foreign_corpus(d.path(), "raw.jsonl");
+    direct(d.path(), "traj-normalize", &["raw.jsonl"], "all.jsonl");
+    let all = std::fs::read_to_string(d.path().join("all.jsonl")).unwrap();
+    let rows: Vec<&str> = all.lines().collect();
+    std::fs::create_dir(d.path().join("shards")).unwrap();
+    std::fs::create_dir(d.path().join("want")).unwrap();
+    for (i, chunk) in rows.chunks(150).enumerate() {
+        let name = format!("shards/s{i}.jsonl");
+        std::fs::write(d.path().join(&name), format!("{}\n", chunk.join("\n"))).unwrap();
+        let mut c = cmd("traj-compress", d.path());
+        c.args(["--target-max-tokens", "8000", "--no-metrics", "-q", &name]);
+        c.args(["-o", &format!("want/s{i}.jsonl")]);
+        assert_code(&run(c), 0);
+    }
+    run_recipe(d.path(), "parallel traj-compress", &|b| b);
+    let mut want = BTreeMap::new();
+    for e in std::fs::read_dir(d.path().join("want")).unwrap() {
+        for (k, n) in multiset(&e.unwrap().path()) {
+            *want.entry(k).or_insert(0) += n;
+        }
+    }
+    assert_eq!(want.values().sum::<usize>(), rows.len());
+    assert_eq!(multiset(&d.path().join("compressed.jsonl")), want);
+}
