@@ -345,9 +345,10 @@ pub(crate) fn scan_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
             let at = letters.trailing_zeros() as usize;
             rare = match ESCAPE_LEN[block[at] as usize] {
                 2 => false,
+                // Surrogates (a pair, or one alone: refused) go the slow way.
                 6 => !b
                     .get(i + at + 1..i + at + 5)
-                    .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)),
+                    .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit) && !is_surrogate(h)),
                 _ => true,
             };
             letters &= letters - 1;
@@ -413,7 +414,20 @@ const ESCAPE_LEN: [u8; 256] = {
     t
 };
 
-/// Length of the escape sequence at `b[k]` (a backslash), if it is valid.
+/// Four hex digits in D800..=DFFF.
+#[inline]
+fn is_surrogate(hex: &[u8]) -> bool {
+    matches!(hex[0], b'd' | b'D') && matches!(hex[1], b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
+}
+
+/// Four hex digits in D800..=DBFF.
+#[inline]
+fn is_high_surrogate(hex: &[u8]) -> bool {
+    matches!(hex[0], b'd' | b'D') && matches!(hex[1], b'8'..=b'9' | b'a'..=b'b' | b'A'..=b'B')
+}
+
+/// Length of the escape sequence at `b[k]` (a backslash), if it is valid (a surrogate
+/// pair is one sequence of 12 bytes).
 #[inline(always)]
 fn escape_len(b: &[u8], k: usize) -> Result<usize, usize> {
     let Some(&c) = b.get(k + 1) else {
@@ -422,7 +436,23 @@ fn escape_len(b: &[u8], k: usize) -> Result<usize, usize> {
     match ESCAPE_LEN[c as usize] {
         2 => Ok(2),
         6 => match b.get(k + 2..k + 6) {
-            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => Ok(6),
+            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) && !is_surrogate(hex) => Ok(6),
+            // A high surrogate must be followed by a low one, as serde_json (and so every
+            // stage that parses rows) requires; a lone surrogate is refused.
+            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) && is_high_surrogate(hex) => {
+                match b.get(k + 6..k + 12) {
+                    Some(lo)
+                        if lo[0] == b'\\'
+                            && lo[1] == b'u'
+                            && lo[2..].iter().all(u8::is_ascii_hexdigit)
+                            && is_surrogate(&lo[2..])
+                            && !is_high_surrogate(&lo[2..]) =>
+                    {
+                        Ok(12)
+                    }
+                    _ => Err(k),
+                }
+            }
             _ => Err(k),
         },
         _ => Err(k),

@@ -36,13 +36,9 @@ fn serde_ok(b: &[u8]) -> Option<bool> {
         Ok(_) => Some(true),
         Err(e) => {
             let m = e.to_string();
-            let rule = [
-                "recursion limit",
-                "number out of range",
-                "surrogate",
-                "hex escape",
-            ];
-            if rule.iter().any(|r| m.contains(r)) {
+            // The rules every stage applies (README): nesting 128 deep is refused
+            // by both; plain serde_json refuses 1e400, which traj keeps.
+            if m.contains("number out of range") {
                 None
             } else {
                 Some(false)
