@@ -17,3 +17,4 @@ mod pipeline;
 mod run;
 mod sample;
 mod scale;
+mod training;
