@@ -246,7 +246,7 @@ fn openai_object_arguments_and_string_tools_load_in_datasets_4_and_5() {
     ];
     let mut core_args = args.to_vec();
     core_args.extend(["--columns", "core"]);
-    let (file, rows) = mixed(d.path(), "openai_core.jsonl", &core_args, Some(&tools));
+    let (_, rows) = mixed(d.path(), "openai_core.jsonl", &core_args, Some(&tools));
     let mut calls = 0;
     for r in &rows {
         assert!(r["tools"].is_string());
