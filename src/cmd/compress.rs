@@ -15,7 +15,7 @@ use crate::stage::compress::config::{ConfigError, FileConfig, Resolved};
 use crate::stage::compress::jobs::{JobsError, Layout, plan_jobs};
 use crate::stage::compress::run::{RunConfig, compress, count_only, dry_run};
 use crate::stage::compress::select::{Sampling, sample_jobs};
-use crate::stage::compress::{Compressor, OnSummaryFailure};
+use crate::stage::compress::{Compressor, OnSummaryFailure, OverBudget};
 use crate::usage_bail;
 
 const NAME: &str = "traj-compress";
@@ -74,7 +74,8 @@ pub struct Args {
     pub protect_last_n: Option<usize>,
 
     /// Tokenizer: o200k_base, cl100k_base, tiktoken-rs:o200k_base, a .tiktoken file,
-    /// a tokenizer.json, or chars4 [default: o200k_base].
+    /// a tokenizer.json, an HF tokenizer directory (its chat_template counts whole
+    /// rows, tools included), or chars4 [default: o200k_base].
     #[arg(long, value_name = "SPEC")]
     pub tokenizer: Option<String>,
 
@@ -162,6 +163,11 @@ pub struct Args {
     #[arg(long)]
     pub count_all: bool,
 
+    /// A row still over the budget after compression: keep it (flagged), truncate the
+    /// longest tool outputs until it fits, or reject it (to --rejects, with the reason).
+    #[arg(long, value_enum, default_value_t = OverBudget::Keep)]
+    pub over_budget: OverBudget,
+
     /// Only count tokens of every row (the same parsing and tokenizer) and write one
     /// JSON summary line: a baseline for benchmarks and a tokenizer check.
     #[arg(long)]
@@ -214,6 +220,7 @@ fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
     s.on_summary_failure = args.on_summary_failure;
     s.per_trajectory_metrics |= args.per_trajectory_metrics;
     s.count_all = args.count_all;
+    s.over_budget = args.over_budget;
     s.add_summary_notice &= !args.no_summary_notice;
     for (slot, v) in [
         (&mut r.tokenizer, &args.tokenizer),
