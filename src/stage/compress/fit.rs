@@ -20,15 +20,16 @@ use crate::format::pyjson;
 /// Why a row is sent to --rejects under `--over-budget`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unfit {
-    /// `--over-budget reject`: over the budget after compression.
-    #[error("over-budget: {tokens} tokens > {target} after compression ({reason})")]
+    /// `--over-budget reject`: over the budget after compression. The message has no
+    /// per-row numbers, so the summary line groups the rejects by cause.
+    #[error("over-budget: over {target} tokens after compression ({reason})")]
     Over {
         tokens: usize,
         target: usize,
         reason: String,
     },
     /// `--over-budget truncate`: every turn that may be cut is as short as it may be.
-    #[error("over-budget: {tokens} tokens > {target} with every tool output truncated")]
+    #[error("over-budget: over {target} tokens with every tool output truncated")]
     CannotFit { tokens: usize, target: usize },
 }
 

@@ -472,20 +472,33 @@ fn looks_like_path(w: &str) -> bool {
         ".py", ".rs", ".js", ".ts", ".go", ".c", ".h", ".cpp", ".java", ".md", ".json", ".yaml",
         ".yml", ".toml", ".txt", ".sh",
     ];
+    let has_ext = EXT.iter().any(|e| w.ends_with(e));
     w.len() >= 3
         && w.len() <= 160
         && !w.starts_with("http")
         && w.chars().any(|c| c.is_ascii_alphabetic())
         && !w.contains("//")
-        && (EXT.iter().any(|e| w.ends_with(e))
-            || w.starts_with('/')
-            || w.starts_with("./")
-            || w.matches('/').count() >= 2)
+        // `/returncode` (of `</returncode>`), `/tmp`: one segment and no extension.
+        && !(w.starts_with('/') && w.matches('/').count() == 1 && !has_ext)
+        && (has_ext || w.starts_with('/') || w.starts_with("./") || w.matches('/').count() >= 2)
 }
 
+/// The file names the agent itself names (its commands, arguments and text).
 fn files_in(text: &str, out: &mut Vec<String>) {
     for part in window(text) {
         files_in_part(part, out);
+    }
+}
+
+/// The files a tool output names where it reports a problem (a traceback's
+/// `File "x.py", line 3`, `x.py:12: error`): the error lines only, never whole
+/// listings (`ls`, `find`, `grep` output name every file they see).
+fn files_in_errors(lines: &[&str], out: &mut Vec<String>) {
+    for l in lines
+        .iter()
+        .filter(|l| is_error_line(l) || l.trim_start().starts_with("File \""))
+    {
+        files_in_part(l, out);
     }
 }
 
@@ -496,9 +509,16 @@ fn files_in_part(text: &str, out: &mut Vec<String>) {
     if out.len() >= MAX_FILES {
         return;
     }
-    for w in text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))) {
-        let w = w.trim_matches(|c| c == '.' || c == '-');
-        if looks_like_path(w) && out.len() < MAX_FILES && !out.iter().any(|x| x == w) {
+    let is_word = |c: char| c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-');
+    let mut rest = text;
+    while let Some(start) = rest.find(is_word) {
+        // A word right after `<` is a tag (`</returncode>`), not a path.
+        let tag = rest[..start].ends_with('<');
+        let tail = &rest[start..];
+        let end = tail.find(|c: char| !is_word(c)).unwrap_or(tail.len());
+        let w = tail[..end].trim_matches(|c| c == '.' || c == '-');
+        rest = &tail[end..];
+        if !tag && looks_like_path(w) && out.len() < MAX_FILES && !out.iter().any(|x| x == w) {
             out.push(w.to_string());
         }
     }
@@ -547,7 +567,7 @@ impl Extractive {
                     {
                         results.push(format!("[{i}] {}", clip(first, MAX_ITEM_CHARS)));
                     }
-                    files_in(&text, &mut files);
+                    files_in_errors(&lines, &mut files);
                 }
                 _ => {}
             }
