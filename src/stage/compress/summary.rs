@@ -791,4 +791,52 @@ mod tests {
             );
         }
     }
+
+    /// On real SWE-agent trajectories, `Files:` lists what the agent named or what an
+    /// error line names: no `</returncode>` tag as `/returncode`, no `ls` listing.
+    #[test]
+    fn extractive_files_are_not_noise_on_swe_agent_runs() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/swe_agent_demo_trajs.jsonl"
+        ))
+        .unwrap();
+        let mut checked = 0;
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let turns: Vec<Value> = v["history"].as_array().unwrap().clone();
+            let n = turns.len();
+            if n < 12 {
+                continue;
+            }
+            let req = Request {
+                turns: &turns,
+                shape: Shape::OpenAi,
+                start: 2,
+                until: n - 4,
+                budget: 2000,
+                tokenizer: &CharsPerToken4,
+            };
+            let s = Extractive::summary(&req);
+            let Some((_, files)) = s.split_once("\nFiles:") else {
+                continue;
+            };
+            let files: Vec<&str> = files.lines().map_while(|l| l.strip_prefix("- ")).collect();
+            let agent: String = turns[2..n - 4]
+                .iter()
+                .filter(|t| t["role"] == "assistant")
+                .map(|t| turn_text(t, Shape::OpenAi).into_owned())
+                .collect();
+            for f in &files {
+                assert!(!f.contains("returncode"), "{f} in\n{s}");
+                assert!(
+                    agent.contains(f) || s.contains("Errors:"),
+                    "{f} is neither named by the agent nor on an error line\n{s}"
+                );
+            }
+            assert!(files.len() <= 24, "{} files: a listing?\n{s}", files.len());
+            checked += 1;
+        }
+        assert!(checked >= 2, "{checked}");
+    }
 }
