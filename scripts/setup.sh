@@ -32,6 +32,14 @@ if [ ${#need_pip[@]} -gt 0 ]; then
   python3 -m pip install --quiet --disable-pip-version-check "${need_pip[@]}"
 fi
 
+# transformers (CPU, no torch: apply_chat_template only) for the chat-template counting
+# tests, in its own venv (tests/cli/compress.rs looks there, or $TRAJ_TRANSFORMERS_PYTHON).
+tok_venv="${TRAJ_VENVS:-/tmp/venvs}/tok"
+if ! "$tok_venv/bin/python" -c 'import transformers' >/dev/null 2>&1; then
+  python3 -m venv "$tok_venv"
+  "$tok_venv/bin/pip" install --quiet --disable-pip-version-check transformers tokenizers jinja2
+fi
+
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 # HF datasets 4.0.0 and 5.x, one venv each, for the training-output tests

@@ -15,7 +15,7 @@ use crate::stage::compress::config::{ConfigError, FileConfig, Resolved};
 use crate::stage::compress::jobs::{JobsError, Layout, plan_jobs};
 use crate::stage::compress::run::{RunConfig, compress, count_only, dry_run};
 use crate::stage::compress::select::{Sampling, sample_jobs};
-use crate::stage::compress::{Compressor, OnSummaryFailure};
+use crate::stage::compress::{Compressor, OnSummaryFailure, OverBudget};
 use crate::usage_bail;
 
 const NAME: &str = "traj-compress";
@@ -36,9 +36,9 @@ const NAME: &str = "traj-compress";
   # A directory of .jsonl/.jsonl.gz files into runs_compressed/, LLM summaries
   OPENROUTER_API_KEY=... traj-compress --input runs/ --model google/gemini-3-flash-preview
 
-  # The reference's YAML, a HuggingFace tokenizer, per-row metrics
-  traj-compress --config trajectory_compression.yaml --tokenizer tokenizer.json \\
-      --per-trajectory-metrics data.jsonl -o out.jsonl
+  # The reference's YAML, the model's own tokenizer and chat template, rows that fit
+  traj-compress --config trajectory_compression.yaml --tokenizer ./Qwen2.5-7B-Instruct/ \\
+      --over-budget truncate --per-trajectory-metrics data.jsonl -o out.jsonl
 
   # What would happen, without tokenizing
   traj-compress --input runs/ --dry-run"
@@ -73,8 +73,8 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub protect_last_n: Option<usize>,
 
-    /// Tokenizer: o200k_base, cl100k_base, tiktoken-rs:o200k_base, a .tiktoken file,
-    /// a tokenizer.json, or chars4 [default: o200k_base].
+    /// Tokenizer: o200k_base, cl100k_base, tiktoken-rs:o200k_base, a .tiktoken file, a
+    /// tokenizer.json, an HF tokenizer DIR (chat template), or chars4 [default: o200k_base].
     #[arg(long, value_name = "SPEC")]
     pub tokenizer: Option<String>,
 
@@ -161,6 +161,9 @@ pub struct Args {
     /// (exact token totals in the metrics; slower).
     #[arg(long)]
     pub count_all: bool,
+    /// A row still over the budget after compression: keep, truncate tool outputs, reject.
+    #[arg(long, value_enum, default_value_t = OverBudget::Keep)]
+    pub over_budget: OverBudget,
 
     /// Only count tokens of every row (the same parsing and tokenizer) and write one
     /// JSON summary line: a baseline for benchmarks and a tokenizer check.
@@ -214,6 +217,7 @@ fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
     s.on_summary_failure = args.on_summary_failure;
     s.per_trajectory_metrics |= args.per_trajectory_metrics;
     s.count_all = args.count_all;
+    s.over_budget = args.over_budget;
     s.add_summary_notice &= !args.no_summary_notice;
     for (slot, v) in [
         (&mut r.tokenizer, &args.tokenizer),
@@ -267,12 +271,9 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
         return Ok(Status::Ok);
     }
-    let tokenizer = match tokenizer {
-        Some(t) => t,
-        None => crate::format::tokens::load(&r.tokenizer).map_err(tokenizer_error)?,
-    };
-    // Holds the spool of stdin while the jobs read it.
-    let _spool = sampling.map(|s| sample_jobs(&mut jobs, s)).transpose()?;
+    let load = || crate::format::tokens::load(&r.tokenizer).map_err(tokenizer_error);
+    let tokenizer = tokenizer.map_or_else(load, Ok)?;
+    let _spool = sampling.map(|s| sample_jobs(&mut jobs, s)).transpose()?; // stdin's spool
     let cfg = RunConfig {
         pipe: args.io.pipe(NAME, &args.jobs, &args.shard),
         rejects: args.io.rejects.clone(),

@@ -102,7 +102,8 @@ pub struct Args {
     #[arg(long, value_name = "N", help_heading = "Predicates")]
     pub max_turns: Option<usize>,
 
-    /// Drop rows with fewer tokens (sum over turn values, with --tokenizer).
+    /// Drop rows with fewer tokens (sum over turn values with --tokenizer; with an HF
+    /// tokenizer directory, the row rendered with its chat template, tools included).
     #[arg(long, value_name = "N", help_heading = "Predicates")]
     pub min_row_tokens: Option<usize>,
 
@@ -110,7 +111,8 @@ pub struct Args {
     #[arg(long, value_name = "N", help_heading = "Predicates")]
     pub max_row_tokens: Option<usize>,
 
-    /// Tokenizer for --min-row-tokens/--max-row-tokens.
+    /// Tokenizer for --min-row-tokens/--max-row-tokens: o200k_base, cl100k_base, a
+    /// .tiktoken file, a tokenizer.json, an HF tokenizer directory (chat template).
     #[arg(long, value_name = "SPEC", default_value = "o200k_base")]
     pub tokenizer: String,
 

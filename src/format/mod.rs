@@ -9,8 +9,11 @@
 //! - [`pyjson`]: JSON written as Python's `json.dumps` writes it.
 //! - [`jsonscan`]: JSON validation and string decoding without building values.
 //! - [`row`]: the borrowed row view that traj-filter, traj-merge and traj-compress share.
-//! - [`tokens`]: token counting (tiktoken encodings, HF `tokenizer.json`).
+//! - [`tokens`]: token counting (tiktoken encodings, HF `tokenizer.json`, HF tokenizer
+//!   directories with their chat template).
+//! - [`chat_template`]: a model's `chat_template` rendered as transformers renders it.
 
+pub mod chat_template;
 pub mod hermes;
 pub mod jsonscan;
 pub mod message;

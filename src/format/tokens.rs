@@ -9,6 +9,7 @@
 //! | `tiktoken-rs:o200k_base`, `tiktoken-rs:cl100k_base` | the same encodings counted with `tiktoken-rs` (for comparison; same counts) |
 //! | `PATH.tiktoken`, `cl100k:PATH`, `o200k:PATH` | a tiktoken BPE file (base64 token, rank per line); the pre-tokenizer pattern is o200k's unless `cl100k:` is given |
 //! | `PATH.json` (`tokenizer.json`) | a HuggingFace tokenizer, special tokens added as `encode` does by default |
+//! | `DIR` (an HF tokenizer directory: `tokenizer.json` + `tokenizer_config.json`) | whole rows rendered with the model's own `chat_template` ([`crate::format::chat_template`]) and counted as transformers' `apply_chat_template(..., tokenize=True)` counts them (special tokens in the rendered text are tokens, none added); texts alone are counted without added special tokens |
 //! | `chars4` | the test tokenizer: one token per 4 characters, rounded up |
 //!
 //! Text is counted as *ordinary* text: a literal `<|endoftext|>` inside a tool output is
@@ -24,6 +25,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::format::chat_template::{ChatTemplate, ChatTemplateError};
+
 /// Why a `--tokenizer` spec gives no tokenizer.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
@@ -32,7 +35,7 @@ pub enum TokenizerError {
     NoSuchFile(String),
     /// The spec is none of the known forms (a usage error).
     #[error(
-        "unknown tokenizer {0:?} (use o200k_base, cl100k_base, chars4, a .tiktoken file or a tokenizer.json)"
+        "unknown tokenizer {0:?} (use o200k_base, cl100k_base, chars4, a .tiktoken file, a tokenizer.json or an HF tokenizer directory)"
     )]
     Unknown(String),
     #[error("cannot read {path}")]
@@ -49,6 +52,13 @@ pub enum TokenizerError {
     },
     #[error("{path}: not a usable tokenizer.json: {detail}")]
     HfJson { path: String, detail: String },
+    /// The tokenizer directory's `chat_template` does not load.
+    #[error("{path}")]
+    Template {
+        path: String,
+        #[source]
+        source: ChatTemplateError,
+    },
     /// The BPE could not be built from its ranks and pattern.
     #[error("{name}: {detail}")]
     Build { name: String, detail: String },
@@ -100,6 +110,17 @@ pub trait Tokenizer: Send + Sync {
     /// are added per call), so it says `false`, and every row is counted.
     fn at_most_one_token_per_byte(&self) -> bool {
         false
+    }
+
+    /// The tokens of a whole row as the trainer sees it: its turns (ShareGPT or OpenAI)
+    /// and `tools` rendered with the model's chat template. `None` when this tokenizer
+    /// has no chat template (rows are then counted as the sum of their texts).
+    fn count_chat(
+        &self,
+        _turns: &[serde_json::Value],
+        _tools: Option<&serde_json::Value>,
+    ) -> Option<Result<usize, ChatTemplateError>> {
+        None
     }
 }
 
@@ -321,6 +342,84 @@ impl Tokenizer for HfTokenizer {
     }
 }
 
+/// An HF tokenizer directory with a chat template: rows are rendered, then encoded as
+/// transformers encodes a rendered chat (no special tokens added).
+pub struct HfChat {
+    name: String,
+    inner: tokenizers::Tokenizer,
+    template: ChatTemplate,
+}
+
+impl HfChat {
+    fn encode_len(&self, text: &str) -> usize {
+        if text.is_empty() {
+            return 0;
+        }
+        match self.inner.encode_fast(text, false) {
+            Ok(enc) => enc.len(),
+            Err(_) => text.chars().count() / 4,
+        }
+    }
+}
+
+impl Tokenizer for HfChat {
+    fn count(&self, text: &str) -> usize {
+        self.encode_len(text)
+    }
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn count_chat(
+        &self,
+        turns: &[serde_json::Value],
+        tools: Option<&serde_json::Value>,
+    ) -> Option<Result<usize, ChatTemplateError>> {
+        let msgs = crate::format::chat_template::messages(turns);
+        Some(
+            self.template
+                .render(&msgs, tools)
+                .map(|text| self.encode_len(&text)),
+        )
+    }
+}
+
+fn read_hf(path: &std::path::Path, name: &str) -> Result<tokenizers::Tokenizer, TokenizerError> {
+    tokenizers::Tokenizer::from_file(path).map_err(|e| TokenizerError::HfJson {
+        path: name.to_string(),
+        detail: e.to_string(),
+    })
+}
+
+/// An HF tokenizer directory: `tokenizer.json`, and `tokenizer_config.json` with its
+/// `chat_template` when there is one.
+fn load_dir(dir: &std::path::Path, spec: &str) -> Result<Arc<dyn Tokenizer>, TokenizerError> {
+    let json = dir.join("tokenizer.json");
+    if !json.is_file() {
+        return Err(TokenizerError::NoSuchFile(json.display().to_string()));
+    }
+    let inner = read_hf(&json, &json.display().to_string())?;
+    let cfg = dir.join("tokenizer_config.json");
+    let template = if cfg.is_file() {
+        ChatTemplate::from_config_file(&cfg).map_err(|source| TokenizerError::Template {
+            path: cfg.display().to_string(),
+            source,
+        })?
+    } else {
+        None
+    };
+    Ok(match template {
+        Some(template) => Arc::new(HfChat {
+            name: spec.to_string(),
+            inner,
+            template,
+        }),
+        None => Arc::new(HfTokenizer {
+            name: spec.to_string(),
+            inner,
+        }),
+    })
+}
+
 fn builtin(spec: &str) -> Option<Arc<dyn Tokenizer>> {
     static CACHE: OnceLock<std::sync::Mutex<HashMap<String, Arc<dyn Tokenizer>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
@@ -357,6 +456,9 @@ pub fn load(spec: &str) -> Result<Arc<dyn Tokenizer>, TokenizerError> {
         _ => (None, spec),
     };
     let p = std::path::Path::new(path);
+    if pattern.is_none() && p.is_dir() {
+        return load_dir(p, spec);
+    }
     if pattern.is_some() || path.ends_with(".tiktoken") {
         if !p.is_file() {
             return Err(TokenizerError::NoSuchFile(path.to_string()));
@@ -379,10 +481,7 @@ pub fn load(spec: &str) -> Result<Arc<dyn Tokenizer>, TokenizerError> {
         if !p.is_file() {
             return Err(TokenizerError::NoSuchFile(path.to_string()));
         }
-        let inner = tokenizers::Tokenizer::from_file(p).map_err(|e| TokenizerError::HfJson {
-            path: path.to_string(),
-            detail: e.to_string(),
-        })?;
+        let inner = read_hf(p, path)?;
         return Ok(Arc::new(HfTokenizer {
             name: path.to_string(),
             inner,

@@ -911,3 +911,148 @@ fn openai_rows_count_reasoning_and_tool_calls() {
     assert_eq!(v["tokens"], json!(8), "{v}");
     assert_eq!(v["text_bytes"], json!(8 + 4 + 8 + 4 + 8));
 }
+
+/// A Python with transformers (CPU, no torch needed for `apply_chat_template`):
+/// `$TRAJ_TRANSFORMERS_PYTHON`, the venv `scripts/setup.sh` makes, or `python3`. Fails
+/// loudly when none has it.
+fn transformers_python() -> String {
+    let mut candidates: Vec<String> = std::env::var("TRAJ_TRANSFORMERS_PYTHON")
+        .into_iter()
+        .collect();
+    candidates.push("/tmp/venvs/tok/bin/python".into());
+    candidates.push("python3".into());
+    for py in &candidates {
+        let ok = std::process::Command::new(py)
+            .args(["-c", "import transformers"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return py.clone();
+        }
+    }
+    panic!("no Python with transformers among {candidates:?}: run scripts/setup.sh");
+}
+
+/// transformers' `apply_chat_template(..., tokenize=True)` length of each row of `rows`.
+fn transformers_counts(template: &Path, rows: &Path) -> Vec<usize> {
+    let o = std::process::Command::new(transformers_python())
+        .arg(fixture("templates/count.py"))
+        .arg(template)
+        .arg(rows)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+const TEMPLATES: [&str; 2] = ["templates/qwen2.5-style", "templates/hermes-style"];
+const CHAT_ROWS: [&str; 3] = [
+    "hermes_reason_tool_use_50.jsonl",
+    "llamafactory_glaive_toolcall_en.jsonl",
+    "traj_run_records.jsonl",
+];
+
+/// With an HF tokenizer directory, traj-filter's --max-row-tokens and traj-compress's
+/// --count-only count each row as transformers' apply_chat_template does (tools
+/// included): within 0.5% per row (they are equal on these templates).
+#[test]
+fn chat_template_counts_match_transformers() {
+    let dir = tmpdir();
+    for t in TEMPLATES {
+        let tdir = fixture(t);
+        for f in CHAT_ROWS {
+            let want = transformers_counts(&tdir, &fixture(f));
+            let rej = dir.path().join("rej.jsonl");
+            let mut c = cmd("traj-filter", dir.path());
+            c.arg("--max-row-tokens")
+                .arg("1")
+                .arg("--tokenizer")
+                .arg(&tdir);
+            c.arg(fixture(f))
+                .args(["-o", "kept.jsonl", "--rejects", "rej.jsonl"]);
+            assert_code(&run(c), 0);
+            let got: Vec<usize> = read_jsonl(&rej)
+                .iter()
+                .map(|r| {
+                    let why = r["reasons"][0].as_str().unwrap();
+                    let n = why.strip_prefix("too-many-tokens: ").unwrap();
+                    n.strip_suffix(" > 1").unwrap().parse().unwrap()
+                })
+                .collect();
+            assert_eq!(got.len(), want.len(), "{t} {f}");
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let off = (*g as f64 - *w as f64).abs() / *w as f64;
+                assert!(off <= 0.005, "{t} {f} row {i}: traj {g}, transformers {w}");
+            }
+            let mut c = cmd(BIN, dir.path());
+            c.arg("--count-only")
+                .arg("--tokenizer")
+                .arg(&tdir)
+                .arg(fixture(f));
+            let o = run(c);
+            assert_code(&o, 0);
+            let doc: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+            let total: usize = want.iter().sum();
+            assert_eq!(doc["tokens"], json!(total), "{t} {f}");
+        }
+    }
+    // A directory without tokenizer.json is a usage error.
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--count-only", "--tokenizer"])
+        .arg(dir.path())
+        .arg(fixture(CHAT_ROWS[0]));
+    assert_code(&run(c), 2);
+}
+
+/// `--over-budget truncate`: every written row is within the budget by transformers'
+/// own count; a row that cannot fit (its system turn alone is too long) goes to
+/// --rejects with the reason. `reject` writes only rows within the budget and rejects
+/// the rest; `keep` (the default) leaves rows over it.
+#[test]
+fn over_budget_truncate_and_reject_fit_the_chat_template_budget() {
+    let dir = tmpdir();
+    let tdir = fixture(TEMPLATES[0]);
+    let inputs = [fixture(CHAT_ROWS[0]), fixture(CHAT_ROWS[1])];
+    let budget = 1200;
+    let mut over = std::collections::HashMap::new();
+    for mode in ["keep", "truncate", "reject"] {
+        let mut c = cmd(BIN, dir.path());
+        c.args(["--offline", "--no-metrics", "--target-max-tokens", "1200"]);
+        c.args(["--summary-target-tokens", "200", "--over-budget", mode]);
+        c.arg("--tokenizer").arg(&tdir).args(&inputs);
+        let out = format!("{mode}.jsonl");
+        let rej = format!("{mode}-rej.jsonl");
+        c.args(["-o", &out, "--rejects", &rej]);
+        let o = run(c);
+        assert_code(&o, 0);
+        let counts = transformers_counts(&tdir, &dir.path().join(&out));
+        let rejected = read_jsonl(&dir.path().join(&rej));
+        assert_eq!(counts.len() + rejected.len(), 350, "{mode}");
+        let n_over = counts.iter().filter(|&&n| n > budget).count();
+        over.insert(mode, (n_over, rejected.len()));
+        for r in &rejected {
+            assert!(
+                r["reasons"][0]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("over-budget: over 1200 tokens"),
+                "{r}"
+            );
+        }
+        if mode == "truncate" {
+            let rows = read_jsonl(&dir.path().join(&out));
+            let text = serde_json::to_string(&rows).unwrap();
+            assert!(text.contains("characters truncated by traj-compress"));
+            assert!(stderr(&o).contains("truncated"), "{}", stderr(&o));
+        }
+    }
+    let (keep_over, keep_rej) = over["keep"];
+    assert!(keep_over > 20 && keep_rej == 0, "{over:?}");
+    assert_eq!(over["truncate"].0, 0, "{over:?}");
+    assert!(over["truncate"].1 < keep_over / 4, "{over:?}");
+    assert_eq!(over["reject"], (0, keep_over), "{over:?}");
+}

@@ -33,6 +33,8 @@ pub struct TrajectoryMetrics {
     /// The summary failed or timed out (traj's addition; the row was kept or given the
     /// placeholder).
     pub summary_failed: bool,
+    /// Turns shortened by `--over-budget truncate` (traj's addition).
+    pub truncated_turns: usize,
 }
 
 impl Default for TrajectoryMetrics {
@@ -52,6 +54,7 @@ impl Default for TrajectoryMetrics {
             reason: None,
             summarizer: None,
             summary_failed: false,
+            truncated_turns: 0,
         }
     }
 }
@@ -97,6 +100,9 @@ impl TrajectoryMetrics {
         }
         if let Some(s) = &self.summarizer {
             m.insert("summarizer".into(), json!(s));
+        }
+        if self.truncated_turns > 0 {
+            m.insert("truncated_turns".into(), json!(self.truncated_turns));
         }
         v
     }
@@ -154,6 +160,10 @@ pub struct Aggregate {
     pub saved: Mean,
     pub turns_removed: Mean,
     pub reasons: BTreeMap<String, u64>,
+    /// Rows shortened by `--over-budget truncate`.
+    pub truncated: u64,
+    /// Rows sent to --rejects by `--over-budget` (not in `total`'s other counts).
+    pub rejected_over_budget: u64,
     pub summarizers: BTreeMap<String, u64>,
 }
 
@@ -187,11 +197,30 @@ impl Aggregate {
         if m.summary_failed {
             self.failed += 1;
         }
+        if m.truncated_turns > 0 {
+            self.truncated += 1;
+        }
     }
 
     /// The `compression_metrics.json` document: the reference's six groups, then
     /// `tokenizer` and `summarizer`.
     pub fn to_json(&self, tokenizer: &str, summarizer: &str, processing: Value) -> Value {
+        let mut doc = self.groups(processing);
+        if self.truncated > 0 || self.rejected_over_budget > 0 {
+            let summary = doc["summary"].as_object_mut().expect("object");
+            summary.insert("trajectories_truncated".into(), json!(self.truncated));
+            summary.insert(
+                "trajectories_rejected_over_budget".into(),
+                json!(self.rejected_over_budget),
+            );
+        }
+        let m = doc.as_object_mut().expect("object");
+        m.insert("tokenizer".into(), json!(tokenizer));
+        m.insert("summarizer".into(), json!(summarizer));
+        doc
+    }
+
+    fn groups(&self, processing: Value) -> Value {
         json!({
             "summary": {
                 "total_trajectories": self.total,
@@ -229,8 +258,6 @@ impl Aggregate {
                 "summaries_by_summarizer": self.summarizers,
             },
             "processing": processing,
-            "tokenizer": tokenizer,
-            "summarizer": summarizer,
         })
     }
 }

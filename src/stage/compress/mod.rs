@@ -9,6 +9,12 @@
 //! - [`jobs`]: the output naming (inputs to jobs, the metrics path).
 //! - [`select`]: `--sample-percent`'s seeded choice of rows.
 //! - [`run`]: a whole run over its jobs (pipeline, progress, metrics file, count-only).
+//! - [`fit`]: `--over-budget truncate`: shortening the longest tool outputs until a row fits.
+//!
+//! With a chat-template tokenizer (an HF tokenizer directory), a row's total is the
+//! tokens of the row rendered with the template, tools included; the difference from
+//! the sum of the turns' texts (the template's markup) is taken off the budget the
+//! region is planned against, and the compressed row is counted again whole.
 //!
 //! One line in, one line out, always: rows under the budget, rows that cannot be
 //! compressed and rows whose summary failed are written unchanged (never dropped).
@@ -21,6 +27,7 @@
 //! tree, only validated.
 
 pub mod config;
+pub mod fit;
 pub mod jobs;
 pub mod metrics;
 pub mod plan;
@@ -50,6 +57,19 @@ pub enum OnSummaryFailure {
     Placeholder,
 }
 
+/// What to do with a row still over the budget after compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OverBudget {
+    /// Write it as it is, flagged in the metrics (the default).
+    #[default]
+    Keep,
+    /// Shorten the longest tool outputs (head and tail kept, a marker between) until it
+    /// fits; a row that still cannot fit goes to --rejects.
+    Truncate,
+    /// Send it to --rejects with the reason.
+    Reject,
+}
+
 /// Settings of a compression run.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -61,6 +81,7 @@ pub struct Settings {
     /// Tokenize every row, even those proven under the budget by their size (exact
     /// token totals in the metrics, at the cost of speed).
     pub count_all: bool,
+    pub over_budget: OverBudget,
 }
 
 impl Default for Settings {
@@ -74,6 +95,7 @@ impl Default for Settings {
             on_summary_failure: OnSummaryFailure::Keep,
             per_trajectory_metrics: false,
             count_all: false,
+            over_budget: OverBudget::Keep,
         }
     }
 }
@@ -147,7 +169,23 @@ impl Compressor {
             push_line(out, line);
             return Verdict::Written;
         };
-        let (m, rewritten) = self.compress_row(&mut row);
+        let (mut m, mut rewritten) = self.compress_row(&mut row);
+        if m.still_over_limit && self.settings.over_budget != OverBudget::Keep {
+            let fitted = match self.settings.over_budget {
+                OverBudget::Truncate => fit::truncate(self, &mut row, &mut m),
+                _ => Err(fit::Unfit::from_metrics(&m, target)),
+            };
+            match fitted {
+                Ok(changed) => rewritten |= changed,
+                Err(why) => {
+                    self.record(|a| {
+                        a.total += 1;
+                        a.rejected_over_budget += 1;
+                    });
+                    return Verdict::Dropped(vec![why.to_string()]);
+                }
+            }
+        }
         self.record(|a| a.add(&m));
         if rewritten || (self.settings.per_trajectory_metrics && !m.skipped_under_target) {
             if self.settings.per_trajectory_metrics && !m.skipped_under_target {
@@ -186,9 +224,16 @@ impl Compressor {
         )
     }
 
+    /// The tokens of the whole row by the chat template, when the tokenizer has one
+    /// (`None` otherwise, or when the template fails on this row: the texts' sum is
+    /// used then).
+    pub fn chat_total(&self, row: &Row) -> Option<usize> {
+        let tools = crate::format::chat_template::row_tools(&row.obj);
+        self.tokenizer.count_chat(row.turns(), tools.as_ref())?.ok()
+    }
+
     /// Compress a located row in place; returns its metrics and whether it changed.
     pub fn compress_row(&self, row: &mut Row) -> (TrajectoryMetrics, bool) {
-        let cfg = &self.settings.plan;
         let n = row.turns().len();
         let mut m = TrajectoryMetrics {
             original_turns: n,
@@ -199,10 +244,25 @@ impl Compressor {
             m.skipped_under_target = true;
             return (m, false);
         };
-        let total: usize = tokens.iter().sum();
+        let texts: usize = tokens.iter().sum();
+        let chat = self.chat_total(row);
+        // The template's markup around the texts, taken off the budget of the plan.
+        let overhead = chat.map_or(0, |c| c.saturating_sub(texts));
+        let total = texts + overhead;
         m.original_tokens = total;
         m.compressed_tokens = total;
         let roles = row.roles();
+        let full = &self.settings.plan;
+        let adjusted;
+        let cfg = if overhead > 0 {
+            adjusted = PlanConfig {
+                target_max_tokens: full.target_max_tokens.saturating_sub(overhead),
+                ..full.clone()
+            };
+            &adjusted
+        } else {
+            full
+        };
         let (start, until) = match plan::plan(&roles, &tokens, cfg) {
             Plan::UnderTarget => {
                 m.skipped_under_target = true;
@@ -282,10 +342,13 @@ impl Compressor {
         }
         m.compressed_turns = out.len();
         row.obj.insert(row.key.to_string(), Value::Array(out));
+        if chat.is_some() {
+            new_total = self.chat_total(row).unwrap_or(new_total + overhead);
+        }
         m.compressed_tokens = new_total;
         m.was_compressed = true;
         m.summarizer = Some(summarizer);
-        m.still_over_limit = new_total > cfg.target_max_tokens;
+        m.still_over_limit = new_total > full.target_max_tokens;
         if m.still_over_limit {
             m.reason = Some(if m.summary_failed {
                 "summary_failed_placeholder".into()

@@ -50,11 +50,19 @@ impl Report {
     pub fn describe(&self, comp: &Compressor) -> String {
         let a = &self.aggregate;
         format!(
-            "{} compressed, {} under budget, {} still over, {} summary failures; tokens {} -> {} ({}, {})",
+            "{} compressed, {} under budget, {} still over, {} summary failures{}; tokens {} -> {} ({}, {})",
             a.compressed,
             a.skipped_under_target,
             a.still_over,
             a.failed,
+            if a.truncated + a.rejected_over_budget > 0 {
+                format!(
+                    ", {} truncated, {} rejected over budget",
+                    a.truncated, a.rejected_over_budget
+                )
+            } else {
+                String::new()
+            },
             a.tokens_before,
             a.tokens_after,
             comp.tokenizer.name(),
@@ -218,6 +226,11 @@ pub fn count_only(
                         n += tok.count(s) as u64;
                         b += s.len() as u64;
                     });
+                }
+                // With a chat template, the row as the trainer sees it.
+                let tools = crate::format::chat_template::row_tools(&row.obj);
+                if let Some(Ok(c)) = tok.count_chat(row.turns(), tools.as_ref()) {
+                    n = c as u64;
                 }
                 tokens.fetch_add(n, Ordering::Relaxed);
                 text_bytes.fetch_add(b, Ordering::Relaxed);

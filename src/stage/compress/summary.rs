@@ -472,20 +472,33 @@ fn looks_like_path(w: &str) -> bool {
         ".py", ".rs", ".js", ".ts", ".go", ".c", ".h", ".cpp", ".java", ".md", ".json", ".yaml",
         ".yml", ".toml", ".txt", ".sh",
     ];
+    let has_ext = EXT.iter().any(|e| w.ends_with(e));
     w.len() >= 3
         && w.len() <= 160
         && !w.starts_with("http")
         && w.chars().any(|c| c.is_ascii_alphabetic())
         && !w.contains("//")
-        && (EXT.iter().any(|e| w.ends_with(e))
-            || w.starts_with('/')
-            || w.starts_with("./")
-            || w.matches('/').count() >= 2)
+        // `/returncode` (of `</returncode>`), `/tmp`: one segment and no extension.
+        && !(w.starts_with('/') && w.matches('/').count() == 1 && !has_ext)
+        && (has_ext || w.starts_with('/') || w.starts_with("./") || w.matches('/').count() >= 2)
 }
 
+/// The file names the agent itself names (its commands, arguments and text).
 fn files_in(text: &str, out: &mut Vec<String>) {
     for part in window(text) {
         files_in_part(part, out);
+    }
+}
+
+/// The files a tool output names where it reports a problem (a traceback's
+/// `File "x.py", line 3`, `x.py:12: error`): the error lines only, never whole
+/// listings (`ls`, `find`, `grep` output name every file they see).
+fn files_in_errors(lines: &[&str], out: &mut Vec<String>) {
+    for l in lines
+        .iter()
+        .filter(|l| is_error_line(l) || l.trim_start().starts_with("File \""))
+    {
+        files_in_part(l, out);
     }
 }
 
@@ -496,9 +509,16 @@ fn files_in_part(text: &str, out: &mut Vec<String>) {
     if out.len() >= MAX_FILES {
         return;
     }
-    for w in text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))) {
-        let w = w.trim_matches(|c| c == '.' || c == '-');
-        if looks_like_path(w) && out.len() < MAX_FILES && !out.iter().any(|x| x == w) {
+    let is_word = |c: char| c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-');
+    let mut rest = text;
+    while let Some(start) = rest.find(is_word) {
+        // A word right after `<` is a tag (`</returncode>`), not a path.
+        let tag = rest[..start].ends_with('<');
+        let tail = &rest[start..];
+        let end = tail.find(|c: char| !is_word(c)).unwrap_or(tail.len());
+        let w = tail[..end].trim_matches(|c| c == '.' || c == '-');
+        rest = &tail[end..];
+        if !tag && looks_like_path(w) && out.len() < MAX_FILES && !out.iter().any(|x| x == w) {
             out.push(w.to_string());
         }
     }
@@ -547,7 +567,7 @@ impl Extractive {
                     {
                         results.push(format!("[{i}] {}", clip(first, MAX_ITEM_CHARS)));
                     }
-                    files_in(&text, &mut files);
+                    files_in_errors(&lines, &mut files);
                 }
                 _ => {}
             }
@@ -770,5 +790,53 @@ mod tests {
                 "{budget}: {s}"
             );
         }
+    }
+
+    /// On real SWE-agent trajectories, `Files:` lists what the agent named or what an
+    /// error line names: no `</returncode>` tag as `/returncode`, no `ls` listing.
+    #[test]
+    fn extractive_files_are_not_noise_on_swe_agent_runs() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/swe_agent_demo_trajs.jsonl"
+        ))
+        .unwrap();
+        let mut checked = 0;
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let turns: Vec<Value> = v["history"].as_array().unwrap().clone();
+            let n = turns.len();
+            if n < 12 {
+                continue;
+            }
+            let req = Request {
+                turns: &turns,
+                shape: Shape::OpenAi,
+                start: 2,
+                until: n - 4,
+                budget: 2000,
+                tokenizer: &CharsPerToken4,
+            };
+            let s = Extractive::summary(&req);
+            let Some((_, files)) = s.split_once("\nFiles:") else {
+                continue;
+            };
+            let files: Vec<&str> = files.lines().map_while(|l| l.strip_prefix("- ")).collect();
+            let agent: String = turns[2..n - 4]
+                .iter()
+                .filter(|t| t["role"] == "assistant")
+                .map(|t| turn_text(t, Shape::OpenAi).into_owned())
+                .collect();
+            for f in &files {
+                assert!(!f.contains("returncode"), "{f} in\n{s}");
+                assert!(
+                    agent.contains(f) || s.contains("Errors:"),
+                    "{f} is neither named by the agent nor on an error line\n{s}"
+                );
+            }
+            assert!(files.len() <= 24, "{} files: a listing?\n{s}", files.len());
+            checked += 1;
+        }
+        assert!(checked >= 2, "{checked}");
     }
 }

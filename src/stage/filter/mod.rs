@@ -21,6 +21,7 @@ use crate::format::model::ToolListError;
 pub use crate::format::row::{BadRow, RowView, parse_row, validate_object};
 use crate::format::tokens::Tokenizer;
 
+mod chat;
 mod hermes;
 mod raw;
 mod roles;
@@ -105,11 +106,17 @@ pub fn evaluate(
     if p.no_partial && is_true(row.partial) {
         reasons.push(format!("{}: `partial` is true", reason::PARTIAL));
     }
-    let facts = match (&row.conversations, &row.messages) {
+    let mut facts = match (&row.conversations, &row.messages) {
         (Some(turns), _) => hermes::facts(turns, row, p, tokenizer)?,
         (None, Some(msgs)) => raw::facts(msgs, row, p, tokenizer)?,
         (None, None) => return Err(BadRow::NoTurns),
     };
+    // With a chat template, the row's tokens are those of the rendered row.
+    if let Some(tk) = tokenizer.filter(|_| p.needs_tokens())
+        && let Some(n) = chat::tokens(row, tk)?
+    {
+        facts.tokens = n;
+    }
     if p.require_reasoning && !facts.reasoning {
         reasons.push(format!(
             "{}: no assistant turn has reasoning",
