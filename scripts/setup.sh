@@ -7,6 +7,7 @@ need_apt=()
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)  # per-call limits of tool commands
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the browser toolset (headless, driven over DevTools)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq >/dev/null

@@ -91,6 +91,8 @@ pub struct ToolConfig {
     pub llm: Option<LlmToolsConfig>,
     /// Offer `execute_code`: `None` = when `python3` is on the sandbox `PATH`.
     pub python: Option<bool>,
+    /// `image_generate`'s endpoint and model; `None` = not offered.
+    pub image: Option<super::image::ImageConfig>,
 }
 
 impl Default for ToolConfig {
@@ -102,6 +104,7 @@ impl Default for ToolConfig {
             web_timeout: Duration::from_secs(30),
             llm: None,
             python: None,
+            image: None,
         }
     }
 }
