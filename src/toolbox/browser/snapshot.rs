@@ -85,11 +85,11 @@ fn walk(
     let name = text(&node.name);
     let mut printed = false;
     let mut child_depth = depth;
-    if !node.ignored && !(TRANSPARENT.contains(&role.as_str()) && name.is_empty()) {
-        let is_text = role == "StaticText";
-        // A text node that repeats its parent's name (a button's label) says nothing new.
-        let skip = (is_text && (name.is_empty() || name == parent_name))
-            || (TRANSPARENT.contains(&role.as_str()) && !is_text && name.is_empty());
+    let is_text = role == "StaticText";
+    let transparent = TRANSPARENT.contains(&role.as_str()) && name.is_empty();
+    // A text node that repeats its parent's name (a button's label) says nothing new.
+    let skip = node.ignored || transparent || (is_text && (name.is_empty() || name == parent_name));
+    {
         if !skip {
             let mut line = format!("{}- ", "  ".repeat(depth));
             if is_text {
