@@ -4,8 +4,10 @@
 //!
 //! A tool is offered only when it is [`Availability::Available`]: a tool whose backend
 //! is not configured (no search provider, no model for vision) is
-//! [`Availability::NotConfigured`]; a tool traj does not implement (browser, image
-//! generation, ...) is [`Availability::NotImplemented`] and is never offered.
+//! [`Availability::NotConfigured`]; a tool traj does not implement (skills, cron
+//! jobs, ...) is [`Availability::NotImplemented`] and is never offered; one whose
+//! machine dependency is missing (the browser without Chromium) is
+//! [`Availability::Unavailable`], and its toolset is never drawn.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -117,6 +119,9 @@ pub enum Availability {
     NotConfigured(String),
     /// Not implemented by traj: never offered.
     NotImplemented(String),
+    /// Implemented, but this machine lacks what it needs (no Chromium): never
+    /// offered, and its toolset is never drawn.
+    Unavailable(String),
 }
 
 impl Availability {
@@ -130,6 +135,7 @@ impl Availability {
             Availability::Available => "available".to_string(),
             Availability::NotConfigured(why) => format!("not configured: {why}"),
             Availability::NotImplemented(why) => format!("not implemented: {why}"),
+            Availability::Unavailable(why) => format!("unavailable here: {why}"),
         }
     }
 }
@@ -341,7 +347,10 @@ impl Registry {
                     .iter()
                     .filter(|n| {
                         self.tool(n).is_some_and(|i| {
-                            !matches!(i.availability, Availability::NotImplemented(_))
+                            !matches!(
+                                i.availability,
+                                Availability::NotImplemented(_) | Availability::Unavailable(_)
+                            )
                         })
                     })
                     .count();
@@ -395,7 +404,8 @@ mod tests {
     #[test]
     fn availability_follows_config() {
         let r = Registry::builtin(&ToolConfig::default());
-        assert!(!r.toolset_available("browser"));
+        let chromium = crate::toolbox::browser::chromium_path().is_some();
+        assert_eq!(r.toolset_available("browser"), chromium);
         assert!(!r.toolset_available("image_gen"));
         assert!(!r.toolset_available("moa"));
         assert!(r.toolset_available("terminal"));
@@ -409,26 +419,30 @@ mod tests {
             ..ToolConfig::default()
         };
         let r = Registry::builtin(&cfg);
-        assert_eq!(r.resolve(&names(&["browser"])).unwrap(), vec!["web_search"]);
-        assert!(matches!(
-            r.tool("browser_click").unwrap().availability,
-            Availability::NotImplemented(_)
-        ));
-        let implemented: Vec<String> = r.implemented_toolsets().into_iter().collect();
+        let browser = r.resolve(&names(&["browser"])).unwrap();
+        assert_eq!(browser.len(), if chromium { 11 } else { 1 }, "{browser:?}");
+        assert!(browser.contains(&"web_search"));
         assert_eq!(
-            implemented,
-            names(&[
-                "code_execution",
-                "debugging",
-                "file",
-                "moa",
-                "safe",
-                "search",
-                "terminal",
-                "vision",
-                "web"
-            ])
+            r.tool("browser_click").unwrap().availability.is_available(),
+            chromium
         );
+        let implemented: Vec<String> = r.implemented_toolsets().into_iter().collect();
+        let mut want = vec![
+            "code_execution",
+            "debugging",
+            "file",
+            "image_gen",
+            "moa",
+            "safe",
+            "search",
+            "terminal",
+            "vision",
+            "web",
+        ];
+        if chromium {
+            want.insert(0, "browser");
+        }
+        assert_eq!(implemented, names(&want));
     }
 
     #[test]

@@ -163,10 +163,14 @@ fn image_gen(cfg: &ToolConfig) -> Availability {
 }
 
 fn browser(_: &ToolConfig) -> Availability {
-    needs(
-        chromium_path().is_some(),
-        "no chromium on this machine (install Debian's `chromium`, or set TRAJ_CHROMIUM)",
-    )
+    if chromium_path().is_some() {
+        Availability::Available
+    } else {
+        Availability::Unavailable(
+            "no chromium on this machine (install Debian's `chromium`, or set TRAJ_CHROMIUM)"
+                .to_string(),
+        )
+    }
 }
 
 fn browser_vision(cfg: &ToolConfig) -> Availability {
