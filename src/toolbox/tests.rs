@@ -1293,7 +1293,9 @@ fn every_distribution_draws_every_listed_toolset() {
     for d in crate::toolbox::distributions::builtin() {
         let mut drawn = std::collections::BTreeSet::new();
         for key in 0..4000 {
-            drawn.extend(crate::toolbox::distributions::sample(&d, 7, key, &available));
+            drawn.extend(crate::toolbox::distributions::sample(
+                &d, 7, key, &available,
+            ));
         }
         for (t, p) in &d.toolsets {
             assert!(available.contains(t), "{}: {t} is not available", d.name);

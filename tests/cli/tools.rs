@@ -299,7 +299,13 @@ fn a_real_browser_runs_scripts_clicks_refs_and_fills_forms() {
         d.path(),
         &["browser"],
         turns,
-        &["--sandbox", "local", "--allow-private-addresses"],
+        &[
+            "--sandbox",
+            "local",
+            "--allow-private-addresses",
+            "--max-turns",
+            "20",
+        ],
     );
     assert_eq!(t.len(), 11, "{t:?} {err}");
     assert_eq!(t[0]["title"], "Traj test home", "{}", t[0]);
@@ -335,8 +341,9 @@ fn a_real_browser_runs_scripts_clicks_refs_and_fills_forms() {
         "{}",
         t[10]
     );
+    // The profile is made under TMPDIR, the test's own directory.
     assert_eq!(
-        processes_with("traj-browser-"),
+        processes_with(&d.path().to_string_lossy()),
         0,
         "a chromium process outlived traj-run"
     );
@@ -357,7 +364,7 @@ fn browser_pages_cannot_reach_private_addresses_by_default() {
         "{}",
         t[0]
     );
-    assert_eq!(processes_with("traj-browser-"), 0);
+    assert_eq!(processes_with(&d.path().to_string_lossy()), 0);
 }
 
 #[test]

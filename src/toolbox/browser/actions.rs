@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use headless_chrome::protocol::cdp::Accessibility::GetFullAXTree;
 use headless_chrome::protocol::cdp::DOM::ResolveNode;
 use headless_chrome::protocol::cdp::Input::InsertText;
 use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
@@ -87,12 +86,14 @@ pub fn navigate(s: &mut Session, args: &Value) -> R {
 pub fn snapshot(s: &mut Session, args: &Value) -> R {
     has_page(s)?;
     let full = args.get("full").and_then(Value::as_bool).unwrap_or(false);
-    let tree = s.tab().call_method(GetFullAXTree {
-        depth: None,
-        frame_id: None,
-    })?;
+    let tree = s.tab().call_method(snapshot::FullAxTree {})?;
+    let nodes = tree
+        .get("nodes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let (text, refs) = snapshot::render(
-        &tree.nodes,
+        &nodes,
         if full {
             SNAPSHOT_FULL_CHARS
         } else {

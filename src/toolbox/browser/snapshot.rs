@@ -5,8 +5,17 @@
 
 use std::collections::HashMap;
 
-use headless_chrome::protocol::cdp::Accessibility::{AXNode, AXValue};
 use serde_json::Value;
+
+/// `Accessibility.getFullAXTree`, its answer read as plain JSON: the crate's typed
+/// structs reject property names newer Chromium versions send.
+#[derive(Debug, serde::Serialize)]
+pub struct FullAxTree {}
+
+impl headless_chrome::protocol::cdp::types::Method for FullAxTree {
+    const NAME: &'static str = "Accessibility.getFullAXTree";
+    type ReturnObject = Value;
+}
 
 /// Roles that get a ref: what a user clicks, types into or picks.
 const ACTIONABLE: &[&str] = &[
@@ -36,15 +45,16 @@ const TRANSPARENT: &[&str] = &[
     "presentation",
     "InlineTextBox",
     "LineBreak",
-    "RootWebArea",
+    "LabelText",
     "WebArea",
     "paragraph",
     "div",
     "section",
 ];
 
-fn text(v: &Option<AXValue>) -> String {
-    match v.as_ref().and_then(|v| v.value.as_ref()) {
+/// The text of an AX value field (`role`, `name`, `value`) of `node`.
+fn text(node: &Value, field: &str) -> String {
+    match node.get(field).and_then(|v| v.get("value")) {
         Some(Value::String(s)) => s.split_whitespace().collect::<Vec<_>>().join(" "),
         Some(Value::Null) | None => String::new(),
         Some(other) => other.to_string(),
@@ -53,8 +63,11 @@ fn text(v: &Option<AXValue>) -> String {
 
 /// The snapshot text (at most `max_chars`, cut with a note) and the refs it names
 /// (`e1`, `e2`, ... to DOM backend node ids).
-pub fn render(nodes: &[AXNode], max_chars: usize) -> (String, HashMap<String, u32>) {
-    let by_id: HashMap<&str, &AXNode> = nodes.iter().map(|n| (n.node_id.as_str(), n)).collect();
+pub fn render(nodes: &[Value], max_chars: usize) -> (String, HashMap<String, u32>) {
+    let by_id: HashMap<&str, &Value> = nodes
+        .iter()
+        .filter_map(|n| n.get("nodeId").and_then(Value::as_str).map(|id| (id, n)))
+        .collect();
     let mut out = String::new();
     let mut refs = HashMap::new();
     if let Some(root) = nodes.first() {
@@ -74,21 +87,28 @@ pub fn render(nodes: &[AXNode], max_chars: usize) -> (String, HashMap<String, u3
 }
 
 fn walk(
-    node: &AXNode,
-    by_id: &HashMap<&str, &AXNode>,
+    node: &Value,
+    by_id: &HashMap<&str, &Value>,
     depth: usize,
     parent_name: &str,
     out: &mut String,
     refs: &mut HashMap<String, u32>,
 ) {
-    let role = text(&node.role);
-    let name = text(&node.name);
+    let role = text(node, "role");
+    let name = text(node, "name");
+    let ignored = node
+        .get("ignored")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let mut printed = false;
     let mut child_depth = depth;
     let is_text = role == "StaticText";
     let transparent = TRANSPARENT.contains(&role.as_str()) && name.is_empty();
     // A text node that repeats its parent's name (a button's label) says nothing new.
-    let skip = node.ignored || transparent || (is_text && (name.is_empty() || name == parent_name));
+    let skip = ignored
+        || role == "InlineTextBox"
+        || transparent
+        || (is_text && (name.is_empty() || name == parent_name));
     {
         if !skip {
             let mut line = format!("{}- ", "  ".repeat(depth));
@@ -99,13 +119,15 @@ fn walk(
                 if !name.is_empty() {
                     line.push_str(&format!(" {name:?}"));
                 }
-                let value = text(&node.value);
+                let value = text(node, "value");
                 if !value.is_empty() && value != name {
                     line.push_str(&format!(" value={value:?}"));
                 }
                 if let (true, Some(id)) = (
                     ACTIONABLE.contains(&role.as_str()),
-                    node.backend_dom_node_id,
+                    node.get("backendDOMNodeId")
+                        .and_then(Value::as_u64)
+                        .and_then(|i| u32::try_from(i).ok()),
                 ) {
                     let r = format!("e{}", refs.len() + 1);
                     line.push_str(&format!(" [ref={r}]"));
@@ -119,8 +141,9 @@ fn walk(
         }
     }
     let pname = if printed { name.as_str() } else { parent_name };
-    for c in node.child_ids.iter().flatten() {
-        if let Some(child) = by_id.get(c.as_str()) {
+    let children = node.get("childIds").and_then(Value::as_array);
+    for c in children.into_iter().flatten().filter_map(Value::as_str) {
+        if let Some(child) = by_id.get(c) {
             walk(child, by_id, child_depth, pname, out, refs);
         }
     }
