@@ -125,6 +125,7 @@ fn terminal_runs_in_the_workspace() {
         names,
         [
             "terminal",
+            "process",
             "read_file",
             "write_file",
             "patch",
