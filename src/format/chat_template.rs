@@ -132,8 +132,8 @@ impl ChatTemplate {
             .get_template(NAME)
             .map_err(|e| ChatTemplateError::Compile(e.to_string()))?;
         let ctx = minijinja::context! {
-            messages => JValue::from_serialize(messages),
-            tools => tools.map(JValue::from_serialize),
+            messages => JValue::from_iter(messages.iter().map(to_jinja)),
+            tools => tools.map(to_jinja),
             add_generation_prompt => false,
             bos_token => &self.bos_token,
             eos_token => &self.eos_token,
@@ -262,6 +262,27 @@ fn civil(z: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// A JSON value as a template value. Not through serde: with `arbitrary_precision` a
+/// number serialises as a private map, which a template would see as an object.
+fn to_jinja(v: &Value) -> JValue {
+    match v {
+        Value::Null => JValue::from(()),
+        Value::Bool(b) => JValue::from(*b),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                JValue::from(i)
+            } else if let Some(u) = n.as_u64() {
+                JValue::from(u)
+            } else {
+                JValue::from(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Value::String(s) => JValue::from(s.as_str()),
+        Value::Array(a) => JValue::from_iter(a.iter().map(to_jinja)),
+        Value::Object(m) => JValue::from_iter(m.iter().map(|(k, v)| (k.as_str(), to_jinja(v)))),
+    }
+}
+
 /// transformers' `tojson`: `json.dumps(x, ensure_ascii=False, indent=indent)`.
 fn tojson(v: JValue, kwargs: Kwargs) -> Result<JValue, JinjaError> {
     let indent: Option<usize> = kwargs.get("indent")?;
@@ -351,7 +372,7 @@ mod tests {
         let t = tmpl("{{ x | tojson(indent=2) }}");
         let env_ctx = t.env.get_template(NAME).unwrap();
         let s = env_ctx
-            .render(minijinja::context! { x => JValue::from_serialize(json!({"a": [1], "b": {}})) })
+            .render(minijinja::context! { x => to_jinja(&json!({"a": [1], "b": {}})) })
             .unwrap();
         assert_eq!(s, "{\n  \"a\": [\n    1\n  ],\n  \"b\": {}\n}");
         let t = tmpl("{{ raise_exception('no system') }}");
