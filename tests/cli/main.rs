@@ -20,4 +20,3 @@ mod run;
 mod sample;
 mod scale;
 mod tools;
-mod training;
