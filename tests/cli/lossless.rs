@@ -191,7 +191,15 @@ fn tokens(text: &str) -> Vec<Tok> {
                 .iter()
                 .position(|c| !matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
                 .unwrap_or(b.len() - i);
-            out.push(Tok::Num(text[i..j].to_string()));
+            // Digits as written; an exponent as a stage that rewrites a row writes it
+            // (`e` and its sign: README, one rule per line).
+            let mut num = text[i..j].replace('E', "e");
+            if let Some(k) = num.find('e')
+                && !matches!(num.as_bytes().get(k + 1), Some(b'+' | b'-'))
+            {
+                num.insert(k + 1, '+');
+            }
+            out.push(Tok::Num(num));
             i = j;
         } else if c.is_ascii_alphabetic() {
             let j = i + b[i..]

@@ -155,7 +155,7 @@ fn rule_json_and_non_json_tool_content() {
     assert_eq!(
         blocks,
         [
-            "{\"tool_call_id\": \"1\", \"name\": \"t\", \"content\": [1, 2.5, {\"k\": null}]}",
+            "{\"tool_call_id\": \"1\", \"name\": \"t\", \"content\": [1, 2.50, {\"k\": null}]}",
             "{\"tool_call_id\": \"2\", \"name\": \"t\", \"content\": \"{broken\"}",
             "{\"tool_call_id\": \"3\", \"name\": \"t\", \"content\": \"42\"}",
             "{\"tool_call_id\": \"4\", \"name\": \"t\", \"content\": {\"already\": \"an object\"}}",
