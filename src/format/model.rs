@@ -24,17 +24,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// `an array`, `a string`, ... for messages.
-pub fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+/// `an array`, `a string`, ... for messages (the one wording, from the line engine).
+pub use crate::io::json_kind;
 
 /// A tool declaration or call that does not say which tool it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
