@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -102,22 +102,8 @@ impl Images {
 /// Run `cli args` with a minimal environment (what the CLI needs to find its engine),
 /// killed after `timeout`: whether it succeeded, and the start of its stderr.
 fn run(cli: &str, args: &[&str], timeout: Duration) -> Result<(bool, String), String> {
-    let mut c = Command::new(cli);
-    c.args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    for k in [
-        "HOME",
-        "DOCKER_HOST",
-        "DOCKER_CONFIG",
-        "DOCKER_CONTEXT",
-        "XDG_RUNTIME_DIR",
-        "CONTAINER_HOST",
-    ] {
-        if let Ok(v) = std::env::var(k) {
-            c.env(k, v);
-        }
-    }
+    let mut c = crate::toolbox::sandbox::docker_command(cli);
+    c.args(args);
     let mut child = c
         .stdin(Stdio::null())
         .stdout(Stdio::null())

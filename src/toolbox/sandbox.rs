@@ -423,25 +423,7 @@ impl Sandbox {
     /// A command for the docker CLI itself: it keeps only what the CLI needs to find
     /// its engine, never the caller's whole environment.
     fn docker_cli(&self) -> Command {
-        let mut c = Command::new(&self.cfg.docker_cli);
-        c.env_clear();
-        c.env(
-            "PATH",
-            std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.into()),
-        );
-        for k in [
-            "HOME",
-            "DOCKER_HOST",
-            "DOCKER_CONFIG",
-            "DOCKER_CONTEXT",
-            "XDG_RUNTIME_DIR",
-            "CONTAINER_HOST",
-        ] {
-            if let Ok(v) = std::env::var(k) {
-                c.env(k, v);
-            }
-        }
-        c
+        docker_command(&self.cfg.docker_cli)
     }
 
     fn ensure_container(&mut self) -> Result<()> {
@@ -866,4 +848,27 @@ pub fn execute(
         pgid,
         limit: None,
     })
+}
+/// A command of the docker CLI `cli` with only what the CLI needs to find its engine
+/// (PATH, HOME, the DOCKER_* and XDG_RUNTIME_DIR variables): never the caller's keys.
+pub fn docker_command(cli: &str) -> Command {
+    let mut c = Command::new(cli);
+    c.env_clear();
+    c.env(
+        "PATH",
+        std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.into()),
+    );
+    for k in [
+        "HOME",
+        "DOCKER_HOST",
+        "DOCKER_CONFIG",
+        "DOCKER_CONTEXT",
+        "XDG_RUNTIME_DIR",
+        "CONTAINER_HOST",
+    ] {
+        if let Ok(v) = std::env::var(k) {
+            c.env(k, v);
+        }
+    }
+    c
 }
