@@ -5,9 +5,11 @@
 //! (outside strings), which a line cannot hold. Line N of such a source is element N.
 //! A `.json` file that does not start with `[` is read as JSONL.
 
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead};
 
 use anyhow::Result;
+
+use super::pieces::{PieceReader, Pieces};
 
 /// Where the reader is in the array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +33,6 @@ struct ArrayLines<R> {
     inner: R,
     name: String,
     state: State,
-    out: Vec<u8>,
-    pos: usize,
 }
 
 /// `r` as lines: the elements of the array it holds, or `r` itself when its first
@@ -53,13 +53,11 @@ pub fn lines_of_array(
     match rest.iter().position(|b| !b.is_ascii_whitespace()) {
         Some(k) if rest[k] == b'[' => {
             r.consume(skip + k + 1);
-            Ok(Box::new(ArrayLines {
+            Ok(Box::new(PieceReader::new(ArrayLines {
                 inner: r,
                 name,
                 state: State::Start,
-                out: Vec::new(),
-                pos: 0,
-            }))
+            })))
         }
         _ => Ok(r),
     }
@@ -67,10 +65,8 @@ pub fn lines_of_array(
 
 impl<R: BufRead> ArrayLines<R> {
     /// Turn the next piece of input into output; false at the end of the input.
-    fn refill(&mut self) -> io::Result<bool> {
-        self.out.clear();
-        self.pos = 0;
-        while self.out.is_empty() {
+    fn refill(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
+        while out.is_empty() {
             let buf = self.inner.fill_buf()?;
             if buf.is_empty() {
                 return match self.state {
@@ -79,7 +75,7 @@ impl<R: BufRead> ArrayLines<R> {
                         // An unclosed array: the last element is a line of its own,
                         // which the row parser then rejects with its position.
                         self.state = State::End;
-                        self.out.push(b'\n');
+                        out.push(b'\n');
                         Ok(true)
                     }
                     _ => Err(io::Error::new(
@@ -91,7 +87,7 @@ impl<R: BufRead> ArrayLines<R> {
             let n = buf.len();
             let mut state = self.state;
             for &b in buf {
-                state = step(state, b, &mut self.out).map_err(|what| {
+                state = step(state, b, out).map_err(|what| {
                     io::Error::new(io::ErrorKind::InvalidData, format!("{}: {what}", self.name))
                 })?;
             }
@@ -165,32 +161,16 @@ fn step(state: State, b: u8, out: &mut Vec<u8>) -> Result<State, &'static str> {
     })
 }
 
-impl<R: BufRead> Read for ArrayLines<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let avail = self.fill_buf()?;
-        let n = avail.len().min(buf.len());
-        buf[..n].copy_from_slice(&avail[..n]);
-        self.consume(n);
-        Ok(n)
-    }
-}
-
-impl<R: BufRead> BufRead for ArrayLines<R> {
-    fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        if self.pos >= self.out.len() && !self.refill()? {
-            return Ok(&[]);
-        }
-        Ok(&self.out[self.pos..])
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.pos += n;
+impl<R: BufRead> Pieces for ArrayLines<R> {
+    fn next_piece(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
+        self.refill(out)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
 
     fn lines(input: &[u8]) -> io::Result<String> {
         let r: Box<dyn BufRead + Send> = Box::new(io::Cursor::new(input.to_vec()));

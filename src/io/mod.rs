@@ -12,6 +12,7 @@ pub mod lines;
 pub mod output;
 pub mod parquet;
 pub mod passthru;
+mod pieces;
 pub mod pipeline;
 pub mod policy;
 pub mod records;

@@ -21,6 +21,8 @@ use arrow_array::{Array, ListArray, RecordBatch, StringArray, StructArray};
 use arrow_schema::{DataType, Field, Fields, Schema};
 use serde_json::value::RawValue;
 
+use super::pieces::{PieceReader, Pieces};
+
 /// The magic bytes a Parquet file starts (and ends) with.
 pub const MAGIC: &[u8; 4] = b"PAR1";
 /// Schema metadata key that marks a file traj wrote, and its schema version.
@@ -79,36 +81,30 @@ pub fn lines_of_parquet(f: File, name: String) -> Result<Box<dyn BufRead + Send>
         .with_batch_size(BATCH_ROWS)
         .build()
         .map_err(|e| parquet_err(&name, e))?;
-    Ok(Box::new(ParquetLines {
+    Ok(Box::new(PieceReader::new(ParquetLines {
         batches,
         ours,
         name,
-        out: Vec::new(),
-        pos: 0,
-    }))
+    })))
 }
 
 struct ParquetLines {
     batches: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
     ours: bool,
     name: String,
-    out: Vec<u8>,
-    pos: usize,
 }
 
 impl ParquetLines {
-    fn refill(&mut self) -> io::Result<bool> {
-        self.out.clear();
-        self.pos = 0;
-        while self.out.is_empty() {
+    fn refill(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
+        while out.is_empty() {
             let Some(batch) = self.batches.next() else {
                 return Ok(false);
             };
             let batch = batch.map_err(|e| parquet_err(&self.name, e))?;
             if self.ours {
-                rows_of_ours(&batch, &mut self.out).map_err(|e| parquet_err(&self.name, e))?;
+                rows_of_ours(&batch, out).map_err(|e| parquet_err(&self.name, e))?;
             } else {
-                let mut w = arrow_json::LineDelimitedWriter::new(&mut self.out);
+                let mut w = arrow_json::LineDelimitedWriter::new(&mut *out);
                 w.write(&batch).map_err(|e| parquet_err(&self.name, e))?;
                 w.finish().map_err(|e| parquet_err(&self.name, e))?;
             }
@@ -170,25 +166,9 @@ fn rows_of_ours(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), String> {
     Ok(())
 }
 
-impl Read for ParquetLines {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let avail = self.fill_buf()?;
-        let n = avail.len().min(buf.len());
-        buf[..n].copy_from_slice(&avail[..n]);
-        self.consume(n);
-        Ok(n)
-    }
-}
-
-impl BufRead for ParquetLines {
-    fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        if self.pos >= self.out.len() && !self.refill()? {
-            return Ok(&[]);
-        }
-        Ok(&self.out[self.pos..])
-    }
-    fn consume(&mut self, n: usize) {
-        self.pos += n;
+impl Pieces for ParquetLines {
+    fn next_piece(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
+        self.refill(out)
     }
 }
 
