@@ -8,6 +8,7 @@ command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)  # per-call limits of tool commands
 command -v parallel >/dev/null 2>&1 || need_apt+=(parallel) # docs/pipeline.md's recipes
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the browser toolset (headless, driven over DevTools)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq >/dev/null

@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::image::ImageConfig;
 use super::limits::Limits;
 use super::registry::{LlmToolsConfig, SearchConfig, SearchProvider, ToolConfig};
 use super::sandbox::{Backend, SandboxConfig};
@@ -128,6 +129,15 @@ pub struct ToolArgs {
     /// Aggregator model of mixture_of_agents (not offered without one and models).
     #[arg(long, value_name = "MODEL")]
     pub moa_aggregator: Option<String>,
+
+    /// Model for image_generate (not offered without one).
+    #[arg(long, value_name = "MODEL")]
+    pub image_model: Option<String>,
+
+    /// OpenAI-compatible API root of image_generate (POST {URL}/images/generations;
+    /// default: the run's --base-url, with the same key).
+    #[arg(long, value_name = "URL")]
+    pub image_base_url: Option<String>,
 }
 
 impl ToolArgs {
@@ -198,6 +208,15 @@ impl ToolArgs {
         if self.moa_aggregator.is_some() == self.moa_models.is_empty() {
             return Err(ToolArgsError::MoaIncomplete);
         }
+        let image = self.image_model.as_ref().map(|model| ImageConfig {
+            base_url: self
+                .image_base_url
+                .clone()
+                .unwrap_or_else(|| llm.base_url.clone()),
+            api_key: llm.api_key.clone(),
+            model: model.clone(),
+            timeout: Duration::from_secs(180),
+        });
         let wants_llm = self.vision_model.is_some() || self.moa_aggregator.is_some();
         let llm = wants_llm.then(|| LlmToolsConfig {
             client: llm.clone(),
@@ -213,6 +232,7 @@ impl ToolArgs {
             web_timeout: Duration::from_secs(30),
             llm,
             python: None,
+            image,
         })
     }
 }

@@ -249,6 +249,12 @@ impl Confined {
     pub fn write_file(&self, args: &Value) -> ToolOutcome {
         let path = str_arg(args, "path")?;
         let content = str_arg(args, "content")?;
+        self.write_bytes(path, content.as_bytes())
+    }
+
+    /// Create or replace the file `path` (relative to the workspace, parents created)
+    /// with `content`, by the rules of `write_file`.
+    pub fn write_bytes(&self, path: &str, content: &[u8]) -> ToolOutcome {
         let full = self.relative(path)?;
         let parts: Vec<&OsStr> = full.iter().collect();
         let Some((name, dirs)) = parts.split_last() else {
@@ -272,7 +278,7 @@ impl Confined {
         single_link(path, &fd)?;
         let mut file = File::from(fd);
         file.set_len(0)
-            .and_then(|()| file.write_all(content.as_bytes()))
+            .and_then(|()| file.write_all(content))
             .map_err(|e| format!("{path}: {e}"))?;
         Ok(json!({"path": self.show(&full), "bytes_written": content.len()}))
     }

@@ -37,11 +37,14 @@
 use serde_json::Value;
 
 pub mod beneath;
+pub mod browser;
 pub mod cli;
 pub mod distributions;
 pub mod fs;
+pub mod image;
 pub mod limits;
 pub mod llm_tools;
+pub mod process;
 pub mod reaper;
 pub mod registry;
 pub mod sandbox;

@@ -4,8 +4,10 @@
 //!
 //! A tool is offered only when it is [`Availability::Available`]: a tool whose backend
 //! is not configured (no search provider, no model for vision) is
-//! [`Availability::NotConfigured`]; a tool traj does not implement (browser, image
-//! generation, ...) is [`Availability::NotImplemented`] and is never offered.
+//! [`Availability::NotConfigured`]; a tool traj does not implement (skills, cron
+//! jobs, ...) is [`Availability::NotImplemented`] and is never offered; one whose
+//! machine dependency is missing (the browser without Chromium) is
+//! [`Availability::Unavailable`], and its toolset is never drawn.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -91,6 +93,8 @@ pub struct ToolConfig {
     pub llm: Option<LlmToolsConfig>,
     /// Offer `execute_code`: `None` = when `python3` is on the sandbox `PATH`.
     pub python: Option<bool>,
+    /// `image_generate`'s endpoint and model; `None` = not offered.
+    pub image: Option<super::image::ImageConfig>,
 }
 
 impl Default for ToolConfig {
@@ -102,6 +106,7 @@ impl Default for ToolConfig {
             web_timeout: Duration::from_secs(30),
             llm: None,
             python: None,
+            image: None,
         }
     }
 }
@@ -114,6 +119,9 @@ pub enum Availability {
     NotConfigured(String),
     /// Not implemented by traj: never offered.
     NotImplemented(String),
+    /// Implemented, but this machine lacks what it needs (no Chromium): never
+    /// offered, and its toolset is never drawn.
+    Unavailable(String),
 }
 
 impl Availability {
@@ -127,6 +135,7 @@ impl Availability {
             Availability::Available => "available".to_string(),
             Availability::NotConfigured(why) => format!("not configured: {why}"),
             Availability::NotImplemented(why) => format!("not implemented: {why}"),
+            Availability::Unavailable(why) => format!("unavailable here: {why}"),
         }
     }
 }
@@ -338,7 +347,10 @@ impl Registry {
                     .iter()
                     .filter(|n| {
                         self.tool(n).is_some_and(|i| {
-                            !matches!(i.availability, Availability::NotImplemented(_))
+                            !matches!(
+                                i.availability,
+                                Availability::NotImplemented(_) | Availability::Unavailable(_)
+                            )
                         })
                     })
                     .count();
@@ -383,7 +395,7 @@ mod tests {
             ]
         );
         let offered = r.resolve(&names(&["debugging"])).unwrap();
-        assert!(!offered.contains(&"process"), "not implemented");
+        assert!(offered.contains(&"process"));
         assert!(!offered.contains(&"web_search"), "no provider configured");
         assert!(offered.contains(&"web_extract"));
         assert!(r.resolve(&names(&["nope"])).is_err());
@@ -392,7 +404,8 @@ mod tests {
     #[test]
     fn availability_follows_config() {
         let r = Registry::builtin(&ToolConfig::default());
-        assert!(!r.toolset_available("browser"));
+        let chromium = crate::toolbox::browser::chromium_path().is_some();
+        assert_eq!(r.toolset_available("browser"), chromium);
         assert!(!r.toolset_available("image_gen"));
         assert!(!r.toolset_available("moa"));
         assert!(r.toolset_available("terminal"));
@@ -406,26 +419,30 @@ mod tests {
             ..ToolConfig::default()
         };
         let r = Registry::builtin(&cfg);
-        assert_eq!(r.resolve(&names(&["browser"])).unwrap(), vec!["web_search"]);
-        assert!(matches!(
-            r.tool("browser_click").unwrap().availability,
-            Availability::NotImplemented(_)
-        ));
-        let implemented: Vec<String> = r.implemented_toolsets().into_iter().collect();
+        let browser = r.resolve(&names(&["browser"])).unwrap();
+        assert_eq!(browser.len(), if chromium { 11 } else { 1 }, "{browser:?}");
+        assert!(browser.contains(&"web_search"));
         assert_eq!(
-            implemented,
-            names(&[
-                "code_execution",
-                "debugging",
-                "file",
-                "moa",
-                "safe",
-                "search",
-                "terminal",
-                "vision",
-                "web"
-            ])
+            r.tool("browser_click").unwrap().availability.is_available(),
+            chromium
         );
+        let implemented: Vec<String> = r.implemented_toolsets().into_iter().collect();
+        let mut want = vec![
+            "code_execution",
+            "debugging",
+            "file",
+            "image_gen",
+            "moa",
+            "safe",
+            "search",
+            "terminal",
+            "vision",
+            "web",
+        ];
+        if chromium {
+            want.insert(0, "browser");
+        }
+        assert_eq!(implemented, names(&want));
     }
 
     #[test]
@@ -437,7 +454,8 @@ mod tests {
             assert_eq!(s["function"]["name"], name);
             assert!(s["function"]["description"].as_str().unwrap().len() > 40);
             assert_eq!(s["function"]["parameters"]["type"], "object");
-            for req in s["function"]["parameters"]["required"].as_array().unwrap() {
+            let required = s["function"]["parameters"]["required"].as_array();
+            for req in required.into_iter().flatten() {
                 let req = req.as_str().unwrap();
                 assert!(s["function"]["parameters"]["properties"][req].is_object());
             }

@@ -497,6 +497,14 @@ impl Sandbox {
         self.run(&["/bin/sh", "-c", &full], stdin, timeout)
     }
 
+    /// The command of a background shell script (`sh -c`, stderr merged into stdout),
+    /// for [`super::process::Processes::start`]; the task-end sweep covers it.
+    pub fn background_shell(&mut self, script: &str) -> Result<Command> {
+        let full = format!("exec 2>&1\n{script}");
+        self.ran = true;
+        self.command(&["/bin/sh", "-c", &full])
+    }
+
     /// Run `argv` in the sandbox (see [`Sandbox::run_shell`]).
     pub fn run(
         &mut self,

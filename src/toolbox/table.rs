@@ -13,6 +13,7 @@
 
 use serde_json::{Value, json};
 
+use super::browser::{actions, chromium_path};
 use super::registry::{Availability, SANDBOX_PATH, ToolConfig, on_path};
 use super::task::Task;
 use super::{ToolResult, llm_tools, web};
@@ -154,6 +155,31 @@ fn vision(cfg: &ToolConfig) -> Availability {
     )
 }
 
+fn image_gen(cfg: &ToolConfig) -> Availability {
+    needs(
+        cfg.image.is_some(),
+        "no image model configured (--image-model)",
+    )
+}
+
+fn browser(_: &ToolConfig) -> Availability {
+    if chromium_path().is_some() {
+        Availability::Available
+    } else {
+        Availability::Unavailable(
+            "no chromium on this machine (install Debian's `chromium`, or set TRAJ_CHROMIUM)"
+                .to_string(),
+        )
+    }
+}
+
+fn browser_vision(cfg: &ToolConfig) -> Availability {
+    match browser(cfg) {
+        Availability::Available => vision(cfg),
+        other => other,
+    }
+}
+
 fn moa(cfg: &ToolConfig) -> Availability {
     needs(
         cfg.llm
@@ -176,8 +202,9 @@ pub(crate) const TOOLS: &[ToolDef] = &[
              shell variables and `cd` do not. Commands that run longer than the timeout \
              are killed together with everything they started; processes left in the \
              background are stopped when the command ends, so run servers and long jobs \
-             in the foreground with their own time limit. Long output is cut in the \
-             middle with a note.",
+             in the foreground with their own time limit, or start them with \
+             background=true and follow them with the process tool. Long output is cut \
+             in the middle with a note.",
             parameters: || {
                 json!({
                     "type": "object",
@@ -186,7 +213,11 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                         "timeout": {
                             "type": "integer",
                             "minimum": 1,
-                            "description": "Seconds before the command is killed (capped by the run's limit)."
+                            "description": "Seconds before the command is killed (capped by the run's limit); ignored with background."
+                        },
+                        "background": {
+                            "type": "boolean",
+                            "description": "Start the command in the background and return at once with a session_id for the process tool (default false). It runs until it exits, is killed, or the task ends."
                         }
                     },
                     "required": ["command"]
@@ -196,7 +227,37 @@ pub(crate) const TOOLS: &[ToolDef] = &[
             call: |t, a| t.terminal(a),
         }),
     },
-    missing("process", &["terminal", "debugging"]),
+    ToolDef {
+        name: "process",
+        toolsets: &["terminal", "debugging"],
+        tool: Some(Tool {
+            description: "Follow and control commands started with terminal(background=true), by the \
+             session_id that call returned. Actions: list (every background process of \
+             this task and its status), poll (status and the output printed since the \
+             last poll), log (a page of the whole output by line: offset, limit; default \
+             the last 200 lines), wait (block until it exits or timeout seconds pass, \
+             capped by the run's command limit), kill (stop it and everything it \
+             started), write (send data to its stdin as is), submit (send data and a \
+             newline), close (close its stdin). At most 8 run at once; all are stopped \
+             when the task ends.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "kill", "write", "submit", "close"], "description": "What to do."},
+                        "session_id": {"type": "string", "description": "The background process (from terminal's result); needed by every action but list."},
+                        "data": {"type": "string", "description": "write and submit: the text for its stdin."},
+                        "timeout": {"type": "integer", "minimum": 1, "description": "wait: most seconds to block."},
+                        "offset": {"type": "integer", "minimum": 0, "description": "log: first line (0-based; default: the last lines)."},
+                        "limit": {"type": "integer", "minimum": 1, "description": "log: most lines (default 200)."}
+                    },
+                    "required": ["action"]
+                })
+            },
+            availability: always,
+            call: |t, a| t.process(a),
+        }),
+    },
     // file
     ToolDef {
         name: "read_file",
@@ -310,16 +371,134 @@ pub(crate) const TOOLS: &[ToolDef] = &[
         }),
     },
     // browser (its web_search is the web toolset's, below)
-    missing("browser_navigate", &["browser"]),
-    missing("browser_snapshot", &["browser"]),
-    missing("browser_click", &["browser"]),
-    missing("browser_type", &["browser"]),
-    missing("browser_scroll", &["browser"]),
-    missing("browser_back", &["browser"]),
-    missing("browser_press", &["browser"]),
-    missing("browser_close", &["browser"]),
-    missing("browser_get_images", &["browser"]),
-    missing("browser_vision", &["browser"]),
+    ToolDef {
+        name: "browser_navigate",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "Open a URL in this task's headless browser (a real Chromium: scripts run) and \
+             wait for it to load. Returns the final URL and title; then read the page with \
+             browser_snapshot. Only http and https pages on the public web open; a task \
+             may load a limited number of pages.",
+            parameters: || json!({"type": "object", "properties": {"url": {"type": "string", "description": "The address to open (https:// is assumed when no scheme is given)."}}, "required": ["url"]}),
+            availability: browser,
+            call: |t, a| t.browse(a, actions::navigate),
+        }),
+    },
+    ToolDef {
+        name: "browser_snapshot",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "Read the current page as its accessibility tree: one element a line with its \
+             role and name, e.g. `- button \"Submit\" [ref=e3]`. Elements you can act on \
+             carry a ref for browser_click and browser_type; refs change with every \
+             snapshot, so take a new one after the page changes.",
+            parameters: || json!({"type": "object", "properties": {"full": {"type": "boolean", "description": "Return the whole page instead of the first part (default false)."}}}),
+            availability: browser,
+            call: |t, a| t.browse(a, actions::snapshot),
+        }),
+    },
+    ToolDef {
+        name: "browser_click",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "Click an element of the page by its ref from the last browser_snapshot, and \
+             wait for what the click sets off (navigation, scripts).",
+            parameters: || json!({"type": "object", "properties": {"ref": {"type": "string", "description": "The element's ref from the last browser_snapshot, e.g. e12 (a leading @ is fine)."}}, "required": ["ref"]}),
+            availability: browser,
+            call: |t, a| t.browse(a, actions::click),
+        }),
+    },
+    ToolDef {
+        name: "browser_type",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "Type text into a field of the page (input, textarea, editable element) by its \
+             ref from the last browser_snapshot. The field is cleared first; input events \
+             fire as if a user typed. Press Enter with browser_press to submit.",
+            parameters: || json!({"type": "object", "properties": {"ref": {"type": "string", "description": "The element's ref from the last browser_snapshot, e.g. e12 (a leading @ is fine)."}, "text": {"type": "string", "description": "The text to type."}}, "required": ["ref", "text"]}),
+            availability: browser,
+            call: |t, a| t.browse(a, actions::type_text),
+        }),
+    },
+    ToolDef {
+        name: "browser_scroll",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "Scroll the page up or down by most of a screen; returns the new scroll \
+             position and the page height.",
+            parameters: || json!({"type": "object", "properties": {"direction": {"type": "string", "enum": ["up", "down"], "description": "Which way to scroll."}}, "required": ["direction"]}),
+            availability: browser,
+            call: |t, a| t.browse(a, actions::scroll),
+        }),
+    },
+    ToolDef {
+        name: "browser_back",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "Go back to the previous page in this tab's history.",
+            parameters: || json!({"type": "object", "properties": {}}),
+            availability: browser,
+            call: |t, a| t.browse(a, actions::back),
+        }),
+    },
+    ToolDef {
+        name: "browser_press",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "Press a key in the page, on whatever has focus: Enter, Tab, Escape, \
+             ArrowDown, Backspace, a single character, ...",
+            parameters: || json!({"type": "object", "properties": {"key": {"type": "string", "description": "The key name (as in KeyboardEvent.key)."}}, "required": ["key"]}),
+            availability: browser,
+            call: |t, a| t.browse(a, actions::press),
+        }),
+    },
+    ToolDef {
+        name: "browser_get_images",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "List the images of the current page: each one's URL, alt text and size.",
+            parameters: || json!({"type": "object", "properties": {}}),
+            availability: browser,
+            call: |t, a| t.browse(a, actions::get_images),
+        }),
+    },
+    ToolDef {
+        name: "browser_vision",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "Take a screenshot of what the browser shows and ask the vision model a \
+             question about it (layout, charts, images, CAPTCHAs the text snapshot cannot \
+             describe).",
+            parameters: || json!({"type": "object", "properties": {"question": {"type": "string", "description": "What to find out from the screenshot."}}, "required": ["question"]}),
+            availability: browser_vision,
+            call: |t, a| t.browser_vision(a),
+        }),
+    },
+    ToolDef {
+        name: "browser_console",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "Read the messages the page wrote to its JavaScript console (log, warning, \
+             error), and optionally evaluate a JavaScript expression in the page and get \
+             its value.",
+            parameters: || json!({"type": "object", "properties": {"clear": {"type": "boolean", "description": "Clear the kept messages after reading them."}, "expression": {"type": "string", "description": "JavaScript to evaluate in the page (promises are awaited)."}}}),
+            availability: browser,
+            call: |t, a| t.browse(a, actions::console),
+        }),
+    },
+    ToolDef {
+        name: "browser_dialog",
+        toolsets: &["browser"],
+        tool: Some(Tool {
+            description: "Answer a JavaScript dialog (alert, confirm, prompt, beforeunload) that \
+             blocks the page; browser_snapshot shows one as pending_dialog.",
+            parameters: || json!({"type": "object", "properties": {"action": {"type": "string", "enum": ["accept", "dismiss"], "description": "accept (OK, or the prompt text) or dismiss (Cancel)."}, "prompt_text": {"type": "string", "description": "The answer to a prompt() dialog."}}, "required": ["action"]}),
+            availability: browser,
+            call: |t, a| t.browse(a, actions::dialog),
+        }),
+    },
+    // not offered: raw DevTools access could switch off the request filter
+    missing("browser_cdp", &["browser"]),
     // web
     ToolDef {
         name: "web_search",
@@ -389,7 +568,28 @@ pub(crate) const TOOLS: &[ToolDef] = &[
             },
         }),
     },
-    missing("image_generate", &["image_gen"]),
+    ToolDef {
+        name: "image_generate",
+        toolsets: &["image_gen"],
+        tool: Some(Tool {
+            description: "Make an image from a text description with the run's image model. Returns \
+             the image's URL, or the path of the image file saved in the workspace \
+             (images/image_N.png) when the service sends the picture itself. Describe \
+             subject, style, composition and colours in detail.",
+            parameters: || {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "prompt": {"type": "string", "description": "What the image shows, in detail."},
+                        "aspect_ratio": {"type": "string", "enum": ["landscape", "square", "portrait"], "description": "Shape: landscape (wide, default), square, or portrait (tall)."}
+                    },
+                    "required": ["prompt"]
+                })
+            },
+            availability: image_gen,
+            call: |t, a| t.image_generate(a),
+        }),
+    },
     ToolDef {
         name: "mixture_of_agents",
         toolsets: &["moa", "safe"],
@@ -441,9 +641,7 @@ pub(crate) const TOOLS: &[ToolDef] = &[
     missing("process_manage", &[]),
     missing("todo_list", &[]),
     missing("cronjob_manage", &[]),
-    missing("browser_console", &[]),
-    missing("browser_cdp", &[]),
-    missing("browser_dialog", &[]),
+    missing("browser_close", &[]),
     missing("browser_exec", &[]),
     missing("send_message", &[]),
     missing("x_search", &[]),
@@ -475,7 +673,8 @@ mod tests {
             }
         }
         assert!(find("terminal").is_some_and(|d| d.tool.is_some()));
-        assert!(find("process").is_some_and(|d| d.tool.is_none()));
+        assert!(find("process").is_some_and(|d| d.tool.is_some()));
+        assert!(find("todo").is_some_and(|d| d.tool.is_none()));
         assert!(find("nope").is_none());
     }
 }

@@ -7,7 +7,9 @@ use anyhow::Result;
 use serde_json::{Value, json};
 
 use super::beneath::Resolver;
+use super::browser::{BrowserError, Session};
 use super::fs::Confined;
+use super::process::Processes;
 use super::registry::{Registry, ToolConfig};
 use super::sandbox::{RunOutput, Sandbox, SandboxConfig};
 use super::{ToolHost, ToolResult, table, web};
@@ -41,6 +43,13 @@ pub struct Task {
     calls: Vec<CallFn>,
     schemas: Vec<Value>,
     pub(super) config: Arc<ToolConfig>,
+    /// Background processes; declared before the sandbox so that they are killed
+    /// before it sweeps and removes the workspace.
+    pub(super) processes: Processes,
+    /// The task's browser, started by its first browser call.
+    pub(super) browser: Option<Session>,
+    /// Images `image_generate` saved in the workspace so far.
+    pub(super) images_saved: u32,
     sandbox: Sandbox,
     pub(super) files: Confined,
     pub(super) agent: ureq::Agent,
@@ -78,11 +87,15 @@ impl Task {
         let config = registry.config_arc();
         let agent = web::agent(&config);
         let llm = config.llm.as_ref().map(|l| Client::new(l.client.clone()));
+        let processes = Processes::new(sandbox.config().output_cap);
         Ok(Task {
             offered,
             calls,
             schemas,
             config,
+            processes,
+            browser: None,
+            images_saved: 0,
             sandbox,
             files,
             agent,
@@ -163,8 +176,80 @@ impl Task {
             Ok(a) => a,
             Err(e) => return e,
         };
+        if args.get("background").and_then(Value::as_bool) == Some(true) {
+            let cmd = match self.sandbox.background_shell(&command) {
+                Ok(c) => c,
+                Err(e) => return ToolResult::error(format!("{e:#}")),
+            };
+            return match self.processes.start(cmd, &command) {
+                Ok(v) => ToolResult::ok(v),
+                Err(e) => ToolResult::error(e.to_string()),
+            };
+        }
         let out = self.sandbox.run_shell(&command, None, Some(timeout));
         Self::run_result(out, timeout)
+    }
+
+    /// Run one browser action on the task's browser, starting it on first use.
+    pub(super) fn browse(
+        &mut self,
+        args: &Value,
+        action: fn(&mut Session, &Value) -> Result<Value, BrowserError>,
+    ) -> ToolResult {
+        if self.browser.is_none() {
+            match Session::start(self.config.allow_private_addresses) {
+                Ok(s) => self.browser = Some(s),
+                Err(e) => return ToolResult::error(e.to_string()),
+            }
+        }
+        let Some(session) = self.browser.as_mut() else {
+            return ToolResult::error(BrowserError::NoPage.to_string());
+        };
+        match action(session, args) {
+            Ok(v) => ToolResult::ok(v),
+            Err(e) => ToolResult::error(e.to_string()),
+        }
+    }
+
+    /// `browser_vision`: a screenshot of the page, put to the vision model.
+    pub(super) fn browser_vision(&mut self, args: &Value) -> ToolResult {
+        let url = match self.browser.as_mut() {
+            None => return ToolResult::error(BrowserError::NoPage.to_string()),
+            Some(s) => match super::browser::actions::screenshot_data_url(s) {
+                Ok(u) => u,
+                Err(e) => return ToolResult::error(e.to_string()),
+            },
+        };
+        let question = args
+            .get("question")
+            .and_then(Value::as_str)
+            .unwrap_or("Describe this web page.");
+        let (Some(client), Some(cfg)) = (&self.llm, &self.config.llm) else {
+            return ToolResult::error("browser_vision is not configured (no vision model)");
+        };
+        let a = json!({"image_url": url, "question": question});
+        match super::llm_tools::vision_analyze(client, cfg, &self.files, &a) {
+            Ok(v) => ToolResult::ok(v),
+            Err(e) => ToolResult::error(e),
+        }
+    }
+
+    pub(super) fn image_generate(&mut self, args: &Value) -> ToolResult {
+        let Some(cfg) = self.config.image.clone() else {
+            return ToolResult::error("image_generate is not configured (no --image-model)");
+        };
+        match super::image::generate(&cfg, &self.files, args, &mut self.images_saved) {
+            Ok(v) => ToolResult::ok(v),
+            Err(e) => ToolResult::error(e.to_string()),
+        }
+    }
+
+    pub(super) fn process(&mut self, args: &Value) -> ToolResult {
+        let cap = self.sandbox.config().timeout;
+        match self.processes.call(args, cap) {
+            Ok(v) => ToolResult::ok(v),
+            Err(e) => ToolResult::error(e.to_string()),
+        }
     }
 
     pub(super) fn execute_code(&mut self, args: &Value) -> ToolResult {

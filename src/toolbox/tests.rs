@@ -125,6 +125,7 @@ fn terminal_runs_in_the_workspace() {
         names,
         [
             "terminal",
+            "process",
             "read_file",
             "write_file",
             "patch",
@@ -1277,4 +1278,31 @@ fn auto_uses_bwrap_where_it_works() {
     assert_eq!(t.sandbox().backend(), Backend::Bwrap);
     let (v, _) = term(&mut t, "pwd");
     assert_eq!(v["output"], "/workspace\n");
+}
+
+/// On a machine set up by `make setup` (Chromium installed) every toolset a built-in
+/// distribution names is available, and 4000 draws of each distribution draw each of
+/// its toolsets.
+#[test]
+fn every_distribution_draws_every_listed_toolset() {
+    assert!(
+        crate::toolbox::browser::chromium_path().is_some(),
+        "no chromium: run `make setup` (scripts/setup.sh installs Debian's chromium)"
+    );
+    let registry = Registry::builtin(&ToolConfig::default());
+    let available = registry.implemented_toolsets();
+    for d in crate::toolbox::distributions::builtin() {
+        let mut drawn = std::collections::BTreeSet::new();
+        for key in 0..4000 {
+            drawn.extend(crate::toolbox::distributions::sample(
+                &d, 7, key, &available,
+            ));
+        }
+        for (t, p) in &d.toolsets {
+            assert!(available.contains(t), "{}: {t} is not available", d.name);
+            if *p > 0.0 {
+                assert!(drawn.contains(t), "{}: {t} ({p}%) never drawn", d.name);
+            }
+        }
+    }
 }

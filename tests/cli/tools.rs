@@ -130,3 +130,280 @@ fn limits_are_tool_errors_and_the_run_goes_on() {
     );
     assert!(tools[1].contains("still here"), "{}", tools[1]);
 }
+
+#[test]
+fn background_processes_are_polled_logged_killed_and_die_with_the_task() {
+    let d = tmpdir();
+    let turns = json!([
+        {"tool_calls": [{"name": "terminal", "arguments": {"background": true, "command":
+            "echo bg-start; read line; echo got:$line; exec sleep 31061"}}]},
+        {"tool_calls": [{"name": "terminal", "arguments": {"background": true, "command": "exec sleep 31062"}}]},
+        {"tool_calls": [{"name": "process", "arguments": {"action": "submit", "session_id": "proc_1", "data": "hello"}}]},
+        {"tool_calls": [{"name": "process", "arguments": {"action": "wait", "session_id": "proc_1", "timeout": 1}}]},
+        {"tool_calls": [{"name": "process", "arguments": {"action": "log", "session_id": "proc_1"}}]},
+        {"tool_calls": [{"name": "process", "arguments": {"action": "list"}}]},
+        {"tool_calls": [{"name": "process", "arguments": {"action": "kill", "session_id": "proc_1"}}]},
+        {"tool_calls": [{"name": "process", "arguments": {"action": "poll", "session_id": "proc_1"}}]},
+        {"tool_calls": [{"name": "process", "arguments": {"action": "poll", "session_id": "proc_9"}}]},
+        {"content": "Final: done"}
+    ]);
+    let (tools, err) = run_task(d.path(), turns, &["--sandbox", "local"]);
+    assert_eq!(tools.len(), 9, "{tools:?} {err}");
+    let v: Vec<Value> = tools
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect();
+    assert_eq!(v[0]["session_id"], "proc_1", "{}", tools[0]);
+    assert_eq!(v[1]["session_id"], "proc_2", "{}", tools[1]);
+    assert_eq!(v[2]["bytes_written"], 6, "{}", tools[2]);
+    // Still running after the wait: it sleeps.
+    assert_eq!(v[3]["timed_out"], true, "{}", tools[3]);
+    assert_eq!(v[3]["status"], "running", "{}", tools[3]);
+    assert!(
+        v[3]["output"].as_str().unwrap().contains("got:hello"),
+        "{}",
+        tools[3]
+    );
+    assert_eq!(v[4]["output"], "bg-start\ngot:hello", "{}", tools[4]);
+    let list = v[5]["processes"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "{}", tools[5]);
+    assert!(
+        list.iter().all(|p| p["status"] == "running"),
+        "{}",
+        tools[5]
+    );
+    assert_eq!(v[6]["status"], "killed", "{}", tools[6]);
+    assert_eq!(v[6]["killed"], true, "{}", tools[6]);
+    assert_eq!(v[7]["status"], "killed", "{}", tools[7]);
+    assert_eq!(v[7]["output"], "", "{}", tools[7]);
+    assert!(
+        v[8]["error"].as_str().unwrap().contains("proc_9"),
+        "{}",
+        tools[8]
+    );
+    // proc_2 was never killed: it died with the task.
+    assert_eq!(
+        processes_with("sleep 3106"),
+        0,
+        "a background process outlived traj-run"
+    );
+}
+
+/// A one-thread HTTP server for the pages of tests/fixtures/web on 127.0.0.1; its
+/// base URL.
+fn serve_web_fixtures() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let root = fixture("web");
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = r.read_line(&mut line);
+                let mut h = String::new();
+                while r.read_line(&mut h).is_ok_and(|n| n > 2) {
+                    h.clear();
+                }
+                let path = line
+                    .split(' ')
+                    .nth(1)
+                    .unwrap_or("/")
+                    .trim_start_matches('/');
+                let path = if path.is_empty() { "index.html" } else { path };
+                let (status, body, kind) = match std::fs::read(root.join(path)) {
+                    Ok(b) if !path.contains("..") => (
+                        "200 OK",
+                        b,
+                        if path.ends_with(".html") {
+                            "text/html; charset=utf-8"
+                        } else {
+                            "application/octet-stream"
+                        },
+                    ),
+                    _ => ("404 Not Found", b"not found".to_vec(), "text/plain"),
+                };
+                let mut c = conn;
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = c.write_all(&body);
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+/// One task offering `toolsets` through traj-run with `turns` scripted; the parsed
+/// tool messages and stderr.
+fn run_tools(
+    d: &std::path::Path,
+    toolsets: &[&str],
+    turns: Value,
+    extra: &[&str],
+) -> (Vec<Value>, String, Standin) {
+    let s = Standin::json(json!({"rules": [{"match": "", "turns": turns}]}));
+    let row = json!({"prompt": "use the tools", "toolsets": toolsets});
+    std::fs::write(d.join("tasks.jsonl"), format!("{row}\n")).unwrap();
+    let mut c = Command::new(bin("traj-run"));
+    c.current_dir(d)
+        .env("TMPDIR", d)
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["--model", "standin", "--base-url", &s.url(), "-q"])
+        .args(["--run-dir", "data/r", "tasks.jsonl"])
+        .args(extra);
+    let o = run(c);
+    assert_code(&o, 0);
+    let recs = parse_jsonl(&stdout(&o));
+    assert_eq!(recs.len(), 1, "{}", stderr(&o));
+    let tools = recs[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            let t = m["content"].as_str().unwrap_or("");
+            serde_json::from_str(t).unwrap_or_else(|_| json!({"raw": t}))
+        })
+        .collect();
+    (tools, stderr(&o), s)
+}
+
+#[test]
+fn a_real_browser_runs_scripts_clicks_refs_and_fills_forms() {
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "chromium is not installed: run `make setup` (scripts/setup.sh installs Debian's chromium)"
+    );
+    let d = tmpdir();
+    let base = serve_web_fixtures();
+    let turns = json!([
+        {"tool_calls": [{"name": "browser_navigate", "arguments": {"url": format!("{base}/index.html")}}]},
+        {"tool_calls": [{"name": "browser_snapshot", "arguments": {}}]},
+        {"tool_calls": [{"name": "browser_click", "arguments": {"ref": "@e1"}}]},
+        {"tool_calls": [{"name": "browser_snapshot", "arguments": {}}]},
+        {"tool_calls": [{"name": "browser_type", "arguments": {"ref": "e1", "text": "Ada"}}]},
+        {"tool_calls": [{"name": "browser_click", "arguments": {"ref": "e2"}}]},
+        {"tool_calls": [{"name": "browser_snapshot", "arguments": {}}]},
+        {"tool_calls": [{"name": "browser_back", "arguments": {}}]},
+        {"tool_calls": [{"name": "browser_console", "arguments": {"expression": "document.title"}}]},
+        {"tool_calls": [{"name": "browser_get_images", "arguments": {}}]},
+        {"tool_calls": [{"name": "browser_navigate", "arguments": {"url": "file:///etc/passwd"}}]},
+        {"content": "Final: done"}
+    ]);
+    let (t, err, _) = run_tools(
+        d.path(),
+        &["browser"],
+        turns,
+        &[
+            "--sandbox",
+            "local",
+            "--allow-private-addresses",
+            "--max-turns",
+            "20",
+        ],
+    );
+    assert_eq!(t.len(), 11, "{t:?} {err}");
+    assert_eq!(t[0]["title"], "Traj test home", "{}", t[0]);
+    let snap = t[1]["snapshot"].as_str().unwrap();
+    // Only a browser that runs the page's script sees this text.
+    assert!(snap.contains("Rendered by script 7731"), "{snap}");
+    assert!(!snap.contains("replaced by a script"), "{snap}");
+    assert!(snap.contains("link \"Go to the form\" [ref=e1]"), "{snap}");
+    assert_eq!(t[2]["title"], "Traj test form", "{}", t[2]);
+    let snap = t[3]["snapshot"].as_str().unwrap();
+    assert!(snap.contains("textbox \"Your name\" [ref=e1]"), "{snap}");
+    assert!(snap.contains("button \"Greet me\" [ref=e2]"), "{snap}");
+    assert_eq!(t[4]["typed"], "Ada", "{}", t[4]);
+    let snap = t[6]["snapshot"].as_str().unwrap();
+    assert!(snap.contains("Hello, Ada!"), "{snap}");
+    assert_eq!(t[7]["title"], "Traj test home", "{}", t[7]);
+    assert_eq!(t[8]["result"], "Traj test home", "{}", t[8]);
+    assert!(
+        t[8]["messages"].to_string().contains("home page ready"),
+        "{}",
+        t[8]
+    );
+    assert!(
+        t[9]["images"][0]["src"]
+            .as_str()
+            .unwrap()
+            .ends_with("/pixel.png"),
+        "{}",
+        t[9]
+    );
+    assert!(
+        t[10]["error"].as_str().unwrap().contains("refused"),
+        "{}",
+        t[10]
+    );
+    // The profile is made under TMPDIR, the test's own directory.
+    assert_eq!(
+        processes_with(&d.path().to_string_lossy()),
+        0,
+        "a chromium process outlived traj-run"
+    );
+}
+
+#[test]
+fn browser_pages_cannot_reach_private_addresses_by_default() {
+    let d = tmpdir();
+    let base = serve_web_fixtures();
+    let turns = json!([
+        {"tool_calls": [{"name": "browser_navigate", "arguments": {"url": format!("{base}/index.html")}}]},
+        {"content": "Final: done"}
+    ]);
+    let (t, err, _) = run_tools(d.path(), &["browser"], turns, &["--sandbox", "local"]);
+    assert_eq!(t.len(), 1, "{t:?} {err}");
+    assert!(
+        t[0]["error"].as_str().unwrap().contains("refused"),
+        "{}",
+        t[0]
+    );
+    assert_eq!(processes_with(&d.path().to_string_lossy()), 0);
+}
+
+#[test]
+fn image_generate_returns_urls_and_saves_inline_images() {
+    let d = tmpdir();
+    let turns = json!([
+        {"tool_calls": [{"name": "image_generate", "arguments": {"prompt": "a red fox in snow", "aspect_ratio": "square"}}]},
+        {"tool_calls": [{"name": "image_generate", "arguments": {"prompt": "inline: a blue bird"}}]},
+        {"tool_calls": [{"name": "terminal", "arguments": {"command": "od -An -c -N4 images/image_1.png"}}]},
+        {"tool_calls": [{"name": "image_generate", "arguments": {"prompt": "x", "aspect_ratio": "round"}}]},
+        {"content": "Final: done"}
+    ]);
+    let (t, err, s) = run_tools(
+        d.path(),
+        &["image_gen", "terminal"],
+        turns,
+        &["--sandbox", "local", "--image-model", "standin-image"],
+    );
+    assert_eq!(t.len(), 4, "{t:?} {err}");
+    assert_eq!(
+        t[0]["image"], "https://images.standin.invalid/1.png",
+        "{}",
+        t[0]
+    );
+    assert_eq!(t[1]["image"], "images/image_1.png", "{}", t[1]);
+    assert_eq!(t[1]["bytes"], 69, "{}", t[1]);
+    assert!(
+        t[2]["output"].as_str().unwrap().contains("P   N   G"),
+        "{}",
+        t[2]
+    );
+    assert!(
+        t[3]["error"].as_str().unwrap().contains("round"),
+        "{}",
+        t[3]
+    );
+    let reqs = s.image_requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0]["model"], "standin-image");
+    assert_eq!(reqs[0]["size"], "1024x1024");
+    assert_eq!(reqs[1]["size"], "1792x1024");
+}

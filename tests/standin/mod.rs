@@ -116,6 +116,8 @@ struct State {
     queue: Mutex<std::collections::VecDeque<Reply>>,
     before_used: Mutex<HashMap<(usize, String), usize>>,
     requests: Mutex<Vec<Value>>,
+    /// Bodies of `POST /images/generations` requests.
+    image_requests: Mutex<Vec<Value>>,
     count: AtomicU64,
     /// Chat requests being answered now, and the most there ever were at once.
     in_flight: AtomicU64,
@@ -150,6 +152,7 @@ impl Standin {
             script,
             before_used: Mutex::new(HashMap::new()),
             requests: Mutex::new(Vec::new()),
+            image_requests: Mutex::new(Vec::new()),
             count: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             peak: AtomicU64::new(0),
@@ -186,6 +189,12 @@ impl Standin {
     /// The chat request bodies received so far, in arrival order.
     pub fn requests(&self) -> Vec<Value> {
         self.state.requests.lock().unwrap().clone()
+    }
+
+    /// Every images request body received.
+    #[allow(dead_code)]
+    pub fn image_requests(&self) -> Vec<Value> {
+        self.state.image_requests.lock().unwrap().clone()
     }
 
     /// How many chat requests arrived.
@@ -278,6 +287,7 @@ fn serve(conn: TcpStream, st: &State) {
                 respond(&mut w, 200, &[], &body.to_string(), req.close)
             }
             ("POST", p) if p.ends_with("/chat/completions") => chat(&mut w, st, &req),
+            ("POST", p) if p.ends_with("/images/generations") => images(&mut w, st, &req),
             _ => respond(
                 &mut w,
                 404,
@@ -415,6 +425,29 @@ fn chat(w: &mut TcpStream, st: &State, req: &Request) -> bool {
     let open = answer(w, st, req);
     st.in_flight.fetch_sub(1, Ordering::SeqCst);
     open
+}
+
+/// A 1x1 PNG, base64: the image of `b64_json` answers.
+const PIXEL_PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+
+/// `POST /images/generations` (kept in [`Standin::image_requests`]): a prompt that
+/// contains `inline` gets `b64_json` (a 1x1 PNG), any other a made-up URL.
+fn images(w: &mut TcpStream, st: &State, req: &Request) -> bool {
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+    let prompt = body["prompt"].as_str().unwrap_or("").to_string();
+    let n = {
+        let mut reqs = st.image_requests.lock().unwrap();
+        reqs.push(body);
+        reqs.len()
+    };
+    let data = if prompt.contains("inline") {
+        json!({"b64_json": PIXEL_PNG_B64, "revised_prompt": prompt})
+    } else {
+        json!({"url": format!("https://images.standin.invalid/{n}.png"), "revised_prompt": prompt})
+    };
+    let out = json!({"created": 0, "data": [data]});
+    respond(w, 200, &[], &out.to_string(), req.close)
 }
 
 /// [`chat`] without the bookkeeping.
