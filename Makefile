@@ -119,9 +119,14 @@ $(RUN_DONE): $(TASKS) | $(BIN)/traj-run
 $(TRAJECTORIES): $(RUN_DONE) | $(BIN)/traj-merge $(BIN)/traj-normalize $(BIN)/traj-filter
 	$(BIN)/traj-merge $(RUN_DIR) --rejects $(RUN_DIR)/merge_rejects.jsonl \
 	  | $(BIN)/traj-normalize --rejects $(RUN_DIR)/normalize_rejects.jsonl \
+	      --tools <($(BIN)/traj-sample-tools --list-toolsets --json | jq -c '[.[].tools[].name] | unique') \
 	  | $(BIN)/traj-filter $(FILTERS) --rejects $(RUN_DIR)/rejects.jsonl \
 	      --stats $(RUN_DIR)/filter_stats.json -o $@
 
 %_compressed.jsonl: %.jsonl | $(BIN)/traj-compress
 	$(BIN)/traj-compress --target-max-tokens $(TARGET_TOKENS) --tokenizer $(TOKENIZER) \
 	  --metrics $(dir $@)compression_metrics.json $(COMPRESS_FLAGS) $< -o $@
+
+.PHONY: check-consumers
+check-consumers: build ## Load traj's output with LLaMA-Factory's own loader (installs it with torch into a venv, several GB)
+	bash scripts/check-consumers.sh $(BIN)

@@ -57,6 +57,7 @@ t traj-run --resume --run-dir "$dir" --model "$model" --base-url "$base_url" \
   --max-turns "$max_turns" "$dir/tasks.jsonl" > /dev/null
 t traj-merge "$dir" --rejects "$dir/merge_rejects.jsonl" \
   | t traj-normalize --rejects "$dir/normalize_rejects.jsonl" \
+      --tools <(t traj-sample-tools --list-toolsets --json | jq -c '[.[].tools[].name] | unique') \
   | t traj-filter --well-formed --valid-tools --rejects "$dir/rejects.jsonl" \
       --stats "$dir/filter_stats.json" -o "$dir/trajectories.jsonl"
 t traj-compress --target-max-tokens "$target" --metrics "$dir/compression_metrics.json" \

@@ -42,3 +42,17 @@ if ! "$tok_venv/bin/python" -c 'import transformers' >/dev/null 2>&1; then
 fi
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# HF datasets 4.0.0 and 5.x, one venv each, for the training-output tests
+# (tests/cli/training.rs makes them itself when they are missing).
+venvs=${TRAJ_VENVS:-$(cd "$(dirname "$0")/.." && pwd)/target/venvs}
+while read -r name spec; do
+  if ! "$venvs/$name/bin/python" -c 'import datasets, pyarrow' >/dev/null 2>&1; then
+    mkdir -p "$venvs"
+    python3 -m venv "$venvs/$name"
+    "$venvs/$name/bin/python" -m pip install --quiet --disable-pip-version-check "$spec"
+  fi
+done <<'VENVS'
+datasets-4.0.0 datasets==4.0.0
+datasets-5 datasets>=5,<6
+VENVS

@@ -88,6 +88,12 @@ pub struct Args {
     #[arg(long, help_heading = "Predicates")]
     pub has_tool_calls: bool,
 
+    /// Drop rows whose turns do not alternate as LLaMA-Factory and axolotl require:
+    /// an optional system turn, then human/tool and gpt in turn, ending on gpt (run
+    /// `traj-normalize --merge-consecutive` first to repair what can be).
+    #[arg(long, help_heading = "Predicates")]
+    pub alternating: bool,
+
     /// Drop rows with fewer turns (every entry of `conversations`/`messages`).
     #[arg(long, value_name = "N", help_heading = "Predicates")]
     pub min_turns: Option<usize>,
@@ -154,6 +160,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         max_turns: args.max_turns,
         min_row_tokens: args.min_row_tokens,
         max_row_tokens: args.max_row_tokens,
+        alternating: args.alternating,
     };
     if args.invert && preds.is_empty() {
         crate::usage_bail!("--invert needs at least one predicate");

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::cli::{IoArgs, Status};
 use crate::io::{Rejects, Verdict};
-use crate::stage::normalize::{self, Options, Target};
+use crate::stage::normalize::{self, Arguments, Columns, Options, Target, ToolsAs};
 
 const NAME: &str = "traj-normalize";
 
@@ -22,6 +22,10 @@ Examples:
   traj-normalize swe_trajs.jsonl --messages-field history --on-error skip --rejects bad.jsonl
   traj-normalize --to openai hermes.jsonl > openai.jsonl
   traj-normalize big.jsonl.gz | head -1
+  # one schema for any mix of sources, turns that alternate, for datasets and trainers
+  traj-normalize --columns core --merge-consecutive --tools all_tools.json a.jsonl b.jsonl
+  # LLaMA-Factory's openai formatting / Qwen2.5-style templates
+  traj-normalize --to openai --arguments object --tools-as string hermes.jsonl
 
 Input shapes (detected per row): traj-run raw records and OpenAI `messages` datasets
 (tool_calls, function_call, role tool/function, typed content parts, reasoning fields);
@@ -67,6 +71,29 @@ pub struct Args {
     /// `--set tags='["a"]'`), else as a string.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
     pub set: Vec<(String, Value)>,
+
+    /// `core`: every row holds exactly `conversations` (or `messages`), `tools` (one
+    /// JSON string unless --tools-as list), `tool_stats`, `tool_error_counts` and
+    /// `metadata` (every other field as one JSON string, key order kept), so any mix of
+    /// sources loads as one table. `all` (default): other fields pass through.
+    #[arg(long, value_enum, default_value_t = Columns::All, value_name = "SET")]
+    pub columns: Columns,
+
+    /// Join consecutive turns of one role: human texts with a blank line ("\n\n"),
+    /// gpt turns (when the earlier made no call) likewise, tool responses in order.
+    #[arg(long)]
+    pub merge_consecutive: bool,
+
+    /// With --to openai: call arguments as a JSON `string` (default, the OpenAI API's
+    /// spelling) or the JSON `object` itself (LLaMA-Factory, Qwen2.5-style templates).
+    #[arg(long, value_enum, default_value_t = Arguments::String, value_name = "HOW")]
+    pub arguments: Arguments,
+
+    /// The `tools` column as a `list` of schemas or one JSON `string` (loads in
+    /// `datasets` 4.x whatever the schemas hold). Default: list, string under
+    /// --columns core.
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub tools_as: Option<ToolsAs>,
 }
 
 /// A `--set` argument that is not `KEY=VALUE`.
@@ -123,7 +150,21 @@ pub fn run_cli(args: Args) -> Result<Status> {
         messages_field: args.messages_field.clone(),
         known_tools,
         set_fields: args.set.clone(),
+        columns: args.columns,
+        merge_consecutive: args.merge_consecutive,
+        arguments: args.arguments,
+        tools_as: args.tools_as,
     };
+    if args.arguments == Arguments::Object && args.to != Target::OpenAi {
+        crate::usage_bail!(
+            "--arguments object is for --to openai (Hermes text always has objects)"
+        );
+    }
+    if args.tools_as.is_some() && args.to != Target::OpenAi && args.columns != Columns::Core {
+        crate::usage_bail!(
+            "--tools-as is for --to openai or --columns core (Hermes rows carry the tools in the system prompt)"
+        );
+    }
     let sources = crate::io::sources_from_args(&args.io.inputs)?;
     let mut out = crate::io::Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;

@@ -20,3 +20,4 @@ mod run;
 mod sample;
 mod scale;
 mod tools;
+mod training;

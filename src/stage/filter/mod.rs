@@ -24,6 +24,7 @@ use crate::format::tokens::Tokenizer;
 mod chat;
 mod hermes;
 mod raw;
+mod roles;
 
 /// The predicates a filter run applies (all ANDed).
 #[derive(Debug, Default, Clone)]
@@ -40,6 +41,8 @@ pub struct Predicates {
     pub max_turns: Option<usize>,
     pub min_row_tokens: Option<usize>,
     pub max_row_tokens: Option<usize>,
+    /// Turns must alternate as LLaMA-Factory and axolotl require (`--alternating`).
+    pub alternating: bool,
 }
 
 impl Predicates {
@@ -53,6 +56,7 @@ impl Predicates {
             || self.has_tool_calls
             || self.min_turns.is_some()
             || self.max_turns.is_some()
+            || self.alternating
             || self.needs_tokens())
     }
 
@@ -73,6 +77,7 @@ pub mod reason {
     pub const TOO_MANY_TURNS: &str = "too-many-turns";
     pub const TOO_FEW_TOKENS: &str = "too-few-tokens";
     pub const TOO_MANY_TOKENS: &str = "too-many-tokens";
+    pub const NOT_ALTERNATING: &str = "not-alternating";
 }
 
 /// The category of a reason string (`"malformed: turn 3: ..."` -> `"malformed"`).
@@ -126,6 +131,11 @@ pub fn evaluate(
     }
     if let Some(e) = facts.malformed {
         reasons.push(format!("{}: {e}", reason::MALFORMED));
+    }
+    if p.alternating
+        && let Some(why) = roles::alternation(row)
+    {
+        reasons.push(format!("{}: {why}", reason::NOT_ALTERNATING));
     }
     if let Some(n) = p.min_turns.filter(|&n| facts.turns < n) {
         reasons.push(format!("{}: {} < {n}", reason::TOO_FEW_TURNS, facts.turns));

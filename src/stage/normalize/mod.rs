@@ -10,9 +10,12 @@
 //! row's own `tools` field is consumed (the tools now live in the system prompt, or in the
 //! new `tools` list). `tool_stats` and `tool_error_counts` are (re)computed, in place when
 //! present, else appended. Every other field passes through unchanged, in its order.
+//! With [`Columns::Core`] the row is exactly the message list, `tools`, `tool_stats`,
+//! `tool_error_counts` and `metadata` (see [`shape`]).
 
 pub mod error;
 pub mod read;
+pub mod shape;
 
 use std::collections::BTreeMap;
 
@@ -22,6 +25,7 @@ pub use self::error::BadRow;
 use crate::format::hermes;
 use crate::format::model::{ToolCount, Trajectory, Turn, tool_stats};
 use crate::format::pyjson::{self, Style};
+pub use shape::{Arguments, Columns, ToolsAs};
 
 /// The output shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -47,6 +51,24 @@ pub struct Options {
     /// Top-level fields set on every row (`--set KEY=VALUE`), replacing any of the
     /// same name; new keys go last.
     pub set_fields: Vec<(String, Value)>,
+    /// Which columns a row has (`--columns`).
+    pub columns: Columns,
+    /// Join consecutive turns of one role (`--merge-consecutive`, [`shape::merge_consecutive`]).
+    pub merge_consecutive: bool,
+    /// How `--to openai` writes call arguments (`--arguments`).
+    pub arguments: Arguments,
+    /// How the `tools` column is written (`--tools-as`); `None`: a list, except a string
+    /// under [`Columns::Core`].
+    pub tools_as: Option<ToolsAs>,
+}
+
+impl Options {
+    fn tools_as(&self) -> ToolsAs {
+        self.tools_as.unwrap_or(match self.columns {
+            Columns::All => ToolsAs::List,
+            Columns::Core => ToolsAs::String,
+        })
+    }
 }
 
 /// Convert one parsed row and append the output line (with its `\n`) to `out`.
@@ -68,7 +90,10 @@ pub fn normalize_row(
         _ => unreachable!("find_messages checked the list"),
     };
     let tools = read::row_tools(&row)?;
-    let traj = read::read_messages(items, tools)?;
+    let mut traj = read::read_messages(items, tools)?;
+    if opts.merge_consecutive {
+        shape::merge_consecutive(&mut traj);
+    }
     let new_key = match opts.target {
         Target::Hermes => "conversations",
         Target::OpenAi => "messages",
@@ -81,6 +106,9 @@ pub fn normalize_row(
         known.extend(old.keys().map(String::as_str));
     }
     let stats = tool_stats(&traj, known);
+    if opts.columns == Columns::Core {
+        return write_core(&row, key, new_key, &traj, &stats, opts, out);
+    }
 
     let start = out.len();
     out.push(b'{');
@@ -105,12 +133,13 @@ pub fn normalize_row(
                         return Err(e);
                     }
                 }
-                Target::OpenAi => out.extend_from_slice(&openai_messages(&traj)),
+                Target::OpenAi => {
+                    out.extend_from_slice(&openai_messages_with(&traj, opts.arguments))
+                }
             }
             if opts.target == Target::OpenAi {
                 out.extend_from_slice(b", \"tools\": ");
-                let tools: Vec<Value> = traj.tools.iter().map(|t| t.to_openai()).collect();
-                pyjson::write_value(out, &Value::Array(tools), Style::Python);
+                write_tools(out, &traj, opts.tools_as());
             }
         } else if k == "tools" {
             continue;
@@ -139,6 +168,82 @@ pub fn normalize_row(
     }
     out.extend_from_slice(b"}\n");
     debug_assert!(out.len() > start);
+    Ok(())
+}
+
+/// The `tools` value: the OpenAI schemas as a list, or that list as one JSON string.
+fn write_tools(out: &mut Vec<u8>, traj: &Trajectory, how: ToolsAs) {
+    let tools = Value::Array(traj.tools.iter().map(|t| t.to_openai()).collect());
+    match how {
+        ToolsAs::List => pyjson::write_value(out, &tools, Style::Python),
+        ToolsAs::String => pyjson::write_str(
+            out,
+            &pyjson::to_string(&tools, Style::Python),
+            Style::Python,
+        ),
+    }
+}
+
+/// Write the [`Columns::Core`] row: the message list, `tools`, `tool_stats`,
+/// `tool_error_counts`, and every other field of `row` (but the consumed message list,
+/// `tools`, `tool_stats` and `tool_error_counts`) as one JSON string `metadata`, in
+/// the row's key order; a `metadata` string holding a JSON object (a core row's) is
+/// unpacked, its fields first.
+fn write_core(
+    row: &Map<String, Value>,
+    key: &str,
+    new_key: &str,
+    traj: &Trajectory,
+    stats: &BTreeMap<String, ToolCount>,
+    opts: &Options,
+    out: &mut Vec<u8>,
+) -> Result<(), BadRow> {
+    let start = out.len();
+    out.push(b'{');
+    pyjson::write_str(out, new_key, Style::Python);
+    out.extend_from_slice(b": ");
+    match opts.target {
+        Target::Hermes => {
+            if let Err(e) = hermes_conversations(traj, out) {
+                out.truncate(start);
+                return Err(e);
+            }
+        }
+        Target::OpenAi => out.extend_from_slice(&openai_messages_with(traj, opts.arguments)),
+    }
+    out.extend_from_slice(b", \"tools\": ");
+    write_tools(out, traj, opts.tools_as());
+    out.extend_from_slice(b", ");
+    write_stats(out, stats);
+    out.extend_from_slice(b", ");
+    write_error_counts(out, stats);
+    // A core row's own `metadata` (a JSON object in a string) is unpacked first, so that
+    // normalising a core row again gives the same row.
+    let own = match row.get("metadata") {
+        Some(Value::String(s)) => match serde_json::from_str(s) {
+            Ok(Value::Object(m)) => Some(m),
+            _ => None,
+        },
+        _ => None,
+    };
+    let unpacked = own.is_some();
+    let mut meta: Map<String, Value> = own.unwrap_or_default();
+    for (k, v) in row {
+        let consumed = k.as_str() == key
+            || k.as_str() == new_key
+            || matches!(k.as_str(), "tools" | "tool_stats" | "tool_error_counts")
+            || (unpacked && k.as_str() == "metadata");
+        if !consumed {
+            meta.insert(k.clone(), v.clone());
+        }
+    }
+    out.extend_from_slice(b", \"metadata\": ");
+    pyjson::write_str(
+        out,
+        &pyjson::to_string(&Value::Object(meta), Style::Python),
+        Style::Python,
+    );
+    out.extend_from_slice(b"}\n");
     Ok(())
 }
 
@@ -188,15 +293,24 @@ fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
 /// bodies are escaped for the outer string in the same pass
 /// ([`pyjson::write_value_nested`]), which gives the same bytes as
 /// [`hermes::render_tool`] written as a string.
+///
+/// A row with nothing to do with tools ([`shape::uses_tools`]) gets no system turn: a
+/// plain chat stays a plain chat.
 pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), BadRow> {
     out.push(b'[');
-    write_turn(out, "system", &hermes::system_prompt(&traj.tools));
+    let system = shape::uses_tools(traj);
+    if system {
+        write_turn(out, "system", &hermes::system_prompt(&traj.tools));
+    }
     for (i, t) in traj.turns.iter().enumerate() {
-        out.extend_from_slice(b", ");
+        if system || i > 0 {
+            out.extend_from_slice(b", ");
+        }
         match t {
             Turn::Human(s) => write_turn(out, "human", s),
             Turn::Gpt(g) => {
-                let v = hermes::render_gpt(g).map_err(|e| BadRow::Envelope(i + 2, e))?;
+                let v = hermes::render_gpt(g)
+                    .map_err(|e| BadRow::Envelope(i + 1 + usize::from(system), e))?;
                 write_turn(out, "gpt", &v);
             }
             Turn::Tool(rs) => write_tool_turn(out, rs),
@@ -229,6 +343,11 @@ fn write_tool_turn(out: &mut Vec<u8>, rs: &[crate::format::model::ToolResult]) {
 /// by name, in order), else `call_<turn>_<k>`; results keep their own id (possibly
 /// `""`) and carry `name`, so that reading the messages back gives the same trajectory.
 pub fn openai_messages(traj: &Trajectory) -> Vec<u8> {
+    openai_messages_with(traj, Arguments::String)
+}
+
+/// [`openai_messages`] with the call arguments spelled as `arguments` says.
+pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> {
     let mut msgs: Vec<Value> = Vec::with_capacity(traj.turns.len());
     let s = |x: &str| Value::String(x.to_string());
     for (ti, t) in traj.turns.iter().enumerate() {
@@ -262,10 +381,13 @@ pub fn openai_messages(traj: &Trajectory) -> Vec<u8> {
                         .map(|(c, id)| {
                             let mut f = Map::new();
                             f.insert("name".into(), s(&c.name));
-                            f.insert(
-                                "arguments".into(),
-                                Value::String(pyjson::to_string(&c.arguments, Style::Python)),
-                            );
+                            let a = match arguments {
+                                Arguments::String => {
+                                    Value::String(pyjson::to_string(&c.arguments, Style::Python))
+                                }
+                                Arguments::Object => c.arguments.clone(),
+                            };
+                            f.insert("arguments".into(), a);
                             let mut cm = Map::new();
                             cm.insert("id".into(), Value::String(id));
                             cm.insert("type".into(), s("function"));
