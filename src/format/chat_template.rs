@@ -194,7 +194,7 @@ fn strftime_now(format: String) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil(days);
+    let (y, m, d) = crate::format::time::civil_date(days);
     const MONTHS: [&str; 12] = [
         "January",
         "February",
@@ -247,19 +247,6 @@ fn strftime_now(format: String) -> String {
         }
     }
     out
-}
-
-/// Days since 1970-01-01 to (year, month, day) (Howard Hinnant's algorithm).
-fn civil(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// A JSON value as a template value. Not through serde: with `arbitrary_precision` a
@@ -396,8 +383,8 @@ mod tests {
         );
         let row = json!({"tools": []});
         assert_eq!(row_tools(row.as_object().unwrap()), None);
-        assert_eq!(civil(0), (1970, 1, 1));
-        assert_eq!(civil(19_723), (2024, 1, 1));
+        assert_eq!(crate::format::time::civil_date(0), (1970, 1, 1));
+        assert_eq!(crate::format::time::civil_date(19_723), (2024, 1, 1));
         assert!(strftime_now("%d %B %Y".into()).len() >= 10);
     }
 }

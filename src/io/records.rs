@@ -18,6 +18,8 @@ use super::source::Source;
 pub struct Record<'a> {
     /// The name of its source (`<stdin>` or the path as given).
     pub source: &'a Arc<str>,
+    /// Index of its source in the list given to [`Records::new`].
+    pub source_index: usize,
     /// 1-based line number in its source.
     pub lineno: u64,
     /// 0-based number among the non-blank lines of all inputs (what `--shard` counts).
@@ -66,6 +68,7 @@ impl Records {
             self.lineno = lineno;
             return Ok(Some(Record {
                 source: &self.source,
+                source_index: self.reader.source_index(),
                 lineno,
                 index,
                 bytes: &self.buf,

@@ -11,21 +11,12 @@ use serde_json::{Map, Value};
 use super::prompt::SystemPromptUsed;
 use crate::llm::ErrorClass;
 
-/// Why a prompt has a failure line instead of a record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// Why a prompt has a failure line instead of a record: the endpoint's answer (one
+/// [`ErrorClass`], after the client's retries) or a reason of the run's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FailureClass {
-    RateLimited,
-    ServerError,
-    Transport,
-    Timeout,
-    BadRequest,
-    Auth,
-    PaymentRequired,
-    Forbidden,
-    NotFound,
-    ContextLength,
-    InvalidResponse,
+    /// The model request failed; the class is the client's.
+    Request(ErrorClass),
     /// The prompt ran past `--prompt-timeout`.
     PromptTimeout,
     /// The first reply was cut by the token limit.
@@ -37,20 +28,10 @@ pub enum FailureClass {
 }
 
 impl FailureClass {
-    /// The stable name used in files (the serde name).
+    /// The stable name used in files.
     pub fn as_str(self) -> &'static str {
         match self {
-            FailureClass::RateLimited => "rate_limited",
-            FailureClass::ServerError => "server_error",
-            FailureClass::Transport => "transport",
-            FailureClass::Timeout => "timeout",
-            FailureClass::BadRequest => "bad_request",
-            FailureClass::Auth => "auth",
-            FailureClass::PaymentRequired => "payment_required",
-            FailureClass::Forbidden => "forbidden",
-            FailureClass::NotFound => "not_found",
-            FailureClass::ContextLength => "context_length",
-            FailureClass::InvalidResponse => "invalid_response",
+            FailureClass::Request(c) => c.as_str(),
             FailureClass::PromptTimeout => "prompt_timeout",
             FailureClass::Length => "length",
             FailureClass::ToolHost => "tool_host",
@@ -61,19 +42,13 @@ impl FailureClass {
 
 impl From<ErrorClass> for FailureClass {
     fn from(c: ErrorClass) -> FailureClass {
-        match c {
-            ErrorClass::RateLimited => FailureClass::RateLimited,
-            ErrorClass::Server => FailureClass::ServerError,
-            ErrorClass::Transport => FailureClass::Transport,
-            ErrorClass::Timeout => FailureClass::Timeout,
-            ErrorClass::BadRequest => FailureClass::BadRequest,
-            ErrorClass::Auth => FailureClass::Auth,
-            ErrorClass::PaymentRequired => FailureClass::PaymentRequired,
-            ErrorClass::Forbidden => FailureClass::Forbidden,
-            ErrorClass::NotFound => FailureClass::NotFound,
-            ErrorClass::ContextLength => FailureClass::ContextLength,
-            ErrorClass::InvalidResponse => FailureClass::InvalidResponse,
-        }
+        FailureClass::Request(c)
+    }
+}
+
+impl Serialize for FailureClass {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 

@@ -345,17 +345,14 @@ pub fn merge(
     let mut runs: Vec<PathBuf> = Vec::new();
     let mut seq = 0u64;
 
-    let mut reader = crate::io::LineReader::new(sources);
-    let mut line = Vec::new();
-    while let Some((src_name, lineno)) = reader.read_into(&mut line)? {
-        if crate::io::is_blank(&line) {
-            continue;
-        }
+    let mut reader = crate::io::Records::new(sources, None);
+    while let Some(rec) = reader.next_record()? {
+        let (src_name, lineno, line) = (rec.source, rec.lineno, rec.bytes);
         s.lines.read += 1;
-        let src = reader.source_index() as u32;
-        match parse_line(&line, &cfg.key) {
+        let src = rec.source_index as u32;
+        match parse_line(line, &cfg.key) {
             Err(reason) => {
-                let at = (&src_name, lineno, line.as_slice());
+                let at = (src_name, lineno, line);
                 let bad = Verdict::Bad(reason.to_string());
                 if let Some(err) = s
                     .lines
@@ -366,11 +363,11 @@ pub fn merge(
             }
             Ok(Parsed::Tombstone(reason)) => {
                 s.tombstones += 1;
-                rejects.write(&src_name, lineno, &[reason], &line)?;
+                rejects.write(src_name, lineno, &[reason], line)?;
             }
             Ok(Parsed::Row { index, key, label }) => {
                 if let Some(sample) = &cfg.sample {
-                    smallest.insert(sample.hash(key, &line));
+                    smallest.insert(sample.hash(key, line));
                     if smallest.len() > sample.n {
                         smallest.pop_last();
                     }
@@ -394,7 +391,7 @@ pub fn merge(
                     lineno,
                     key,
                     label,
-                    line: std::mem::take(&mut line),
+                    line: line.to_vec(),
                 });
                 seq += 1;
                 if buf_bytes > cfg.buffer_bytes {
