@@ -157,23 +157,24 @@ impl Shard {
 }
 
 impl std::str::FromStr for Shard {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Shard, String> {
+    type Err = crate::error::UsageError;
+    fn from_str(s: &str) -> std::result::Result<Shard, Self::Err> {
+        let bad = |why: String| crate::error::UsageError(why);
         let (i, n) = s
             .split_once('/')
-            .ok_or_else(|| format!("{s:?}: expected I/N, e.g. 0/4"))?;
+            .ok_or_else(|| bad(format!("{s:?}: expected I/N, e.g. 0/4")))?;
         let index: u64 = i
             .trim()
             .parse()
-            .map_err(|_| format!("{s:?}: I is not a number"))?;
+            .map_err(|_| bad(format!("{s:?}: I is not a number")))?;
         let count: u64 = n
             .trim()
             .parse()
-            .map_err(|_| format!("{s:?}: N is not a number"))?;
+            .map_err(|_| bad(format!("{s:?}: N is not a number")))?;
         if count == 0 || index >= count {
-            return Err(format!(
+            return Err(bad(format!(
                 "{s:?}: need 0 <= I < N (shards are numbered from 0)"
-            ));
+            )));
         }
         Ok(Shard { index, count })
     }

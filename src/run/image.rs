@@ -86,22 +86,23 @@ impl Images {
             image: image.to_string(),
             reason,
         };
-        if run(&self.cli, &["image", "inspect", image], INSPECT_TIMEOUT)
-            .map_err(&fail)?
-            .0
-        {
+        let run = |args: &[&str], timeout| run(&self.cli, args, timeout).map_err(|e| fail(e.0));
+        if run(&["image", "inspect", image], INSPECT_TIMEOUT)?.0 {
             return Ok(());
         }
-        match run(&self.cli, &["pull", image], PULL_TIMEOUT).map_err(&fail)? {
+        match run(&["pull", image], PULL_TIMEOUT)? {
             (true, _) => Ok(()),
             (false, stderr) => Err(fail(format!("{} pull failed: {stderr}", self.cli))),
         }
     }
 }
 
+/// The container CLI could not be run, or did not finish in time.
+struct CliFailed(String);
+
 /// Run `cli args` with a minimal environment (what the CLI needs to find its engine),
 /// killed after `timeout`: whether it succeeded, and the start of its stderr.
-fn run(cli: &str, args: &[&str], timeout: Duration) -> Result<(bool, String), String> {
+fn run(cli: &str, args: &[&str], timeout: Duration) -> Result<(bool, String), CliFailed> {
     let mut c = crate::toolbox::sandbox::docker_command(cli);
     c.args(args);
     let mut child = c
@@ -109,7 +110,7 @@ fn run(cli: &str, args: &[&str], timeout: Duration) -> Result<(bool, String), St
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {cli}: {e}"))?;
+        .map_err(|e| CliFailed(format!("cannot run {cli}: {e}")))?;
     let stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
@@ -130,11 +131,11 @@ fn run(cli: &str, args: &[&str], timeout: Duration) -> Result<(bool, String), St
     }
     match ok {
         Some(ok) => Ok((ok, text)),
-        None => Err(format!(
+        None => Err(CliFailed(format!(
             "{cli} {} timed out after {}s",
             args[0],
             timeout.as_secs()
-        )),
+        ))),
     }
 }
 
