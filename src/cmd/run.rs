@@ -9,8 +9,9 @@ use anyhow::{Context, Result};
 
 use crate::cli::{IoArgs, Status, UsageError};
 use crate::llm::ClientConfig;
-use crate::run::config::{self, ConfigError, RunConfig, SandboxUsed, SendReasoning, split_list};
-use crate::run::prompt::{SystemPrompt, SystemPromptUsed};
+use crate::run::config::{self, ConfigError, RunConfig, SendReasoning, split_list};
+use crate::run::prompt::SystemPrompt;
+use crate::run::record::{SandboxUsed, SystemPromptUsed};
 use crate::run::{agent::AgentConfig, engine, hosts, tasks::TaskSource};
 use crate::toolbox::ToolArgs;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::agent::AgentConfig;
-use super::prompt::SystemPromptUsed;
+use super::record::{SandboxUsed, SystemPromptUsed};
 use super::tasks::TaskSource;
 use crate::llm::ClientConfig;
 
@@ -104,24 +104,6 @@ pub struct RunConfig {
     pub system_prompt: SystemPromptUsed,
     /// The sandbox the tools run in, as `statistics.json` records it.
     pub sandbox: SandboxUsed,
-}
-
-/// The sandbox of a run: the backend that runs tool commands, and the warning when
-/// `--sandbox auto` had to fall back to an unisolated one.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SandboxUsed {
-    pub backend: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub warning: Option<String>,
-}
-
-impl SandboxUsed {
-    pub fn of(s: &crate::toolbox::SandboxConfig) -> SandboxUsed {
-        SandboxUsed {
-            backend: format!("{:?}", s.backend).to_lowercase(),
-            warning: s.auto_fallback.clone(),
-        }
-    }
 }
 
 impl RunConfig {

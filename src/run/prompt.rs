@@ -4,9 +4,8 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
-
 use super::config::ConfigError;
+use super::record::SystemPromptUsed;
 
 /// The default system prompt, before `{date}` and `{model}` are filled in. Written for
 /// traj (not copied from any other agent).
@@ -32,18 +31,6 @@ pub enum SystemPrompt {
     File(PathBuf),
     /// `--no-system-prompt`.
     None,
-}
-
-/// What `statistics.json` says about the system prompt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SystemPromptUsed {
-    /// `default`, `text`, `file` or `none`.
-    pub source: &'static str,
-    /// The file, for `file`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// The text sent (the ephemeral system prompt is never included).
-    pub text: Option<String>,
 }
 
 impl SystemPrompt {

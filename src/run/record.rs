@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::prompt::SystemPromptUsed;
 use crate::llm::ErrorClass;
 
 /// Why a prompt has a failure line instead of a record: the endpoint's answer (one
@@ -55,6 +54,36 @@ impl Serialize for FailureClass {
 impl std::fmt::Display for FailureClass {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// What `statistics.json` says about the system prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SystemPromptUsed {
+    /// `default`, `text`, `file` or `none`.
+    pub source: &'static str,
+    /// The file, for `file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The text sent (the ephemeral system prompt is never included).
+    pub text: Option<String>,
+}
+
+/// The sandbox of a run: the backend that runs tool commands, and the warning when
+/// `--sandbox auto` had to fall back to an unisolated one.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SandboxUsed {
+    pub backend: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+impl SandboxUsed {
+    pub fn of(s: &crate::toolbox::SandboxConfig) -> SandboxUsed {
+        SandboxUsed {
+            backend: format!("{:?}", s.backend).to_lowercase(),
+            warning: s.auto_fallback.clone(),
+        }
     }
 }
 
@@ -232,7 +261,7 @@ pub struct Statistics {
     /// Which system prompt the last process sent.
     pub system_prompt: SystemPromptUsed,
     /// Where its tools ran (and the warning of an unisolated fallback).
-    pub sandbox: crate::run::config::SandboxUsed,
+    pub sandbox: SandboxUsed,
 }
 
 /// `value` as one JSONL line.
