@@ -627,3 +627,80 @@ fn openai_object_arguments_render_once_in_both_fixture_templates() {
         }
     }
 }
+
+/// `examples/training/make-training-files.sh` (the three steps docs/training.md shows)
+/// writes the two files dataset_info.json names, and no row is lost on the way: every
+/// input row is in trajectories.jsonl or in not_alternating.jsonl with its reason.
+#[test]
+fn make_training_files_writes_what_dataset_info_names() {
+    let d = tmpdir();
+    let tools = all_tools(d.path());
+    let out = d.path().join("out");
+    let bin_dir = bin(NORM).parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let input = fixture("traj_run_records.jsonl");
+    let swe = d.path().join("swe.jsonl");
+    let mut c = cmd(NORM, d.path());
+    c.args(["-q", "--messages-field", "history"])
+        .arg(fixture("swe_agent_demo_trajs.jsonl"))
+        .arg("-o")
+        .arg(&swe);
+    assert_code(&run(c), 0);
+    let (mut n_in, mut n_rejected) = (0, 0);
+    for (i, src) in [input, swe].iter().enumerate() {
+        let o_dir = out.join(i.to_string());
+        let o = Command::new("bash")
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("examples/training/make-training-files.sh"),
+            )
+            .arg(src)
+            .arg(&tools)
+            .arg(&o_dir)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows = read_jsonl(src).len();
+        n_in += rows;
+        let kept = read_jsonl(&o_dir.join("trajectories.jsonl"));
+        let rej_path = o_dir.join("not_alternating.jsonl");
+        let rejected = if rej_path.exists() {
+            read_jsonl(&rej_path)
+        } else {
+            vec![]
+        };
+        assert_eq!(kept.len() + rejected.len(), rows, "{}", src.display());
+        for r in &rejected {
+            assert!(r.to_string().contains("not-alternating: "), "{r}");
+        }
+        n_rejected += rejected.len();
+        let openai = read_jsonl(&o_dir.join("trajectories_openai.jsonl"));
+        assert_eq!(openai.len(), kept.len());
+        for r in &kept {
+            let keys: Vec<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(keys, CORE_KEYS);
+        }
+        let info: Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/training/dataset_info.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        for entry in info.as_object().unwrap().values() {
+            let f = entry["file_name"].as_str().unwrap();
+            assert!(o_dir.join(f).is_file(), "{f} is not written");
+        }
+    }
+    // Some SWE-agent rows cannot be made to alternate (a gpt turn with calls but no
+    // result, then another gpt turn): they are in the rejects, not lost.
+    assert!(
+        n_in > 20 && n_rejected > 0,
+        "{n_in} in, {n_rejected} rejected"
+    );
+}
