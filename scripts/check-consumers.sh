@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Load traj's training files with LLaMA-Factory's own loader (its dataset_info parser and
-# converters, data/converter.py) and its qwen template's formatters: 0 rows dropped, no
-# tool response wrapped twice, tool-call arguments rendered as objects.
+# converters, data/converter.py) and render them with its templates' own formatters
+# (`traj_hermes` with chatml, `traj_openai` with qwen), per source file and for the mix of
+# every source: 0 rows dropped, no tool response wrapped twice, tool-call arguments
+# rendered as objects. Prints one line of figures per file; exit 1 on any failure.
+# An --arguments object file whose argument types differ across rows (glaive's movie_id)
+# cannot be one Arrow table: that is reported per file, as a failure (docs/training.md).
 # LLaMA-Factory pulls torch (several GB), so this is `make check-consumers`, not CI.
 #   usage: scripts/check-consumers.sh [BIN_DIR]   (default target/release)
-#   env:   TRAJ_VENVS (default target/venvs), LLAMAFACTORY (default llamafactory==0.9.5)
+#   env:   TRAJ_CONSUMER_VENVS (default target/venvs-consumers: its own, torch is big),
+#          LLAMAFACTORY (default llamafactory==0.9.5)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$here/target/release}
-venvs=${TRAJ_VENVS:-$here/target/venvs}
+venvs=${TRAJ_CONSUMER_VENVS:-$here/target/venvs-consumers}
 spec=${LLAMAFACTORY:-llamafactory==0.9.5}
 py="$venvs/llamafactory/bin/python"
 if ! "$py" -c 'import llamafactory' >/dev/null 2>&1; then
@@ -19,60 +24,119 @@ if ! "$py" -c 'import llamafactory' >/dev/null 2>&1; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# Every real source: fixtures and shared data, mixed in one file.
 data="$here/tests/fixtures"
 shared="$here/../shared/data"
-{
+# Every real source: fixtures and shared data. name<TAB>file<TAB>extra flags
+sources=$(
   for f in "$data"/llamafactory_glaive_toolcall_en.jsonl "$data"/llamafactory_reason_tool_use_50.jsonl \
-    "$data"/hermes_reason_tool_use_50.jsonl "$data"/openai_legacy_shapes.jsonl \
-    "$data"/traj_run_records.jsonl "$shared"/llamafactory_*.jsonl; do
-    "$bin/traj-normalize" -q --columns core "$f"
+    "$data"/hermes_reason_tool_use_50.jsonl "$data"/openai_legacy_shapes.jsonl "$data"/traj_run_records.jsonl; do
+    printf 'fixtures/%s\t%s\t\n' "$(basename "$f")" "$f"
   done
-  for f in "$data"/swe_agent_demo_trajs.jsonl "$shared"/swe_agent_demo_trajs.jsonl; do
-    "$bin/traj-normalize" -q --columns core --messages-field history "$f"
-  done
-} > "$work/first.jsonl"
+  printf 'fixtures/swe_agent_demo_trajs.jsonl\t%s\t--messages-field history\n' "$data/swe_agent_demo_trajs.jsonl"
+  for f in "$shared"/llamafactory_*.jsonl; do printf 'shared/%s\t%s\t\n' "$(basename "$f")" "$f"; done
+  printf 'shared/swe_agent_demo_trajs.jsonl\t%s\t--messages-field history\n' "$shared/swe_agent_demo_trajs.jsonl"
+)
+# The run's tool list (every tool any source uses), so every row has the same tool_stats keys.
+while IFS=$'\t' read -r name f extra; do
+  # shellcheck disable=SC2086
+  "$bin/traj-normalize" -q --columns core $extra "$f"
+done <<< "$sources" > "$work/first.jsonl"
 jq -sc '[.[].tool_stats | keys[]] | unique' "$work/first.jsonl" > "$work/tools.json"
-"$bin/traj-normalize" -q --merge-consecutive --columns core --tools "$work/tools.json" "$work/first.jsonl" \
-  | "$bin/traj-filter" -q --alternating --rejects "$work/not_alternating.jsonl" -o "$work/trajectories.jsonl"
-"$bin/traj-normalize" -q --to openai --arguments object --tools-as string --columns core \
-  --tools "$work/tools.json" "$work/trajectories.jsonl" -o "$work/trajectories_openai.jsonl"
-cp "$here/examples/training/dataset_info.json" "$work/"
-echo "check-consumers: $(wc -l < "$work/first.jsonl") rows in, $(wc -l < "$work/trajectories.jsonl") alternate, $(wc -l < "$work/not_alternating.jsonl") rejected by --alternating" >&2
-HF_DATASETS_OFFLINE=1 HF_HOME="$work/hf" "$py" - "$work" <<'PY'
-import json, sys
-from datasets import load_dataset
+# Per source: merge, keep what alternates, write both files (make-training-files.sh's steps).
+files=()
+i=0
+while IFS=$'\t' read -r name f extra; do
+  d="$work/$i"; mkdir -p "$d"
+  # shellcheck disable=SC2086
+  "$bin/traj-normalize" -q $extra --columns core "$f" > "$d/in.jsonl"
+  "$bin/traj-normalize" -q --merge-consecutive --columns core --tools "$work/tools.json" "$d/in.jsonl" \
+    | "$bin/traj-filter" -q --alternating --rejects "$d/not_alternating.jsonl" -o "$d/trajectories.jsonl"
+  "$bin/traj-normalize" -q --to openai --arguments object --tools-as string --columns core \
+    --tools "$work/tools.json" "$d/trajectories.jsonl" -o "$d/trajectories_openai.jsonl"
+  files+=("$name" "$d")
+  i=$((i + 1))
+done <<< "$sources"
+# The mix of every source in one file (the sharegpt entry; see above for openai).
+d="$work/mix"; mkdir -p "$d"
+for ((k = 0; k < i; k++)); do cat "$work/$k/in.jsonl"; done > "$d/in.jsonl"
+for ((k = 0; k < i; k++)); do cat "$work/$k/trajectories.jsonl"; done > "$d/trajectories.jsonl"
+for ((k = 0; k < i; k++)); do cat "$work/$k/not_alternating.jsonl" 2>/dev/null || true; done > "$d/not_alternating.jsonl"
+for ((k = 0; k < i; k++)); do cat "$work/$k/trajectories_openai.jsonl"; done > "$d/trajectories_openai.jsonl"
+files+=("mix of all sources" "$d")
+HF_DATASETS_OFFLINE=1 HF_HOME="$work/hf" "$py" - "$here/examples/training/dataset_info.json" "${files[@]}" <<'PY'
+import json, os, re, sys
+import pyarrow.json as pj
+from datasets import disable_progress_bars, load_dataset
 from transformers import Seq2SeqTrainingArguments
 from llamafactory.data.converter import align_dataset
 from llamafactory.data.parser import get_dataset_list
 from llamafactory.data.template import TEMPLATES
 from llamafactory.hparams import DataArguments
 
-work = sys.argv[1]
-data_args = DataArguments(dataset_dir=work, template="qwen")
-targs = Seq2SeqTrainingArguments(output_dir=work + "/out")
-qwen = TEMPLATES["qwen"]
+disable_progress_bars()
+info = json.load(open(sys.argv[1]))
+pairs = sys.argv[2:]
+template_of = {"traj_hermes": "chatml", "traj_openai": "qwen"}
+CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
+
+
+def lines(p):
+    return sum(1 for l in open(p, encoding="utf-8") if l.strip()) if os.path.exists(p) else 0
+
+
+def text(slots):
+    return "".join(s for s in slots if isinstance(s, str))
+
+
 failed = False
-for attr in get_dataset_list(["traj_hermes", "traj_openai"], work):
-    raw = load_dataset("json", data_files=f"{work}/{attr.dataset_name}", split="train")
-    aligned = align_dataset(raw, attr, data_args, targs)
-    dropped = sum(1 for r in aligned if not r["_prompt"] or not r["_response"])
-    twice = string_args = calls = 0
-    for r in aligned:
-        for m in r["_prompt"] + r["_response"]:
-            if m["role"] == "observation":
-                text = "".join(s for s in qwen.format_observation.apply(content=m["content"]) if isinstance(s, str))
-                twice += "<tool_response>\n<tool_response>" in text
-            if m["role"] == "function":
-                for c in json.loads(m["content"]):
-                    calls += 1
-                    string_args += isinstance(c.get("arguments"), str)
-    print(f"check-consumers: {attr.dataset_name} ({attr.formatting}): {len(raw)} rows, "
-          f"{dropped} dropped by LLaMA-Factory, {twice} tool responses wrapped twice by qwen, "
-          f"{calls} calls, {string_args} with string arguments")
-    if dropped:
+verdict = {"traj_hermes": [0, 0], "traj_openai": [0, 0]}  # files passed, files failed
+for name, d in zip(pairs[::2], pairs[1::2]):
+    json.dump(info, open(f"{d}/dataset_info.json", "w"))
+    n_in, n_alt, n_rej = lines(f"{d}/in.jsonl"), lines(f"{d}/trajectories.jsonl"), lines(f"{d}/not_alternating.jsonl")
+    print(f"check-consumers: {name}: {n_in} rows in, {n_alt} alternate, {n_rej} rejected by --alternating (with reasons)")
+    if n_alt + n_rej != n_in:
+        print("  FAIL: rows lost before the trainer")
         failed = True
-    if attr.formatting == "openai" and (twice or string_args or not calls):
-        failed = True
+    data_args = DataArguments(dataset_dir=d)
+    targs = Seq2SeqTrainingArguments(output_dir=f"{d}/out")
+    keys = ["traj_hermes", "traj_openai"]
+    for key, attr in zip(keys, get_dataset_list(keys, d)):
+        path = f"{d}/{attr.dataset_name}"
+        tpl = TEMPLATES[template_of[key]]
+        try:
+            pj.read_json(path)  # datasets 4.0.0 crashes (SIGSEGV) on what Arrow cannot type
+        except Exception as e:
+            print(f"  {key} ({attr.formatting}): FAIL: datasets cannot load it: {str(e)[:160]}")
+            failed = True
+            verdict[key][1] += 1
+            continue
+        try:
+            raw = load_dataset("json", data_files=path, split="train", cache_dir=f"{d}/hf")
+            aligned = align_dataset(raw, attr, data_args, targs)
+        except Exception as e:
+            print(f"  {key} ({attr.formatting}): FAIL: LLaMA-Factory cannot convert it: {type(e).__name__}: {str(e)[:160]}")
+            failed = True
+            verdict[key][1] += 1
+            continue
+        dropped = sum(1 for r in aligned if not r["_prompt"] or not r["_response"])
+        twice = calls = string_args = 0
+        for r in aligned:
+            for m in r["_prompt"] + r["_response"]:
+                if m["role"] == "observation":
+                    twice += "<tool_response>\n<tool_response>" in text(tpl.format_observation.apply(content=m["content"]))
+                elif m["role"] in ("assistant", "function"):
+                    fmt = tpl.format_function if m["role"] == "function" else tpl.format_assistant
+                    for body in CALL.findall(text(fmt.apply(content=m["content"]))):
+                        calls += 1
+                        string_args += not isinstance(json.loads(body).get("arguments"), dict)
+        bad = dropped or twice or string_args or (n_alt and len(raw) != n_alt)
+        print(f"  {key} ({attr.formatting}, {template_of[key]} template): "
+              f"{len(raw)} rows loaded, {dropped} dropped by LLaMA-Factory, {twice} tool responses "
+              f"wrapped twice, {calls} calls rendered, {string_args} with non-object arguments"
+              + ("  FAIL" if bad else ""))
+        failed = failed or bool(bad)
+        verdict[key][bool(bad)] += 1
+for key, (ok, bad) in verdict.items():
+    print(f"check-consumers: {key}: {ok} of {ok + bad} files pass" + (f", {bad} FAIL" if bad else ""))
 sys.exit(1 if failed else 0)
 PY

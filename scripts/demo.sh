@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # The offline demo: build, start the stand-in endpoint, run the whole batch-then-compress
-# pipeline over examples/prompts.jsonl, and say where each file is and what each stage did.
+# pipeline over examples/prompts.jsonl, and say where each file is and what each stage did
+# (rows in and out, rejects, tokens before and after compression, the sandbox that ran).
 #
 # Usage: scripts/demo.sh [--run NAME] [--base-url URL --model MODEL] [--fresh]
-#   --run NAME       run directory data/NAME (default: demo, or demo-live with a real model)
+#   --run NAME       run directory DATA/NAME (default: demo, or demo-live with a real model)
 #   --base-url URL   a real OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama, OpenAI...)
 #   --model MODEL    the model to ask (default anthropic/claude-sonnet-4.6 on OpenRouter)
-#   --fresh          delete data/NAME first
+#   --fresh          delete DATA/NAME first
+#   env BIN=DIR      use the binaries in DIR instead of building target/release
+#   env DATA=DIR     where run directories go (default: data)
 #
 # With no API key and no --base-url, the model is a STAND-IN: a scripted local server
 # (tests/standin) that answers each demo prompt with realistic tool calls. The tools run
-# for real in a sandboxed workspace. With OPENROUTER_API_KEY set (or --base-url), the same
+# for real, under bubblewrap when it works here (`--sandbox auto`). Two tasks (a generated
+# access log, pydoc pages) make long tool output, so that traj-compress has work at the
+# demo's 4,000-token budget. With OPENROUTER_API_KEY set (or --base-url), the same
 # command produces real data from a real model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,14 +27,30 @@ while [ $# -gt 0 ]; do
     --base-url) base_url="$2"; shift 2 ;;
     --model) model="$2"; shift 2 ;;
     --fresh) fresh=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "demo: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
 say() { printf '\033[1mdemo:\033[0m %s\n' "$*" >&2; }
 
-make --no-print-directory build >&2
+if [ -n "${BIN:-}" ]; then
+  bin=$BIN
+else
+  bin=target/release
+  make --no-print-directory build >&2
+fi
+data=${DATA:-data}
+
+# --sandbox auto runs the tools under bubblewrap when it works; install it if we can.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing bubblewrap (the demo's tools run inside it)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    say "WARNING: bubblewrap is not installed: the tools will run WITHOUT isolation (install bubblewrap)"
+  fi
+fi
 
 standin_pid=""
 cleanup() { [ -n "$standin_pid" ] && kill "$standin_pid" 2>/dev/null || true; }
@@ -38,7 +59,7 @@ trap cleanup EXIT
 if [ -z "$base_url" ] && [ -z "${OPENROUTER_API_KEY:-}" ]; then
   run=${run:-demo}
   addr_file=$(mktemp)
-  target/release/examples/standin --port 0 --script examples/standin-script.json > "$addr_file" &
+  "$bin/examples/standin" --port 0 --script examples/standin-script.json > "$addr_file" &
   standin_pid=$!
   for _ in $(seq 100); do [ -s "$addr_file" ] && break; sleep 0.05; done
   base_url=$(head -n 1 "$addr_file"); rm -f "$addr_file"
@@ -51,26 +72,56 @@ else
   run=${run:-demo-live}
   base_url=${base_url:-https://openrouter.ai/api/v1}
   model=${model:-anthropic/claude-sonnet-4.6}
-  say "real model: $model at $base_url"
+  say "model: $model at $base_url"
 fi
 
-[ "$fresh" = 1 ] && rm -rf "data/$run"
-dir="data/$run"
+dir="$data/$run"
+[ "$fresh" = 1 ] && rm -rf "$dir"
+budget=4000
 
-make --no-print-directory pipeline RUN="$run" DATASET=examples/prompts.jsonl \
+make --no-print-directory pipeline BIN="$bin" DATA="$data" RUN="$run" DATASET=examples/prompts.jsonl \
   BASE_URL="$base_url" MODEL="$model" DISTRIBUTION=terminal_only WORKERS=4 BATCH_SIZE=5 \
-  MAX_TURNS=6 TARGET_TOKENS=2000 TOKENIZER=o200k_base >&2
+  MAX_TURNS=6 TARGET_TOKENS=$budget TOKENIZER=o200k_base SANDBOX=auto >&2
 
-count() { if [ -f "$1" ]; then wc -l < "$1" | tr -d ' '; else echo 0; fi; }
-batches=$(cat "$dir"/batch_*.jsonl 2>/dev/null | wc -l | tr -d ' ')
+# What each stage did, from the files it left (rows in = rows out + rejected + dropped).
+count() { if [ -f "$1" ]; then grep -c . "$1" || true; else echo 0; fi; }
+prompts=$(count examples/prompts.jsonl)
+tasks=$(count "$dir/tasks.jsonl")
+records=$(cat "$dir"/batch_*.jsonl 2>/dev/null | grep -c . || true)
+failures=$(count "$dir/failures.jsonl")
+merge_rej=$(count "$dir/merge_rejects.jsonl")
+norm_rej=$(count "$dir/normalize_rejects.jsonl")
+filter_in=$(jq .read "$dir/filter_stats.json")
+kept=$(count "$dir/trajectories.jsonl")
+filter_rej=$(count "$dir/rejects.jsonl")
+norm_in=$((filter_in + norm_rej))
+merge_dup=$((records - norm_in - merge_rej))
+m="$dir/compression_metrics.json"
+comp_out=$(count "$dir/trajectories_compressed.jsonl")
+read -r comp_in compressed under over before after < <(jq -r '[.summary.total_trajectories,
+  .summary.trajectories_compressed, .summary.trajectories_skipped_under_target,
+  .summary.trajectories_still_over_limit, .tokens.total_before, .tokens.total_after] | @tsv' "$m")
+read -r calls api_tokens < <(jq -r '[.api_calls, .usage.total_tokens] | @tsv' "$dir/statistics.json")
+sandbox=$(jq -r '.sandbox.backend // "?"' "$dir/statistics.json")
+warning=$(jq -r '.sandbox.warning // empty' "$dir/statistics.json")
+saved=$(( before > 0 ? (before - after) * 100 / before : 0 ))
+
 echo
-echo "What each stage did (data/$run):"
-printf '  %-19s %s\n' "traj-sample-tools" "$(count "$dir/tasks.jsonl") prompts -> $dir/tasks.jsonl (toolsets per prompt)"
-printf '  %-19s %s\n' "traj-run" "$batches raw records in $dir/batch_*.jsonl, $(count "$dir/failures.jsonl") failures in failures.jsonl"
-printf '  %-19s %s\n' "" "checkpoint: $dir/checkpoint.json, statistics: $dir/statistics.json"
-printf '  %-19s %s\n' "traj-merge" "ordered, de-duplicated ($(count "$dir/merge_rejects.jsonl") rejected: merge_rejects.jsonl)"
-printf '  %-19s %s\n' "traj-normalize" "Hermes ShareGPT ($(count "$dir/normalize_rejects.jsonl") rejected: normalize_rejects.jsonl)"
-printf '  %-19s %s\n' "traj-filter" "$(count "$dir/trajectories.jsonl") kept -> $dir/trajectories.jsonl ($(count "$dir/rejects.jsonl") rejected: rejects.jsonl)"
-printf '  %-19s %s\n' "traj-compress" "$(count "$dir/trajectories_compressed.jsonl") rows -> $dir/trajectories_compressed.jsonl (metrics: compression_metrics.json)"
+echo "What each stage did ($dir):"
+printf '  %-18s %7s %8s %8s  %s\n' stage "rows in" "rows out" rejected notes
+row() { printf '  %-18s %7s %8s %8s  %s\n' "$@"; }
+row traj-sample-tools "$prompts" "$tasks" 0 "a toolset per prompt -> tasks.jsonl"
+row traj-run "$tasks" "$records" "$failures" "$calls API calls, $api_tokens API tokens; tools ran under sandbox: $sandbox"
+row traj-merge "$records" "$norm_in" "$merge_rej" "ordered by prompt, $merge_dup duplicates dropped (merge_rejects.jsonl)"
+row traj-normalize "$norm_in" "$filter_in" "$norm_rej" "Hermes ShareGPT (normalize_rejects.jsonl)"
+row traj-filter "$filter_in" "$kept" "$filter_rej" "$before tokens -> trajectories.jsonl (rejects.jsonl)"
+row traj-compress "$comp_in" "$comp_out" 0 "tokens $before -> $after (-$saved%): $compressed compressed, $under under the $budget budget, $over still over"
 echo
+if [ "$sandbox" = bwrap ]; then
+  echo "Sandbox: bwrap (bubblewrap: no network, host read-only, only the workspace writable)."
+else
+  echo "Sandbox: $sandbox${warning:+. WARNING: $warning}"
+fi
+echo "Files: $dir/trajectories.jsonl, $dir/trajectories_compressed.jsonl (metrics: compression_metrics.json,"
+echo "  statistics: statistics.json, checkpoint: checkpoint.json, raw records: batch_*.jsonl)"
 echo "Look at one trajectory:  head -n 1 $dir/trajectories.jsonl | jq -r '.conversations[] | \"[\" + .from + \"] \" + .value' | less"

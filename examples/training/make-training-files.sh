@@ -4,7 +4,7 @@
 set -euo pipefail
 in=$1 tools=$2 out=$3
 mkdir -p "$out"
-traj-normalize --merge-consecutive --tools "$tools" "$in" \
+traj-normalize --merge-consecutive --columns core --tools "$tools" "$in" \
   | traj-filter --alternating --rejects "$out/not_alternating.jsonl" -o "$out/trajectories.jsonl"
 traj-normalize --to openai --arguments object --tools-as string --columns core \
   --tools "$tools" "$out/trajectories.jsonl" -o "$out/trajectories_openai.jsonl"

@@ -9,6 +9,7 @@ mod standin;
 
 mod compress;
 mod core;
+mod demo;
 mod filter;
 mod formats;
 mod lossless;

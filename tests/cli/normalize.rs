@@ -59,9 +59,18 @@ const TEMPLATE_EMPTY: &str = "You are a function calling AI model. You are provi
 
 #[test]
 fn rule_exact_system_template_with_no_tools() {
-    let t = turns(msgs(json!([{"role": "user", "content": "hi"}])));
+    // A row that calls a tool it was not offered gets the exact template around `[]`.
+    let t = turns(msgs(json!([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"}
+    ])));
     assert_eq!(t[0], ("system".into(), TEMPLATE_EMPTY.into()));
     assert_eq!(t[1], ("human".into(), "hi".into()));
+    // A plain chat (no tool offered, called or answered) gets no system turn at all.
+    let t = turns(msgs(json!([{"role": "user", "content": "hi"}])));
+    assert_eq!(t, [("human".to_string(), "hi".to_string())]);
 }
 
 #[test]
@@ -132,7 +141,8 @@ fn rule_scratchpad_becomes_think() {
         {"role": "assistant",
          "content": "<REASONING_SCRATCHPAD>plan</REASONING_SCRATCHPAD> done"}
     ])));
-    assert_eq!(t[2].1, "<think>plan</think> done");
+    assert_eq!(t.len(), 2, "a plain chat: no system turn");
+    assert_eq!(t[1].1, "<think>plan</think> done");
 }
 
 #[test]
@@ -240,10 +250,17 @@ fn rule_roles_user_verbatim_other_roles_and_orphan_tools_dropped() {
         {"role": "system", "content": "injected"},
         {"role": "user", "content": "[System error during processing: x]"}
     ])));
+    // No tool is offered and the only tool result is an orphan (dropped): a plain chat,
+    // so the row's own system entries are not turns and no Hermes prompt replaces them.
     let froms: Vec<&str> = t.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(froms, ["system", "human", "gpt", "human"]);
-    assert_eq!(t[1].1, "  spaced prompt \n");
-    assert_eq!(t[3].1, "[System error during processing: x]");
+    assert_eq!(froms, ["human", "gpt", "human"]);
+    assert_eq!(t[0].1, "  spaced prompt \n");
+    assert_eq!(t[1].1, "<think>\n</think>\nok");
+    assert_eq!(t[2].1, "[System error during processing: x]");
+    assert!(
+        t.iter()
+            .all(|(_, v)| !v.contains("injected") && !v.contains("orphan"))
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -307,8 +324,21 @@ fn reasoning_with_a_closing_think_tag_is_rejected_with_a_reason() {
     c.arg("-q");
     let o = run_with_stdin(c, format!("{good}\n{bad}\n").as_bytes());
     assert_code(&o, 1);
+    // The turn is counted in the output conversations: no system turn on this plain chat.
     assert!(
-        stderr(&o).contains("<stdin>:2: turn 3: reasoning contains </think>"),
+        stderr(&o).contains("<stdin>:2: turn 2: reasoning contains </think>"),
+        "{}",
+        stderr(&o)
+    );
+    // With a tool offered the Hermes system turn comes first, so the gpt turn is turn 3.
+    let mut tooly = bad.clone();
+    tooly["tools"] = json!([{"type": "function", "function": {"name": "f"}}]);
+    let mut c = cmd(BIN, d.path());
+    c.arg("-q");
+    let o = run_with_stdin(c, format!("{tooly}\n").as_bytes());
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains("<stdin>:1: turn 3: reasoning contains </think>"),
         "{}",
         stderr(&o)
     );
@@ -473,9 +503,10 @@ fn role_content_turns_inside_conversations() {
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "hello", "reasoning_content": "greet back"}]});
     let t = turns(row);
-    assert_eq!(t[1], ("human".into(), "hi".into()));
+    assert_eq!(t.len(), 2, "a plain chat: no system turn");
+    assert_eq!(t[0], ("human".into(), "hi".into()));
     assert_eq!(
-        t[2],
+        t[1],
         ("gpt".into(), "<think>\ngreet back\n</think>\nhello".into())
     );
 }
@@ -563,10 +594,21 @@ fn every_fixture_line_converts_and_is_a_fixed_point() {
             std::fs::read(&twice).unwrap(),
             "{name}: normalize(normalize(x)) != normalize(x)"
         );
-        // Every row: system first, string values, stats keys sorted.
+        // Every row: a system turn first exactly when the row has anything to do with
+        // tools (a `<tools>` list, a call or a result), string values, stats keys sorted.
         for r in read_jsonl(&once) {
             let c = r["conversations"].as_array().unwrap();
-            assert_eq!(c[0]["from"], "system");
+            let tooly = c.iter().any(|t| {
+                t["from"] == "tool" || t["value"].as_str().unwrap().contains("<tool_call>")
+            });
+            if c[0]["from"] == "system" {
+                let v = c[0]["value"].as_str().unwrap();
+                assert!(v.starts_with("You are a function calling AI model."), "{v}");
+                assert!(tooly || !v.contains("<tools>\n[]\n</tools>"), "{name}: {v}");
+            } else {
+                assert!(!tooly, "{name}: a row with tool turns has no system turn");
+            }
+            assert!(c.iter().skip(1).all(|t| t["from"] != "system"));
             assert!(c.iter().all(|t| t["value"].is_string()));
             let keys: Vec<&String> = r["tool_stats"].as_object().unwrap().keys().collect();
             let mut sorted = keys.clone();

@@ -482,3 +482,225 @@ fn merge_consecutive_and_alternating_fit_the_training_examples() {
     let out = parse_jsonl(&stdout(&o));
     assert_eq!(out[0]["conversations"][0]["value"], "a\n\nb");
 }
+
+/// A Python with transformers (CPU only; `apply_chat_template` needs no torch):
+/// `$TRAJ_TRANSFORMERS_PYTHON`, the venv scripts/setup.sh makes, or `python3`. Fails
+/// loudly when none has it.
+fn transformers_python() -> String {
+    let mut candidates: Vec<String> = std::env::var("TRAJ_TRANSFORMERS_PYTHON")
+        .into_iter()
+        .collect();
+    candidates.push("/tmp/venvs/tok/bin/python".into());
+    candidates.push("python3".into());
+    for py in &candidates {
+        let ok = Command::new(py)
+            .args(["-c", "import transformers"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return py.clone();
+        }
+    }
+    panic!("no Python with transformers among {candidates:?}: run scripts/setup.sh");
+}
+
+/// Renders every row of a `--to openai` file with transformers' `apply_chat_template`
+/// and prints one JSON line of figures: rows, calls rendered, calls whose rendered
+/// arguments are not an object, tool responses wrapped twice.
+const RENDER: &str = r#"
+import json, re, sys
+from transformers import AutoTokenizer
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+call = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
+rows = calls = not_object = twice = 0
+for line in open(sys.argv[2], encoding="utf-8"):
+    row = json.loads(line)
+    tools = json.loads(row["tools"]) or None
+    text = tok.apply_chat_template(row["messages"], tools=tools, tokenize=False)
+    rows += 1
+    twice += text.count("<tool_response>\n<tool_response>")
+    for body in call.findall(text):
+        calls += 1
+        not_object += not isinstance(json.loads(body)["arguments"], dict)
+print(json.dumps({"rows": rows, "calls": calls, "not_object": not_object, "twice": twice}))
+"#;
+
+fn render(template: &Path, file: &Path) -> Value {
+    let o = Command::new(transformers_python())
+        .arg("-c")
+        .arg(RENDER)
+        .arg(template)
+        .arg(file)
+        .output()
+        .expect("python");
+    assert!(
+        o.status.success(),
+        "apply_chat_template on {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// `--to openai --arguments object --tools-as string` of every source, rendered by
+/// transformers' `apply_chat_template` with the Qwen2.5- and Hermes-style fixture
+/// templates: every call's arguments come out as an object, no tool response is
+/// wrapped twice, and traj's chat-template token count of the same rows is within 0.5%
+/// of transformers'. With `--arguments string` the Hermes-style template (which `tojson`s
+/// the arguments) double-encodes them: the check can fail.
+#[test]
+fn openai_object_arguments_render_once_in_both_fixture_templates() {
+    let d = tmpdir();
+    let tools = all_tools(d.path());
+    let object = [
+        "--to",
+        "openai",
+        "--arguments",
+        "object",
+        "--tools-as",
+        "string",
+        "--columns",
+        "core",
+    ];
+    let (file, rows) = mixed(d.path(), "openai_object.jsonl", &object, Some(&tools));
+    let calls: usize = rows
+        .iter()
+        .flat_map(|r| r["messages"].as_array().unwrap())
+        .map(|m| m["tool_calls"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert!(calls > 300, "{calls}");
+    let mut string_args = object;
+    string_args[3] = "string";
+    let (file_str, _) = mixed(d.path(), "openai_string.jsonl", &string_args, Some(&tools));
+    for t in ["templates/qwen2.5-style", "templates/hermes-style"] {
+        let tdir = fixture(t);
+        let r = render(&tdir, &file);
+        assert_eq!(r["rows"], json!(rows.len()), "{t}: {r}");
+        assert_eq!(r["calls"], json!(calls), "{t}: {r}");
+        assert_eq!(r["not_object"], json!(0), "{t}: {r}");
+        assert_eq!(r["twice"], json!(0), "{t}: {r}");
+        if t.contains("hermes") {
+            let s = render(&tdir, &file_str);
+            assert_eq!(
+                s["not_object"],
+                json!(calls),
+                "{t} with string arguments: {s}"
+            );
+        }
+        // traj's count of these rows (traj-filter --tokenizer DIR) against transformers'.
+        let want: Vec<f64> = {
+            let o = Command::new(transformers_python())
+                .arg(fixture("templates/count.py"))
+                .arg(&tdir)
+                .arg(&file)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8(o.stdout)
+                .unwrap()
+                .lines()
+                .map(|l| l.trim().parse().unwrap())
+                .collect()
+        };
+        let rej = d.path().join("too_many.jsonl");
+        let mut c = cmd("traj-filter", d.path());
+        c.args(["-q", "--max-row-tokens", "1", "--tokenizer"])
+            .arg(&tdir)
+            .arg(&file)
+            .args(["-o", "kept.jsonl", "--rejects"])
+            .arg(&rej);
+        assert_code(&run(c), 0);
+        let got: Vec<f64> = read_jsonl(&rej)
+            .iter()
+            .map(|r| {
+                let why = r["reasons"][0].as_str().unwrap();
+                let n = why.strip_prefix("too-many-tokens: ").unwrap();
+                n.strip_suffix(" > 1").unwrap().parse().unwrap()
+            })
+            .collect();
+        assert_eq!(got.len(), want.len(), "{t}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= w * 0.005,
+                "{t} row {i}: traj {g}, transformers {w}"
+            );
+        }
+    }
+}
+
+/// `examples/training/make-training-files.sh` (the three steps docs/training.md shows)
+/// writes the two files dataset_info.json names, and no row is lost on the way: every
+/// input row is in trajectories.jsonl or in not_alternating.jsonl with its reason.
+#[test]
+fn make_training_files_writes_what_dataset_info_names() {
+    let d = tmpdir();
+    let tools = all_tools(d.path());
+    let out = d.path().join("out");
+    let bin_dir = bin(NORM).parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let input = fixture("traj_run_records.jsonl");
+    let swe = d.path().join("swe.jsonl");
+    let mut c = cmd(NORM, d.path());
+    c.args(["-q", "--messages-field", "history"])
+        .arg(fixture("swe_agent_demo_trajs.jsonl"))
+        .arg("-o")
+        .arg(&swe);
+    assert_code(&run(c), 0);
+    let (mut n_in, mut n_rejected) = (0, 0);
+    for (i, src) in [input, swe].iter().enumerate() {
+        let o_dir = out.join(i.to_string());
+        let o = Command::new("bash")
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("examples/training/make-training-files.sh"),
+            )
+            .arg(src)
+            .arg(&tools)
+            .arg(&o_dir)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows = read_jsonl(src).len();
+        n_in += rows;
+        let kept = read_jsonl(&o_dir.join("trajectories.jsonl"));
+        let rej_path = o_dir.join("not_alternating.jsonl");
+        let rejected = if rej_path.exists() {
+            read_jsonl(&rej_path)
+        } else {
+            vec![]
+        };
+        assert_eq!(kept.len() + rejected.len(), rows, "{}", src.display());
+        for r in &rejected {
+            assert!(r.to_string().contains("not-alternating: "), "{r}");
+        }
+        n_rejected += rejected.len();
+        let openai = read_jsonl(&o_dir.join("trajectories_openai.jsonl"));
+        assert_eq!(openai.len(), kept.len());
+        for r in &kept {
+            let keys: Vec<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(keys, CORE_KEYS);
+        }
+        let info: Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/training/dataset_info.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        for entry in info.as_object().unwrap().values() {
+            let f = entry["file_name"].as_str().unwrap();
+            assert!(o_dir.join(f).is_file(), "{f} is not written");
+        }
+    }
+    // Some SWE-agent rows cannot be made to alternate (a gpt turn with calls but no
+    // result, then another gpt turn): they are in the rejects, not lost.
+    assert!(
+        n_in > 20 && n_rejected > 0,
+        "{n_in} in, {n_rejected} rejected"
+    );
+}
