@@ -15,8 +15,11 @@
 //! - [`Repair::DuplicateEmptyThink`]: a `<think>` block holding only white space, beside
 //!   another `<think>` block (before or after it), is removed with the white space
 //!   after it; one block is kept.
-//! - [`Repair::Whitespace`]: white space before a `<think>` that opens the turn is
-//!   removed (so the block reads as the turn's reasoning on every pass).
+//!
+//! White space around the tags is otherwise the Hermes parser's business, as before:
+//! it reads `<tool_call>` bodies whatever white space frames them, and rendering writes
+//! the canonical framing (not counted as a repair). White space before a leading
+//! `<think>` is kept, as the reference keeps a reply's content.
 //!
 //! Everything else that breaks the envelope is refused ([`Broken::Unrepairable`]): an
 //! unclosed `<think>` or `<tool_call>` (where it ends would be a guess), a tag inside an
@@ -38,23 +41,17 @@ use crate::format::hermes::{self, Tag, TagError};
 pub enum Repair {
     StrayClose,
     DuplicateEmptyThink,
-    Whitespace,
 }
 
 impl Repair {
     /// Every kind, in the order they are reported.
-    pub const ALL: [Repair; 3] = [
-        Repair::StrayClose,
-        Repair::DuplicateEmptyThink,
-        Repair::Whitespace,
-    ];
+    pub const ALL: [Repair; 2] = [Repair::StrayClose, Repair::DuplicateEmptyThink];
 
     /// The kind's name on stderr and in `--stats`.
     pub const fn name(self) -> &'static str {
         match self {
             Repair::StrayClose => "stray_closing_tag",
             Repair::DuplicateEmptyThink => "duplicate_empty_think",
-            Repair::Whitespace => "whitespace_before_think",
         }
     }
 
@@ -65,7 +62,7 @@ impl Repair {
 
 /// Repairs made, counted by kind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Repairs([u64; 3]);
+pub struct Repairs([u64; 2]);
 
 impl Repairs {
     pub fn add(&mut self, kind: Repair) {
@@ -203,12 +200,6 @@ fn repair_once<'a>(
     let mut seen_think = after_think;
     let mut seen_call = false;
     let mut pos = 0;
-    let first = skip_ws(v, 0);
-    if first > 0 && v[first..].starts_with(Tag::ThinkOpen.text()) && !after_think {
-        want(Repair::Whitespace, &|| "white space before the opening <think>".into())?;
-        b.cut(0, first, false);
-        pos = first;
-    }
     while let Some((p, tag)) = hermes::next_tag(v, pos) {
         let start = p + tag.text().len();
         match tag {
@@ -248,7 +239,9 @@ fn repair_once<'a>(
                 pos = e + Tag::CallClose.text().len();
             }
             Tag::ThinkClose | Tag::CallClose | Tag::RespClose => {
-                want(Repair::StrayClose, &|| format!("{tag} without an opening tag"))?;
+                want(Repair::StrayClose, &|| {
+                    format!("{tag} without an opening tag")
+                })?;
                 b.cut(p, start, true);
                 pos = start;
             }
@@ -313,10 +306,12 @@ mod tests {
     }
 
     #[test]
-    fn leading_space_before_think_is_removed() {
-        let (out, r) = fix("\n <think>\nR\n</think>\nx");
-        assert_eq!(out, "<think>\nR\n</think>\nx");
-        assert_eq!(r.get(Repair::Whitespace), 1);
+    fn space_before_a_leading_think_is_kept() {
+        let (out, r) = fix("  <think>x</think> lead kept");
+        assert_eq!(
+            (out.as_str(), r.total()),
+            ("  <think>x</think> lead kept", 0)
+        );
     }
 
     #[test]
@@ -350,9 +345,14 @@ mod tests {
     #[test]
     fn no_repair_refuses_what_it_would_repair() {
         let mut r = Repairs::default();
-        let e = repair_gpt("<think>\n</think>\n</think>\nx", false, Mode::Refuse, &mut r)
-            .unwrap_err()
-            .to_string();
+        let e = repair_gpt(
+            "<think>\n</think>\n</think>\nx",
+            false,
+            Mode::Refuse,
+            &mut r,
+        )
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             e,
             "</think> without an opening tag (repairable; not repaired under --no-repair)"

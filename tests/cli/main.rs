@@ -16,6 +16,7 @@ mod merge;
 mod normalize;
 mod numbers;
 mod pipeline;
+mod repair;
 mod run;
 mod sample;
 mod scale;

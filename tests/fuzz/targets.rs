@@ -4,18 +4,25 @@
 //!   BOM; `parse_object` accepts exactly the JSON objects serde_json reads that hold no
 //!   key twice in one object (the README's rule: a duplicate key is refused).
 //! - `jsonscan`: the fast validator agrees with serde_json (except where the rule is
-//!   still to be decided: nesting past 128, numbers out of f64 range, lone surrogates),
+//!   still to be decided: nesting past 128, numbers out of f64 range, lone surrogates;
+//!   and a key twice in one object, which traj refuses),
 //!   and `decode_str` decodes every valid string as serde_json does.
 //! - `hermes`: `parse_gpt`, `parse_tool` and `parse_system` return (Ok or a typed error)
 //!   on any text; a rendered gpt turn parses and renders back to itself.
 //! - `jsonarray`: the reader of `[...]` files never panics, and on a valid array gives one
 //!   line per element, each equal (as JSON) to the element.
 //! - `normalize`: traj-normalize's row reader (`parse_object` then `normalize_row`)
-//!   returns Ok or a typed error; its output is one JSON object line.
+//!   returns Ok or a typed error; its output is one JSON object line, every gpt turn
+//!   of it has balanced, nested tags, and normalising it again gives it back byte for
+//!   byte.
+//! - `repair`: the envelope repair returns a text with no scanner error that a second
+//!   repair leaves as it is, or a reason; under `--no-repair` it accepts exactly the
+//!   texts that need no repair, unchanged.
 
 use std::io::{BufRead, Read};
 
 use serde_json::Value;
+use traj::format::repair::{self, Mode, Repairs};
 use traj::format::{hermes, jsonscan};
 use traj::stage::normalize::{Options, normalize_row};
 
@@ -27,6 +34,7 @@ pub const ALL: &[(&str, Check)] = &[
     ("hermes", hermes_parsers),
     ("jsonarray", jsonarray),
     ("normalize", normalize),
+    ("repair", repair_target),
 ];
 
 /// serde_json's verdict on `b` (read as a `Value`, as `parse_object` reads rows), `None`
@@ -126,7 +134,7 @@ fn lines(b: &[u8]) -> Result<(), Finding> {
 fn scan(b: &[u8]) -> Result<(), Finding> {
     let ours = jsonscan::json_is_valid(b);
     if let Some(theirs) = serde_ok(b)
-        && ours != theirs
+        && ours != (theirs && !has_duplicate_key(b))
     {
         let why = serde_json::from_slice::<Value>(b).err();
         return Err(Finding(format!(
@@ -228,10 +236,90 @@ fn normalize(b: &[u8]) -> Result<(), Finding> {
         if body.contains(&b'\n') {
             return Err(Finding("output is more than one line".into()));
         }
-        traj::io::parse_object(body)
+        let again = traj::io::parse_object(body)
             .map_err(|e| Finding(format!("output is not an object: {e}")))?;
+        if let Some(Value::Array(turns)) = again.get("conversations") {
+            for t in turns {
+                if t.get("from").and_then(Value::as_str) == Some("gpt")
+                    && let Some(v) = t.get("value").and_then(Value::as_str)
+                    && let Some(e) = hermes::scan_gpt(v).error
+                {
+                    return Err(Finding(format!("gpt turn written with {e}: {v:?}")));
+                }
+            }
+        }
+        let mut twice = Vec::new();
+        normalize_row(again, &Options::default(), &mut twice)
+            .map_err(|e| Finding(format!("normalising the output again: {e}")))?;
+        if twice != out {
+            return Err(Finding(format!(
+                "not idempotent: {:?} -> {:?}",
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(&twice)
+            )));
+        }
     } else if !out.is_empty() {
         return Err(Finding("output written for a rejected row".into()));
+    }
+    Ok(())
+}
+
+fn repair_target(b: &[u8]) -> Result<(), Finding> {
+    let text = String::from_utf8_lossy(b);
+    for after_think in [false, true] {
+        let mut done = Repairs::default();
+        let fixed = repair::repair_gpt(&text, after_think, Mode::Repair, &mut done);
+        let mut none = Repairs::default();
+        let refused = repair::repair_gpt(&text, after_think, Mode::Refuse, &mut none);
+        if none.total() != 0 {
+            return Err(Finding("repairs counted under --no-repair".into()));
+        }
+        match (&fixed, &refused) {
+            (Ok(f), Ok(r)) => {
+                if f != r || r.as_ref() != text.as_ref() || done.total() != 0 {
+                    return Err(Finding(format!(
+                        "--no-repair accepted a repaired text: {text:?}"
+                    )));
+                }
+            }
+            (Ok(f), Err(_)) => {
+                if done.total() == 0 {
+                    return Err(Finding(format!(
+                        "refused under --no-repair, no repair: {text:?}"
+                    )));
+                }
+                if f.as_ref() == text.as_ref() {
+                    return Err(Finding(format!(
+                        "counted a repair, changed nothing: {text:?}"
+                    )));
+                }
+            }
+            (Err(a), Err(b)) => {
+                if done.total() != 0 {
+                    return Err(Finding("repairs counted for a refused text".into()));
+                }
+                let _ = (a, b);
+                continue;
+            }
+            (Err(e), Ok(_)) => {
+                return Err(Finding(format!(
+                    "refused when repairing ({e}), kept under --no-repair"
+                )));
+            }
+        }
+        let f = fixed.expect("checked");
+        if !after_think && let Some(e) = hermes::scan_gpt(&f).error {
+            return Err(Finding(format!("repaired text still has {e}: {f:?}")));
+        }
+        let mut again = Repairs::default();
+        match repair::repair_gpt(&f, after_think, Mode::Repair, &mut again) {
+            Ok(g) if g == f && again.total() == 0 => {}
+            other => {
+                return Err(Finding(format!(
+                    "repair not idempotent: {f:?} -> {other:?}"
+                )));
+            }
+        }
     }
     Ok(())
 }
