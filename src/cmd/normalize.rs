@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use crate::cli::{IoArgs, Status};
+use crate::format::repair::{Repair, Repairs};
 use crate::io::{Rejects, Verdict};
 use crate::stage::normalize::{self, Arguments, Columns, Options, Target, ToolsAs};
 
@@ -94,6 +95,16 @@ pub struct Args {
     /// --columns core.
     #[arg(long, value_enum, value_name = "HOW")]
     pub tools_as: Option<ToolsAs>,
+
+    /// Reject a row whose gpt turn needs an envelope repair (a stray closing tag, an
+    /// empty <think> block beside another) instead of repairing it. Rows whose tags
+    /// cannot be repaired without a guess are rejected either way.
+    #[arg(long)]
+    pub no_repair: bool,
+
+    /// Write counts (read, written, bad, envelope repairs per kind) as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
 }
 
 /// A `--set` argument that is not `KEY=VALUE`.
@@ -128,14 +139,43 @@ pub fn load_tool_names(path: &Path) -> Result<Vec<String>> {
 
 /// Convert one input line (the function [`crate::io::process`] runs on every line).
 pub fn convert_line(line: &[u8], opts: &Options, out: &mut Vec<u8>) -> Verdict {
+    convert_line_counted(line, opts, out, &std::sync::Mutex::default())
+}
+
+/// [`convert_line`], adding the row's envelope repairs to `tally`.
+fn convert_line_counted(
+    line: &[u8],
+    opts: &Options,
+    out: &mut Vec<u8>,
+    tally: &std::sync::Mutex<Repairs>,
+) -> Verdict {
     let row = match crate::io::parse_object(line) {
         Ok(r) => r,
         Err(e) => return Verdict::Bad(e),
     };
-    match normalize::normalize_row(row, opts, out) {
-        Ok(()) => Verdict::Written,
+    let mut made = Repairs::default();
+    match normalize::normalize_row_counted(row, opts, out, &mut made) {
+        Ok(()) => {
+            if made.total() > 0 {
+                tally.lock().expect("repair tally").merge(&made);
+            }
+            Verdict::Written
+        }
         Err(e) => Verdict::Bad(e.to_string()),
     }
+}
+
+/// `, N envelope repairs (kind: n, ...)`, or nothing when none was made.
+fn repairs_text(r: &Repairs) -> String {
+    if r.total() == 0 {
+        return String::new();
+    }
+    let per: Vec<String> = Repair::ALL
+        .iter()
+        .filter(|k| r.get(**k) > 0)
+        .map(|k| format!("{}: {}", k.name(), r.get(*k)))
+        .collect();
+    format!(", {} envelope repairs ({})", r.total(), per.join(", "))
 }
 
 /// Run traj-normalize.
@@ -154,6 +194,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         merge_consecutive: args.merge_consecutive,
         arguments: args.arguments,
         tools_as: args.tools_as,
+        no_repair: args.no_repair,
     };
     if args.arguments == Arguments::Object && args.to != Target::OpenAi {
         crate::usage_bail!(
@@ -169,13 +210,32 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let mut out = crate::io::Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let cfg = args.io.pipe(NAME, &args.jobs, &args.shard);
+    let tally = std::sync::Mutex::new(Repairs::default());
     let summary = crate::io::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
-        convert_line(line, &opts, buf)
+        convert_line_counted(line, &opts, buf, &tally)
     })?;
     out.commit()?;
     rejects.finish()?;
+    let repairs = *tally.lock().expect("repair tally");
+    if let Some(path) = &args.stats {
+        let per: serde_json::Map<String, Value> = Repair::ALL
+            .iter()
+            .map(|k| (k.name().to_string(), Value::from(repairs.get(*k))))
+            .collect();
+        let stats = serde_json::json!({
+            "read": summary.read,
+            "written": summary.written,
+            "bad": summary.bad,
+            "repaired": per,
+        });
+        let mut o = crate::io::Output::create(Some(path))?;
+        serde_json::to_writer_pretty(&mut o, &stats)?;
+        std::io::Write::write_all(&mut o, b"\n")?;
+        o.commit()?;
+    }
     if !args.io.quiet {
-        crate::cli::note(NAME, &crate::cli::summary_line(&summary));
+        let line = crate::cli::summary_line(&summary);
+        crate::cli::note(NAME, &format!("{line}{}", repairs_text(&repairs)));
     }
     Ok(Status::from_summary(&summary))
 }

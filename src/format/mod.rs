@@ -7,6 +7,8 @@
 //!   tag scanner every stage reads tags with.
 //! - [`message`]: the rules for OpenAI-style messages (text, reasoning).
 //! - [`pyjson`]: JSON written as Python's `json.dumps` writes it.
+//! - [`repair`]: the envelope repair of gpt turns (stray closing tags, duplicated empty
+//!   `<think>` blocks), on the Hermes tag scanner.
 //! - [`jsonscan`]: JSON validation and string decoding without building values.
 //! - [`row`]: the borrowed row view that traj-filter, traj-merge and traj-compress share.
 //! - [`tokens`]: token counting (tiktoken encodings, HF `tokenizer.json`, HF tokenizer
@@ -19,6 +21,7 @@ pub mod jsonscan;
 pub mod message;
 pub mod model;
 pub mod pyjson;
+pub mod repair;
 pub mod row;
 pub mod time;
 pub mod tokens;

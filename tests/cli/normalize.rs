@@ -354,7 +354,7 @@ fn content_with_a_tool_call_tag_is_rejected() {
     let o = run_with_stdin(cmd(BIN, d.path()), format!("{bad}\n").as_bytes());
     assert_code(&o, 1);
     assert!(
-        stderr(&o).contains("content contains <tool_call>"),
+        stderr(&o).contains("<tool_call> is never closed (not repairable without guessing)"),
         "{}",
         stderr(&o)
     );

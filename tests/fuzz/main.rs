@@ -1,7 +1,8 @@
 //! Fuzz targets, one per parser, on a stable toolchain: the line splitter and the one
 //! rule for a line as a JSON object (`lines`), the JSON scanner (`jsonscan`), the Hermes
-//! envelope parsers (`hermes`), the JSON-array reader (`jsonarray`) and traj-normalize's
-//! row reader (`normalize`).
+//! envelope parsers (`hermes`), the JSON-array reader (`jsonarray`), traj-normalize's
+//! row reader (`normalize`), and the envelope repair of gpt turns (`repair`). Results:
+//! docs/fuzz.md.
 //!
 //! Each target runs its seed corpus (lines of the real fixtures and hand-written edge
 //! cases), then, for `FUZZ_SECS` seconds (default 0: the corpus only, so a plain

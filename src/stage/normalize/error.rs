@@ -3,6 +3,7 @@
 
 use crate::format::hermes::{EnvelopeError, ParseError};
 use crate::format::model::DeclError;
+use crate::format::repair::Broken;
 
 /// Why a row cannot be normalised.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,6 +62,9 @@ pub enum BadMessage {
     /// Hermes text (`<tools>`, `<tool_call>`, `<tool_response>`) that does not parse.
     #[error(transparent)]
     Hermes(#[from] ParseError),
+    /// A gpt turn's tags that are not repaired (see [`crate::format::repair`]).
+    #[error(transparent)]
+    Envelope(#[from] Broken),
     #[error("function_call is not JSON: {0}")]
     FunctionCallNotJson(String),
     #[error("function_call: {0}")]

@@ -25,6 +25,7 @@ pub use self::error::BadRow;
 use crate::format::hermes;
 use crate::format::model::{ToolCount, Trajectory, Turn, tool_stats};
 use crate::format::pyjson::{self, Style};
+use crate::format::repair::{Mode, Repairs};
 pub use shape::{Arguments, Columns, ToolsAs};
 
 /// The output shape.
@@ -60,6 +61,9 @@ pub struct Options {
     /// How the `tools` column is written (`--tools-as`); `None`: a list, except a string
     /// under [`Columns::Core`].
     pub tools_as: Option<ToolsAs>,
+    /// Refuse gpt turns whose tags need a repair instead of repairing them
+    /// (`--no-repair`, [`crate::format::repair`]).
+    pub no_repair: bool,
 }
 
 impl Options {
@@ -74,9 +78,32 @@ impl Options {
 /// Convert one parsed row and append the output line (with its `\n`) to `out`.
 /// On error `out` is left as it was.
 pub fn normalize_row(
+    row: Map<String, Value>,
+    opts: &Options,
+    out: &mut Vec<u8>,
+) -> Result<(), BadRow> {
+    normalize_row_counted(row, opts, out, &mut Repairs::default())
+}
+
+/// [`normalize_row`], adding the envelope repairs made to `done` when the row is
+/// written (a rejected row counts none).
+pub fn normalize_row_counted(
+    row: Map<String, Value>,
+    opts: &Options,
+    out: &mut Vec<u8>,
+    done: &mut Repairs,
+) -> Result<(), BadRow> {
+    let mut made = Repairs::default();
+    normalize_row_with(row, opts, out, &mut made)?;
+    done.merge(&made);
+    Ok(())
+}
+
+fn normalize_row_with(
     mut row: Map<String, Value>,
     opts: &Options,
     out: &mut Vec<u8>,
+    made: &mut Repairs,
 ) -> Result<(), BadRow> {
     for (k, v) in &opts.set_fields {
         row.insert(k.clone(), v.clone());
@@ -90,7 +117,12 @@ pub fn normalize_row(
         _ => unreachable!("find_messages checked the list"),
     };
     let tools = read::row_tools(&row)?;
-    let mut traj = read::read_messages(items, tools)?;
+    let mode = if opts.no_repair {
+        Mode::Refuse
+    } else {
+        Mode::Repair
+    };
+    let mut traj = read::read_messages(items, tools, mode, made)?;
     if opts.merge_consecutive {
         shape::merge_consecutive(&mut traj);
     }
@@ -309,8 +341,12 @@ pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), 
         match t {
             Turn::Human(s) => write_turn(out, "human", s),
             Turn::Gpt(g) => {
-                let v = hermes::render_gpt(g)
-                    .map_err(|e| BadRow::Envelope(i + 1 + usize::from(system), e))?;
+                let n = i + 1 + usize::from(system);
+                let v = hermes::render_gpt(g).map_err(|e| BadRow::Envelope(n, e))?;
+                // The envelope promise, checked on what is written: balanced, nested tags.
+                if let Some(e) = hermes::scan_gpt(&v).error {
+                    return Err(BadRow::Envelope(n, hermes::EnvelopeError(e.to_string())));
+                }
                 write_turn(out, "gpt", &v);
             }
             Turn::Tool(rs) => write_tool_turn(out, rs),

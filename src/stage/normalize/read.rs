@@ -28,6 +28,7 @@ use crate::format::model::{DeclError, json_kind};
 use crate::format::model::{
     GptTurn, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
 };
+use crate::format::repair::{self, Mode, Repairs};
 
 /// What stands in for an image part in text.
 pub const IMAGE_PLACEHOLDER: &str = "[screenshot]";
@@ -132,9 +133,15 @@ impl Pending {
 
 /// Read `items` (the message list of a row) into a trajectory; `tools` is the row's own
 /// tool list, used when no system entry carries a `<tools>` block.
+///
+/// Each assistant turn's tags go through [`repair::repair_gpt`] first (a ShareGPT
+/// turn's Hermes text, an OpenAI reply's content), under `mode`; repairs are counted
+/// in `done`.
 pub fn read_messages(
     items: Vec<Value>,
     tools: Option<Vec<ToolSpec>>,
+    mode: Mode,
+    done: &mut Repairs,
 ) -> Result<Trajectory, BadRow> {
     let mut turns: Vec<Turn> = Vec::with_capacity(items.len());
     let mut system_tools: Option<Vec<ToolSpec>> = None;
@@ -170,10 +177,23 @@ pub fn read_messages(
             }
             "assistant" | "gpt" => {
                 let g = if sharegpt {
-                    hermes::parse_gpt(&text_of(body).map_err(|e| at(e.into()))?)
-                        .map_err(|e| at(e.into()))?
+                    let text = text_of(body).map_err(|e| at(e.into()))?;
+                    let text =
+                        repair::repair_gpt(&text, false, mode, done).map_err(|e| at(e.into()))?;
+                    hermes::parse_gpt(&text).map_err(|e| at(e.into()))?
                 } else {
-                    openai_assistant(m, body).map_err(at)?
+                    let mut g = openai_assistant(m, body).map_err(at)?;
+                    let after_think = g
+                        .reasoning
+                        .as_deref()
+                        .is_some_and(|r| !hermes::py_strip(r).is_empty());
+                    if let std::borrow::Cow::Owned(c) =
+                        repair::repair_gpt(&g.content, after_think, mode, done)
+                            .map_err(|e| at(e.into()))?
+                    {
+                        g.content = c;
+                    }
+                    g
                 };
                 pending = Pending::new(&g.tool_calls);
                 turns.push(Turn::Gpt(g));
