@@ -18,6 +18,7 @@ mod numbers;
 mod pipeline;
 mod run;
 mod sample;
+mod sandbox;
 mod scale;
 mod tools;
 mod training;
