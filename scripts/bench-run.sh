@@ -21,7 +21,7 @@ STANDIN=${TRAJ_STANDIN_BIN:-$ROOT/target/release/examples/standin}
 # The reference (hermes-agent 0.19.0's batch_runner.py) runs from this venv (made when
 # missing), offline against the same stand-in, as REF_WORKERS processes.
 REF_VENV="$ROOT/target/venvs/hermes-agent"
-REF_WORKERS=${REF_WORKERS:-16}
+REF_WORKERS=${REF_WORKERS:-4}
 [[ -x $BIN && -x $STANDIN ]] || (cd "$ROOT" && cargo build --release --locked --bin traj-run --example standin >&2)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/traj-bench-run.XXXXXX")
@@ -121,8 +121,8 @@ stop_standin
 # Issue #18's row: a terminal call and an answer per prompt, 100 ms per call.
 cat > "$WORK/term.json" <<'JSON'
 {"rules": [{"match": "", "turns": [
-  {"tool_calls": [{"name": "terminal", "arguments": {"command": "echo {prompt} | wc -c"}}]},
-  {"content": "It said: {tool_output}"}
+  {"reasoning": "Count it.", "tool_calls": [{"name": "terminal", "arguments": {"command": "echo {prompt} | wc -c"}}]},
+  {"reasoning": "Done.", "content": "It said: {tool_output}"}
 ]}]}
 JSON
 IDEAL2=$((WORKERS * 1000 / 200))
@@ -142,7 +142,8 @@ for sb in bwrap local; do
     ROW2+=("$(printf '| traj-run, --sandbox %s, %d workers | %d | %d | %.2f | %.0f | %.1f%% | %.1f | %.0f |' \
         "$sb" "$WORKERS" "$RECORDS" "$CALLS" "$SECS" "$R" "$(echo "100 * $R / $IDEAL2" | bc -l)" "$(echo "$RSS_KB / 1024" | bc -l)" "$CPU")")
 done
-# The reference: REF_WORKERS batches of 8 prompts (a batch is its unit of parallelism).
+# The reference: REF_WORKERS batches of 8 prompts (a batch is its unit of parallelism;
+# its wall time includes starting its worker processes, as a user's run does).
 REF_N=$((REF_WORKERS * 8))
 REF_LINE=""
 REF_RATE=""
@@ -160,7 +161,8 @@ t0=$(date +%s.%N)
     --run_name ref --distribution terminal_only --base_url "$URL" --api_key sk-standin \
     --model standin --num_workers "$REF_WORKERS" --max_turns 10 > "$WORK/ref/log" 2>&1) || true
 t1=$(date +%s.%N)
-REF_DONE=$(cat "$WORK"/ref/data/ref/batch_*.jsonl 2>/dev/null | wc -l)
+# Rows without reasoning are discarded by the reference, hence the scripted reasoning.
+REF_DONE=$(cat "$WORK/ref/data/ref/trajectories.jsonl" 2>/dev/null | wc -l)
 if [[ $REF_DONE -gt 0 ]]; then
     REF_RATE=$(echo "$REF_DONE / ($t1 - $t0)" | bc -l)
     REF_IDEAL=$((REF_WORKERS * 1000 / 200))

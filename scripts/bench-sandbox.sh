@@ -17,8 +17,8 @@ WORKERS=${2:-4}
 ROUNDS=${3:-3}
 CALLS=10
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN="$ROOT/target/release/traj-run"
-STANDIN="$ROOT/target/release/examples/standin"
+BIN=${TRAJ_RUN_BIN:-$ROOT/target/release/traj-run}
+STANDIN=${TRAJ_STANDIN_BIN:-$ROOT/target/release/examples/standin}
 [[ -x $BIN && -x $STANDIN ]] || (cd "$ROOT" && cargo build --release --locked --bin traj-run --example standin >&2)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/traj-bench-sandbox.XXXXXX")

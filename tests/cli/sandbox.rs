@@ -68,8 +68,15 @@ fn attack(
     let s = Standin::json(json!({"rules": [{"match": "", "turns": turns}]}));
     let row = json!({"prompt": "attack", "toolsets": ["terminal", "file"]});
     std::fs::write(d.join("tasks.jsonl"), format!("{row}\n")).unwrap();
+    // traj-run's parent is a shell holding the key too (as the issue found it): the
+    // key must not be found in any process a tool can see, that one included.
+    let parent = ["/bin/sh", "-c", "\"$@\"; exit $?", "parent"];
     let mut c = match user {
-        User::Me => Command::new(bin("traj-run")),
+        User::Me => {
+            let mut c = Command::new(parent[0]);
+            c.args(&parent[1..]).arg(bin("traj-run"));
+            c
+        }
         User::Nobody => {
             // A copy `nobody` can run wherever the checkout is.
             let exe = d.join("traj-run");
@@ -79,6 +86,7 @@ fn attack(
             }
             let mut c = Command::new(SETPRIV);
             c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .args(parent)
                 .arg(&exe);
             c
         }
