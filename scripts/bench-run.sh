@@ -4,6 +4,9 @@
 # 1,280 calls/s); the figure of merit is the share of it reached. Also reports peak RSS
 # and memory per in-flight agent (RSS at 256 workers minus RSS at 16, over 240).
 #
+# Also issue #18's row: 2 calls of 100 ms per prompt, the first a real terminal call, in
+# bwrap and in local, and the reference's batch_runner.py on the same stand-in.
+#
 # Usage: scripts/bench-run.sh [WORKERS] [LATENCY_MS] [SECONDS]
 # Prints a markdown section on stdout. Needs release builds:
 #   cargo build --release --bin traj-run --example standin
@@ -13,8 +16,12 @@ WORKERS=${1:-256}
 LATENCY_MS=${2:-200}
 SECONDS_TARGET=${3:-10}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN="$ROOT/target/release/traj-run"
-STANDIN="$ROOT/target/release/examples/standin"
+BIN=${TRAJ_RUN_BIN:-$ROOT/target/release/traj-run}
+STANDIN=${TRAJ_STANDIN_BIN:-$ROOT/target/release/examples/standin}
+# The reference (hermes-agent 0.19.0's batch_runner.py) runs from this venv (made when
+# missing), offline against the same stand-in, as REF_WORKERS processes.
+REF_VENV="$ROOT/target/venvs/hermes-agent"
+REF_WORKERS=${REF_WORKERS:-4}
 [[ -x $BIN && -x $STANDIN ]] || (cd "$ROOT" && cargo build --release --locked --bin traj-run --example standin >&2)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/traj-bench-run.XXXXXX")
@@ -54,23 +61,26 @@ with open(sys.argv[2], "w") as f:
         f.write(json.dumps({"prompt": f"Agent task {i}", "toolsets": ["terminal", "file"]}) + "\n")
 EOF
 
-start_standin() { # script
-    "$STANDIN" --latency-ms "$LATENCY_MS" --script "$1" > "$WORK/addr" &
+start_standin() { # script [latency_ms]
+    : > "$WORK/addr"
+    "$STANDIN" --latency-ms "${2:-$LATENCY_MS}" --script "$1" > "$WORK/addr" &
     STANDIN_PID=$!
     for _ in $(seq 100); do [[ -s $WORK/addr ]] && break; sleep 0.05; done
     URL=$(head -n1 "$WORK/addr")
 }
 stop_standin() { kill "$STANDIN_PID" 2>/dev/null || true; wait "$STANDIN_PID" 2>/dev/null || true; STANDIN_PID=""; : > "$WORK/addr"; }
 
-# run NAME PROMPTS WORKERS -> sets SECS, RSS_KB, CPU (% of one core), CALLS, RECORDS
+# run NAME PROMPTS WORKERS [traj-run flags...] -> sets SECS, RSS_KB, CPU (% of one core),
+# CALLS, RECORDS
 run() {
     local name=$1 prompts=$2 workers=$3
+    shift 3
     local t0 t1
     t0=$(date +%s.%N)
     /usr/bin/time -f "%M %U %S" -o "$WORK/$name.rss" \
         "$BIN" --model standin --base-url "$URL" --run-dir "$WORK/$name" \
         --num-workers "$workers" --batch-size 1000 -q --workspace-root "$WORK/ws" \
-        "$prompts" > "$WORK/$name.out"
+        "$@" "$prompts" > "$WORK/$name.out"
     t1=$(date +%s.%N)
     SECS=$(echo "$t1 - $t0" | bc -l)
     read -r RSS_KB USER_S SYS_S < <(tail -n1 "$WORK/$name.rss")
@@ -107,6 +117,75 @@ printf '| 4 calls per prompt (write_file, read_file, terminal, answer) | %d | %d
     "$RECORDS" "$CALLS" "$SECS" "$RATE4" "$(echo "100 * $RATE4 / $IDEAL" | bc -l)" "$(echo "$RSS_KB / 1024" | bc -l)" "$CPU"
 TIMES=$(jq -s '[.[] | .timings] | "\(map(.llm_ms) | add / length | floor) ms waiting for the model, \(map(.tool_ms) | add / length | floor) ms in tools"' -r "$WORK/agent.out")
 stop_standin
+
+# Issue #18's row: a terminal call and an answer per prompt, 100 ms per call.
+cat > "$WORK/term.json" <<'JSON'
+{"rules": [{"match": "", "turns": [
+  {"reasoning": "Count it.", "tool_calls": [{"name": "terminal", "arguments": {"command": "echo {prompt} | wc -c"}}]},
+  {"reasoning": "Done.", "content": "It said: {tool_output}"}
+]}]}
+JSON
+IDEAL2=$((WORKERS * 1000 / 200))
+N2=$((IDEAL2 * SECONDS_TARGET))
+python3 - "$N2" "$WORK/prompts2.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[2], "w") as f:
+    for i in range(int(sys.argv[1])):
+        f.write(json.dumps({"prompt": f"Terminal task {i}", "toolsets": ["terminal"]}) + "\n")
+PY
+start_standin "$WORK/term.json" 100
+ROW2=()
+for sb in bwrap local; do
+    run "term-$sb" "$WORK/prompts2.jsonl" "$WORKERS" --sandbox "$sb"
+    R=$(echo "$RECORDS / $SECS" | bc -l)
+    [[ $sb == bwrap ]] && RATE_TRAJ=$R
+    ROW2+=("$(printf '| traj-run, --sandbox %s, %d workers | %d | %d | %.2f | %.0f | %.1f%% | %.1f | %.0f |' \
+        "$sb" "$WORKERS" "$RECORDS" "$CALLS" "$SECS" "$R" "$(echo "100 * $R / $IDEAL2" | bc -l)" "$(echo "$RSS_KB / 1024" | bc -l)" "$CPU")")
+done
+# The reference: REF_WORKERS batches of 8 prompts (a batch is its unit of parallelism;
+# its wall time includes starting its worker processes, as a user's run does).
+REF_N=$((REF_WORKERS * 8))
+REF_LINE=""
+REF_RATE=""
+if [[ ! -x $REF_VENV/bin/python ]]; then
+    python3 -m venv "$REF_VENV" >&2
+    "$REF_VENV/bin/pip" install -q hermes-agent==0.19.0 >&2
+fi
+REF_PY=$(find "$REF_VENV" -path '*site-packages/batch_runner.py' | head -n1)
+[[ -n $REF_PY ]] || { echo "bench-run: no batch_runner.py in $REF_VENV" >&2; exit 1; }
+mkdir -p "$WORK/ref"
+head -n "$REF_N" "$WORK/prompts2.jsonl" > "$WORK/ref/prompts.jsonl"
+t0=$(date +%s.%N)
+(cd "$WORK/ref" && env -i PATH="$PATH" HOME="$WORK/ref" TERMINAL_ENV=local \
+    "$REF_VENV/bin/python" "$REF_PY" --dataset_file prompts.jsonl --batch_size 8 \
+    --run_name ref --distribution terminal_only --base_url "$URL" --api_key sk-standin \
+    --model standin --num_workers "$REF_WORKERS" --max_turns 10 > "$WORK/ref/log" 2>&1) || true
+t1=$(date +%s.%N)
+# Rows without reasoning are discarded by the reference, hence the scripted reasoning.
+REF_DONE=$(cat "$WORK/ref/data/ref/trajectories.jsonl" 2>/dev/null | wc -l)
+if [[ $REF_DONE -gt 0 ]]; then
+    REF_RATE=$(echo "$REF_DONE / ($t1 - $t0)" | bc -l)
+    REF_IDEAL=$((REF_WORKERS * 1000 / 200))
+    REF_LINE=$(printf '| reference batch_runner.py (hermes-agent 0.19.0), %d processes | %d | | %.2f | %.1f | %.1f%% of its %d | | |' \
+        "$REF_WORKERS" "$REF_DONE" "$(echo "$t1 - $t0" | bc -l)" "$REF_RATE" "$(echo "100 * $REF_RATE / $REF_IDEAL" | bc -l)" "$REF_IDEAL")
+else
+    REF_LINE="| reference batch_runner.py: no record written | | | | | | | |"
+    tail -n 20 "$WORK/ref/log" >&2
+fi
+stop_standin
+
+echo
+echo "Issue #18's row: 2 calls of 100 ms per prompt, the first a real terminal call; ideal ="
+echo "$WORKERS workers / 0.2 s = $IDEAL2 prompts/s. Rates in this table are prompts/s."
+echo
+echo "| run | prompts | calls | wall s | prompts/s | % of ideal | peak RSS MB | traj-run CPU % |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+printf '%s\n' "${ROW2[@]}"
+echo "$REF_LINE"
+if [[ -n $REF_RATE ]]; then
+    printf '\ntraj-run (bwrap, %d workers) / reference (%d processes): %.0fx the prompts per second.\n' \
+        "$WORKERS" "$REF_WORKERS" "$(echo "$RATE_TRAJ / $REF_RATE" | bc -l)"
+fi
 
 echo
 echo "Agent scenario, per prompt (ideal: 4 x ${LATENCY_MS} ms of model time): $TIMES."

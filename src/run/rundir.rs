@@ -378,6 +378,9 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
     files.sort();
     for (n, path) in files {
         s.batches.insert(n);
+        // Every batch file has its entry, also one left empty (created just before a
+        // kill, or whose only line was torn and cut off): the checkpoint lists the files.
+        s.batch_stats.entry(n).or_default();
         let torn = read_own_jsonl(&path, repair, |v| {
             if let Some((key, index)) = record_key(&v) {
                 *s.done.entry(key).or_default() += 1;
@@ -544,6 +547,9 @@ mod tests {
         std::fs::write(&p, "{\"prompt_index\":1,\"prompt_hash\":\"h\"}").unwrap();
         let s = scan(d.path(), true).unwrap();
         assert!(s.done.is_empty());
+        // The file, now empty, still has its (zero) entry: the checkpoint lists it.
+        assert_eq!(s.batch_stats[&3].processed, 0);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 0);
         // A bad line in the middle is an error with its place.
         std::fs::write(&p, "{}\nnot json\n{}\n").unwrap();
         let e = scan(d.path(), true).unwrap_err().to_string();

@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde_json::Value;
 
 use super::rundir;
-use crate::io::{LineReader, OnError, Rejects, Shard};
+use crate::io::{OnError, Records, Rejects, Shard, Tally, Verdict};
 
 const NAME: &str = "traj-run"; // the stage named in rejects
 
@@ -57,67 +57,61 @@ pub enum BadTask {
 pub fn read_tasks(src: &TaskSource) -> Result<(Vec<Row>, u64)> {
     let sources = crate::io::sources_from_args(&src.inputs)?;
     let mut rejects = Rejects::open(NAME, src.rejects.as_deref())?;
-    let mut reader = LineReader::new(sources);
-    let mut buf = Vec::new();
+    // No selection in the reader: valid rows outside this shard still count for the
+    // default prompt_index, so shards keep global indices.
+    let mut records = Records::new(sources, None);
     let mut rows = Vec::new();
-    let mut bad = 0u64;
-    // Valid rows seen (the default prompt_index) and non-blank lines seen (what
-    // --shard counts), both over the whole input, so shards keep global indices.
     let mut valid = 0u64;
-    let mut nonblank = 0u64;
-    while let Some((source, lineno)) = reader.read_into(&mut buf)? {
-        if crate::io::is_blank(&buf) {
-            continue;
-        }
-        nonblank += 1;
-        if src.max_samples.is_some_and(|m| valid >= m as u64) {
-            break;
-        }
-        let in_shard = src.shard.is_none_or(|sh| sh.holds(nonblank - 1));
-        let problem = match crate::io::parse_object(&buf) {
-            Err(e) => Some(BadTask::Json(e)),
-            Ok(row) => match row.get("prompt") {
-                Some(Value::String(p)) if !p.trim().is_empty() => {
-                    let index = match row.get("prompt_index") {
-                        None => Ok(valid),
-                        Some(v) => v.as_u64().ok_or(BadTask::Index),
-                    };
-                    match index {
-                        Ok(index) => {
-                            valid += 1;
-                            if in_shard {
-                                let text = String::from_utf8_lossy(&buf).into_owned();
-                                rows.push(Row {
-                                    index,
-                                    hash: rundir::prompt_hash(p),
-                                    key: rundir::task_key(&row),
-                                    line: text.into_boxed_str(),
-                                });
-                            }
-                            None
-                        }
-                        Err(e) => Some(e),
-                    }
-                }
-                Some(Value::String(_)) => Some(BadTask::EmptyPrompt),
-                Some(other) => Some(BadTask::PromptType(crate::io::json_kind(other))),
-                None => Some(BadTask::NoPrompt),
-            },
-        };
-        if let Some(reason) = problem.filter(|_| in_shard) {
-            if src.on_error == OnError::Fail {
-                bail!("{source}:{lineno}: {reason}");
+    let summary = {
+        let mut tally = Tally::new(src.on_error, false, &mut rejects);
+        while let Some(rec) = records.next_record()? {
+            if src.max_samples.is_some_and(|m| valid >= m as u64) {
+                break;
             }
-            bad += 1;
-            rejects.write(&source, lineno, &[reason.to_string()], &buf)?;
+            let in_shard = src.shard.is_none_or(|sh| sh.holds(rec.index));
+            let verdict = match check(rec.bytes, valid) {
+                Ok((index, hash, key)) => {
+                    valid += 1;
+                    if in_shard {
+                        rows.push(Row {
+                            index,
+                            hash,
+                            key,
+                            line: String::from_utf8_lossy(rec.bytes).into(),
+                        });
+                    }
+                    Verdict::Written
+                }
+                Err(reason) => Verdict::Bad(reason.to_string()),
+            };
+            if in_shard {
+                tally.account(&rec, verdict)?;
+            }
         }
-    }
-    let lost = if rejects.is_kept() { 0 } else { bad };
+        tally.summary
+    };
     rejects.finish()?;
-    if bad > 0 {
-        super::note(&format!("{bad} bad task rows skipped"));
+    if summary.bad > 0 {
+        super::note(&format!("{} bad task rows skipped", summary.bad));
     }
-    Ok((rows, lost))
+    Ok((rows, summary.lost))
+}
+
+/// The `prompt_index` (`valid` when absent), prompt hash and task key of a task row,
+/// or why the line is not one.
+fn check(line: &[u8], valid: u64) -> Result<(u64, String, String), BadTask> {
+    let row = crate::io::parse_object(line).map_err(BadTask::Json)?;
+    let prompt = match row.get("prompt") {
+        Some(Value::String(p)) if !p.trim().is_empty() => p,
+        Some(Value::String(_)) => return Err(BadTask::EmptyPrompt),
+        Some(other) => return Err(BadTask::PromptType(crate::io::json_kind(other))),
+        None => return Err(BadTask::NoPrompt),
+    };
+    let index = match row.get("prompt_index") {
+        None => valid,
+        Some(v) => v.as_u64().ok_or(BadTask::Index)?,
+    };
+    Ok((index, rundir::prompt_hash(prompt), rundir::task_key(&row)))
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@
 //! - [`beneath`]: opening files under the workspace root from a descriptor, never
 //!   following a link; the file tools ([`fs`]) open everything through it.
 //! - [`reaper`]: in local mode traj is a child subreaper, and a call's orphans
-//!   (`setsid`, double forks) are killed when it ends.
+//!   (`setsid`, double forks) are killed when it ends; [`ns`]: local commands in
+//!   their own user + PID namespace (fresh `/proc`) where the kernel allows it.
 //! - [`Task`] ([`task`]): one task's tools, over a fresh workspace; implements
 //!   [`ToolHost`] and cleans up (processes, container, directory) on drop.
 //!
@@ -44,6 +45,7 @@ pub mod fs;
 pub mod image;
 pub mod limits;
 pub mod llm_tools;
+pub mod ns;
 pub mod process;
 pub mod reaper;
 pub mod registry;

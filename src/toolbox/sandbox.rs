@@ -1,7 +1,10 @@
 //! Where tool processes run: a fresh workspace per task and one of three backends.
 //!
-//! - `local`: `sh -c` in a fresh directory, with a scrubbed environment. No isolation
-//!   beyond that: use it for trusted prompts or inside a disposable machine.
+//! - `local`: `sh -c` in a fresh directory, with a scrubbed environment, in its own
+//!   user + PID namespace with a fresh `/proc` where the kernel allows it ([`super::ns`]:
+//!   it sees no other process of the machine). The host's files stay readable and
+//!   writable as this user, and the network is open: use it for trusted prompts or
+//!   inside a disposable machine.
 //! - `bwrap`: bubblewrap. New user, PID, network, IPC, UTS and mount namespaces; no
 //!   network unless [`SandboxConfig::network`]; only system directories (`/usr`, `/bin`,
 //!   `/lib*`, `/etc`, ...) are visible, read-only; `/tmp` is a private tmpfs; the
@@ -137,11 +140,19 @@ impl SandboxConfig {
             }
             Err(why) => {
                 self.backend = Backend::Local;
+                let processes = match super::ns::view() {
+                    super::ns::View::Own(_) => {
+                        "other processes are hidden (own PID namespace)".to_string()
+                    }
+                    super::ns::View::Host(why) => {
+                        format!("they see every process of this machine: {why}")
+                    }
+                };
                 self.auto_fallback = Some(format!(
                     "WARNING: --sandbox auto: bubblewrap does not work here ({why}); tool commands run \
-                     with --sandbox local, NOT ISOLATED from this machine (they can read what this \
-                     user can read and reach the network). Install bubblewrap and allow user \
-                     namespaces, or run in a disposable machine."
+                     with --sandbox local, NOT ISOLATED from this machine (they can read and write \
+                     what this user can and reach the network; {processes}). Install bubblewrap \
+                     and allow user namespaces, or run in a disposable machine."
                 ));
                 self.auto_fallback.clone()
             }
@@ -461,8 +472,19 @@ impl Sandbox {
         let argv = &argv[..];
         Ok(match self.backend {
             Backend::Local | Backend::Auto => {
-                let mut c = Command::new(argv[0]);
-                c.args(&argv[1..]);
+                // Its own PID namespace where the kernel allows it (see `ns`).
+                let mut c = match super::ns::view() {
+                    super::ns::View::Own(prefix) => {
+                        let mut c = Command::new(&prefix[0]);
+                        c.args(&prefix[1..]).args(argv);
+                        c
+                    }
+                    super::ns::View::Host(_) => {
+                        let mut c = Command::new(argv[0]);
+                        c.args(&argv[1..]);
+                        c
+                    }
+                };
                 c.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
                 c.current_dir(self.host_cwd());
                 c

@@ -20,6 +20,7 @@ mod pipeline;
 mod repair;
 mod run;
 mod sample;
+mod sandbox;
 mod scale;
 mod tools;
 mod training;

@@ -792,7 +792,8 @@ fn tool_commands_cannot_read_the_key_from_the_parents_proc_environ() {
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let s = Standin::json(json!({"rules": [{"match": "", "turns": [
         {"tool_calls": [{"name": "terminal", "arguments": {"command":
-            "echo ran-$((6*7)); cat /proc/$PPID/environ | tr '\\0' '\\n'; echo parent=$(cat /proc/$PPID/comm)"}}]},
+            "echo ran-$((6*7)); cat /proc/$PPID/environ | tr '\\0' '\\n'; echo parent=$(cat /proc/$PPID/comm); \
+             echo seen=$(cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^traj-run')"}}]},
         {"content": "Final: {tool_output}"}
     ]}]}));
     let row = json!({"prompt": "read the parent's environment", "toolsets": ["terminal"]});
@@ -825,19 +826,20 @@ fn tool_commands_cannot_read_the_key_from_the_parents_proc_environ() {
             "-q",
         ])
         .args(["tasks.jsonl", "--api-key-env", "OPENROUTER_API_KEY"])
-        .args(["--sandbox", "local"]); // the backend where only dumpability protects
+        .args(["--sandbox", "local"]); // the backend with the host's files in view
     let o = run(c);
     assert_code(&o, 0);
     let recs = parse_jsonl(&stdout(&o));
     assert_eq!(recs.len(), 1);
     let m = recs[0]["messages"].as_array().unwrap();
     let term = m[2]["content"].as_str().unwrap();
-    // The command ran, as the same user as traj-run (so only dumpability stops it).
     assert!(term.contains("ran-42"), "{term}");
-    assert!(term.contains("parent=traj-run"), "{term}");
+    // Its parent is its PID namespace's first process (a shell with the scrubbed
+    // environment): traj-run is not even visible.
+    assert!(term.contains("parent=sh"), "{term}");
+    assert!(term.contains("seen=0"), "{term}");
     let secret = "sk-proc-SECRET";
     assert!(!stdout(&o).contains(secret), "the key leaked: {term}");
-    assert!(term.contains("/environ"), "cat must have failed: {term}");
     assert!(!stderr(&o).contains(secret));
     for e in std::fs::read_dir(d.path().join("data/r")).unwrap() {
         let p = e.unwrap().path();
