@@ -54,7 +54,7 @@ def cells(path):
         if not line.startswith("|"):
             header = None
             continue
-        row = [c.strip() for c in line.strip().strip("|").split("|")]
+        row = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         if header is None:
             header = row
             continue
@@ -216,7 +216,7 @@ export TRAJ_BENCH_MB="$mb"
 export TRAJ_BENCH_SHAREGPT="target/bench/sharegpt-${mb}mb.jsonl"
 export TRAJ_BENCH_OPENAI="target/bench/openai-${mb}mb.jsonl"
 [ -s "$TRAJ_BENCH_SHAREGPT" ] || python3 scripts/gen_corpus.py --shape sharegpt --mb "$mb" --seed 1 > "$TRAJ_BENCH_SHAREGPT"
-[ -s "$TRAJ_BENCH_OPENAI" ] || python3 scripts/gen_corpus.py --shape openai --mb "$mb" --seed 1 > "$TRAJ_BENCH_OPENAI"
+[ -n "$before" ] || [ -s "$TRAJ_BENCH_OPENAI" ] || python3 scripts/gen_corpus.py --shape openai --mb "$mb" --seed 1 > "$TRAJ_BENCH_OPENAI"
 
 # Each stage's section sits between <!-- bench:NAME --> markers, so that a run with
 # --only can replace its own sections and keep the others.
