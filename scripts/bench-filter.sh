@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark traj-filter against cat and jq on a synthetic Hermes ShareGPT corpus.
 #
-# Usage: scripts/bench-filter.sh [MB] [RUNS]      (defaults: 500 MB, 5 runs, median)
+# Usage: scripts/bench-filter.sh [MB] [RUNS]      (defaults: $TRAJ_BENCH_MB or 500 MB,
+#        $TRAJ_BENCH_RUNS or 5 runs, median; the corpus: $TRAJ_BENCH_SHAREGPT if set)
 #
 # Everything is measured in the same run, so the ratios hold even on a noisy machine;
 # CPU seconds (user + system of the whole pipeline) are reported too, since they do not
@@ -10,11 +11,11 @@
 # markdown section on stdout.
 set -euo pipefail
 
-MB="${1:-500}"
-RUNS="${2:-5}"
+MB="${1:-${TRAJ_BENCH_MB:-500}}"
+RUNS="${2:-${TRAJ_BENCH_RUNS:-5}}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BENCH="$ROOT/target/bench"
-CORPUS="$BENCH/sharegpt-${MB}mb-seed1.jsonl"
+CORPUS="${TRAJ_BENCH_SHAREGPT:-$BENCH/sharegpt-${MB}mb-seed1.jsonl}"
 SMALL="$BENCH/sharegpt-50mb-slice.jsonl"
 FILTER="$ROOT/target/release/traj-filter"
 TIME=/usr/bin/time

@@ -257,7 +257,11 @@ else
     echo "$(rustc --version). Corpora: \`scripts/gen_corpus.py --mb $mb --seed 1\` (ShareGPT and"
     echo "OpenAI shapes). Every ratio compares figures measured in the same run; the machine is"
     echo "shared, so absolute figures vary by about 15% between runs. A section may be newer"
-    echo "than this date: \`scripts/bench.sh --only NAME\` replaces one stage's section."
+    echo "than this date: \`scripts/bench.sh --only NAME\` replaces one stage's section, and"
+    echo "\`scripts/bench.sh --before DIR\` the before/after comparison (\`bench:before-after\`: the"
+    echo "binaries of an older build in DIR against this tree's, interleaved on one corpus). Each"
+    echo "run compares its per-second figures with the committed file and prints a loud warning"
+    echo "for any that fell by more than 15%."
     echo
     for f in "$sections"/*.md; do
       name=$(basename "$f" .md)
