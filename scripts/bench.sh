@@ -210,7 +210,11 @@ RS
   echo "scanner and does not."
 }
 
-cargo build --release --locked --bins --examples >&2
+if [ -n "$before" ]; then
+  cargo build --release --locked --bins >&2 # no stand-in servers needed
+else
+  cargo build --release --locked --bins --examples >&2
+fi
 mkdir -p target/bench
 export TRAJ_BENCH_MB="$mb"
 export TRAJ_BENCH_SHAREGPT="target/bench/sharegpt-${mb}mb.jsonl"
