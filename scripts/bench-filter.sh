@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark traj-filter against cat and jq on a synthetic Hermes ShareGPT corpus.
 #
-# Usage: scripts/bench-filter.sh [MB] [RUNS]      (defaults: 500 MB, 5 runs, median)
+# Usage: scripts/bench-filter.sh [MB] [RUNS]      (defaults: $TRAJ_BENCH_MB or 500 MB,
+#        $TRAJ_BENCH_RUNS or 5 runs, median; the corpus: $TRAJ_BENCH_SHAREGPT if set)
 #
 # Everything is measured in the same run, so the ratios hold even on a noisy machine;
 # CPU seconds (user + system of the whole pipeline) are reported too, since they do not
@@ -10,11 +11,11 @@
 # markdown section on stdout.
 set -euo pipefail
 
-MB="${1:-500}"
-RUNS="${2:-5}"
+MB="${1:-${TRAJ_BENCH_MB:-500}}"
+RUNS="${2:-${TRAJ_BENCH_RUNS:-5}}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BENCH="$ROOT/target/bench"
-CORPUS="$BENCH/sharegpt-${MB}mb-seed1.jsonl"
+CORPUS="${TRAJ_BENCH_SHAREGPT:-$BENCH/sharegpt-${MB}mb-seed1.jsonl}"
 SMALL="$BENCH/sharegpt-50mb-slice.jsonl"
 FILTER="$ROOT/target/release/traj-filter"
 TIME=/usr/bin/time
@@ -58,6 +59,13 @@ run nopred_stdin "cat '$CORPUS' | '$FILTER' -q | cat"
 run p3 "'$FILTER' -q -j 2 $P3 '$CORPUS' | cat"
 run p3_j1 "'$FILTER' -q -j 1 $P3 '$CORPUS' | cat"
 run cat_small "cat '$SMALL' | cat"
+# Durable output: the same bytes to a file on the same disk, synced or not.
+OUT="$BENCH/filter-out.jsonl"
+run o_durable "'$FILTER' -q '$CORPUS' -o '$OUT'"
+run o_shell "'$FILTER' -q '$CORPUS' > '$OUT'"
+run dd_fsync "dd if='$CORPUS' of='$OUT' bs=1M conv=fsync status=none"
+run dd_plain "dd if='$CORPUS' of='$OUT' bs=1M status=none"
+rm -f "$OUT"
 if command -v jq >/dev/null; then
     run jq "jq -c . '$SMALL'"
 fi
@@ -88,6 +96,24 @@ row "same, \`-j 1\`" p3_j1 "$BYTES"
 if [[ -n "${SECS[jq]:-}" ]]; then
     echo "| \`jq -c .\` (50 MB slice) | ${SECS[jq]} | $(mbs "$SMALL_BYTES" "${SECS[jq]}") | | ${CPU[jq]} | $(mbs "$SMALL_BYTES" "${CPU[jq]}") | ${RSS[jq]} KB |"
 fi
+echo
+echo "### Durable output (\`-o FILE\`: written behind, fsync, rename)"
+echo
+echo "The same bytes to a file in \`target/bench\`. \`dd ... conv=fsync\` is the physical floor: the"
+echo "bytes copied and on the disk, nothing else. \`-o\` flushes every 16 MiB in the background while"
+echo "it writes (docs/pipeline.md, *Durable output*), then fsyncs, renames and fsyncs the folder."
+echo
+echo "| command | wall s | MB/s | vs \`dd conv=fsync\` (wall) |"
+echo "|---|---:|---:|---:|"
+for k in o_durable o_shell dd_fsync dd_plain; do
+  case $k in
+    o_durable) label="\`traj-filter file -o out\` (durable)" ;;
+    o_shell) label="\`traj-filter file > out\` (not synced)" ;;
+    dd_fsync) label="\`dd if=file of=out bs=1M conv=fsync\`" ;;
+    dd_plain) label="\`dd if=file of=out bs=1M\` (not synced)" ;;
+  esac
+  echo "| $label | ${SECS[$k]} | $(mbs "$BYTES" "${SECS[$k]}") | $(pct "${SECS[$k]}" "${SECS[dd_fsync]}") |"
+done
 echo
 echo "Max RSS: the filter process alone (\`/usr/bin/time -f %M\`). CPU s: user + system time"
 echo "of the whole pipeline (both \`cat\`s included); MB per CPU-s does not depend on load."

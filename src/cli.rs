@@ -13,9 +13,17 @@ pub use crate::error::{EXIT_DATA, EXIT_OK, EXIT_USAGE, UsageError};
 /// Input, output and error-policy flags shared by the line-oriented stages.
 #[derive(Debug, Clone, clap::Args)]
 pub struct IoArgs {
-    /// Input files (`.jsonl`, `.jsonl.gz`) or directories; `-` or none reads stdin.
+    /// Input files (JSONL, JSON arrays or Parquet; plain, `.gz` or `.zst`) or
+    /// directories (searched recursively); `-` or none reads stdin.
     #[arg(value_name = "INPUT")]
     pub inputs: Vec<String>,
+
+    /// In a directory input, read the files PATTERN matches instead of the `*.jsonl`,
+    /// `*.json` and `*.parquet` files: `*`, `?`, `[a-z]`, `**` for any folders; matched
+    /// against the path below the directory, or the file name alone when PATTERN has
+    /// no `/` (`--glob 'data/train-*.parquet'`).
+    #[arg(long, value_name = "PATTERN")]
+    pub glob: Option<crate::io::Glob>,
 
     /// Write output to FILE (via a temp file renamed on success) instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -53,6 +61,31 @@ pub struct ShardArgs {
 }
 
 impl IoArgs {
+    /// The sources the inputs name ([`crate::io::sources_matching`], `--glob` applied).
+    pub fn sources(&self) -> anyhow::Result<Vec<crate::io::Source>> {
+        crate::io::sources_matching(&self.inputs, "", self.glob.as_ref())
+    }
+
+    /// The inputs with each directory replaced by the files `--glob` chooses in it (the
+    /// inputs as given without `--glob`), for the stages that take input paths.
+    pub fn expanded_inputs(&self) -> anyhow::Result<Vec<String>> {
+        if self.glob.is_none() {
+            return Ok(self.inputs.clone());
+        }
+        self.sources()?
+            .into_iter()
+            .map(|s| match s {
+                crate::io::Source::Stdin => Ok("-".to_owned()),
+                crate::io::Source::File(p) => p.into_os_string().into_string().map_err(|p| {
+                    anyhow::Error::new(UsageError(format!(
+                        "{}: --glob needs UTF-8 file names",
+                        p.to_string_lossy()
+                    )))
+                }),
+            })
+            .collect()
+    }
+
     /// The line pipeline these flags ask for: lines dropped without `--rejects` count
     /// as lost, CPU-sized batches (change either with struct update syntax).
     pub fn pipe(

@@ -250,7 +250,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         .map_err(|e| usage_if(true, e))?;
     let layout = Layout {
         input: args.input.as_deref(),
-        inputs: &args.io.inputs,
+        inputs: &args.io.expanded_inputs()?,
         output: args.io.output.as_deref(),
         stats: args.stats.as_deref(),
         output_suffix: &r.output_suffix,

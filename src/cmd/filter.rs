@@ -174,7 +174,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         None
     };
 
-    let sources = crate::io::sources_from_args(&args.io.inputs)?;
+    let sources = args.io.sources()?;
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open("filter", args.io.rejects.as_deref())?;
     let cfg = PipeConfig {

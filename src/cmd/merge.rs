@@ -91,7 +91,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             .sample
             .map(|n| crate::stage::merge::Sample { n, seed: args.seed }),
     };
-    let sources = crate::stage::merge::merge_sources(&args.io.inputs)?;
+    let sources = crate::io::sources_matching(&args.io.inputs, "batch_", args.io.glob.as_ref())?;
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open("merge", args.io.rejects.as_deref())?;
     let s = crate::stage::merge::merge(&cfg, sources, &mut out, &mut rejects)?;

@@ -206,7 +206,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "--tools-as is for --to openai or --columns core (Hermes rows carry the tools in the system prompt)"
         );
     }
-    let sources = crate::io::sources_from_args(&args.io.inputs)?;
+    let sources = args.io.sources()?;
     let mut out = crate::io::Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let cfg = args.io.pipe(NAME, &args.jobs, &args.shard);

@@ -247,7 +247,10 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
         resume: args.resume,
         wait: args.wait,
         tasks: TaskSource {
-            inputs: args.io.inputs.clone(),
+            inputs: args
+                .io
+                .expanded_inputs()
+                .map_err(|e| ConfigError::Invalid(format!("{e:#}")))?,
             rejects: args.io.rejects.clone(),
             on_error: args.io.on_error,
             shard: args.shard.shard,

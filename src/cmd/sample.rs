@@ -97,7 +97,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     }
     let plan =
         Plan::new(dists, &args.distribution, available, args.seed, &registry).map_err(usage)?;
-    let sources = crate::io::sources_from_args(&args.io.inputs)?;
+    let sources = args.io.sources()?;
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let (shard, on_error) = (args.shard.shard, args.io.on_error);

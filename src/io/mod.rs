@@ -21,15 +21,15 @@ pub mod source;
 
 pub use json::{json_kind, parse_object};
 pub use lines::{Line, LineReader, is_blank, line_range, trim_line};
-pub use output::{Compression, Output};
+pub use output::{Compression, Output, Sink};
 pub(crate) use pipeline::{Panic, in_order};
 pub use pipeline::{PipeConfig, process};
 pub use policy::{LineError, OnError, Select, Shard, Summary, Verdict};
 pub use records::{Record, Records, Tally};
 pub use rejects::{Rejects, reject_line};
 pub use source::{
-    BUF_SIZE, Source, jsonl_files_in, natural_cmp, open_source, sources_from_args,
-    sources_with_prefix,
+    BUF_SIZE, Glob, Source, data_files_in, jsonl_files_in, natural_cmp, open_source, raw_file,
+    sources_from_args, sources_matching, sources_with_prefix,
 };
 
 #[cfg(test)]

@@ -4,10 +4,20 @@
 //! The file is created with the mode the umask gives (`0666 & !umask`, as `>` does),
 //! and every temp file still open is listed, so that a signal handler can remove them
 //! ([`remove_live_temps`]): an interrupted run leaves nothing behind.
+//!
+//! Durability costs what the disk needs, not a second pass: a file output is written
+//! behind ([`WriteBehind`]): every [`SYNC_EVERY`] bytes a background thread flushes what
+//! has been written so far to the disk (`fdatasync`) while the stage goes on writing,
+//! so the disk works while the stage computes, and the `fsync` before the rename waits
+//! only for the last few MB, not for the whole file (docs/pipeline.md, "Durable
+//! output", has the figures).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
 
@@ -53,9 +63,41 @@ impl Drop for Listed {
     }
 }
 
+/// Where a pipeline writes: any [`Write`], and, when it is a pipe, the pipe itself, so
+/// that bytes already in a file can be spliced into it without a copy through memory
+/// ([`super::passthru`]).
+pub trait Sink: Write {
+    /// The pipe to splice into, everything written so far flushed first; `None` when
+    /// the sink is not a pipe (bytes must then be written).
+    fn splice_target(&mut self) -> io::Result<Option<BorrowedFd<'_>>> {
+        Ok(None)
+    }
+}
+
+impl Sink for Vec<u8> {}
+
+/// Pipe capacity asked for on a pipe traj writes to: fewer, longer writes and wake-ups
+/// of the reader on the other end than with the default 64 KiB (1 MiB is the most an
+/// unprivileged process may ask for by default).
+const PIPE_SIZE: usize = 1 << 20;
+
+/// Whether `fd` is a pipe (or FIFO); if so, its capacity is raised to [`PIPE_SIZE`]
+/// (best effort: a refusal only leaves the default).
+pub fn prepare_pipe(fd: BorrowedFd<'_>) -> bool {
+    let is_pipe = rustix::fs::fstat(fd).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+    });
+    if is_pipe && rustix::pipe::fcntl_getpipe_size(fd).is_ok_and(|n| n < PIPE_SIZE) {
+        let _ = rustix::pipe::fcntl_setpipe_size(fd, PIPE_SIZE);
+    }
+    is_pipe
+}
+
 /// Where output goes: stdout, or a file that appears only when the run succeeds.
 pub struct Output {
     inner: OutputKind,
+    /// Stdout or the special file is a pipe ([`Sink::splice_target`]).
+    pipe: bool,
 }
 
 enum OutputKind {
@@ -89,17 +131,96 @@ impl Compression {
     }
 }
 
+/// Bytes written between two background flushes of a file output to the disk: large
+/// enough that a flush is one long sequential write, small enough that the final
+/// `fsync` has little left to do.
+pub const SYNC_EVERY: u64 = 16 << 20;
+
+/// A temp file that is flushed to the disk in the background while it is written: each
+/// [`SYNC_EVERY`] bytes, a flusher thread is asked (without waiting) to `fdatasync` what
+/// has been written so far; a request made while it is still flushing is folded into the
+/// next one. [`WriteBehind::finish`] stops the thread and reports its first error; when
+/// it is dropped unfinished (a failed run), the thread ends after its current flush.
+struct WriteBehind {
+    tmp: tempfile::NamedTempFile,
+    since_kick: u64,
+    kick: Option<SyncSender<()>>,
+    flusher: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl WriteBehind {
+    fn new(tmp: tempfile::NamedTempFile) -> io::Result<WriteBehind> {
+        let file = tmp.as_file().try_clone()?;
+        let (kick, rx): (SyncSender<()>, Receiver<()>) = sync_channel(1);
+        let flusher = std::thread::Builder::new()
+            .name("traj-flush".into())
+            .spawn(move || -> io::Result<()> {
+                for () in rx {
+                    file.sync_data()?;
+                }
+                Ok(())
+            })?;
+        Ok(WriteBehind {
+            tmp,
+            since_kick: 0,
+            kick: Some(kick),
+            flusher: Some(flusher),
+        })
+    }
+
+    /// Stop the flusher (its first error, if any, is this call's) and hand back the
+    /// file; what the last flush did not cover is left to the caller's `fsync`.
+    fn finish(mut self) -> io::Result<tempfile::NamedTempFile> {
+        self.stop()?;
+        Ok(self.tmp)
+    }
+
+    fn stop(&mut self) -> io::Result<()> {
+        drop(self.kick.take());
+        match self.flusher.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(io::Error::other("the output flusher thread panicked")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Write for WriteBehind {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.tmp.write(buf)?;
+        self.since_kick += n as u64;
+        if self.since_kick >= SYNC_EVERY {
+            self.since_kick = 0;
+            if let Some(k) = &self.kick {
+                match k.try_send(()) {
+                    // Full: a flush is already asked for and will cover these bytes.
+                    Ok(()) | Err(TrySendError::Full(())) => {}
+                    Err(TrySendError::Disconnected(())) => {
+                        // The flusher stopped on an error: report it now.
+                        self.kick = None;
+                        self.stop()?;
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.tmp.flush()
+    }
+}
+
 /// A temp file behind its encoder.
 enum Encoded {
-    Plain(BufWriter<tempfile::NamedTempFile>),
-    Gzip(flate2::write::GzEncoder<BufWriter<tempfile::NamedTempFile>>),
-    Zstd(zstd::stream::write::Encoder<'static, BufWriter<tempfile::NamedTempFile>>),
-    Parquet(Box<super::parquet::ParquetSink<BufWriter<tempfile::NamedTempFile>>>),
+    Plain(BufWriter<WriteBehind>),
+    Gzip(flate2::write::GzEncoder<BufWriter<WriteBehind>>),
+    Zstd(zstd::stream::write::Encoder<'static, BufWriter<WriteBehind>>),
+    Parquet(Box<super::parquet::ParquetSink<BufWriter<WriteBehind>>>),
 }
 
 impl Encoded {
     fn new(tmp: tempfile::NamedTempFile, c: Compression) -> io::Result<Encoded> {
-        let w = BufWriter::with_capacity(BUF_SIZE, tmp);
+        let w = BufWriter::with_capacity(BUF_SIZE, WriteBehind::new(tmp)?);
         Ok(match c {
             Compression::None => Encoded::Plain(w),
             Compression::Gzip => Encoded::Gzip(flate2::write::GzEncoder::new(
@@ -130,7 +251,7 @@ impl Encoded {
             Encoded::Zstd(w) => w.finish()?,
             Encoded::Parquet(w) => w.finish()?,
         };
-        w.into_inner().map_err(|e| e.into_error())
+        w.into_inner().map_err(|e| e.into_error())?.finish()
     }
 }
 
@@ -147,8 +268,10 @@ impl Output {
                     .write(true)
                     .open(p)
                     .with_context(|| format!("cannot open {}", p.display()))?;
+                let pipe = prepare_pipe(f.as_fd());
                 Ok(Output {
                     inner: OutputKind::Special(BufWriter::with_capacity(BUF_SIZE, f)),
+                    pipe,
                 })
             }
             Some(p) => {
@@ -170,18 +293,24 @@ impl Output {
                         path: p.to_path_buf(),
                         listed,
                     },
+                    pipe: false,
                 })
             }
         }
     }
 
     pub fn stdout() -> Output {
+        let out = io::stdout();
+        let pipe = prepare_pipe(out.as_fd());
         Output {
-            inner: OutputKind::Stdout(BufWriter::with_capacity(BUF_SIZE, io::stdout())),
+            inner: OutputKind::Stdout(BufWriter::with_capacity(BUF_SIZE, out)),
+            pipe,
         }
     }
 
-    /// Flush everything; for a file, fsync and rename it into place.
+    /// Flush everything; for a file, fsync it (most of it is on the disk already:
+    /// [`WriteBehind`]), rename it into place and fsync its folder, so that the new name
+    /// survives a crash too.
     pub fn commit(self) -> Result<()> {
         match self.inner {
             OutputKind::Stdout(mut w) => {
@@ -199,8 +328,35 @@ impl Output {
                     .map_err(|e| e.error)
                     .with_context(|| format!("cannot rename output into {}", path.display()))?;
                 drop(listed);
+                let dir = match path.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d,
+                    _ => Path::new("."),
+                };
+                // Some file systems cannot sync a folder: the file itself is safe.
+                if let Ok(d) = File::open(dir) {
+                    let _ = d.sync_all();
+                }
                 Ok(())
             }
+        }
+    }
+}
+
+impl Sink for Output {
+    fn splice_target(&mut self) -> io::Result<Option<BorrowedFd<'_>>> {
+        if !self.pipe {
+            return Ok(None);
+        }
+        match &mut self.inner {
+            OutputKind::Stdout(w) => {
+                w.flush()?;
+                Ok(Some(w.get_ref().as_fd()))
+            }
+            OutputKind::Special(w) => {
+                w.flush()?;
+                Ok(Some(w.get_ref().as_fd()))
+            }
+            OutputKind::File { .. } => Ok(None),
         }
     }
 }
@@ -232,6 +388,29 @@ impl Write for Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Many flushes in the background while writing: the bytes are all there, in order,
+    /// and the flusher thread is gone after the commit.
+    #[test]
+    fn written_behind_output_is_complete() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("big.jsonl");
+        let mut o = Output::create(Some(&p)).unwrap();
+        let mut want = Vec::new();
+        for i in 0..(3 * SYNC_EVERY / 1000) {
+            let line = format!("{{\"i\":{i},\"pad\":\"{}\"}}\n", "x".repeat(980));
+            o.write_all(line.as_bytes()).unwrap();
+            want.extend_from_slice(line.as_bytes());
+        }
+        o.commit().unwrap();
+        assert!(std::fs::read(&p).unwrap() == want);
+        // Compressed outputs go through the same file.
+        let z = d.path().join("big.jsonl.zst");
+        let mut o = Output::create(Some(&z)).unwrap();
+        o.write_all(&want).unwrap();
+        o.commit().unwrap();
+        assert!(zstd::decode_all(File::open(&z).unwrap()).unwrap() == want);
+    }
     #[test]
     fn output_file_appears_only_on_commit() {
         let d = tempfile::tempdir().unwrap();

@@ -1,5 +1,6 @@
-//! Where lines come from: files (plain or gzip, detected by magic bytes), standard
-//! input, and directories expanded to their JSONL files in natural order.
+//! Where lines come from: files (plain, gzip or zstd, detected by magic bytes), standard
+//! input, and directories expanded, recursively, to their data files (or the files a
+//! `--glob` pattern names) in natural order.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -42,15 +43,22 @@ impl Source {
 
 /// Turn command-line input arguments into sources; none means stdin.
 ///
-/// A directory expands to its `*.jsonl` and `*.jsonl.gz` files in natural order
+/// A directory expands to its data files ([`data_files_in`]) in natural order
 /// (`batch_2` before `batch_10`).
 pub fn sources_from_args(args: &[String]) -> Result<Vec<Source>> {
-    sources_with_prefix(args, "")
+    sources_matching(args, "", None)
 }
 
 /// [`sources_from_args`], where a directory gives only its files whose names start with
 /// `prefix` (`batch_` for the batch files of a run directory).
 pub fn sources_with_prefix(args: &[String], prefix: &str) -> Result<Vec<Source>> {
+    sources_matching(args, prefix, None)
+}
+
+/// [`sources_with_prefix`], where a directory gives the files `glob` matches (`--glob`)
+/// instead of the files with a data ending and the prefix. A file named on the command line is read
+/// whatever its name.
+pub fn sources_matching(args: &[String], prefix: &str, glob: Option<&Glob>) -> Result<Vec<Source>> {
     if args.is_empty() {
         return Ok(vec![Source::Stdin]);
     }
@@ -61,19 +69,26 @@ pub fn sources_with_prefix(args: &[String], prefix: &str) -> Result<Vec<Source>>
             Source::File(p) if p.is_dir() => {
                 let before = out.len();
                 out.extend(
-                    jsonl_files_in(p)?
+                    data_files_in(p, glob)?
                         .into_iter()
                         .filter(|f| {
-                            f.file_name()
+                            glob.is_some() // the pattern replaces the prefix too
+                                || f.file_name()
                                 .and_then(|n| n.to_str())
                                 .is_some_and(|n| n.starts_with(prefix))
                         })
                         .map(Source::File),
                 );
                 if out.len() == before {
+                    let what = match glob {
+                        Some(g) => format!("files matching --glob '{g}'"),
+                        None => format!(
+                            "{prefix}*.jsonl or {prefix}*.json files (plain, .gz or .zst) \
+                             or {prefix}*.parquet files"
+                        ),
+                    };
                     return Err(UsageError(format!(
-                        "{}: directory holds no {prefix}*.jsonl or {prefix}*.json files \
-                         (plain, .gz or .zst), searched recursively",
+                        "{}: directory holds no {what}, searched recursively",
                         p.display()
                     ))
                     .into());
@@ -83,6 +98,173 @@ pub fn sources_with_prefix(args: &[String], prefix: &str) -> Result<Vec<Source>>
         }
     }
     Ok(out)
+}
+
+/// A `--glob` pattern: which files of a directory input are read.
+///
+/// Matched against a file's path relative to the directory given (`/` between the
+/// parts), or, for a pattern without `/`, against its file name alone. `*` matches any
+/// run of characters but `/`, `**` any run including `/` (`**/` also none), `?` one
+/// character but `/`, `[abc]`, `[a-z]` and `[!abc]` one character of (or not of) a set;
+/// `\` makes the next character literal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glob(String);
+
+impl std::str::FromStr for Glob {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Glob, String> {
+        if s.is_empty() {
+            return Err("an empty pattern matches nothing".into());
+        }
+        // Unclosed sets are the one malformed pattern: refuse them rather than guess.
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                b'[' => match set_end(b, i) {
+                    Some(e) => i = e,
+                    None => return Err(format!("unclosed `[` at byte {i}")),
+                },
+                _ => i += 1,
+            }
+        }
+        Ok(Glob(s.to_owned()))
+    }
+}
+
+impl std::fmt::Display for Glob {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Glob {
+    /// Whether the file at `rel` (relative to the directory input, `/`-separated)
+    /// is chosen.
+    pub fn matches(&self, rel: &str) -> bool {
+        let p = self.0.as_bytes();
+        if p.contains(&b'/') {
+            glob_match(p, rel.as_bytes())
+        } else {
+            glob_match(p, rel.rsplit('/').next().unwrap_or(rel).as_bytes())
+        }
+    }
+}
+
+/// The offset just after the `]` closing the set that opens at `p[i]`.
+fn set_end(p: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    if p.get(j) == Some(&b'!') {
+        j += 1;
+    }
+    if p.get(j) == Some(&b']') {
+        j += 1; // `[]]`: a literal `]` first
+    }
+    while j < p.len() {
+        if p[j] == b']' {
+            return Some(j + 1);
+        }
+        j += 1;
+    }
+    None
+}
+
+/// Whether byte `c` is in the set `p` (from its `[` to its `]`).
+fn set_holds(p: &[u8], c: u8) -> bool {
+    let (neg, body) = match p[1..p.len() - 1].split_first() {
+        Some((b'!', rest)) => (true, rest),
+        _ => (false, &p[1..p.len() - 1]),
+    };
+    let mut k = 0;
+    let mut hit = false;
+    while k < body.len() {
+        if k + 2 < body.len() && body[k + 1] == b'-' {
+            hit |= body[k] <= c && c <= body[k + 2];
+            k += 3;
+        } else {
+            hit |= body[k] == c;
+            k += 1;
+        }
+    }
+    hit != neg && c != b'/'
+}
+
+/// Glob matching by backtracking over the last `*` and the last `**` seen (linear for
+/// the patterns people write).
+fn glob_match(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    // where to resume after a `*` (cannot cross `/`) and after a `**` (can)
+    let mut star: Option<(usize, usize)> = None;
+    let mut deep: Option<(usize, usize)> = None;
+    loop {
+        if pi < p.len() {
+            match p[pi] {
+                b'*' if p.get(pi + 1) == Some(&b'*') => {
+                    let mut next = pi + 2;
+                    // `**/` may match no directory at all
+                    if p.get(next) == Some(&b'/') {
+                        next += 1;
+                    }
+                    deep = Some((next, si));
+                    star = None;
+                    pi = next;
+                    continue;
+                }
+                b'*' => {
+                    star = Some((pi + 1, si));
+                    pi += 1;
+                    continue;
+                }
+                b'?' if si < s.len() && s[si] != b'/' => {
+                    pi += 1;
+                    si += 1;
+                    continue;
+                }
+                b'[' if si < s.len() => {
+                    let e = set_end(p, pi).unwrap_or(p.len());
+                    if set_holds(&p[pi..e], s[si]) {
+                        pi = e;
+                        si += 1;
+                        continue;
+                    }
+                }
+                b'\\' if pi + 1 < p.len() && si < s.len() && p[pi + 1] == s[si] => {
+                    pi += 2;
+                    si += 1;
+                    continue;
+                }
+                c if c != b'\\' && c != b'?' && c != b'[' && si < s.len() && c == s[si] => {
+                    pi += 1;
+                    si += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        } else if si == s.len() {
+            return true;
+        }
+        // mismatch: let the last `*` take one more character (not a `/`), else the last `**`
+        if let Some((sp, ss)) = star
+            && ss < s.len()
+            && s[ss] != b'/'
+        {
+            star = Some((sp, ss + 1));
+            pi = sp;
+            si = ss + 1;
+            continue;
+        }
+        if let Some((dp, ds)) = deep
+            && ds < s.len()
+        {
+            deep = Some((dp, ds + 1));
+            star = None;
+            pi = dp;
+            si = ds + 1;
+            continue;
+        }
+        return false;
+    }
 }
 
 /// The endings of the files a directory gives: Parquet, JSONL and JSON-array files,
@@ -101,6 +283,12 @@ pub const DATA_ENDINGS: [&str; 7] = [
 /// symbolic links (a HuggingFace cache snapshot links its files to `blobs/`), hidden
 /// files and folders left out, in natural order of their paths.
 pub fn jsonl_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    data_files_in(dir, None)
+}
+
+/// [`jsonl_files_in`], or with a pattern the files below `dir` that it matches
+/// ([`Glob::matches`], whatever their ending).
+pub fn data_files_in(dir: &Path, glob: Option<&Glob>) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut todo = vec![dir.to_path_buf()];
@@ -119,8 +307,17 @@ pub fn jsonl_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
             }
             if path.is_dir() {
                 todo.push(path);
-            } else if path.is_file() && DATA_ENDINGS.iter().any(|e| name.ends_with(e)) {
-                files.push(path);
+            } else if path.is_file() {
+                let chosen = match glob {
+                    None => DATA_ENDINGS.iter().any(|e| name.ends_with(e)),
+                    Some(g) => path.strip_prefix(dir).is_ok_and(|rel| {
+                        let rel: Vec<_> = rel.iter().map(|c| c.to_string_lossy()).collect();
+                        g.matches(&rel.join("/"))
+                    }),
+                };
+                if chosen {
+                    files.push(path);
+                }
             }
         }
     }
@@ -176,6 +373,32 @@ fn is_json_array_name(src: &Source) -> bool {
                 .any(|e| n.ends_with(e))
         }
     }
+}
+
+/// The file behind `src` when its bytes are the lines themselves (not gzip, zstd or
+/// Parquet by their magic bytes, not a `.json` file that may hold an array), opened
+/// again: a pipeline that has validated some of its bytes can splice them from this
+/// handle straight into a pipe ([`super::passthru`]). `None` for stdin and any other file.
+pub fn raw_file(src: &Source) -> Option<File> {
+    let Source::File(p) = src else { return None };
+    if is_json_array_name(src) {
+        return None;
+    }
+    let f = File::open(p).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None; // a FIFO or a device: its bytes can be read once only
+    }
+    let mut head = [0u8; 4];
+    let n = std::os::unix::fs::FileExt::read_at(&f, &mut head, 0).ok()?;
+    (!is_encoded(&head[..n])).then_some(f)
+}
+
+/// Whether a file that starts with `head` is gzip, zstd or Parquet (what
+/// [`open_source`] decodes).
+fn is_encoded(head: &[u8]) -> bool {
+    super::parquet::is_parquet(head)
+        || head.starts_with(&[0x1f, 0x8b])
+        || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
 }
 
 /// Open a source for reading; gzip and zstd are detected by their magic bytes, whatever
@@ -256,5 +479,35 @@ mod tests {
         let p = write_tmp(d.path(), "a.jsonl.gz", &gz.finish().unwrap());
         let n = LineReader::new(vec![Source::File(p)]).count();
         assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn glob_patterns() {
+        let g = |p: &str| p.parse::<Glob>().unwrap();
+        assert!(g("*.parquet").matches("data/train-00000-of-00002.parquet"));
+        assert!(!g("*.parquet").matches("data/train.jsonl"));
+        assert!(g("data/train-*").matches("data/train-00001-of-00002.parquet"));
+        assert!(!g("data/train-*").matches("data/test-00000-of-00001.parquet"));
+        assert!(
+            !g("*/train-*").matches("a/b/train-0.parquet"),
+            "* stops at /"
+        );
+        assert!(g("**/train-*").matches("a/b/train-0.parquet"));
+        assert!(
+            g("**/train-*").matches("train-0.parquet"),
+            "**/ matches no folder"
+        );
+        assert!(g("a/**/x.json").matches("a/x.json"));
+        assert!(g("a/**/x.json").matches("a/b/c/x.json"));
+        assert!(g("shard_?.jsonl").matches("shard_3.jsonl"));
+        assert!(!g("shard_?.jsonl").matches("shard_10.jsonl"));
+        assert!(g("shard_[0-4].jsonl").matches("shard_4.jsonl"));
+        assert!(!g("shard_[0-4].jsonl").matches("shard_5.jsonl"));
+        assert!(g("shard_[!0-4].jsonl").matches("shard_5.jsonl"));
+        assert!(g("a\\*b").matches("a*b") && !g("a\\*b").matches("axb"));
+        assert!(g("*a*a*a*b").matches("aaaaaaaaaaaaaaaaaaaab"));
+        assert!(!g("*a*a*a*b").matches("aaaaaaaaaaaaaaaaaaaaa"));
+        assert!("x[ab".parse::<Glob>().is_err());
+        assert!("".parse::<Glob>().is_err());
     }
 }

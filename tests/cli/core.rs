@@ -253,3 +253,114 @@ fn every_stage_answers_a_bad_line_the_same_way() {
         }
     }
 }
+
+/// traj-filter's pass-through gives the same bytes whichever way they travel: a plain
+/// file into a pipe (kept ranges spliced from the file), a gzip file and stdin into a
+/// pipe (written from memory), a plain file into a regular file (`>`) and through `-o`
+/// (written behind and synced): many chunks, lines longer than a chunk, CR LF lines, a
+/// BOM, bad lines skipped to the rejects file and a missing final newline.
+#[test]
+fn pass_through_is_the_same_on_every_path() {
+    let d = tmpdir();
+    let real = std::fs::read(fixture("hermes_reason_tool_use_50.jsonl")).unwrap();
+    let rows: Vec<&[u8]> = real
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut input = b"\xEF\xBB\xBF".to_vec();
+    let mut want = Vec::new();
+    for i in 0..2600 {
+        let row = rows[i % rows.len()];
+        match i % 97 {
+            5 => input.extend_from_slice(b"{\"truncated\": \n"), // bad: skipped
+            11 => {
+                input.extend_from_slice(row);
+                input.extend_from_slice(b"\r\n"); // CR removed
+                want.extend_from_slice(row);
+                want.push(b'\n');
+            }
+            13 => input.extend_from_slice(b"   \n"), // blank: skipped
+            _ => {
+                input.extend_from_slice(row);
+                input.push(b'\n');
+                want.extend_from_slice(row);
+                want.push(b'\n');
+            }
+        }
+        if i == 1300 {
+            // one line longer than a 4 MiB chunk
+            let long = format!("{{\"pad\": \"{}\"}}", "y".repeat(9 << 20));
+            input.extend_from_slice(long.as_bytes());
+            input.push(b'\n');
+            want.extend_from_slice(long.as_bytes());
+            want.push(b'\n');
+        }
+    }
+    let last = br#"{"last": "no newline"}"#;
+    input.extend_from_slice(last);
+    want.extend_from_slice(last);
+    want.push(b'\n');
+    let p = d.path().join("in.jsonl");
+    std::fs::write(&p, &input).unwrap();
+    let gz = d.path().join("in.jsonl.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut enc, &input).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let flags = ["-q", "--on-error", "skip", "--rejects", "rej.jsonl"];
+    let bad = 2600 / 97 + 1;
+    let check_rejects = |how: &str| {
+        let r = read_jsonl(&d.path().join("rej.jsonl"));
+        assert_eq!(r.len(), bad, "{how}: rejects");
+    };
+    // file -> pipe (spliced), gzip file -> pipe, stdin -> pipe
+    for src in [&p, &gz] {
+        let mut c = cmd("traj-filter", d.path());
+        c.arg(src).args(flags);
+        let o = run(c);
+        assert_code(&o, 0);
+        assert!(o.stdout == want, "{}: output differs", src.display());
+        check_rejects("file");
+    }
+    let mut c = cmd("traj-filter", d.path());
+    c.args(flags);
+    let o = run_with_stdin(c, &input);
+    assert_code(&o, 0);
+    assert!(o.stdout == want, "stdin: output differs");
+    check_rejects("stdin");
+    // file -> regular file, by the shell and by -o
+    let out = std::fs::File::create(d.path().join("shell.jsonl")).unwrap();
+    let mut c = cmd("traj-filter", d.path());
+    c.arg(&p).args(flags).stdout(out);
+    assert!(c.status().unwrap().success());
+    assert!(
+        std::fs::read(d.path().join("shell.jsonl")).unwrap() == want,
+        "> file"
+    );
+    let mut c = cmd("traj-filter", d.path());
+    c.arg(&p).args(flags).args(["-o", "o.jsonl"]);
+    assert_code(&run(c), 0);
+    assert!(
+        std::fs::read(d.path().join("o.jsonl")).unwrap() == want,
+        "-o file"
+    );
+    // Strict: stops at the first bad line (line 6), everything
+    // before it written, nothing after, spliced or not.
+    let upto: usize = want
+        .split_inclusive(|&b| b == b'\n')
+        .take(5)
+        .map(<[u8]>::len)
+        .sum();
+    for stdin in [false, true] {
+        let mut c = cmd("traj-filter", d.path());
+        c.arg("-q");
+        let o = if stdin {
+            run_with_stdin(c, &input)
+        } else {
+            c.arg(&p);
+            run(c)
+        };
+        assert_code(&o, 1);
+        assert!(stderr(&o).contains(":6:"), "{}", stderr(&o));
+        assert!(o.stdout == want[..upto], "strict prefix (stdin: {stdin})");
+    }
+}

@@ -177,3 +177,77 @@ fn parquet_from_pyarrow_in_a_hub_layout_reads_in_traj() {
     assert_code(&o, 0);
     assert_eq!(parse_jsonl(&stdout(&o)).len(), 30);
 }
+
+/// `--glob` chooses the files of a Hub cache snapshot (symbolic links into `blobs/`),
+/// matched against the path below the directory given, in every stage that takes
+/// directories; without `--glob` every split is read; a pattern that matches nothing
+/// is a usage error naming it.
+#[test]
+fn glob_chooses_the_files_of_a_hub_snapshot() {
+    let d = tmpdir();
+    let src = fixture("hermes_reason_tool_use_50.jsonl");
+    // datasets--org--name/snapshots/REV/{data/train-0000{0,1}-of-00002.jsonl,
+    // data/test-00000-of-00001.jsonl.gz, extra/notes.txt} -> blobs/
+    sh(
+        d.path(),
+        &format!(
+            "set -e; r=hub/datasets--org--name; s=$r/snapshots/abc123; \
+             mkdir -p $r/blobs $s/data $s/extra; \
+             head -n 20 {f} > $r/blobs/b1; sed -n 21,35p {f} > $r/blobs/b2; \
+             tail -n +36 {f} | gzip -c > $r/blobs/b3; echo 'not data' > $r/blobs/b4; \
+             ln -s ../../../blobs/b1 $s/data/train-00000-of-00002.jsonl; \
+             ln -s ../../../blobs/b2 $s/data/train-00001-of-00002.jsonl; \
+             ln -s ../../../blobs/b3 $s/data/test-00000-of-00001.jsonl.gz; \
+             ln -s ../../../blobs/b4 $s/extra/notes.txt",
+            f = src.display()
+        ),
+    );
+    let lines: Vec<String> = std::fs::read_to_string(&src)
+        .unwrap()
+        .lines()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let train = lines[..35].concat();
+    let snap = "hub/datasets--org--name/snapshots";
+    for pattern in [
+        "abc123/data/train-*",
+        "train-*",
+        "**/train-*-of-00002.jsonl",
+    ] {
+        let mut c = cmd("traj-filter", d.path());
+        c.args([snap, "--glob", pattern]);
+        let o = run(c);
+        assert_code(&o, 0);
+        assert_eq!(stdout(&o), train, "--glob {pattern}");
+    }
+    // `*` does not cross a folder: `data/train-*` names nothing below `snapshots/`.
+    let mut c = cmd("traj-filter", d.path());
+    c.args([snap, "--glob", "data/train-*"]);
+    let o = run(c);
+    assert_code(&o, 2);
+    assert!(
+        stderr(&o).contains("--glob 'data/train-*'"),
+        "{}",
+        stderr(&o)
+    );
+    // A test split, compressed, chosen by name; the other stages take --glob too.
+    for b in ["traj-normalize", "traj-merge", "traj-filter"] {
+        let mut c = cmd(b, d.path());
+        c.args([snap, "--glob", "test-*.jsonl.gz"]);
+        let o = run(c);
+        assert_code(&o, 0);
+        assert_eq!(parse_jsonl(&stdout(&o)).len(), 15, "{b}");
+    }
+    // Without --glob: every data file (train and test), not notes.txt.
+    let mut c = cmd("traj-filter", d.path());
+    c.arg(snap);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o).lines().count(), 50);
+    // A glob that picks a file that is not data: refused with file:line.
+    let mut c = cmd("traj-filter", d.path());
+    c.args([snap, "--glob", "abc123/extra/*"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("notes.txt:1"), "{}", stderr(&o));
+}
