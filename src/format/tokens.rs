@@ -320,22 +320,41 @@ pub fn parse_tiktoken(text: &str) -> Result<Ranks, TiktokenError> {
     Ok(ranks)
 }
 
+/// How a HuggingFace `tokenizer.json` is encoded: by the `tokenizers` crate, or, when
+/// the file is byte-level BPE over exactly o200k's vocabulary, merges and pre-tokenizer
+/// (as `transformers`' tiktoken converter writes it), by the built-in o200k BPE with the
+/// file's added tokens split out first ([`FastHf`]): the same counts, about 8x faster,
+/// and without the `tokenizers` crate's ~500 MB of tables in memory.
+enum HfEncoder {
+    Hf(Box<tokenizers::Tokenizer>),
+    Fast(FastHf),
+}
+
+impl HfEncoder {
+    fn encode_len(&self, text: &str, add_special: bool) -> usize {
+        if text.is_empty() {
+            return 0;
+        }
+        match self {
+            HfEncoder::Fast(f) => f.count(text, add_special),
+            HfEncoder::Hf(t) => match t.encode_fast(text, add_special) {
+                Ok(enc) => enc.len(),
+                // The reference falls back to len // 4 when its tokenizer throws.
+                Err(_) => text.chars().count() / 4,
+            },
+        }
+    }
+}
+
 /// A HuggingFace `tokenizer.json`.
 pub struct HfTokenizer {
     name: String,
-    inner: tokenizers::Tokenizer,
+    inner: HfEncoder,
 }
 
 impl Tokenizer for HfTokenizer {
     fn count(&self, text: &str) -> usize {
-        if text.is_empty() {
-            return 0;
-        }
-        match self.inner.encode_fast(text, true) {
-            Ok(enc) => enc.len(),
-            // The reference falls back to len // 4 when its tokenizer throws.
-            Err(_) => text.chars().count() / 4,
-        }
+        self.inner.encode_len(text, true)
     }
     fn name(&self) -> String {
         self.name.clone()
@@ -346,19 +365,13 @@ impl Tokenizer for HfTokenizer {
 /// transformers encodes a rendered chat (no special tokens added).
 pub struct HfChat {
     name: String,
-    inner: tokenizers::Tokenizer,
+    inner: HfEncoder,
     template: ChatTemplate,
 }
 
 impl HfChat {
     fn encode_len(&self, text: &str) -> usize {
-        if text.is_empty() {
-            return 0;
-        }
-        match self.inner.encode_fast(text, false) {
-            Ok(enc) => enc.len(),
-            Err(_) => text.chars().count() / 4,
-        }
+        self.inner.encode_len(text, false)
     }
 }
 
@@ -383,11 +396,217 @@ impl Tokenizer for HfChat {
     }
 }
 
-fn read_hf(path: &std::path::Path, name: &str) -> Result<tokenizers::Tokenizer, TokenizerError> {
-    tokenizers::Tokenizer::from_file(path).map_err(|e| TokenizerError::HfJson {
+fn read_hf(path: &std::path::Path, name: &str) -> Result<HfEncoder, TokenizerError> {
+    let text = std::fs::read(path).map_err(|source| TokenizerError::Read {
         path: name.to_string(),
-        detail: e.to_string(),
-    })
+        source,
+    })?;
+    if let Some(fast) = FastHf::recognise(&text) {
+        return Ok(HfEncoder::Fast(fast));
+    }
+    tokenizers::Tokenizer::from_bytes(&text)
+        .map(|t| HfEncoder::Hf(Box::new(t)))
+        .map_err(|e| TokenizerError::HfJson {
+            path: name.to_string(),
+            detail: e.to_string(),
+        })
+}
+
+/// A byte-level BPE `tokenizer.json` whose vocabulary, merges, pre-tokenizer and
+/// normalizer are o200k's, counted with the built-in o200k BPE. Its added tokens
+/// (`<|im_start|>`...) are matched first, leftmost-longest as `tokenizers` matches
+/// them, and count one each; the text between is ordinary text.
+pub struct FastHf {
+    bpe: BpeOpenai,
+    /// The added tokens' contents, and their matcher (`None`: there are none).
+    added: Option<aho_corasick::AhoCorasick>,
+    /// Tokens the post-processor adds to a single sequence (`add_special_tokens`).
+    post_added: usize,
+}
+
+/// GPT-2's byte-level alphabet: the character standing for each byte.
+fn byte_level_chars() -> [char; 256] {
+    let mut out = ['\0'; 256];
+    let mut n = 0u32;
+    for b in 0..=255u8 {
+        let printable = matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+        out[b as usize] = if printable {
+            char::from(b)
+        } else {
+            n += 1;
+            char::from_u32(255 + n).expect("a valid char")
+        };
+    }
+    out
+}
+
+#[derive(serde::Deserialize)]
+struct HfFile {
+    #[serde(default)]
+    added_tokens: Vec<HfAdded>,
+    normalizer: Option<serde_json::Value>,
+    pre_tokenizer: Option<serde_json::Value>,
+    post_processor: Option<serde_json::Value>,
+    model: HfModel,
+}
+
+#[derive(serde::Deserialize)]
+struct HfAdded {
+    content: String,
+    #[serde(default)]
+    single_word: bool,
+    #[serde(default)]
+    lstrip: bool,
+    #[serde(default)]
+    rstrip: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct HfModel {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    dropout: Option<f64>,
+    #[serde(default)]
+    byte_fallback: bool,
+    vocab: HashMap<String, u32>,
+    merges: Vec<HfMerge>,
+}
+
+/// A merge: `"a b"` (older files) or `["a", "b"]`.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum HfMerge {
+    Joined(String),
+    Pair(String, String),
+}
+
+impl FastHf {
+    /// The fast counter for `json` when it is o200k's byte-level BPE; `None` for any
+    /// other tokenizer (which `tokenizers` then encodes).
+    pub fn recognise(json: &[u8]) -> Option<FastHf> {
+        let f: HfFile = serde_json::from_slice(json).ok()?;
+        if f.model.kind.as_deref().is_some_and(|k| k != "BPE")
+            || f.model.dropout.is_some()
+            || f.model.byte_fallback
+            || f.normalizer.as_ref().is_some_and(|n| !n.is_null())
+        {
+            return None;
+        }
+        // The pre-tokenizer: o200k's regex (isolated), then byte-level without its own
+        // regex and without a prefix space.
+        let pre = f.pre_tokenizer.as_ref()?;
+        let steps = pre.get("pretokenizers")?.as_array()?;
+        let [split, byte_level] = steps.as_slice() else {
+            return None;
+        };
+        let ok_split = split.get("type")?.as_str()? == "Split"
+            && split.pointer("/pattern/Regex")?.as_str()? == tiktoken_rs::O200K_BASE_PAT_STR
+            && split.get("behavior")?.as_str()? == "Isolated"
+            && !split.get("invert")?.as_bool()?;
+        let ok_bytes = byte_level.get("type")?.as_str()? == "ByteLevel"
+            && !byte_level.get("add_prefix_space")?.as_bool()?
+            && !byte_level.get("use_regex")?.as_bool()?;
+        if pre.get("type")?.as_str()? != "Sequence" || !ok_split || !ok_bytes {
+            return None;
+        }
+        let post_added = match &f.post_processor {
+            None | Some(serde_json::Value::Null) => 0,
+            Some(p) => match p.get("type")?.as_str()? {
+                "ByteLevel" => 0,
+                "TemplateProcessing" => p
+                    .get("single")?
+                    .as_array()?
+                    .iter()
+                    .filter(|piece| piece.get("SpecialToken").is_some())
+                    .count(),
+                _ => return None,
+            },
+        };
+        if f.added_tokens
+            .iter()
+            .any(|a| a.single_word || a.lstrip || a.rstrip)
+        {
+            return None;
+        }
+        // The vocabulary: every o200k token, at its rank, and nothing else but the
+        // added tokens.
+        let bpe = BpeOpenai::new(Encoding::O200k);
+        let table = bpe.bpe();
+        let chars = byte_level_chars();
+        let mut reverse: HashMap<char, u8> = HashMap::with_capacity(256);
+        for (b, c) in chars.iter().enumerate() {
+            reverse.insert(*c, b as u8);
+        }
+        let decode =
+            |s: &str| -> Option<Vec<u8>> { s.chars().map(|c| reverse.get(&c).copied()).collect() };
+        let added: std::collections::HashSet<&str> =
+            f.added_tokens.iter().map(|a| a.content.as_str()).collect();
+        let n = table.num_tokens();
+        let mut seen = vec![false; n];
+        for (tok, &id) in &f.model.vocab {
+            if added.contains(tok.as_str()) {
+                continue;
+            }
+            let bytes = decode(tok)?;
+            let i = id as usize;
+            if i >= n || seen[i] || table.token_bytes(id) != bytes.as_slice() {
+                return None;
+            }
+            seen[i] = true;
+        }
+        if seen.iter().any(|s| !s) {
+            return None;
+        }
+        // The merges: each makes a token of the vocabulary, in the order of the ranks of
+        // what they make (tiktoken's rule: the lowest-ranked pair merges first), and every
+        // token longer than a byte is made by one.
+        let mut made = vec![false; n];
+        let mut last = 0u32;
+        for m in &f.model.merges {
+            let (a, b) = match m {
+                HfMerge::Joined(s) => s.split_once(' ')?,
+                HfMerge::Pair(a, b) => (a.as_str(), b.as_str()),
+            };
+            let id = *f.model.vocab.get(&format!("{a}{b}"))?;
+            if id < last || (id as usize) >= n {
+                return None;
+            }
+            last = id;
+            made[id as usize] = true;
+        }
+        if (0..n).any(|i| !made[i] && table.token_len(i as u32) > 1) {
+            return None;
+        }
+        let added = if f.added_tokens.is_empty() {
+            None
+        } else {
+            let pats: Vec<&str> = f.added_tokens.iter().map(|a| a.content.as_str()).collect();
+            Some(
+                aho_corasick::AhoCorasick::builder()
+                    .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                    .build(pats)
+                    .ok()?,
+            )
+        };
+        Some(FastHf {
+            bpe,
+            added,
+            post_added,
+        })
+    }
+
+    fn count(&self, text: &str, add_special: bool) -> usize {
+        let extra = if add_special { self.post_added } else { 0 };
+        let Some(ac) = &self.added else {
+            return self.bpe.count(text) + extra;
+        };
+        let (mut n, mut at) = (extra, 0);
+        for m in ac.find_iter(text) {
+            n += self.bpe.count(&text[at..m.start()]) + 1;
+            at = m.end();
+        }
+        n + self.bpe.count(&text[at..])
+    }
 }
 
 /// An HF tokenizer directory: `tokenizer.json`, and `tokenizer_config.json` with its
@@ -536,6 +755,124 @@ mod tests {
             }
             assert!(total > 10_000, "{total}");
         }
+    }
+
+    /// o200k as a `tokenizer.json`, written as transformers' tiktoken converter writes
+    /// it: byte-level vocabulary at the ranks, every split of a token into two tokens as
+    /// a merge (ordered by the rank of what it makes), o200k's regex, `<|endoftext|>`
+    /// and `<|im_start|>` as added tokens.
+    fn o200k_tokenizer_json() -> Vec<u8> {
+        let table = &bpe_openai::o200k_base().bpe;
+        let chars = byte_level_chars();
+        let enc = |b: &[u8]| -> String { b.iter().map(|&x| chars[x as usize]).collect() };
+        let n = table.num_tokens() as u32;
+        let mut vocab = serde_json::Map::new();
+        let mut ids: HashMap<Vec<u8>, u32> = HashMap::new();
+        for id in 0..n {
+            let b = table.token_bytes(id).to_vec();
+            vocab.insert(enc(&b), id.into());
+            ids.insert(b, id);
+        }
+        let mut merges = Vec::new();
+        for id in 0..n {
+            let b = table.token_bytes(id);
+            let mut local: Vec<(u32, u32, usize)> = (1..b.len())
+                .filter_map(|i| Some((*ids.get(&b[..i])?, *ids.get(&b[i..])?, i)))
+                .collect();
+            local.sort();
+            for (_, _, i) in local {
+                merges.push(serde_json::json!([enc(&b[..i]), enc(&b[i..])]));
+            }
+        }
+        let added: Vec<serde_json::Value> = [("<|endoftext|>", n), ("<|im_start|>", n + 1)]
+            .iter()
+            .map(|(c, id)| {
+                serde_json::json!({"id": id, "content": c, "single_word": false, "lstrip": false,
+                    "rstrip": false, "normalized": false, "special": true})
+            })
+            .collect();
+        for (c, id) in [("<|endoftext|>", n), ("<|im_start|>", n + 1)] {
+            vocab.insert(c.into(), id.into());
+        }
+        serde_json::to_vec(&serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null,
+            "added_tokens": added,
+            "normalizer": null,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": tiktoken_rs::O200K_BASE_PAT_STR},
+                 "behavior": "Isolated", "invert": false},
+                {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                 "use_regex": false}]},
+            "post_processor": {"type": "ByteLevel", "add_prefix_space": true,
+                               "trim_offsets": false, "use_regex": true},
+            "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true,
+                        "use_regex": true},
+            "model": {"type": "BPE", "dropout": null, "unk_token": null,
+                      "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                      "fuse_unk": false, "byte_fallback": false, "ignore_merges": true,
+                      "vocab": vocab, "merges": merges}
+        }))
+        .unwrap()
+    }
+
+    /// An o200k `tokenizer.json` is counted by the built-in BPE, with exactly the counts
+    /// of the `tokenizers` crate on real text (added tokens in it included); a file that
+    /// differs in one merge is not recognised.
+    #[test]
+    fn o200k_tokenizer_json_counts_like_tokenizers() {
+        let json = o200k_tokenizer_json();
+        let fast = FastHf::recognise(&json).expect("recognised as o200k");
+        let hf = tokenizers::Tokenizer::from_bytes(&json).unwrap();
+        let mut samples: Vec<String> = Vec::new();
+        for name in [
+            "swe_agent_demo_trajs.jsonl",
+            "llamafactory_glaive_toolcall_en.jsonl",
+        ] {
+            let text = std::fs::read_to_string(format!(
+                "{}/tests/fixtures/{name}",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap();
+            for line in text.lines().take(120) {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                let turns = v.get("history").or(v.get("conversations")).unwrap();
+                for m in turns.as_array().unwrap() {
+                    let t = m.get("content").or(m.get("value")).unwrap();
+                    samples.push(crate::format::message::content_text(t));
+                }
+            }
+        }
+        samples.push(
+            "<|im_start|>user\n日本語のテキスト<|endoftext|>, 🦀🦀, \r\n\t  x<|im_start|>".into(),
+        );
+        samples.push("<|endoftext|><|endoftext|>".into());
+        let mut total = 0;
+        for s in &samples {
+            for add in [false, true] {
+                let want = hf.encode_fast(s.as_str(), add).unwrap().len();
+                assert_eq!(fast.count(s, add), want, "add_special {add} on {s:?}");
+            }
+            total += fast.count(s, false);
+        }
+        assert!(total > 50_000, "{total}");
+        // One merge out of order: not o200k any more.
+        let mut v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        v["model"]["merges"]
+            .as_array_mut()
+            .unwrap()
+            .swap(10, 100_000);
+        assert!(FastHf::recognise(&serde_json::to_vec(&v).unwrap()).is_none());
+        // Through `load`: the file's path gives the fast counter.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tokenizer.json");
+        std::fs::write(&p, &json).unwrap();
+        let t = load(p.to_str().unwrap()).unwrap();
+        assert_eq!(
+            t.count("hello <|endoftext|> world"),
+            hf.encode_fast("hello <|endoftext|> world", true)
+                .unwrap()
+                .len()
+        );
     }
 
     #[test]

@@ -23,6 +23,12 @@ struct Args {
     /// Delay before every reply, in milliseconds (added to the script's `latency_ms`).
     #[arg(long, default_value_t = 0)]
     latency_ms: u64,
+    /// Answer every Nth chat request with 429 and `Retry-After` (0 = never).
+    #[arg(long, default_value_t = 0)]
+    rate_limit_every: u64,
+    /// The `Retry-After` of those 429s, in seconds.
+    #[arg(long, default_value = "1")]
+    retry_after: String,
     /// Script file (JSON, see tests/standin/README.md). Default: answer every prompt.
     #[arg(long)]
     script: Option<std::path::PathBuf>,
@@ -50,6 +56,17 @@ fn main() -> std::process::ExitCode {
         None => standin::Script::default(),
     };
     script.latency_ms += args.latency_ms;
+    if args.rate_limit_every > 0 {
+        script.every = Some(standin::Every {
+            n: args.rate_limit_every,
+            reply: standin::Reply {
+                status: Some(429),
+                error: Some("rate limited".into()),
+                retry_after: Some(args.retry_after.clone()),
+                ..standin::Reply::default()
+            },
+        });
+    }
     // Nobody can read the recorded requests of a process: keep none.
     script.record = Some(false);
     let server = match standin::Standin::start_on(&format!("127.0.0.1:{}", args.port), script) {

@@ -103,6 +103,17 @@ pub struct Script {
     pub default: Option<Reply>,
     /// Keep the bodies of the requests (default true).
     pub record: Option<bool>,
+    /// Every `n`th chat request (counted over all requests, retries included) gets
+    /// `reply` instead, e.g. a 429 with `Retry-After`.
+    pub every: Option<Every>,
+}
+
+/// The reply every `n`th request gets (see [`Script::every`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Every {
+    pub n: u64,
+    pub reply: Reply,
 }
 
 impl Script {
@@ -124,6 +135,8 @@ struct State {
     peak: AtomicU64,
     stop: AtomicBool,
     next_id: AtomicU64,
+    /// Chat requests counted for [`Script::every`].
+    nth: AtomicU64,
 }
 
 /// A running stand-in; stops (best effort) when dropped.
@@ -158,6 +171,7 @@ impl Standin {
             peak: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
+            nth: AtomicU64::new(0),
         });
         let st = state.clone();
         std::thread::Builder::new()
@@ -365,6 +379,11 @@ fn text_of(v: Option<&Value>) -> String {
 }
 
 fn pick(st: &State, req: &Value) -> Reply {
+    if let Some(e) = &st.script.every
+        && (st.nth.fetch_add(1, Ordering::SeqCst) + 1) % e.n.max(1) == 0
+    {
+        return e.reply.clone();
+    }
     if let Some(r) = st.queue.lock().unwrap().pop_front() {
         return r;
     }

@@ -9,6 +9,8 @@
 //! - [`jobs`]: the output naming (inputs to jobs, the metrics path).
 //! - [`select`]: `--sample-percent`'s seeded choice of rows.
 //! - [`run`]: a whole run over its jobs (pipeline, progress, metrics file, count-only).
+//! - [`flow`]: the LLM path: rows through a bounded reorder window, each waiting only
+//!   for its own summary.
 //! - [`fit`]: `--over-budget truncate`: shortening the longest tool outputs until a row fits.
 //!
 //! With a chat-template tokenizer (an HF tokenizer directory), a row's total is the
@@ -28,6 +30,7 @@
 
 pub mod config;
 pub mod fit;
+pub mod flow;
 pub mod jobs;
 pub mod metrics;
 pub mod plan;
@@ -45,7 +48,7 @@ use crate::io::Verdict;
 use metrics::{Aggregate, TrajectoryMetrics};
 use plan::{Plan, PlanConfig, Role};
 use row::Row;
-use summary::{Request, Summarizer};
+use summary::{Outcome, Request, Summarizer};
 
 /// What to do with a row whose summary failed or timed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -100,6 +103,49 @@ impl Default for Settings {
     }
 }
 
+/// A located row's plan: the region to summarise and what finishing it needs.
+pub struct Planned {
+    m: TrajectoryMetrics,
+    tokens: Vec<usize>,
+    roles: Vec<Role>,
+    chat: Option<usize>,
+    overhead: usize,
+    total: usize,
+    /// The plan's settings (the budget less the chat template's markup).
+    cfg: PlanConfig,
+    start: usize,
+    until: usize,
+}
+
+/// A row waiting for the summary of its region.
+pub struct Waiting {
+    row: Row,
+    plan: Planned,
+}
+
+impl Waiting {
+    /// The tokens of the region to summarise (what the summary request carries).
+    pub fn region_tokens(&self) -> usize {
+        self.plan.tokens[self.plan.start..self.plan.until]
+            .iter()
+            .sum()
+    }
+}
+
+/// What [`Compressor::begin`] made of a line.
+pub enum Begun {
+    /// Finished: the verdict (its output line, if any, is in the buffer).
+    Done(Verdict),
+    /// Waiting for a summary.
+    Wait(Waiting),
+}
+
+/// What [`Compressor::plan_row`] made of a located row.
+enum Step {
+    Done(TrajectoryMetrics),
+    Summarize(Planned),
+}
+
 /// Compresses rows; shared by all worker threads.
 pub struct Compressor {
     pub settings: Settings,
@@ -136,8 +182,26 @@ impl Compressor {
         f(&mut self.agg.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
-    /// Compress one JSONL line, appending exactly one output line to `out`.
+    /// Compress one JSONL line, appending exactly one output line to `out`: [`begin`],
+    /// the summary when the row needs one, [`complete`].
+    ///
+    /// [`begin`]: Compressor::begin
+    /// [`complete`]: Compressor::complete
     pub fn line(&self, line: &[u8], out: &mut Vec<u8>) -> Verdict {
+        match self.begin(line, out) {
+            Begun::Done(v) => v,
+            Begun::Wait(w) => {
+                let outcome = self.summarize(&w);
+                self.complete(w, outcome, line, out)
+            }
+        }
+    }
+
+    /// The first half of [`Compressor::line`], everything up to the summary: a row
+    /// that needs none is finished (its line appended to `out`), one that needs one
+    /// comes back as [`Waiting`], to be given to [`Compressor::summarize`] and then to
+    /// [`Compressor::complete`] with the same `line`.
+    pub fn begin(&self, line: &[u8], out: &mut Vec<u8>) -> Begun {
         let target = self.settings.plan.target_max_tokens;
         let bytes_bound = self.tokenizer.at_most_one_token_per_byte() && !self.settings.count_all;
         // A JSON line is at least as long as the UTF-8 text of its strings (escaping
@@ -147,7 +211,7 @@ impl Compressor {
             // (UTF-8, an object, nesting, keys once): the scanner, worded as
             // `io::parse_object` words it.
             if let Err(e) = crate::format::row::validate_object(line) {
-                return Verdict::Bad(e.to_string());
+                return Begun::Done(Verdict::Bad(e.to_string()));
             }
             self.record(|a| {
                 a.total += 1;
@@ -155,21 +219,63 @@ impl Compressor {
                 a.skipped_by_size += 1;
             });
             push_line(out, line);
-            return Verdict::Written;
+            return Begun::Done(Verdict::Written);
         }
         let obj = match crate::io::parse_object(line) {
             Ok(m) => m,
-            Err(e) => return Verdict::Bad(e),
+            Err(e) => return Begun::Done(Verdict::Bad(e)),
         };
-        let Some(mut row) = Row::locate(obj) else {
+        let Some(row) = Row::locate(obj) else {
             self.record(|a| {
                 a.total += 1;
                 a.passed_through += 1;
             });
             push_line(out, line);
-            return Verdict::Written;
+            return Begun::Done(Verdict::Written);
         };
-        let (mut m, mut rewritten) = self.compress_row(&mut row);
+        match self.plan_row(&row) {
+            Step::Done(m) => Begun::Done(self.emit(row, m, false, line, out)),
+            Step::Summarize(plan) => Begun::Wait(Waiting { row, plan }),
+        }
+    }
+
+    /// The summary a waiting row needs (blocks on the summarizer).
+    pub fn summarize(&self, w: &Waiting) -> Outcome {
+        self.summarizer.summarize(&Request {
+            turns: w.row.turns(),
+            shape: w.row.shape,
+            start: w.plan.start,
+            until: w.plan.until,
+            budget: w.plan.cfg.summary_target_tokens,
+            tokenizer: &*self.tokenizer,
+        })
+    }
+
+    /// The second half of [`Compressor::line`]: put the summary in, append the row's
+    /// one output line to `out`.
+    pub fn complete(
+        &self,
+        w: Waiting,
+        outcome: Outcome,
+        line: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Verdict {
+        let Waiting { mut row, plan } = w;
+        let (m, rewritten) = self.finish_row(&mut row, plan, outcome);
+        self.emit(row, m, rewritten, line, out)
+    }
+
+    /// Apply `--over-budget`, record the metrics, append the row (its original bytes
+    /// when unchanged).
+    fn emit(
+        &self,
+        mut row: Row,
+        mut m: TrajectoryMetrics,
+        mut rewritten: bool,
+        line: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Verdict {
+        let target = self.settings.plan.target_max_tokens;
         if m.still_over_limit && self.settings.over_budget != OverBudget::Keep {
             let fitted = match self.settings.over_budget {
                 OverBudget::Truncate => fit::truncate(self, &mut row, &mut m),
@@ -232,8 +338,9 @@ impl Compressor {
         self.tokenizer.count_chat(row.turns(), tools.as_ref())?.ok()
     }
 
-    /// Compress a located row in place; returns its metrics and whether it changed.
-    pub fn compress_row(&self, row: &mut Row) -> (TrajectoryMetrics, bool) {
+    /// Count a located row and plan its region: finished (under the budget, or kept
+    /// as it is) or waiting for the summary of the region.
+    fn plan_row(&self, row: &Row) -> Step {
         let n = row.turns().len();
         let mut m = TrajectoryMetrics {
             original_turns: n,
@@ -242,7 +349,7 @@ impl Compressor {
         };
         let Some(tokens) = self.count_turns(row) else {
             m.skipped_under_target = true;
-            return (m, false);
+            return Step::Done(m);
         };
         let texts: usize = tokens.iter().sum();
         let chat = self.chat_total(row);
@@ -253,40 +360,65 @@ impl Compressor {
         m.compressed_tokens = total;
         let roles = row.roles();
         let full = &self.settings.plan;
-        let adjusted;
         let cfg = if overhead > 0 {
-            adjusted = PlanConfig {
+            PlanConfig {
                 target_max_tokens: full.target_max_tokens.saturating_sub(overhead),
                 ..full.clone()
-            };
-            &adjusted
+            }
         } else {
-            full
+            full.clone()
         };
-        let (start, until) = match plan::plan(&roles, &tokens, cfg) {
+        let (start, until) = match plan::plan(&roles, &tokens, &cfg) {
             Plan::UnderTarget => {
                 m.skipped_under_target = true;
-                return (m, false);
+                return Step::Done(m);
             }
             Plan::Keep(k) => {
                 m.still_over_limit = true;
                 m.reason = Some(k.as_str().to_string());
-                return (m, false);
+                return Step::Done(m);
             }
             Plan::Compress { start, until } => (start, until),
         };
         m.still_over_limit = true;
         m.start_idx = start as i64;
         m.end_idx = until as i64;
-        let region_tokens: usize = tokens[start..until].iter().sum();
-        let outcome = self.summarizer.summarize(&Request {
-            turns: row.turns(),
-            shape: row.shape,
+        Step::Summarize(Planned {
+            m,
+            tokens,
+            roles,
+            chat,
+            overhead,
+            total,
+            cfg,
             start,
             until,
-            budget: cfg.summary_target_tokens,
-            tokenizer: &*self.tokenizer,
-        });
+        })
+    }
+
+    /// Put the summary of a planned region into the row; its metrics and whether it
+    /// changed.
+    fn finish_row(
+        &self,
+        row: &mut Row,
+        plan: Planned,
+        outcome: Outcome,
+    ) -> (TrajectoryMetrics, bool) {
+        let Planned {
+            mut m,
+            tokens,
+            roles,
+            chat,
+            overhead,
+            total,
+            cfg,
+            start,
+            until,
+        } = plan;
+        let n = tokens.len();
+        let full = &self.settings.plan;
+        let cfg = &cfg;
+        let region_tokens: usize = tokens[start..until].iter().sum();
         m.api_calls = outcome.api_calls;
         m.errors = outcome.errors;
         let (text, summarizer) = match outcome.text {

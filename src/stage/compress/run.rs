@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::Compressor;
 use super::config::Resolved;
+use super::flow::{Bound, FlowConfig};
 use super::jobs::Job;
 use super::metrics::Aggregate;
 use super::row::{Row, for_each_text};
@@ -33,7 +34,7 @@ pub struct RunConfig {
     pub rejects: Option<PathBuf>,
     /// Draw a progress bar on stderr.
     pub progress: bool,
-    /// Rows in flight at once when the summarizer waits on the network.
+    /// Summary requests in flight at once when the summarizer waits on the network.
     pub max_concurrent_requests: usize,
     /// Where the aggregate metrics go, if anywhere.
     pub metrics: Option<PathBuf>,
@@ -152,25 +153,34 @@ pub fn compress(comp: &Compressor, jobs: Vec<Job>, cfg: &RunConfig) -> Result<Re
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
         let mut out = Output::create(job.output.as_deref())?;
-        let f = |line: &[u8], buf: &mut Vec<u8>| {
-            let v = comp.line(line, buf);
-            if let Some(pb) = &pb {
-                pb.inc(line.len() as u64 + 1);
-            }
-            v
-        };
-        let pipe = if comp.summarizer.is_remote() {
-            // Summaries wait on the network: one row per job, as many rows at once
-            // as requests may be in flight.
-            PipeConfig {
-                jobs: cfg.max_concurrent_requests.max(1),
-                batch_lines: 1,
-                ..job.pipe(&cfg.pipe)
-            }
+        let s = if comp.summarizer.is_remote() {
+            // Summaries wait on the network: each row waits only for its own, up to
+            // `--max-concurrent-requests` of them at once.
+            let pipe = job.pipe(&cfg.pipe);
+            let flow = FlowConfig {
+                on_error: pipe.on_error,
+                drops_are_loss: pipe.drops_are_loss,
+                select: pipe.select.clone(),
+                workers: pipe.workers(),
+                concurrent: cfg.max_concurrent_requests.max(1),
+                bound: Bound::for_requests(cfg.max_concurrent_requests),
+            };
+            let tick = |n: u64| {
+                if let Some(pb) = &pb {
+                    pb.inc(n);
+                }
+            };
+            super::flow::process(comp, &flow, job.sources, &mut out, &mut rejects, &tick)?
         } else {
-            job.pipe(&cfg.pipe)
+            let f = |line: &[u8], buf: &mut Vec<u8>| {
+                let v = comp.line(line, buf);
+                if let Some(pb) = &pb {
+                    pb.inc(line.len() as u64 + 1);
+                }
+                v
+            };
+            crate::io::process(&job.pipe(&cfg.pipe), job.sources, &mut out, &mut rejects, f)?
         };
-        let s = crate::io::process(&pipe, job.sources, &mut out, &mut rejects, f)?;
         out.commit()?;
         add_summary(&mut total, s);
     }

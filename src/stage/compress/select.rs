@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::jobs::Job;
-use crate::io::{Select, Shard, Source};
+use crate::io::{Records, Select, Shard, Source};
 
 /// A sample to draw: percent of each source (0 < P <= 100), the seed, the shard.
 #[derive(Debug, Clone, Copy)]
@@ -69,12 +69,9 @@ pub fn sample_sources(sources: Vec<Source>, sampling: Sampling, dir: &Path) -> R
         };
         // The length of each non-blank line, for the progress bar.
         let mut lens = Vec::new();
-        let mut r = crate::io::LineReader::new(vec![src.clone()]);
-        let mut buf = Vec::new();
-        while r.read_into(&mut buf)?.is_some() {
-            if !crate::io::is_blank(&buf) {
-                lens.push(buf.len() as u64 + 1);
-            }
+        let mut r = Records::new(vec![src.clone()], None);
+        while let Some(rec) = r.next_record()? {
+            lens.push(rec.bytes.len() as u64 + 1);
         }
         let count = lens.len();
         let want = if count == 0 {
