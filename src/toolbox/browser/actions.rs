@@ -41,9 +41,13 @@ fn has_page(s: &Session) -> Result<(), BrowserError> {
     Ok(())
 }
 
-/// Wait (briefly) for what an action set off: a navigation or script work.
+/// How long an action waits for the page it set off to finish loading.
+const SETTLE: Duration = Duration::from_secs(15);
+
+/// Wait for what an action set off (a navigation, script work): until the document is
+/// loaded (`readyState` complete), a dialog opens, or [`SETTLE`] has passed.
 fn settle(s: &Session) {
-    let until = Instant::now() + Duration::from_secs(5);
+    let until = Instant::now() + SETTLE;
     std::thread::sleep(Duration::from_millis(150));
     while Instant::now() < until {
         if s.events
