@@ -260,6 +260,7 @@ pub struct Client {
     agent: ureq::Agent,
     cfg: ClientConfig,
     rate: Option<Arc<RateLimiter>>,
+    meter: Option<Arc<super::Meter>>,
 }
 
 impl Client {
@@ -274,7 +275,33 @@ impl Client {
             agent,
             cfg,
             rate: None,
+            meter: None,
         }
+    }
+
+    /// Count this client's requests and spend in `meter`, and wait for the meter's rate
+    /// limiter (once the run attached one) when the client has none of its own.
+    pub fn with_meter(mut self, meter: Arc<super::Meter>) -> Client {
+        self.meter = Some(meter);
+        self
+    }
+
+    /// The meter this client counts in, if any.
+    pub fn meter(&self) -> Option<&Arc<super::Meter>> {
+        self.meter.as_ref()
+    }
+
+    /// `Err` (what a tool returns) when this client's meter says the spend cap is
+    /// reached.
+    pub fn check_cap(&self) -> Result<(), String> {
+        self.meter.as_ref().map_or(Ok(()), |m| m.check())
+    }
+
+    /// The rate limiter this client waits for, its own or its meter's.
+    pub fn rate_limiter(&self) -> Option<Arc<RateLimiter>> {
+        self.rate
+            .clone()
+            .or_else(|| self.meter.as_ref().and_then(|m| m.rate().cloned()))
     }
 
     /// Share `limiter` between this client and its clones: every attempt waits its slot.
@@ -331,7 +358,7 @@ impl Client {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            if let Some(rate) = &self.rate {
+            if let Some(rate) = self.rate_limiter() {
                 let slot = rate.reserve();
                 if !sleep_until(slot, opts) {
                     return Err(if is_set(opts.stop) {
@@ -351,8 +378,16 @@ impl Client {
                 }
                 None => self.cfg.timeout,
             };
+            if let Some(m) = &self.meter {
+                m.count_request();
+            }
             let (mut err, retry_after) = match self.once(&url, body, attempt, timeout) {
-                Ok(resp) => return Ok(resp),
+                Ok(resp) => {
+                    if let Some(m) = &self.meter {
+                        m.record(resp.usage.cost);
+                    }
+                    return Ok(resp);
+                }
                 Err(e) => e,
             };
             if err.class == ErrorClass::Timeout

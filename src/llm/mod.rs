@@ -1,7 +1,9 @@
-//! The OpenAI-compatible chat client ([`client`]) and its on-disk response cache
-//! ([`cache`]).
+//! The OpenAI-compatible chat client ([`client`]), its on-disk response cache
+//! ([`cache`]) and the run's meter of requests and spend ([`meter`]).
 
 pub mod cache;
 pub mod client;
+pub mod meter;
 
 pub use client::*;
+pub use meter::Meter;

@@ -111,6 +111,8 @@ pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -
         Some(r) => client.with_rate_limit(Arc::new(RateLimiter::new(r))),
         None => client,
     };
+    // The agent and its model-backed tools share one meter: one rate limit, one cap.
+    let client = client.with_meter(tool_config.meter.clone());
     let cache = cfg.cache.as_deref().map(Cache::open).transpose()?;
     let llm = Llm::new(client, cache, cfg.max_cost, stop.clone());
     let shared = Arc::new(Shared {
@@ -133,6 +135,16 @@ pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -
         // a second signal while stopping is ignored: files are being closed.
         let _ = ctrlc::set_handler(move || s.llm.request_stop("interrupted"));
     }
+    let weak = Arc::downgrade(&shared);
+    let on_cap = move |why: &str| {
+        if let Some(s) = weak.upgrade() {
+            s.llm.request_stop(why);
+        }
+    };
+    let rate = shared.llm.client.rate_limiter();
+    tool_config
+        .meter
+        .attach(rate, cfg.max_cost, Box::new(on_cap));
 
     let (tx, rx) = crossbeam_channel::bounded::<Done>(cfg.num_workers.max(16) * 2);
     let n_tasks = shared.tasks.len();

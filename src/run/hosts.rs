@@ -79,8 +79,16 @@ pub fn host_factory(
                     class: FailureClass::ToolHost,
                     retryable: true,
                     message: format!(
-                        "no tool of the toolsets {} is available here",
-                        toolsets.join(", ")
+                        "no tool of the toolsets {} is available here ({})",
+                        toolsets.join(", "),
+                        registry
+                            .resolve_all(toolsets)
+                            .unwrap_or_default()
+                            .iter()
+                            .filter_map(|t| registry.tool(t))
+                            .map(|t| format!("{}: {}", t.name, t.availability.describe()))
+                            .collect::<Vec<_>>()
+                            .join("; ")
                     ),
                 });
             }
@@ -140,7 +148,8 @@ pub fn distribution(
             known: names.join(", "),
         });
     };
-    let available = Registry::builtin(tool_config).available_toolsets();
+    // The one availability rule traj-sample-tools draws with: one seed, one draw.
+    let available = Registry::builtin(tool_config).drawable_toolsets();
     if d.fallback(&available).is_none() {
         return Err(ConfigError::NoToolsetAvailable(name.to_string()));
     }

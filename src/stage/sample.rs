@@ -15,7 +15,9 @@ use std::io::Write;
 use anyhow::Result;
 use serde_json::{Map, Value, json};
 
-use crate::io::{LineReader, OnError, Output, Rejects, Shard, Source, Summary, Verdict, is_blank};
+use crate::io::{
+    OnError, Output, Records, Rejects, Select, Shard, Source, Summary, Tally, Verdict,
+};
 use crate::toolbox::{Distribution, Registry, distributions};
 
 /// Why a plan cannot be made from the flags and distributions (a usage error).
@@ -74,7 +76,7 @@ impl Available {
     /// known toolsets, comma-separated.
     pub fn parse(registry: &Registry, spec: Option<&str>) -> Result<Available, PlanError> {
         let (set, all) = match spec {
-            None => (registry.implemented_toolsets(), false),
+            None => (registry.drawable_toolsets(), false),
             Some("all") => (BTreeSet::new(), true),
             Some(list) => {
                 let set: BTreeSet<String> = list
@@ -277,11 +279,12 @@ impl Plan {
 }
 
 /// Run `plan` over the non-blank lines of `sources`, in input order, one line at a
-/// time (drawing is far cheaper than parsing the JSON, and the running line index needs
-/// a single reader); memory is one line. `--shard` keeps the rows at non-blank positions
-/// it holds, whose `prompt_index` (when they have none) is still their position in the
-/// whole input. Bad rows follow `on_error` (the common policy); with `fail`, the output
-/// written so far is flushed and the bad line is the error.
+/// time through the shared serial reader ([`Records`], [`Tally`]): drawing is far
+/// cheaper than parsing the JSON, and the running line index needs a single reader;
+/// memory is one line. `--shard` keeps the rows at non-blank positions it holds, whose
+/// `prompt_index` (when they have none) is still their position in the whole input.
+/// Bad rows follow `on_error` (the common policy); with `fail`, the output written so
+/// far is flushed and the bad line is the error.
 pub fn sample_rows(
     plan: &Plan,
     sources: Vec<Source>,
@@ -290,37 +293,22 @@ pub fn sample_rows(
     out: &mut Output,
     rejects: &mut Rejects,
 ) -> Result<Summary> {
-    let mut summary = Summary::default();
-    let policy = (on_error, true);
-    let mut reader = LineReader::new(sources);
-    let mut line = Vec::new();
-    let mut index = 0u64;
-    while let Some((source, lineno)) = reader.read_into(&mut line)? {
-        if is_blank(&line) {
-            continue;
-        }
-        let this = index;
-        index += 1;
-        if shard.is_some_and(|sh| !sh.holds(this)) {
-            continue;
-        }
-        summary.read += 1;
-        match plan.row(&line, this) {
+    let mut records = Records::new(sources, shard.map(Select::from));
+    let mut tally = Tally::new(on_error, true, rejects);
+    while let Some(rec) = records.next_record()? {
+        let verdict = match plan.row(rec.bytes, rec.index) {
             Ok(bytes) => {
                 out.write_all(&bytes)?;
-                summary.written += 1;
+                Verdict::Written
             }
-            Err(reason) => {
-                let at = (&source, lineno, line.as_slice());
-                let bad = Verdict::Bad(reason.to_string());
-                if let Some(err) = summary.not_written(policy, rejects, at, &bad)? {
-                    out.flush()?;
-                    return Err(err.into());
-                }
-            }
+            Err(reason) => Verdict::Bad(reason.to_string()),
+        };
+        if let Err(err) = tally.account(&rec, verdict) {
+            out.flush()?;
+            return Err(err);
         }
     }
-    Ok(summary)
+    Ok(tally.summary)
 }
 
 fn pct(p: f64) -> String {
@@ -433,6 +421,7 @@ pub fn list_toolsets(
                     "name": t.name,
                     "description": t.description,
                     "sampled": all || available.contains(t.name),
+                    "not_drawable": registry.why_not_drawable(t.name),
                     "tools": tools,
                     "includes": t.includes,
                 })
@@ -442,7 +431,7 @@ pub fn list_toolsets(
     }
     writeln!(
         out,
-        "{:15} {:8} TOOLS (* = not implemented by traj, ? = needs configuration in traj-run)",
+        "{:15} {:8} TOOLS (* = not implemented by traj or missing on this machine, ? = needs configuration in traj-run)",
         "TOOLSET", "SAMPLED"
     )?;
     for t in registry.toolsets() {
@@ -467,6 +456,9 @@ pub fn list_toolsets(
         } else {
             "no"
         };
+        if let Some(why) = registry.why_not_drawable(t.name) {
+            line.push_str(&format!("  [never drawn: {why}]"));
+        }
         writeln!(out, "{:15} {:8} {line}", t.name, sampled)?;
     }
     Ok(())

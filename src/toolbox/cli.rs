@@ -233,6 +233,7 @@ impl ToolArgs {
             llm,
             python: None,
             image,
+            ..ToolConfig::default()
         })
     }
 }

@@ -2,6 +2,8 @@
 //! images endpoint (`POST {base}/images/generations`). The model is told the image's
 //! URL when the endpoint returns one; an image returned inline (`b64_json`) is saved
 //! in the task's workspace (`images/image_N.png`) and the model is told that path.
+//! Every request goes through the run's [`Meter`]: it waits for the run's rate limit,
+//! and none is sent once the spend cap is reached.
 
 use std::time::Duration;
 
@@ -9,6 +11,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::fs::Confined;
+use crate::llm::Meter;
 
 /// Largest image response read.
 const MAX_RESPONSE: u64 = 64 << 20;
@@ -39,6 +42,8 @@ pub enum ImageError {
     Empty(String),
     #[error("cannot save the image: {0}")]
     Save(String),
+    #[error("{0}")]
+    Capped(String),
 }
 
 /// The OpenAI `size` of an aspect ratio of the reference's schema.
@@ -54,6 +59,7 @@ fn size(aspect: &str) -> Result<&'static str, ImageError> {
 /// One `image_generate` call; `n` numbers the files this task saved before.
 pub fn generate(
     cfg: &ImageConfig,
+    meter: &Meter,
     files: &Confined,
     args: &Value,
     n: &mut u32,
@@ -67,6 +73,12 @@ pub fn generate(
         .and_then(Value::as_str)
         .unwrap_or("landscape");
     let size = size(aspect)?;
+    meter.check().map_err(ImageError::Capped)?;
+    if let Some(rate) = meter.rate() {
+        let slot = rate.reserve();
+        std::thread::sleep(slot.saturating_duration_since(std::time::Instant::now()));
+    }
+    meter.count_request();
     let url = format!("{}/images/generations", cfg.base_url.trim_end_matches('/'));
     let agent = ureq::AgentBuilder::new().timeout(cfg.timeout).build();
     let mut req = agent.post(&url);
@@ -92,6 +104,11 @@ pub fn generate(
     .map_err(|e| ImageError::Http(e.to_string()))?;
     let v: Value =
         serde_json::from_slice(&raw).map_err(|e| ImageError::Http(format!("not JSON: {e}")))?;
+    meter.record(
+        v.get("usage")
+            .and_then(|u| u.get("cost"))
+            .and_then(Value::as_f64),
+    );
     let first = v
         .get("data")
         .and_then(Value::as_array)

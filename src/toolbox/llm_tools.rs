@@ -1,5 +1,6 @@
 //! `vision_analyze` and `mixture_of_agents`: tools that call a model through the same
-//! OpenAI-compatible [`Client`] traj-run uses.
+//! OpenAI-compatible [`Client`] traj-run uses, counted in the run's meter (its rate
+//! limit and spend cap: a call once the cap is reached is refused as a tool error).
 
 use serde_json::{Value, json};
 
@@ -99,6 +100,7 @@ pub fn vision_analyze(
             {"type": "image_url", "image_url": {"url": url}}
         ]
     }]);
+    client.check_cap()?;
     let resp = client.chat(&body(cfg, model, messages)).map_err(|e| {
         format!(
             "vision model {model} failed: {} ({})",
@@ -188,6 +190,7 @@ pub fn mixture_of_agents(
         {"role": "system", "content": format!("{AGGREGATOR_PROMPT}\n\nAnswers:{numbered}")},
         {"role": "user", "content": prompt}
     ]);
+    client.check_cap()?;
     let resp = client.chat(&body(cfg, aggregator, messages)).map_err(|e| {
         format!(
             "aggregator {aggregator} failed: {} ({})",

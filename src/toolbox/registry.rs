@@ -95,6 +95,12 @@ pub struct ToolConfig {
     pub python: Option<bool>,
     /// `image_generate`'s endpoint and model; `None` = not offered.
     pub image: Option<super::image::ImageConfig>,
+    /// Whether the browser tools have a Chromium: `None` = look for one on this machine
+    /// ([`super::browser::chromium_path`]); `Some` decides (tests, snapshots).
+    pub chromium: Option<bool>,
+    /// The rate limit and spend cap every model-backed tool call goes through: the
+    /// run's own (traj-run attaches its limiter and cap to it).
+    pub meter: Arc<crate::llm::Meter>,
 }
 
 impl Default for ToolConfig {
@@ -107,6 +113,8 @@ impl Default for ToolConfig {
             llm: None,
             python: None,
             image: None,
+            chromium: None,
+            meter: Arc::new(crate::llm::Meter::default()),
         }
     }
 }
@@ -332,32 +340,48 @@ impl Registry {
             .collect()
     }
 
-    /// Toolsets traj can stand behind, whatever the configuration: at least half of
-    /// the toolset's own tools are implemented. So `terminal` (terminal yes, process
-    /// no) counts, while `browser` (ten browser tools missing; its one implemented tool,
-    /// web_search, belongs to `web`) and `image_gen` do not. traj-sample-tools draws
-    /// only from these unless told otherwise; traj-run then offers the configured
-    /// subset of their tools.
-    pub fn implemented_toolsets(&self) -> BTreeSet<String> {
+    /// THE rule for which toolsets a distribution may draw, in traj-sample-tools and in
+    /// traj-run's own draw alike (so one seed gives the same toolsets in both): a
+    /// toolset is drawable when none of its own tools lacks a machine dependency
+    /// ([`Availability::Unavailable`]: the browser without Chromium) and at least one
+    /// of its tools (includes followed) is implemented. Configuration (a vision model,
+    /// a search provider) is not part of the rule: traj-sample-tools cannot know
+    /// traj-run's flags; traj-run offers the configured subset of a drawn toolset, and
+    /// a task none of whose drawn tools is configured fails as `tool_host` naming them
+    /// (never a request with an empty tool list).
+    pub fn drawable_toolsets(&self) -> BTreeSet<String> {
         self.toolsets
             .iter()
-            .filter(|t| {
-                let implemented = t
-                    .tools
-                    .iter()
-                    .filter(|n| {
-                        self.tool(n).is_some_and(|i| {
-                            !matches!(
-                                i.availability,
-                                Availability::NotImplemented(_) | Availability::Unavailable(_)
-                            )
-                        })
-                    })
-                    .count();
-                implemented > 0 && implemented * 2 >= t.tools.len()
-            })
+            .filter(|t| self.why_not_drawable(t.name).is_none())
             .map(|t| t.name.to_string())
             .collect()
+    }
+
+    /// Why `toolset` is not drawable under [`Registry::drawable_toolsets`]'s rule
+    /// (`None`: it is), in words for listings.
+    pub fn why_not_drawable(&self, toolset: &str) -> Option<String> {
+        let Some(set) = self.toolset(toolset) else {
+            return Some("unknown toolset".to_string());
+        };
+        for n in &set.tools {
+            if let Some(ToolInfo {
+                availability: Availability::Unavailable(why),
+                ..
+            }) = self.tool(n)
+            {
+                return Some(why.clone());
+            }
+        }
+        let all = self.resolve_all(&[toolset.to_string()]).unwrap_or_default();
+        let implemented = all.iter().any(|n| {
+            self.tool(n).is_some_and(|i| {
+                matches!(
+                    i.availability,
+                    Availability::Available | Availability::NotConfigured(_)
+                )
+            })
+        });
+        (!implemented).then(|| "traj implements none of its tools".to_string())
     }
 
     /// The schemas of `tools` (unknown or unimplemented names are skipped).
@@ -406,6 +430,21 @@ mod tests {
         let r = Registry::builtin(&ToolConfig::default());
         let chromium = crate::toolbox::browser::chromium_path().is_some();
         assert_eq!(r.toolset_available("browser"), chromium);
+        for (forced, drawable) in [(true, true), (false, false)] {
+            let r = Registry::builtin(&ToolConfig {
+                chromium: Some(forced),
+                ..ToolConfig::default()
+            });
+            assert_eq!(r.drawable_toolsets().contains("browser"), drawable);
+            assert_eq!(r.is_available("browser_navigate"), forced);
+        }
+        let why = Registry::builtin(&ToolConfig {
+            chromium: Some(false),
+            ..ToolConfig::default()
+        })
+        .why_not_drawable("browser")
+        .unwrap();
+        assert!(why.contains("no chromium"), "{why}");
         assert!(!r.toolset_available("image_gen"));
         assert!(!r.toolset_available("moa"));
         assert!(r.toolset_available("terminal"));
@@ -426,7 +465,7 @@ mod tests {
             r.tool("browser_click").unwrap().availability.is_available(),
             chromium
         );
-        let implemented: Vec<String> = r.implemented_toolsets().into_iter().collect();
+        let drawable: Vec<String> = r.drawable_toolsets().into_iter().collect();
         let mut want = vec![
             "code_execution",
             "debugging",
@@ -442,7 +481,11 @@ mod tests {
         if chromium {
             want.insert(0, "browser");
         }
-        assert_eq!(implemented, names(&want));
+        assert_eq!(drawable, names(&want));
+        assert_eq!(
+            r.why_not_drawable("skills").as_deref(),
+            Some("traj implements none of its tools")
+        );
     }
 
     #[test]

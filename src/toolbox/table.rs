@@ -162,8 +162,8 @@ fn image_gen(cfg: &ToolConfig) -> Availability {
     )
 }
 
-fn browser(_: &ToolConfig) -> Availability {
-    if chromium_path().is_some() {
+fn browser(cfg: &ToolConfig) -> Availability {
+    if cfg.chromium.unwrap_or_else(|| chromium_path().is_some()) {
         Availability::Available
     } else {
         Availability::Unavailable(

@@ -86,7 +86,10 @@ impl Task {
         };
         let config = registry.config_arc();
         let agent = web::agent(&config);
-        let llm = config.llm.as_ref().map(|l| Client::new(l.client.clone()));
+        let llm = config
+            .llm
+            .as_ref()
+            .map(|l| Client::new(l.client.clone()).with_meter(config.meter.clone()));
         let processes = Processes::new(sandbox.config().output_cap);
         Ok(Task {
             offered,
@@ -238,7 +241,8 @@ impl Task {
         let Some(cfg) = self.config.image.clone() else {
             return ToolResult::error("image_generate is not configured (no --image-model)");
         };
-        match super::image::generate(&cfg, &self.files, args, &mut self.images_saved) {
+        let meter = &self.config.meter;
+        match super::image::generate(&cfg, meter, &self.files, args, &mut self.images_saved) {
             Ok(v) => ToolResult::ok(v),
             Err(e) => ToolResult::error(e.to_string()),
         }

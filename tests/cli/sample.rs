@@ -180,9 +180,19 @@ fn distributions_file_adds_and_overrides() {
         "{}",
         stderr(&o)
     );
-    // browser_only has nothing traj can offer, unless every toolset is declared available.
-    let o = sample(d.path(), &["-d", "browser_only"], input);
+    // With only web declared available, browser_only has nothing to draw, unless every
+    // toolset is declared available.
+    let o = sample(
+        d.path(),
+        &["-d", "browser_only", "--available", "web"],
+        input,
+    );
     assert_code(&o, 2);
+    assert!(
+        stderr(&o).contains("distribution \"browser_only\" has no available toolset"),
+        "{}",
+        stderr(&o)
+    );
     let o = sample(
         d.path(),
         &["-d", "browser_only", "--available", "all"],
@@ -286,8 +296,23 @@ fn listings_as_tables_and_json() {
     assert_eq!(v[4]["name"], "development");
     assert_eq!(v[4]["toolsets"]["terminal"], 80.0);
     assert_eq!(v[4]["fallback"], "terminal");
+    // A machine set up by `make setup` has Chromium: the browser tools are there, the
+    // toolsets traj implements nothing of say why they are never drawn.
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "chromium is not installed: run `make setup` (scripts/setup.sh installs Debian's chromium)"
+    );
     let o = sample(d.path(), &["--list-toolsets"], b"");
-    assert!(stdout(&o).contains("browser_navigate*"), "{}", stdout(&o));
+    let table = stdout(&o);
+    let browser = table.lines().find(|l| l.starts_with("browser ")).unwrap();
+    assert!(browser.contains(" yes "), "{browser}");
+    assert!(browser.contains("browser_navigate,"), "{browser}");
+    assert!(browser.contains("browser_cdp*"), "{browser}");
+    let skills = table.lines().find(|l| l.starts_with("skills ")).unwrap();
+    assert!(
+        skills.contains("[never drawn: traj implements none of its tools]"),
+        "{skills}"
+    );
     let o = sample(d.path(), &["--list-toolsets", "--json"], b"");
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let file = v
@@ -378,4 +403,127 @@ fn invalid_utf8_in_any_field_is_refused() {
         "{}",
         rej[0]
     );
+}
+
+/// On a machine set up by `make setup`, `--list-distributions` marks no toolset of any
+/// built-in distribution as unavailable, and 4000 rows of each distribution through
+/// the binary draw every toolset it lists, and never an empty list.
+#[test]
+fn every_listed_toolset_is_drawn_in_4000_rows() {
+    let d = tmpdir();
+    let table = stdout(&sample(d.path(), &["--list-distributions"], b""));
+    assert!(
+        !table.lines().skip(1).any(|l| l.contains("* ")),
+        "a toolset is marked not available:\n{table}"
+    );
+    let listing: Value = serde_json::from_str(&stdout(&sample(
+        d.path(),
+        &["--list-distributions", "--json"],
+        b"",
+    )))
+    .unwrap();
+    let input: String = (0..4000)
+        .map(|i| format!("{{\"prompt\":\"p{i}\"}}\n"))
+        .collect();
+    for dist in listing.as_array().unwrap() {
+        let name = dist["name"].as_str().unwrap();
+        let o = sample(d.path(), &["-d", name, "--seed", "11"], input.as_bytes());
+        assert_code(&o, 0);
+        let rows = parse_jsonl(&stdout(&o));
+        assert_eq!(rows.len(), 4000);
+        let mut seen = std::collections::BTreeSet::new();
+        for row in &rows {
+            let t = row["toolsets"].as_array().unwrap();
+            assert!(!t.is_empty(), "{name}: empty draw {row}");
+            seen.extend(t.iter().map(|v| v.as_str().unwrap().to_string()));
+        }
+        for (t, p) in dist["toolsets"].as_object().unwrap() {
+            assert!(
+                dist["expected_frequency"][t].as_f64().unwrap() > 0.0,
+                "{name}: {t}"
+            );
+            if p.as_f64().unwrap() > 0.0 {
+                assert!(seen.contains(t), "{name}: {t} never drawn in 4000 rows");
+            }
+        }
+    }
+}
+
+/// traj-sample-tools then traj-run, on every built-in distribution, against the stand-in
+/// with every toolset configured: no request offers an empty `tools` list, every record
+/// has the toolsets traj-sample-tools drew, and traj-run's own draw from the same
+/// distribution and seed gives each prompt those same toolsets (one sampler, one
+/// availability rule).
+#[test]
+fn sample_then_run_never_offers_no_tools_and_draws_alike() {
+    use crate::standin::Standin;
+    let d = tmpdir();
+    let s = Standin::json(serde_json::json!({"default": {"content": "Final: {prompt}"}}));
+    let prompts: String = (0..12)
+        .map(|i| format!("{{\"prompt\":\"question {i}\"}}\n"))
+        .collect();
+    std::fs::write(d.path().join("prompts.jsonl"), &prompts).unwrap();
+    let listing: Value = serde_json::from_str(&stdout(&sample(
+        d.path(),
+        &["--list-distributions", "--json"],
+        b"",
+    )))
+    .unwrap();
+    let run_with = |run_dir: &str, input: &str, extra: &[&str]| {
+        let mut c = cmd("traj-run", d.path());
+        c.env("TMPDIR", d.path())
+            .env("OPENAI_API_KEY", "sk-test")
+            .args(["--model", "standin", "--base-url", &s.url(), "-q"])
+            .args(["--sandbox", "local", "--vision-model", "standin-vision"])
+            .args(["--image-model", "standin-image", "--search", "searxng"])
+            .args(["--search-url", "http://127.0.0.1:9", "--run-dir", run_dir])
+            .arg(input)
+            .args(extra);
+        let o = run(c);
+        assert_code(&o, 0);
+        let mut by_index: Vec<(u64, Value)> = parse_jsonl(&stdout(&o))
+            .into_iter()
+            .map(|r| (r["prompt_index"].as_u64().unwrap(), r["toolsets"].clone()))
+            .collect();
+        by_index.sort_by_key(|(i, _)| *i);
+        by_index
+    };
+    for (k, dist) in listing.as_array().unwrap().iter().enumerate() {
+        let name = dist["name"].as_str().unwrap();
+        let o = sample(
+            d.path(),
+            &[
+                "-d",
+                name,
+                "--seed",
+                "5",
+                "prompts.jsonl",
+                "-o",
+                "tasks.jsonl",
+            ],
+            b"",
+        );
+        assert_code(&o, 0);
+        let drawn: Vec<(u64, Value)> = read_jsonl(&d.path().join("tasks.jsonl"))
+            .into_iter()
+            .map(|r| (r["prompt_index"].as_u64().unwrap(), r["toolsets"].clone()))
+            .collect();
+        let before = s.count() as usize;
+        let ran = run_with(&format!("data/a{k}"), "tasks.jsonl", &[]);
+        assert_eq!(ran, drawn, "{name}: records differ from the sampled rows");
+        for req in &s.requests()[before..] {
+            let tools = req["tools"].as_array();
+            assert!(
+                tools.is_some_and(|t| !t.is_empty()),
+                "{name}: a request offered no tools: {}",
+                req["tools"]
+            );
+        }
+        let own = run_with(
+            &format!("data/b{k}"),
+            "prompts.jsonl",
+            &["--distribution", name, "--seed", "5"],
+        );
+        assert_eq!(own, drawn, "{name}: traj-run's own draw differs");
+    }
 }

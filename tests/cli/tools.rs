@@ -407,3 +407,75 @@ fn image_generate_returns_urls_and_saves_inline_images() {
     assert_eq!(reqs[0]["size"], "1024x1024");
     assert_eq!(reqs[1]["size"], "1792x1024");
 }
+
+const PIXEL: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
+/// traj-run on one task whose every turn calls `vision_analyze`; the stand-in's vision
+/// replies cost $0.40 each. The run's output, and the stand-in.
+fn vision_loop(d: &std::path::Path, extra: &[&str]) -> (std::process::Output, Standin) {
+    let vision_call = json!({"tool_calls": [{"name": "vision_analyze",
+        "arguments": {"image_url": PIXEL, "question": "Describe the pixel"}}]});
+    let s = Standin::json(json!({"rules": [
+        {"match": "Describe the pixel", "last": {"content": "a red dot", "cost": 0.4}},
+        {"match": "", "turns": [vision_call]}
+    ]}));
+    let row = json!({"prompt": "look at images", "toolsets": ["vision"]});
+    std::fs::write(d.join("tasks.jsonl"), format!("{row}\n")).unwrap();
+    let mut c = Command::new(bin("traj-run"));
+    c.current_dir(d)
+        .env("TMPDIR", d)
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["--model", "standin", "--base-url", &s.url(), "-q"])
+        .args(["--vision-model", "standin-vision", "--sandbox", "local"])
+        .args(["--run-dir", "data/r", "tasks.jsonl"])
+        .args(extra);
+    (run(c), s)
+}
+
+fn vision_requests(s: &Standin) -> usize {
+    s.requests()
+        .iter()
+        .filter(|r| r["model"] == "standin-vision")
+        .count()
+}
+
+/// The spend of the vision tool counts in `--max-cost`: three $0.40 vision calls reach
+/// the $1 cap and the run stops there (before, tool calls bypassed the cap and all ten
+/// turns ran).
+#[test]
+fn vision_calls_count_in_the_runs_spend_cap() {
+    let d = tmpdir();
+    let (o, s) = vision_loop(d.path(), &["--max-cost", "1", "--max-turns", "10"]);
+    assert_eq!(vision_requests(&s), 3, "{}", stderr(&o));
+    let stats: Value = serde_json::from_str(
+        &std::fs::read_to_string(d.path().join("data/r/statistics.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        stats.to_string().contains("spend cap $1 reached"),
+        "{stats}\n{}",
+        stderr(&o)
+    );
+    // Without a cap, every turn's vision call goes out.
+    let d = tmpdir();
+    let (o, s) = vision_loop(d.path(), &["--max-turns", "6"]);
+    assert_code(&o, 0);
+    assert!(vision_requests(&s) >= 5, "{}", stderr(&o));
+}
+
+/// Tool calls wait for `--max-rps` like the agent's own: at 8 requests a second, N
+/// requests (agent and vision together) take at least (N - 1) / 8 seconds.
+#[test]
+fn vision_calls_wait_for_the_runs_rate_limit() {
+    let d = tmpdir();
+    let start = std::time::Instant::now();
+    let (o, s) = vision_loop(d.path(), &["--max-rps", "8", "--max-turns", "5"]);
+    let took = start.elapsed().as_secs_f64();
+    assert_code(&o, 0);
+    let n = s.count() as f64;
+    assert!(vision_requests(&s) >= 4, "{}", stderr(&o));
+    assert!(
+        took >= (n - 1.0) / 8.0 - 0.05,
+        "{n} requests in {took:.2}s: faster than 8 a second"
+    );
+}

@@ -9,7 +9,7 @@ use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
 use headless_chrome::protocol::cdp::Runtime::CallFunctionOn;
 use serde_json::{Value, json};
 
-use super::{BrowserError, PAGE_BUDGET, Session, allowed, snapshot};
+use super::{ACTION_TIMEOUT, BrowserError, PAGE_BUDGET, Session, allowed, snapshot};
 
 /// Characters of one snapshot (`full`: the whole page).
 const SNAPSHOT_CHARS: usize = 12_000;
@@ -41,23 +41,63 @@ fn has_page(s: &Session) -> Result<(), BrowserError> {
     Ok(())
 }
 
-/// Wait (briefly) for what an action set off: a navigation or script work.
-fn settle(s: &Session) {
-    let until = Instant::now() + Duration::from_secs(5);
-    std::thread::sleep(Duration::from_millis(150));
-    while Instant::now() < until {
-        if s.events
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .dialog
-            .is_some()
-        {
-            return;
+/// How long an action that may navigate (a click, a key) waits for the page to load.
+const SETTLE: Duration = Duration::from_secs(15);
+/// How long such an action waits for a navigation to begin before taking the page as
+/// it is.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// What an action is expected to set off.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// A new document (`browser_navigate`, `browser_back`).
+    Navigation,
+    /// Maybe a new document, maybe script work only.
+    Maybe,
+}
+
+fn dialog_open(s: &Session) -> bool {
+    s.events
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .dialog
+        .is_some()
+}
+
+/// Mark the current document, so that [`settle`] can tell a new one from it.
+fn mark(s: &Session) {
+    if !dialog_open(s) {
+        let _ = s.tab().evaluate("window.__trajOld = true", false);
+    }
+}
+
+/// Wait for what an action set off: until a new document (one without the mark) has
+/// loaded (`readyState` complete), a dialog opens, or, when a navigation is only
+/// possible, the page is loaded and none began within [`GRACE`]. Polls the page itself
+/// rather than waiting for one lifecycle event, which a loaded machine can let slip
+/// by. `false`: `limit` ran out.
+fn settle(s: &Session, expect: Expect, limit: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        if dialog_open(s) {
+            return true;
         }
-        match s.tab().evaluate("document.readyState", false) {
-            Ok(r) if r.value.as_ref().and_then(Value::as_str) == Some("complete") => return,
-            _ => std::thread::sleep(Duration::from_millis(50)),
+        let state = s
+            .tab()
+            .evaluate("[!window.__trajOld, document.readyState]", true)
+            .ok()
+            .and_then(|r| r.value);
+        if let Some(Value::Array(v)) = state {
+            let fresh = v.first().and_then(Value::as_bool) == Some(true);
+            let complete = v.get(1).and_then(Value::as_str) == Some("complete");
+            if complete && (fresh || (expect == Expect::Maybe && start.elapsed() >= GRACE)) {
+                return true;
+            }
         }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -76,8 +116,14 @@ pub fn navigate(s: &mut Session, args: &Value) -> R {
     }
     s.pages += 1;
     s.refs.clear();
-    s.tab().navigate_to(&url)?.wait_until_navigated()?;
-    settle(s);
+    mark(s);
+    s.tab().navigate_to(&url)?;
+    if !settle(s, Expect::Navigation, ACTION_TIMEOUT) {
+        return Err(BrowserError::Cdp(format!(
+            "{url} did not finish loading within {} s",
+            ACTION_TIMEOUT.as_secs()
+        )));
+    }
     let mut v = page_info(s);
     v["pages_left"] = json!(PAGE_BUDGET - s.pages);
     Ok(v)
@@ -161,13 +207,14 @@ fn call_on(s: &Session, object: String, function: &str, args: Vec<Value>) -> R {
 
 pub fn click(s: &mut Session, args: &Value) -> R {
     let obj = object_of(s, args)?;
+    mark(s);
     call_on(
         s,
         obj,
         "function() { this.scrollIntoView({block: 'center'}); this.click(); }",
         vec![],
     )?;
-    settle(s);
+    settle(s, Expect::Maybe, SETTLE);
     let mut v = page_info(s);
     v["clicked"] = json!(string_arg(args, "ref")?);
     Ok(v)
@@ -192,8 +239,9 @@ pub fn type_text(s: &mut Session, args: &Value) -> R {
          else if (this.isContentEditable) { this.textContent = ''; } }",
         vec![],
     )?;
+    mark(s);
     s.tab().call_method(InsertText { text: text.clone() })?;
-    settle(s);
+    settle(s, Expect::Maybe, SETTLE);
     let mut v = page_info(s);
     v["typed"] = json!(text);
     Ok(v)
@@ -223,16 +271,19 @@ pub fn scroll(s: &mut Session, args: &Value) -> R {
 pub fn back(s: &mut Session, _args: &Value) -> R {
     has_page(s)?;
     s.refs.clear();
+    mark(s);
     s.tab().evaluate("history.back()", false)?;
-    settle(s);
+    // With no page to go back to, the wait runs out and the page is as it was.
+    settle(s, Expect::Navigation, SETTLE);
     Ok(page_info(s))
 }
 
 pub fn press(s: &mut Session, args: &Value) -> R {
     has_page(s)?;
     let key = string_arg(args, "key")?;
+    mark(s);
     s.tab().press_key(key)?;
-    settle(s);
+    settle(s, Expect::Maybe, SETTLE);
     let mut v = page_info(s);
     v["pressed"] = json!(key);
     Ok(v)
@@ -301,7 +352,7 @@ pub fn dialog(s: &mut Session, args: &Value) -> R {
         }
     }
     s.events.lock().unwrap_or_else(|e| e.into_inner()).dialog = None;
-    settle(s);
+    settle(s, Expect::Maybe, SETTLE);
     let mut v = page_info(s);
     v["dialog"] = json!({"type": kind, "message": message, "action": action});
     Ok(v)

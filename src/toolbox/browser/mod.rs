@@ -35,8 +35,12 @@ pub mod snapshot;
 
 /// Pages (navigations by `browser_navigate`) one task may load.
 pub const PAGE_BUDGET: usize = 50;
-/// Longest wait of one DevTools call (navigation, element lookup, screenshot).
-pub const ACTION_TIMEOUT: Duration = Duration::from_secs(20);
+/// Longest wait of one DevTools call (navigation, element lookup, screenshot, the
+/// new tab at start-up): generous, since a loaded 2-core machine can take seconds.
+pub const ACTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// Start-up attempts: a Chromium that did not come up (its DevTools URL or first tab
+/// never arrived, as happens under heavy load) is killed and started once more.
+const LAUNCH_ATTEMPTS: u32 = 2;
 /// Console messages kept per task (the oldest go first).
 const CONSOLE_CAP: usize = 200;
 
@@ -158,41 +162,44 @@ pub struct Session {
 
 impl Session {
     /// Start Chromium with a fresh profile and open one tab whose requests pass
-    /// [`allowed`].
+    /// [`allowed`]; a start-up that fails is retried once with a new profile.
     pub fn start(allow_private: bool) -> Result<Session, BrowserError> {
         let t0 = Instant::now();
         let path = chromium_path().ok_or(BrowserError::NoChromium)?;
-        let profile = tempfile::Builder::new()
-            .prefix("traj-browser-")
-            .tempdir()
-            .map_err(|e| BrowserError::Launch(e.to_string()))?;
-        let args: Vec<&OsStr> = [
-            "--disable-gpu",
-            "--disable-quic",
-            "--disable-component-update",
-            "--disable-background-networking",
-            "--disable-sync",
-            "--no-first-run",
-            "--no-default-browser-check",
-            "--mute-audio",
-            "--disable-dev-shm-usage",
-        ]
-        .iter()
-        .map(OsStr::new)
-        .collect();
-        let opts = LaunchOptions::default_builder()
-            .path(Some(path))
-            .headless(true)
-            .sandbox(false)
-            .window_size(Some((1280, 900)))
-            .user_data_dir(Some(profile.path().to_path_buf()))
-            .args(args)
-            // Agents think between actions for minutes: do not drop an idle browser.
-            .idle_browser_timeout(Duration::from_secs(3600))
-            .build()
-            .map_err(|e| BrowserError::Launch(e.to_string()))?;
-        let browser = Browser::new(opts).map_err(|e| BrowserError::Launch(format!("{e:#}")))?;
-        let tab = browser.new_tab()?;
+        let mut last = None;
+        for _ in 0..LAUNCH_ATTEMPTS {
+            let profile = tempfile::Builder::new()
+                .prefix("traj-browser-")
+                .tempdir()
+                .map_err(|e| BrowserError::Launch(e.to_string()))?;
+            match launch(&path, &profile) {
+                Ok((browser, tab)) => {
+                    let marker = profile.path().to_string_lossy().into_owned();
+                    let session = Session::wire(browser, tab, profile, allow_private, t0);
+                    if session.is_err() {
+                        kill_by_cmdline(&marker);
+                    }
+                    return session;
+                }
+                Err(e) => {
+                    // Whatever of this attempt runs (a half-started Chromium) dies
+                    // before the next one.
+                    kill_by_cmdline(&profile.path().to_string_lossy());
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| BrowserError::Launch("no attempt made".into())))
+    }
+
+    /// The interception rule and event listeners on a started browser's tab.
+    fn wire(
+        browser: Browser,
+        tab: Arc<Tab>,
+        profile: tempfile::TempDir,
+        allow_private: bool,
+        t0: Instant,
+    ) -> Result<Session, BrowserError> {
         tab.set_default_timeout(ACTION_TIMEOUT);
         let pattern = RequestPattern {
             url_pattern: Some("*".to_string()),
@@ -276,6 +283,45 @@ impl Drop for Session {
         }
         kill_by_cmdline(&self.profile.path().to_string_lossy());
     }
+}
+
+/// One start of Chromium on `profile`: the browser and its first tab, every wait
+/// bounded by [`ACTION_TIMEOUT`].
+fn launch(
+    path: &std::path::Path,
+    profile: &tempfile::TempDir,
+) -> Result<(Browser, Arc<Tab>), BrowserError> {
+    let args: Vec<&OsStr> = [
+        "--disable-gpu",
+        "--disable-quic",
+        "--disable-component-update",
+        "--disable-background-networking",
+        "--disable-sync",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--mute-audio",
+        "--disable-dev-shm-usage",
+    ]
+    .iter()
+    .map(OsStr::new)
+    .collect();
+    let opts = LaunchOptions::default_builder()
+        .path(Some(path.to_path_buf()))
+        .headless(true)
+        .sandbox(false)
+        .window_size(Some((1280, 900)))
+        .user_data_dir(Some(profile.path().to_path_buf()))
+        .args(args)
+        // Agents think between actions for minutes: do not drop an idle browser.
+        .idle_browser_timeout(Duration::from_secs(3600))
+        .build()
+        .map_err(|e| BrowserError::Launch(e.to_string()))?;
+    let browser = Browser::new(opts).map_err(|e| BrowserError::Launch(format!("{e:#}")))?;
+    browser.set_default_timeout(ACTION_TIMEOUT);
+    let tab = browser
+        .new_tab()
+        .map_err(|e| BrowserError::Launch(format!("no first tab: {e:#}")))?;
+    Ok((browser, tab))
 }
 
 /// SIGKILL every process whose command line mentions `marker`.
