@@ -128,6 +128,7 @@ impl Window {
 struct Item {
     seq: u64,
     source: Arc<str>,
+    source_index: usize,
     lineno: u64,
     index: u64,
     line: Vec<u8>,
@@ -196,6 +197,7 @@ fn run(
                 let item = Item {
                     seq,
                     source: rec.source.clone(),
+                    source_index: rec.source_index,
                     lineno: rec.lineno,
                     index: rec.index,
                     line: rec.bytes.to_vec(),
@@ -273,6 +275,7 @@ fn run(
                 while let Some((item, buf, v)) = ahead.remove(&next) {
                     let rec = Record {
                         source: &item.source,
+                        source_index: item.source_index,
                         lineno: item.lineno,
                         index: item.index,
                         bytes: &item.line,
