@@ -95,6 +95,7 @@ echo "\`scripts/bench-sandbox.sh $PROMPTS $WORKERS $ROUNDS\`: traj-run, $WORKERS
 echo "$CALLS terminal calls (\`true\`) each, against the stand-in at 0 ms; the variants run in"
 echo "turn, $ROUNDS rounds (median shown). Machine: $(nproc) cores, load average at the end"
 echo "$(cut -d' ' -f1 /proc/loadavg)."
+[[ -n ${TRAJ_RUN_BIN:-} ]] && echo "traj-run: \`$(basename "$BIN")\` given by TRAJ_RUN_BIN, $(grep -q release <<<"$BIN" && echo "a release build" || echo "NOT a release build (test profile, opt-level 1)")."
 echo
 echo "| variant | tool calls/s | ms per call | vs local |"
 echo "|---|---:|---:|---:|"
