@@ -526,4 +526,71 @@ fn sample_then_run_never_offers_no_tools_and_draws_alike() {
         );
         assert_eq!(own, drawn, "{name}: traj-run's own draw differs");
     }
+    // Configuration is not part of the rule: without --image-model, traj-run still
+    // draws what traj-sample-tools draws; a task whose drawn tools are all unconfigured
+    // is a failure naming them, never a request without tools.
+    let o = sample(
+        d.path(),
+        &[
+            "-d",
+            "image_gen",
+            "--seed",
+            "5",
+            "prompts.jsonl",
+            "-o",
+            "tasks.jsonl",
+        ],
+        b"",
+    );
+    assert_code(&o, 0);
+    let drawn: HashMap<u64, Value> = read_jsonl(&d.path().join("tasks.jsonl"))
+        .into_iter()
+        .map(|r| (r["prompt_index"].as_u64().unwrap(), r["toolsets"].clone()))
+        .collect();
+    let before = s.count() as usize;
+    let mut c = cmd("traj-run", d.path());
+    c.env("TMPDIR", d.path())
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["--model", "standin", "--base-url", &s.url(), "-q"])
+        .args(["--sandbox", "local", "--vision-model", "standin-vision"])
+        .args([
+            "--run-dir",
+            "data/c",
+            "--distribution",
+            "image_gen",
+            "--seed",
+            "5",
+        ])
+        .arg("prompts.jsonl");
+    let o = run(c);
+    let records = parse_jsonl(&stdout(&o));
+    for r in &records {
+        let i = r["prompt_index"].as_u64().unwrap();
+        assert_eq!(r["toolsets"], drawn[&i], "prompt {i}");
+    }
+    let failures =
+        std::fs::read_to_string(d.path().join("data/c/failures.jsonl")).unwrap_or_default();
+    let failures: Vec<Value> = parse_jsonl(&failures);
+    assert_eq!(records.len() + failures.len(), 12, "{}", stderr(&o));
+    for f in &failures {
+        let i = f["prompt_index"].as_u64().unwrap();
+        assert_eq!(drawn[&i], serde_json::json!(["image_gen"]), "{f}");
+        assert!(
+            f.to_string().contains("image_generate: not configured"),
+            "{f}"
+        );
+    }
+    assert!(
+        drawn
+            .values()
+            .any(|t| t.as_array().unwrap().iter().any(|x| x == "image_gen")),
+        "image_gen never drawn: the check above saw nothing"
+    );
+    for req in &s.requests()[before..] {
+        assert!(
+            req["tools"].as_array().is_some_and(|t| !t.is_empty()),
+            "{}",
+            req["tools"]
+        );
+    }
 }

@@ -82,14 +82,18 @@ fn settle(s: &Session, expect: Expect, limit: Duration) -> bool {
         if dialog_open(s) {
             return true;
         }
+        // A string, not an array: only primitives come back by value.
         let state = s
             .tab()
-            .evaluate("[!window.__trajOld, document.readyState]", true)
+            .evaluate(
+                "(window.__trajOld ? 'old ' : 'new ') + document.readyState",
+                false,
+            )
             .ok()
             .and_then(|r| r.value);
-        if let Some(Value::Array(v)) = state {
-            let fresh = v.first().and_then(Value::as_bool) == Some(true);
-            let complete = v.get(1).and_then(Value::as_str) == Some("complete");
+        if let Some(Value::String(v)) = state {
+            let fresh = v.starts_with("new ");
+            let complete = v.ends_with(" complete");
             if complete && (fresh || (expect == Expect::Maybe && start.elapsed() >= GRACE)) {
                 return true;
             }
@@ -316,9 +320,30 @@ pub fn console(s: &mut Session, args: &Value) -> R {
             .value
             .unwrap_or_else(|| json!(r.description.unwrap_or_default()));
     }
+    let clear = args.get("clear").and_then(Value::as_bool) == Some(true);
+    // The page's own log (see `CONSOLE_HOOK`), a JSON string: only primitives come
+    // back by value.
+    let page: Vec<Value> = s
+        .tab()
+        .evaluate(
+            "JSON.stringify(Array.from(window.__trajConsole || []))",
+            false,
+        )
+        .ok()
+        .and_then(|r| r.value)
+        .and_then(|v| v.as_str().and_then(|t| serde_json::from_str(t).ok()))
+        .unwrap_or_default();
+    if clear {
+        let _ = s.tab().evaluate(
+            "window.__trajConsole && (window.__trajConsole.length = 0)",
+            false,
+        );
+    }
     let mut ev = s.events.lock().unwrap_or_else(|e| e.into_inner());
-    v["messages"] = json!(ev.console);
-    if args.get("clear").and_then(Value::as_bool) == Some(true) {
+    let mut messages: Vec<Value> = ev.console.iter().map(|m| json!(m)).collect();
+    messages.extend(page);
+    v["messages"] = json!(messages);
+    if clear {
         ev.console.clear();
     }
     Ok(v)

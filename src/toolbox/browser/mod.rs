@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use headless_chrome::browser::tab::RequestPausedDecision;
 use headless_chrome::protocol::cdp::Fetch::{FailRequest, RequestPattern, RequestStage};
 use headless_chrome::protocol::cdp::Network::ErrorReason;
+use headless_chrome::protocol::cdp::Page::AddScriptToEvaluateOnNewDocument;
 use headless_chrome::protocol::cdp::types::Event;
 use headless_chrome::{Browser, LaunchOptions, Tab};
 
@@ -43,6 +44,12 @@ pub const ACTION_TIMEOUT: Duration = Duration::from_secs(60);
 const LAUNCH_ATTEMPTS: u32 = 2;
 /// Console messages kept per task (the oldest go first).
 const CONSOLE_CAP: usize = 200;
+
+/// Run in every document before its own scripts: keeps the page's console messages in
+/// `window.__trajConsole` (the last 200), where `browser_console` reads them. The
+/// DevTools console event is not relied on: with Debian's Chromium it never reaches
+/// the tab's listener (most likely a protocol shape the client cannot parse).
+pub(crate) const CONSOLE_HOOK: &str = "(() => { if (window.__trajConsole) return; const log = []; Object.defineProperty(window, '__trajConsole', {value: log}); const show = (x) => { if (typeof x === 'string') return x; try { return JSON.stringify(x); } catch (e) { return String(x); } }; for (const k of ['log', 'info', 'warn', 'error', 'debug']) { const f = console[k]; console[k] = function (...a) { try { log.push('[' + k + '] ' + a.map(show).join(' ')); if (log.length > 200) log.shift(); } catch (e) {} return f.apply(this, a); }; } })();";
 
 /// Why the browser could not do what a tool asked (the message is what the model
 /// reads).
@@ -222,6 +229,12 @@ impl Session {
         let events = Arc::new(Mutex::new(Events::default()));
         let ev = events.clone();
         tab.enable_runtime()?;
+        tab.call_method(AddScriptToEvaluateOnNewDocument {
+            source: CONSOLE_HOOK.to_string(),
+            world_name: None,
+            include_command_line_api: None,
+            run_immediately: None,
+        })?;
         tab.add_event_listener(Arc::new(move |e: &Event| {
             let mut ev = ev.lock().unwrap_or_else(|p| p.into_inner());
             match e {
