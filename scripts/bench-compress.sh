@@ -225,7 +225,7 @@ echo "Real rows: the SWE-agent runs of \`tests/fixtures\` in Hermes ShareGPT for
 echo "to $(awk -v b="$hbytes" 'BEGIN { printf "%.0f", b / 1e6 }') MB ($(wc -l < "$hermes") rows), budget $budget tokens of o200k (traj: built-in"
 echo "o200k_base; the reference: the same vocabulary as \`$hf\`), one YAML config for both"
 echo "(\`max_concurrent_requests: 50\`). The stand-in (\`tests/standin\`) answers a one-line summary at 0 ms and"
-echo "every 17th request with 429 + \`Retry-After: 1\`. One run each, interleaved."
+echo "every 17th request with 429 + \`Retry-After: 1\`. One run each, one after the other."
 echo
 start_standin --rate-limit-every 17
 config "$url"
