@@ -171,7 +171,9 @@ budget=4000
 
 standin_pid=""
 start_standin() { # ARGS...
-  "$standin" --port 0 "$@" > "$work/addr" &
+  echo '{"default": {"content": "The agent inspected the repository, edited the code and ran the tests."}}' \
+    > "$work/script.json"
+  "$standin" --port 0 --script "$work/script.json" "$@" > "$work/addr" &
   standin_pid=$!
   for _ in $(seq 200); do [ -s "$work/addr" ] && break; sleep 0.05; done
   url=$(head -n1 "$work/addr")
@@ -222,8 +224,8 @@ echo
 echo "Real rows: the SWE-agent runs of \`tests/fixtures\` in Hermes ShareGPT form, repeated"
 echo "to $(awk -v b="$hbytes" 'BEGIN { printf "%.0f", b / 1e6 }') MB ($(wc -l < "$hermes") rows), budget $budget tokens of o200k (traj: built-in"
 echo "o200k_base; the reference: the same vocabulary as \`$hf\`), one YAML config for both"
-echo "(\`max_concurrent_requests: 50\`). The stand-in (\`tests/standin\`) answers at 0 ms and"
-echo "every 17th request with 429 + \`Retry-After: 1\`. One run each, interleaved."
+echo "(\`max_concurrent_requests: 50\`). The stand-in (\`tests/standin\`) answers a one-line summary at 0 ms and"
+echo "every 17th request with 429 + \`Retry-After: 1\`. One run each, one after the other."
 echo
 start_standin --rate-limit-every 17
 config "$url"

@@ -217,68 +217,6 @@ fn llm_summaries_run_concurrently_up_to_the_limit() {
     );
 }
 
-/// Real rows (long SWE-agent runs between short rows) come out in input order and byte
-/// for byte the same whether the summariser answers at once or with latency and a 429
-/// (`Retry-After: 1`) on every 3rd request: a row waits only for its own summary.
-#[test]
-fn llm_rows_ordered_and_identical_with_429s_and_latency() {
-    let mut rows = Vec::new();
-    for (i, r) in swe_sharegpt_rows().into_iter().enumerate() {
-        rows.push(r);
-        rows.push(json!({"id": format!("short-{i}"), "conversations": [
-            sg("human", format!("question {i}")), sg("gpt", "answer".into())]}));
-    }
-    let input = jsonl(&rows);
-    let summary = json!({"content": "The agent inspected the repository and ran the tests."});
-    let go = |server: &standin::Standin, dir: &Path| {
-        let mut c = cmd(BIN, dir);
-        c.env("STANDIN_KEY", "secret");
-        c.args(["--api-key-env", "STANDIN_KEY", "--base-url", &server.url()]);
-        c.args(["--model", "stand-in", "--retry-delay", "0.01"]);
-        c.args([
-            "--target-max-tokens",
-            "4000",
-            "--max-concurrent-requests",
-            "4",
-        ]);
-        c.args(["--per-trajectory-metrics", "-j", "2"]);
-        run_with_stdin(c, input.as_bytes())
-    };
-    let dir = tmpdir();
-    let plain = standin::Standin::json(json!({"default": summary}));
-    let a = go(&plain, dir.path());
-    assert_code(&a, 0);
-    let faulty = standin::Standin::json(json!({
-        "latency_ms": 30,
-        "default": summary,
-        "every": {"n": 3, "reply": {"status": 429, "error": "slow down", "retry_after": "1"}},
-    }));
-    let t0 = Instant::now();
-    let b = go(&faulty, dir.path());
-    let took = t0.elapsed().as_secs_f64();
-    assert_code(&b, 0);
-    let summaries = plain.count();
-    assert!(summaries >= 5, "the long rows need summaries: {summaries}");
-    assert!(faulty.count() > summaries, "429s were retried");
-    assert_eq!(stdout(&a), stdout(&b), "same rows, same bytes, same order");
-    let out = parse_jsonl(&stdout(&b));
-    let got: Vec<&Value> = out.iter().map(|r| &r["id"]).collect();
-    let want: Vec<&Value> = rows.iter().map(|r| &r["id"]).collect();
-    assert_eq!(got, want, "input order kept");
-    let compressed = out
-        .iter()
-        .filter(|r| r["compression_metrics"]["was_compressed"] == json!(true))
-        .count();
-    assert!(compressed >= 5, "{compressed}");
-    // The retries' seconds overlap: far less than one second per 429 in a row.
-    let retries = faulty.count() - summaries;
-    assert!(
-        took < 1.0 + retries as f64 * 0.6,
-        "{took:.1} s for {retries} retries of 1 s each"
-    );
-    assert!(faulty.peak_in_flight() <= 4, "--max-concurrent-requests 4");
-}
-
 #[test]
 fn llm_summaries_against_standin() {
     let script = json!({"rules": [
