@@ -58,14 +58,16 @@ build: ## Build the six binaries and the stand-in endpoint (release)
 setup: ## Install what the tests need if missing (jq, bubblewrap, Python datasets)
 	bash scripts/setup.sh
 
-test: setup ## fmt check, clippy -D warnings, and every test (installs what they need first)
+test: setup ## fmt check, clippy -D warnings, the rust-version check, and every test (installs what they need first)
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	python3 scripts/check-msrv.py
 	$(CARGO) test --locked
 
-lint: ## fmt check and clippy only
+lint: ## fmt check, clippy and the rust-version check only
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	python3 scripts/check-msrv.py
 
 fuzz: ## Each parser's fuzz target for FUZZ_SECS seconds (default 600; not part of `make test`)
 	FUZZ_SECS=$(FUZZ_SECS) $(CARGO) test --locked --test fuzz

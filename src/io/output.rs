@@ -104,7 +104,7 @@ enum OutputKind {
     Stdout(BufWriter<io::Stdout>),
     Special(BufWriter<File>),
     File {
-        w: Encoded,
+        w: Box<Encoded>,
         path: PathBuf,
         listed: Listed,
     },
@@ -289,7 +289,7 @@ impl Output {
                 let listed = Listed::new(tmp.path());
                 Ok(Output {
                     inner: OutputKind::File {
-                        w: Encoded::new(tmp, Compression::for_path(p))?,
+                        w: Box::new(Encoded::new(tmp, Compression::for_path(p))?),
                         path: p.to_path_buf(),
                         listed,
                     },

@@ -111,10 +111,11 @@ pub fn sources_matching(args: &[String], prefix: &str, glob: Option<&Glob>) -> R
 pub struct Glob(String);
 
 impl std::str::FromStr for Glob {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Glob, String> {
+    type Err = crate::error::UsageError;
+    fn from_str(s: &str) -> std::result::Result<Glob, Self::Err> {
+        let bad = crate::error::UsageError;
         if s.is_empty() {
-            return Err("an empty pattern matches nothing".into());
+            return Err(bad("an empty pattern matches nothing".into()));
         }
         // Unclosed sets are the one malformed pattern: refuse them rather than guess.
         let b = s.as_bytes();
@@ -124,7 +125,7 @@ impl std::str::FromStr for Glob {
                 b'\\' => i += 2,
                 b'[' => match set_end(b, i) {
                     Some(e) => i = e,
-                    None => return Err(format!("unclosed `[` at byte {i}")),
+                    None => return Err(bad(format!("unclosed `[` at byte {i}"))),
                 },
                 _ => i += 1,
             }

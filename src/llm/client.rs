@@ -293,7 +293,7 @@ impl Client {
 
     /// `Err` (what a tool returns) when this client's meter says the spend cap is
     /// reached.
-    pub fn check_cap(&self) -> Result<(), String> {
+    pub fn check_cap(&self) -> Result<(), super::meter::CapReached> {
         self.meter.as_ref().map_or(Ok(()), |m| m.check())
     }
 

@@ -53,12 +53,10 @@ impl Meter {
         self.attached.get().and_then(|a| a.rate.as_ref())
     }
 
-    /// `Err` (the words a tool returns) once the spend has reached the cap.
-    pub fn check(&self) -> Result<(), String> {
+    /// `Err` once the spend has reached the cap.
+    pub fn check(&self) -> Result<(), CapReached> {
         match self.attached.get().and_then(|a| a.cap) {
-            Some(cap) if self.spent() >= cap => Err(format!(
-                "the run's spend cap (${cap}) is reached: no more model calls"
-            )),
+            Some(cap) if self.spent() >= cap => Err(CapReached(cap)),
             _ => Ok(()),
         }
     }
@@ -95,6 +93,11 @@ impl Meter {
     }
 }
 
+/// The run's spend cap (in dollars) is reached: no more model calls.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("the run's spend cap (${0}) is reached: no more model calls")]
+pub struct CapReached(pub f64);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,7 +122,7 @@ mod tests {
         m.record(Some(0.5));
         m.record(Some(0.5));
         assert_eq!(stops.load(Ordering::Relaxed), 1);
-        assert!(m.check().unwrap_err().contains("spend cap"));
+        assert!(m.check().unwrap_err().to_string().contains("spend cap"));
         assert!((m.spent() - 6.5).abs() < 1e-9);
     }
 }

@@ -6,4 +6,4 @@ pub mod client;
 pub mod meter;
 
 pub use client::*;
-pub use meter::Meter;
+pub use meter::{CapReached, Meter};

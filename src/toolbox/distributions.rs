@@ -318,10 +318,10 @@ pub fn sample(
         .filter(|(t, p)| available.contains(t) && uniform(seed, row_key, t) * 100.0 < *p)
         .map(|(t, _)| t.clone())
         .collect();
-    if out.is_empty() {
-        if let Some(f) = dist.fallback(available) {
-            out.push(f.to_string());
-        }
+    if out.is_empty()
+        && let Some(f) = dist.fallback(available)
+    {
+        out.push(f.to_string());
     }
     out
 }

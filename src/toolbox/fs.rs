@@ -11,6 +11,7 @@
 //! is refused (the other link may be outside). Anything else is refused with an
 //! error the model can act on.
 
+use crate::toolbox::ToolError;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -41,33 +42,35 @@ pub struct Confined {
     pub resolver: Resolver,
 }
 
-type ToolOutcome = Result<Value, String>;
+type ToolOutcome = Result<Value, ToolError>;
 
-fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
+fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, ToolError> {
     match args.get(name) {
         Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!(
+        Some(other) => Err(ToolError::from(format!(
             "argument {name:?} must be a string, not {}",
             crate::io::json_kind(other)
-        )),
-        None => Err(format!("missing required argument {name:?} (a string)")),
+        ))),
+        None => Err(ToolError::from(format!(
+            "missing required argument {name:?} (a string)"
+        ))),
     }
 }
 
-fn opt_u64(args: &Value, name: &str) -> Result<Option<u64>, String> {
+fn opt_u64(args: &Value, name: &str) -> Result<Option<u64>, ToolError> {
     match args.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_u64()
             .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
             .map(Some)
-            .ok_or_else(|| format!("argument {name:?} must be a non-negative integer")),
+            .ok_or_else(|| ToolError(format!("argument {name:?} must be a non-negative integer"))),
     }
 }
 
 /// The message for a failed open or create of `path`.
-fn open_error(path: &str, e: std::io::Error) -> String {
-    match Errno::from_io_error(&e) {
+fn open_error(path: &str, e: std::io::Error) -> ToolError {
+    ToolError(match Errno::from_io_error(&e) {
         Some(Errno::LOOP | Errno::XDEV) => format!(
             "{path}: goes through a symbolic link; refused (file tools do not follow symbolic links)"
         ),
@@ -75,26 +78,26 @@ fn open_error(path: &str, e: std::io::Error) -> String {
         Some(Errno::NOTDIR) => format!("{path}: a part of the path is not a directory"),
         Some(Errno::ISDIR) => format!("{path}: is a directory"),
         _ => format!("{path}: {e}"),
-    }
+    })
 }
 
 /// Refuse `fd` when it is a regular file with more than one hard link.
-fn single_link(path: &str, fd: &OwnedFd) -> Result<(), String> {
+fn single_link(path: &str, fd: &OwnedFd) -> Result<(), ToolError> {
     match beneath::hard_links(fd) {
         Ok(None) => Ok(()),
-        Ok(Some(n)) => Err(format!(
+        Ok(Some(n)) => Err(ToolError::from(format!(
             "{path}: has {n} hard links; refused (another link may lead outside the workspace)"
-        )),
-        Err(e) => Err(format!("{path}: {e}")),
+        ))),
+        Err(e) => Err(ToolError::from(format!("{path}: {e}"))),
     }
 }
 
 impl Confined {
     /// The path, relative to the workspace root, that `path` names (`""` = the
     /// root), or why it is refused. Only the words are read: nothing is looked up.
-    pub fn relative(&self, path: &str) -> Result<PathBuf, String> {
+    pub fn relative(&self, path: &str) -> Result<PathBuf, ToolError> {
         if path.is_empty() {
-            return Err("empty path".to_string());
+            return Err(ToolError::from("empty path".to_string()));
         }
         let p = Path::new(path);
         let start: PathBuf = if p.is_absolute() {
@@ -103,10 +106,10 @@ impl Confined {
             } else if let Ok(rel) = p.strip_prefix(&self.root) {
                 rel.to_path_buf()
             } else {
-                return Err(format!(
+                return Err(ToolError::from(format!(
                     "{path}: absolute paths outside the workspace are refused; use a path relative to the workspace ({})",
                     self.view_root
-                ));
+                )));
             }
         } else {
             self.base
@@ -121,7 +124,9 @@ impl Confined {
                 Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
                 Component::ParentDir => {
                     if parts.pop().is_none() {
-                        return Err(format!("{path}: `..` leads outside the workspace; refused"));
+                        return Err(ToolError::from(format!(
+                            "{path}: `..` leads outside the workspace; refused"
+                        )));
                     }
                 }
             }
@@ -129,12 +134,13 @@ impl Confined {
         Ok(parts.iter().collect())
     }
 
-    fn beneath(&self) -> Result<Beneath, String> {
-        Beneath::new(&self.root, self.resolver).map_err(|e| format!("the workspace: {e}"))
+    fn beneath(&self) -> Result<Beneath, ToolError> {
+        Beneath::new(&self.root, self.resolver)
+            .map_err(|e| ToolError::from(format!("the workspace: {e}")))
     }
 
     /// Open `rel` beneath the root with `flags` (never following a link).
-    fn open(&self, path: &str, rel: &Path, flags: OFlags) -> Result<OwnedFd, String> {
+    fn open(&self, path: &str, rel: &Path, flags: OFlags) -> Result<OwnedFd, ToolError> {
         let parts: Vec<&OsStr> = rel.iter().collect();
         self.beneath()?
             .open(&parts, flags, Mode::empty())
@@ -158,7 +164,7 @@ impl Confined {
         path: &str,
         max: u64,
         write: bool,
-    ) -> Result<(File, u64, PathBuf), String> {
+    ) -> Result<(File, u64, PathBuf), ToolError> {
         let rel = self.relative(path)?;
         self.open_rel(path, rel, max, write)
     }
@@ -170,44 +176,54 @@ impl Confined {
         rel: PathBuf,
         max: u64,
         write: bool,
-    ) -> Result<(File, u64, PathBuf), String> {
+    ) -> Result<(File, u64, PathBuf), ToolError> {
         let mode = if write { OFlags::RDWR } else { OFlags::RDONLY };
         let fd = match self.open(path, &rel, mode | OFlags::NONBLOCK) {
-            Err(e) if write && e.ends_with(": is a directory") => {
-                return Err(format!("{e} (use search_files to list it)"));
+            Err(e) if write && e.0.ends_with(": is a directory") => {
+                return Err(ToolError::from(format!(
+                    "{e} (use search_files to list it)"
+                )));
             }
             other => other?,
         };
-        let (ft, _) = beneath::stat(&fd).map_err(|e| format!("{path}: {e}"))?;
+        let (ft, _) = beneath::stat(&fd).map_err(|e| ToolError::from(format!("{path}: {e}")))?;
         match ft {
             FileType::RegularFile => {}
             FileType::Directory => {
-                return Err(format!(
+                return Err(ToolError::from(format!(
                     "{path}: is a directory (use search_files to list it)"
-                ));
+                )));
             }
-            _ => return Err(format!("{path}: not a regular file; refused")),
+            _ => {
+                return Err(ToolError::from(format!(
+                    "{path}: not a regular file; refused"
+                )));
+            }
         }
         single_link(path, &fd)?;
         let file = File::from(fd);
-        let len = file.metadata().map_err(|e| format!("{path}: {e}"))?.len();
+        let len = file
+            .metadata()
+            .map_err(|e| ToolError::from(format!("{path}: {e}")))?
+            .len();
         if len > max {
-            return Err(format!(
+            return Err(ToolError::from(format!(
                 "{path}: file is too large ({len} bytes, limit {max}); use the terminal (head, tail, grep) instead"
-            ));
+            )));
         }
         Ok((file, len, rel))
     }
 
-    fn text_of(file: &mut File, path: &str) -> Result<String, String> {
+    fn text_of(file: &mut File, path: &str) -> Result<String, ToolError> {
         let mut bytes = Vec::new();
         file.take(MAX_FILE_BYTES)
             .read_to_end(&mut bytes)
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|e| ToolError::from(format!("{path}: {e}")))?;
         if bytes[..bytes.len().min(8192)].contains(&0) {
-            return Err(format!("{path}: binary file; not shown"));
+            return Err(ToolError::from(format!("{path}: binary file; not shown")));
         }
-        String::from_utf8(bytes).map_err(|_| format!("{path}: not UTF-8 text; not shown"))
+        String::from_utf8(bytes)
+            .map_err(|_| ToolError::from(format!("{path}: not UTF-8 text; not shown")))
     }
 
     /// `read_file`: numbered lines `N|text`, paged by offset and limit.
@@ -220,9 +236,9 @@ impl Confined {
         let lines: Vec<&str> = text.lines().collect();
         let total = lines.len();
         if offset > total.max(1) {
-            return Err(format!(
+            return Err(ToolError::from(format!(
                 "{path}: offset {offset} is past the end of the file ({total} lines)"
-            ));
+            )));
         }
         let mut content = String::new();
         let mut next = None;
@@ -258,7 +274,7 @@ impl Confined {
         let full = self.relative(path)?;
         let parts: Vec<&OsStr> = full.iter().collect();
         let Some((name, dirs)) = parts.split_last() else {
-            return Err(format!("{path}: is a directory"));
+            return Err(ToolError::from(format!("{path}: is a directory")));
         };
         let dir = self
             .beneath()?
@@ -272,14 +288,20 @@ impl Confined {
             Mode::from_raw_mode(0o666),
         )
         .map_err(|e| open_error(path, e.into()))?;
-        if beneath::stat(&fd).map_err(|e| format!("{path}: {e}"))?.0 != FileType::RegularFile {
-            return Err(format!("{path}: not a regular file; refused"));
+        if beneath::stat(&fd)
+            .map_err(|e| ToolError::from(format!("{path}: {e}")))?
+            .0
+            != FileType::RegularFile
+        {
+            return Err(ToolError::from(format!(
+                "{path}: not a regular file; refused"
+            )));
         }
         single_link(path, &fd)?;
         let mut file = File::from(fd);
         file.set_len(0)
             .and_then(|()| file.write_all(content))
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|e| ToolError::from(format!("{path}: {e}")))?;
         Ok(json!({"path": self.show(&full), "bytes_written": content.len()}))
     }
 
@@ -293,20 +315,22 @@ impl Confined {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         if old.is_empty() {
-            return Err("old_string is empty; to create a file use write_file".to_string());
+            return Err(ToolError::from(
+                "old_string is empty; to create a file use write_file".to_string(),
+            ));
         }
         let (mut file, _, full) = self.open_file(path, MAX_FILE_BYTES, true)?;
         let text = Self::text_of(&mut file, path)?;
         let count = text.matches(old).count();
         if count == 0 {
-            return Err(format!(
+            return Err(ToolError::from(format!(
                 "{path}: old_string was not found (it must match exactly, white space included)"
-            ));
+            )));
         }
         if count > 1 && !all {
-            return Err(format!(
+            return Err(ToolError::from(format!(
                 "{path}: old_string occurs {count} times; include more surrounding text to make it unique, or set replace_all"
-            ));
+            )));
         }
         let first_line = text[..text.find(old).unwrap_or(0)].matches('\n').count() + 1;
         let updated = if all {
@@ -318,7 +342,7 @@ impl Confined {
             use std::os::unix::fs::FileExt;
             file.set_len(0)
                 .and_then(|()| file.write_all_at(updated.as_bytes(), 0))
-                .map_err(|e| format!("{path}: {e}"))?;
+                .map_err(|e| ToolError::from(format!("{path}: {e}")))?;
         }
         Ok(json!({
             "path": self.show(&full),
@@ -334,9 +358,9 @@ impl Confined {
             None | Some(Value::Null) => "content",
             Some(Value::String(s)) if s == "content" || s == "files" => s.as_str(),
             Some(other) => {
-                return Err(format!(
+                return Err(ToolError::from(format!(
                     "argument \"target\" must be \"content\" or \"files\", not {other}"
-                ));
+                )));
             }
         };
         let dir_arg = match args.get("path") {
@@ -348,8 +372,12 @@ impl Confined {
         // Without O_DIRECTORY, so that a final symbolic link is ELOOP (refused), not
         // ENOTDIR.
         let fd = self.open(dir_arg, &dir, OFlags::RDONLY | OFlags::NONBLOCK)?;
-        if beneath::stat(&fd).map_err(|e| format!("{dir_arg}: {e}"))?.0 != FileType::Directory {
-            return Err(format!("{dir_arg}: not a directory"));
+        if beneath::stat(&fd)
+            .map_err(|e| ToolError::from(format!("{dir_arg}: {e}")))?
+            .0
+            != FileType::Directory
+        {
+            return Err(ToolError::from(format!("{dir_arg}: not a directory")));
         }
         let mut files = Vec::new();
         walk(&fd, &dir, &mut files);
@@ -375,8 +403,8 @@ impl Confined {
             }
             return Ok(json!({"files": found, "count": found.len(), "truncated": more}));
         }
-        let re =
-            regex::Regex::new(pattern).map_err(|e| format!("invalid regular expression: {e}"))?;
+        let re = regex::Regex::new(pattern)
+            .map_err(|e| ToolError::from(format!("invalid regular expression: {e}")))?;
         let name_filter = match args.get("file_glob") {
             Some(Value::String(g)) if !g.is_empty() => Some(glob_regex(g)?),
             _ => None,
@@ -443,7 +471,7 @@ fn walk(dir: &OwnedFd, rel: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// A shell glob (`*`, `**`, `?`, `[...]`) as an anchored regex.
-fn glob_regex(glob: &str) -> Result<regex::Regex, String> {
+fn glob_regex(glob: &str) -> Result<regex::Regex, ToolError> {
     let mut re = String::from("^");
     let mut chars = glob.chars().peekable();
     while let Some(c) = chars.next() {
@@ -475,7 +503,7 @@ fn glob_regex(glob: &str) -> Result<regex::Regex, String> {
         }
     }
     re.push('$');
-    regex::Regex::new(&re).map_err(|e| format!("invalid glob {glob:?}: {e}"))
+    regex::Regex::new(&re).map_err(|e| ToolError::from(format!("invalid glob {glob:?}: {e}")))
 }
 
 #[cfg(test)]

@@ -73,7 +73,9 @@ pub fn generate(
         .and_then(Value::as_str)
         .unwrap_or("landscape");
     let size = size(aspect)?;
-    meter.check().map_err(ImageError::Capped)?;
+    meter
+        .check()
+        .map_err(|e| ImageError::Capped(e.to_string()))?;
     if let Some(rate) = meter.rate() {
         let slot = rate.reserve();
         std::thread::sleep(slot.saturating_duration_since(std::time::Instant::now()));
@@ -136,7 +138,9 @@ pub fn generate(
         "png"
     };
     let path = format!("images/image_{n}.{ext}");
-    let saved = files.write_bytes(&path, &bytes).map_err(ImageError::Save)?;
+    let saved = files
+        .write_bytes(&path, &bytes)
+        .map_err(|e| ImageError::Save(e.0))?;
     Ok(json!({
         "image": saved["path"],
         "bytes": bytes.len(),

@@ -2,6 +2,7 @@
 //! OpenAI-compatible [`Client`] traj-run uses, counted in the run's meter (its rate
 //! limit and spend cap: a call once the cap is reached is refused as a tool error).
 
+use crate::toolbox::ToolError;
 use serde_json::{Value, json};
 
 use super::fs::Confined;
@@ -62,14 +63,18 @@ pub fn vision_analyze(
     cfg: &LlmToolsConfig,
     files: &Confined,
     args: &Value,
-) -> Result<Value, String> {
+) -> Result<Value, ToolError> {
     let model = cfg
         .vision_model
         .as_deref()
         .ok_or("no vision model configured")?;
     let image = match args.get("image_url") {
         Some(Value::String(s)) if !s.is_empty() => s.as_str(),
-        _ => return Err("missing required argument \"image_url\" (a string)".to_string()),
+        _ => {
+            return Err(ToolError::from(
+                "missing required argument \"image_url\" (a string)".to_string(),
+            ));
+        }
     };
     let question = match args.get("question") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.as_str(),
@@ -84,11 +89,13 @@ pub fn vision_analyze(
     } else {
         let (file, len, _) = files.open_file(image, u64::MAX, false)?;
         if len > MAX_IMAGE_BYTES {
-            return Err(format!("{image}: image too large ({len} bytes)"));
+            return Err(ToolError::from(format!(
+                "{image}: image too large ({len} bytes)"
+            )));
         }
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_IMAGE_BYTES), &mut bytes)
-            .map_err(|e| format!("{image}: {e}"))?;
+            .map_err(|e| ToolError::from(format!("{image}: {e}")))?;
         let mime = sniff_image(&bytes)
             .ok_or_else(|| format!("{image}: not a PNG, JPEG, GIF or WebP image"))?;
         format!("data:{mime};base64,{}", base64(&bytes))
@@ -109,7 +116,9 @@ pub fn vision_analyze(
         )
     })?;
     if resp.content.trim().is_empty() {
-        return Err(format!("vision model {model} returned an empty answer"));
+        return Err(ToolError::from(format!(
+            "vision model {model} returned an empty answer"
+        )));
     }
     Ok(json!({"analysis": resp.content, "model": model}))
 }
@@ -126,7 +135,7 @@ pub fn mixture_of_agents(
     client: &Client,
     cfg: &LlmToolsConfig,
     args: &Value,
-) -> Result<Value, String> {
+) -> Result<Value, ToolError> {
     let aggregator = cfg
         .moa_aggregator
         .as_deref()
@@ -134,12 +143,12 @@ pub fn mixture_of_agents(
     let prompt = match args.get("user_prompt") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.as_str(),
         _ => {
-            return Err(
+            return Err(ToolError::from(
                 "missing required argument \"user_prompt\" (a non-empty string)".to_string(),
-            );
+            ));
         }
     };
-    let answers: Vec<(String, Result<String, String>)> = std::thread::scope(|s| {
+    let answers: Vec<(String, Result<String, ToolError>)> = std::thread::scope(|s| {
         let handles: Vec<_> = cfg
             .moa_models
             .iter()
@@ -148,10 +157,12 @@ pub fn mixture_of_agents(
                 s.spawn(move || {
                     let r = client
                         .chat(&b)
-                        .map_err(|e| format!("{}: {}", e.class.as_str(), e.message))
+                        .map_err(|e| {
+                            ToolError::from(format!("{}: {}", e.class.as_str(), e.message))
+                        })
                         .and_then(|r| {
                             if r.content.trim().is_empty() {
-                                Err("empty answer".to_string())
+                                Err(ToolError::from("empty answer".to_string()))
                             } else {
                                 Ok(r.content)
                             }
@@ -181,10 +192,10 @@ pub fn mixture_of_agents(
         }
     }
     if used.is_empty() {
-        return Err(format!(
+        return Err(ToolError::from(format!(
             "every reference model failed: {}",
             Value::Array(failed)
-        ));
+        )));
     }
     let messages = json!([
         {"role": "system", "content": format!("{AGGREGATOR_PROMPT}\n\nAnswers:{numbered}")},

@@ -69,6 +69,49 @@ pub use registry::{
 pub use sandbox::{Backend, SandboxConfig};
 pub use task::{Task, TaskSpec};
 
+/// Why a tool call failed, in words for the model: a tool error it sees and can act
+/// on, never an error of the run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
+pub struct ToolError(pub String);
+
+impl From<String> for ToolError {
+    fn from(s: String) -> ToolError {
+        ToolError(s)
+    }
+}
+
+impl From<crate::llm::CapReached> for ToolError {
+    fn from(e: crate::llm::CapReached) -> ToolError {
+        ToolError(e.to_string())
+    }
+}
+
+impl From<&str> for ToolError {
+    fn from(s: &str) -> ToolError {
+        ToolError(s.to_string())
+    }
+}
+
+impl From<ToolError> for String {
+    fn from(e: ToolError) -> String {
+        e.0
+    }
+}
+
+impl std::ops::Deref for ToolError {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The result of one tool call, as sent back to the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {

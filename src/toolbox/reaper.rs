@@ -159,10 +159,10 @@ pub fn reap_orphans(home: &str, scan: Scan) -> usize {
             let live = leaders();
             let found = orphans(home.as_bytes(), &live, scan);
             for &(pid, zombie) in &found {
-                if let Some(p) = Pid::from_raw(pid as i32) {
-                    if !zombie {
-                        let _ = rustix::process::kill_process(p, Signal::KILL);
-                    }
+                if let Some(p) = Pid::from_raw(pid as i32)
+                    && !zombie
+                {
+                    let _ = rustix::process::kill_process(p, Signal::KILL);
                 }
             }
             found

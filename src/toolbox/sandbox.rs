@@ -597,16 +597,16 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        if self.backend == Backend::Docker {
-            if let Some(name) = self.container.take() {
-                let _ = self
-                    .docker_cli()
-                    .args(["rm", "-f", &name])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status();
-            }
+        if self.backend == Backend::Docker
+            && let Some(name) = self.container.take()
+        {
+            let _ = self
+                .docker_cli()
+                .args(["rm", "-f", &name])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
         }
         // A process that left its group (setsid) may still run in the workspace; no
         // process can if no command ever ran (file tools only): then /proc is not read.
@@ -644,12 +644,11 @@ fn kill_processes_in(dirs: &[&Path]) {
         if pid as u32 == me {
             continue;
         }
-        if let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) {
-            if dirs.iter().any(|d| cwd.starts_with(d)) {
-                if let Some(p) = rustix::process::Pid::from_raw(pid) {
-                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-                }
-            }
+        if let Ok(cwd) = std::fs::read_link(e.path().join("cwd"))
+            && dirs.iter().any(|d| cwd.starts_with(d))
+            && let Some(p) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
     }
 }

@@ -11,6 +11,7 @@
 //! Toolset and tool names follow the reference agent (hermes-agent), so task rows and
 //! trajectories stay comparable. The descriptions and schemas are traj's own.
 
+use crate::toolbox::ToolError;
 use serde_json::{Value, json};
 
 use super::browser::{actions, chromium_path};
@@ -107,7 +108,7 @@ pub(crate) fn find(name: &str) -> Option<&'static ToolDef> {
     TOOLS.iter().find(|d| d.name == name)
 }
 
-fn outcome(r: Result<Value, String>) -> ToolResult {
+fn outcome(r: Result<Value, ToolError>) -> ToolResult {
     match r {
         Ok(v) => ToolResult::ok(v),
         Err(e) => ToolResult::error(e),

@@ -6,6 +6,7 @@
 //! loopback, private, link-local (cloud metadata) or other non-public addresses are
 //! refused, also after redirects: the model cannot reach the machine's own services.
 
+use crate::toolbox::ToolError;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
@@ -95,12 +96,12 @@ fn http_error(url: &str, e: ureq::Error) -> String {
     }
 }
 
-fn read_body(resp: ureq::Response) -> Result<String, String> {
+fn read_body(resp: ureq::Response) -> Result<String, ToolError> {
     let mut bytes = Vec::new();
     resp.into_reader()
         .take(MAX_BODY)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("reading the response: {e}"))?;
+        .map_err(|e| ToolError::from(format!("reading the response: {e}")))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -117,10 +118,12 @@ fn cut(mut s: String, max: usize) -> String {
 }
 
 /// Fetch one URL and make it readable text: `{url, title, content}`.
-pub fn extract_one(agent: &ureq::Agent, url: &str) -> Result<Value, String> {
+pub fn extract_one(agent: &ureq::Agent, url: &str) -> Result<Value, ToolError> {
     let lower = url.to_ascii_lowercase();
     if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-        return Err(format!("{url}: only http and https URLs can be fetched"));
+        return Err(ToolError::from(format!(
+            "{url}: only http and https URLs can be fetched"
+        )));
     }
     let resp = agent
         .get(url)
@@ -139,9 +142,9 @@ pub fn extract_one(agent: &ureq::Agent, url: &str) -> Result<Value, String> {
         } else if ctype.starts_with("text/") || ctype.contains("json") || ctype.contains("xml") {
             (String::new(), body)
         } else {
-            return Err(format!(
+            return Err(ToolError::from(format!(
                 "{url}: content type {ctype} is not text; web_extract reads HTML and text pages"
-            ));
+            )));
         };
     Ok(json!({
         "url": final_url,
@@ -152,20 +155,27 @@ pub fn extract_one(agent: &ureq::Agent, url: &str) -> Result<Value, String> {
 
 /// `web_extract`: `{"results": [...]}`, one entry per URL (`error` for a failed one).
 /// Fails as a whole only when every URL failed.
-pub fn web_extract(agent: &ureq::Agent, args: &Value) -> Result<Value, String> {
+pub fn web_extract(agent: &ureq::Agent, args: &Value) -> Result<Value, ToolError> {
     let urls: Vec<String> = match (args.get("urls"), args.get("url")) {
         (Some(Value::Array(a)), _) => a
             .iter()
             .map(|u| u.as_str().map(str::to_string).ok_or("urls must be strings"))
             .collect::<Result<_, _>>()?,
         (Some(Value::String(s)), _) | (None, Some(Value::String(s))) => vec![s.clone()],
-        _ => return Err("missing required argument \"urls\" (a list of URLs)".to_string()),
+        _ => {
+            return Err(ToolError::from(
+                "missing required argument \"urls\" (a list of URLs)".to_string(),
+            ));
+        }
     };
     if urls.is_empty() {
-        return Err("\"urls\" is empty".to_string());
+        return Err(ToolError::from("\"urls\" is empty".to_string()));
     }
     if urls.len() > 5 {
-        return Err(format!("{} URLs given; at most 5 per call", urls.len()));
+        return Err(ToolError::from(format!(
+            "{} URLs given; at most 5 per call",
+            urls.len()
+        )));
     }
     let mut results = Vec::new();
     let mut errors = Vec::new();
@@ -173,22 +183,30 @@ pub fn web_extract(agent: &ureq::Agent, args: &Value) -> Result<Value, String> {
         match extract_one(agent, u) {
             Ok(v) => results.push(v),
             Err(e) => {
-                errors.push(e.clone());
+                errors.push(e.0.clone());
                 results.push(json!({"url": u, "error": e}));
             }
         }
     }
     if errors.len() == urls.len() {
-        return Err(errors.join("; "));
+        return Err(ToolError::from(errors.join("; ")));
     }
     Ok(json!({ "results": results }))
 }
 
 /// `web_search`: `{"query", "results": [{title, url, snippet}]}`.
-pub fn web_search(agent: &ureq::Agent, cfg: &SearchConfig, args: &Value) -> Result<Value, String> {
+pub fn web_search(
+    agent: &ureq::Agent,
+    cfg: &SearchConfig,
+    args: &Value,
+) -> Result<Value, ToolError> {
     let query = match args.get("query") {
         Some(Value::String(q)) if !q.trim().is_empty() => q.trim(),
-        _ => return Err("missing required argument \"query\" (a non-empty string)".to_string()),
+        _ => {
+            return Err(ToolError::from(
+                "missing required argument \"query\" (a non-empty string)".to_string(),
+            ));
+        }
     };
     let limit = args
         .get("limit")
@@ -230,17 +248,21 @@ pub fn web_search(agent: &ureq::Agent, cfg: &SearchConfig, args: &Value) -> Resu
         }
     };
     let provider = cfg.provider.as_str();
-    let resp = resp.map_err(|e| format!("{provider} search failed: {}", http_error(&url, e)))?;
+    let resp = resp.map_err(|e| {
+        ToolError::from(format!("{provider} search failed: {}", http_error(&url, e)))
+    })?;
     let body = read_body(resp)?;
     let v: Value = serde_json::from_str(&body)
-        .map_err(|e| format!("{provider} search: the reply is not JSON ({e})"))?;
+        .map_err(|e| ToolError::from(format!("{provider} search: the reply is not JSON ({e})")))?;
     let (list, snippet_key) = match cfg.provider {
         SearchProvider::Searxng => (v.get("results"), "content"),
         SearchProvider::Brave => (v.pointer("/web/results"), "description"),
         SearchProvider::Tavily => (v.get("results"), "content"),
     };
     let Some(Value::Array(list)) = list else {
-        return Err(format!("{provider} search: the reply has no result list"));
+        return Err(ToolError::from(format!(
+            "{provider} search: the reply has no result list"
+        )));
     };
     let results: Vec<Value> = list
         .iter()
@@ -306,11 +328,11 @@ pub fn html_to_text(html: &str) -> (String, String) {
         .unwrap_or_default();
     let mut region = html;
     for tag in ["<main", "<article"] {
-        if let (Some(s), Some(e)) = (lower.find(tag), lower.rfind(&format!("</{}", &tag[1..]))) {
-            if s < e {
-                region = &html[s..e];
-                break;
-            }
+        if let (Some(s), Some(e)) = (lower.find(tag), lower.rfind(&format!("</{}", &tag[1..])))
+            && s < e
+        {
+            region = &html[s..e];
+            break;
         }
     }
     let mut out = String::with_capacity(region.len() / 2);

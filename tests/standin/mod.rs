@@ -380,7 +380,7 @@ fn text_of(v: Option<&Value>) -> String {
 
 fn pick(st: &State, req: &Value) -> Reply {
     if let Some(e) = &st.script.every
-        && (st.nth.fetch_add(1, Ordering::SeqCst) + 1) % e.n.max(1) == 0
+        && (st.nth.fetch_add(1, Ordering::SeqCst) + 1).is_multiple_of(e.n.max(1))
     {
         return e.reply.clone();
     }

@@ -219,7 +219,7 @@ fn run(
                     }));
                     let sent = match r {
                         Ok(Begun::Done(v)) => done_tx.send(Msg::Done(item, buf, v)).is_ok(),
-                        Ok(Begun::Wait(w)) => wait_tx.send((item, w)).is_ok(),
+                        Ok(Begun::Wait(w)) => wait_tx.send((item, *w)).is_ok(),
                         Err(p) => {
                             let _ = done_tx.send(Msg::Panic(p));
                             false
@@ -346,7 +346,11 @@ mod tests {
             let k = self.calls.fetch_add(1, Ordering::SeqCst);
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.peak.fetch_max(now, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(if k % 3 == 0 { 40 } else { 2 }));
+            std::thread::sleep(Duration::from_millis(if k.is_multiple_of(3) {
+                40
+            } else {
+                2
+            }));
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             let first = req.turns[req.start]["value"].as_str().unwrap_or("");
             Outcome {

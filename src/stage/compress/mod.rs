@@ -137,7 +137,7 @@ pub enum Begun {
     /// Finished: the verdict (its output line, if any, is in the buffer).
     Done(Verdict),
     /// Waiting for a summary.
-    Wait(Waiting),
+    Wait(Box<Waiting>),
 }
 
 /// What [`Compressor::plan_row`] made of a located row.
@@ -192,7 +192,7 @@ impl Compressor {
             Begun::Done(v) => v,
             Begun::Wait(w) => {
                 let outcome = self.summarize(&w);
-                self.complete(w, outcome, line, out)
+                self.complete(*w, outcome, line, out)
             }
         }
     }
@@ -235,7 +235,7 @@ impl Compressor {
         };
         match self.plan_row(&row) {
             Step::Done(m) => Begun::Done(self.emit(row, m, false, line, out)),
-            Step::Summarize(plan) => Begun::Wait(Waiting { row, plan }),
+            Step::Summarize(plan) => Begun::Wait(Box::new(Waiting { row, plan })),
         }
     }
 

@@ -44,7 +44,7 @@ fn check<'a>(roles: impl Iterator<Item = &'a str>, tool_runs: bool) -> Option<St
         if tool_runs && role == "tool" && prev == Some("tool") {
             continue;
         }
-        let want = if pos % 2 == 0 {
+        let want = if pos.is_multiple_of(2) {
             Side::Prompt
         } else {
             Side::Reply

@@ -351,10 +351,10 @@ fn kill_by_cmdline(marker: &str) {
             continue;
         }
         let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmd).contains(marker) {
-            if let Some(p) = rustix::process::Pid::from_raw(pid) {
-                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-            }
+        if String::from_utf8_lossy(&cmd).contains(marker)
+            && let Some(p) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
     }
 }
