@@ -5,9 +5,9 @@
 //! context-length errors are classified and returned at once. Reasoning is read from
 //! `reasoning`, `reasoning_content` or `reasoning_details`, whichever the provider sends.
 
+use super::rate::RateLimiter;
 use crate::format::message::{content_text, reasoning_text};
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -211,33 +211,6 @@ impl ChatResponse {
             usage,
             attempts,
         })
-    }
-}
-
-/// A global request-rate cap shared by every thread of a run: requests are spaced
-/// `1 / rps` apart (no bursts), each thread sleeping until its slot.
-#[derive(Debug)]
-pub struct RateLimiter {
-    interval: Duration,
-    next: Mutex<Instant>,
-}
-
-impl RateLimiter {
-    /// `rps` requests per second at most (must be > 0).
-    pub fn new(rps: f64) -> RateLimiter {
-        RateLimiter {
-            interval: Duration::from_secs_f64(1.0 / rps.max(1e-6)),
-            next: Mutex::new(Instant::now()),
-        }
-    }
-
-    /// Reserve the next slot and return when it starts.
-    pub fn reserve(&self) -> Instant {
-        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let slot = (*next).max(now);
-        *next = slot + self.interval;
-        slot
     }
 }
 

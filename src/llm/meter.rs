@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::client::RateLimiter;
+use super::rate::RateLimiter;
 
 /// Called once when the spend reaches the cap, with the reason to stop.
 pub type OnCap = Box<dyn Fn(&str) + Send + Sync>;

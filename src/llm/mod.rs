@@ -1,9 +1,12 @@
 //! The OpenAI-compatible chat client ([`client`]), its on-disk response cache
-//! ([`cache`]) and the run's meter of requests and spend ([`meter`]).
+//! ([`cache`]), the run's meter of requests and spend ([`meter`]) and its rate cap
+//! ([`rate`]).
 
 pub mod cache;
 pub mod client;
 pub mod meter;
+pub mod rate;
 
 pub use client::*;
 pub use meter::{CapReached, Meter};
+pub use rate::RateLimiter;

@@ -102,7 +102,8 @@ pub fn host_factory(
             message,
         };
         let spec = image::spec_of(row);
-        let mut task = toolbox::Task::new(&registry, toolsets, &sandbox, &spec)
+        let mut task = registry
+            .task(toolsets, &sandbox, &spec)
             .map_err(|e| tool_host(format!("{e:#}")))?;
         if task.sandbox().backend() == Backend::Docker {
             // The image the sandbox runs (the row's, else the configured default).

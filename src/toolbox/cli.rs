@@ -11,9 +11,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::config::{LlmToolsConfig, SearchConfig, SearchProvider, ToolConfig};
 use super::image::ImageConfig;
 use super::limits::Limits;
-use super::registry::{LlmToolsConfig, SearchConfig, SearchProvider, ToolConfig};
 use super::sandbox::{Backend, SandboxConfig};
 use crate::llm::ClientConfig;
 

@@ -5,8 +5,8 @@
 use crate::toolbox::ToolError;
 use serde_json::{Value, json};
 
+use super::config::LlmToolsConfig;
 use super::fs::Confined;
-use super::registry::LlmToolsConfig;
 use crate::llm::Client;
 
 /// Largest local image sent to a vision model.

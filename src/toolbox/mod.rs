@@ -29,7 +29,7 @@
 //! use traj::toolbox::{Registry, SandboxConfig, Task, TaskSpec, ToolConfig, ToolHost};
 //! let registry = Registry::builtin(&ToolConfig::default());
 //! let toolsets = vec!["terminal".to_string(), "file".to_string()];
-//! let mut task = Task::new(&registry, &toolsets, &SandboxConfig::default(), &TaskSpec::default())?;
+//! let mut task = registry.task(&toolsets, &SandboxConfig::default(), &TaskSpec::default())?;
 //! let schemas = task.schemas(); // offered to the model
 //! let result = task.call("terminal", &serde_json::json!({"command": "echo hi"}));
 //! # Ok::<(), anyhow::Error>(())
@@ -40,6 +40,7 @@ use serde_json::Value;
 pub mod beneath;
 pub mod browser;
 pub mod cli;
+pub mod config;
 pub mod distributions;
 pub mod fs;
 pub mod image;

@@ -18,7 +18,7 @@
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use super::registry::{SANDBOX_PATH, on_path};
+use super::config::{SANDBOX_PATH, on_path};
 
 /// The uid a command is given inside its namespace when traj-run runs as root.
 const NOBODY: u32 = 65534;

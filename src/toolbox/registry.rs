@@ -10,143 +10,14 @@
 //! [`Availability::Unavailable`], and its toolset is never drawn.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 
+pub use super::config::{
+    Availability, LlmToolsConfig, SANDBOX_PATH, SearchConfig, SearchProvider, ToolConfig, on_path,
+};
 use super::table::{self, TOOLS, TOOLSETS};
-
-use crate::llm::ClientConfig;
-
-/// Where `web_search` sends queries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SearchProvider {
-    /// A SearXNG instance's JSON API (`GET {base}/search?q=..&format=json`).
-    Searxng,
-    /// Brave Search API (`GET {base}/res/v1/web/search`, `X-Subscription-Token`).
-    Brave,
-    /// Tavily (`POST {base}/search`, bearer token).
-    Tavily,
-}
-
-impl SearchProvider {
-    /// The public endpoint, when the provider has one (SearXNG is self-hosted).
-    pub fn default_base_url(self) -> Option<&'static str> {
-        match self {
-            SearchProvider::Searxng => None,
-            SearchProvider::Brave => Some("https://api.search.brave.com"),
-            SearchProvider::Tavily => Some("https://api.tavily.com"),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SearchProvider::Searxng => "searxng",
-            SearchProvider::Brave => "brave",
-            SearchProvider::Tavily => "tavily",
-        }
-    }
-}
-
-/// Settings of `web_search`.
-#[derive(Clone)]
-pub struct SearchConfig {
-    pub provider: SearchProvider,
-    /// Base URL of the API (for SearXNG, the instance's root URL).
-    pub base_url: String,
-    /// API key (Brave, Tavily); never passed to tool processes.
-    pub api_key: Option<String>,
-    /// Results returned per query (the model may ask for fewer).
-    pub max_results: usize,
-}
-
-/// Settings of the tools that call a model: `vision_analyze`, `mixture_of_agents`.
-#[derive(Clone)]
-pub struct LlmToolsConfig {
-    /// The OpenAI-compatible endpoint (usually the one traj-run itself uses).
-    pub client: ClientConfig,
-    /// Model for `vision_analyze` (must accept image input); `None` = tool not offered.
-    pub vision_model: Option<String>,
-    /// Reference models asked in parallel by `mixture_of_agents`.
-    pub moa_models: Vec<String>,
-    /// Model that combines the reference answers; `None` = tool not offered.
-    pub moa_aggregator: Option<String>,
-    /// `max_tokens` for each of these calls (`None` = provider default).
-    pub max_tokens: Option<u32>,
-}
-
-/// What is configured, hence which tools can be offered.
-#[derive(Clone)]
-pub struct ToolConfig {
-    /// `web_search` backend; `None` = `web_search` not offered.
-    pub search: Option<SearchConfig>,
-    /// Offer `web_extract` (it fetches from the traj process, not from the sandbox).
-    pub web_fetch: bool,
-    /// Let `web_extract`/`web_search` reach loopback, private and link-local
-    /// addresses. Off by default: a model must not reach cloud metadata or the LAN.
-    pub allow_private_addresses: bool,
-    /// Timeout of one web request.
-    pub web_timeout: Duration,
-    /// Model-backed tools; `None` = not offered.
-    pub llm: Option<LlmToolsConfig>,
-    /// Offer `execute_code`: `None` = when `python3` is on the sandbox `PATH`.
-    pub python: Option<bool>,
-    /// `image_generate`'s endpoint and model; `None` = not offered.
-    pub image: Option<super::image::ImageConfig>,
-    /// Whether the browser tools have a Chromium: `None` = look for one on this machine
-    /// ([`super::browser::chromium_path`]); `Some` decides (tests, snapshots).
-    pub chromium: Option<bool>,
-    /// The rate limit and spend cap every model-backed tool call goes through: the
-    /// run's own (traj-run attaches its limiter and cap to it).
-    pub meter: Arc<crate::llm::Meter>,
-}
-
-impl Default for ToolConfig {
-    fn default() -> Self {
-        ToolConfig {
-            search: None,
-            web_fetch: true,
-            allow_private_addresses: false,
-            web_timeout: Duration::from_secs(30),
-            llm: None,
-            python: None,
-            image: None,
-            chromium: None,
-            meter: Arc::new(crate::llm::Meter::default()),
-        }
-    }
-}
-
-/// Whether a tool can be offered, and why not.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Availability {
-    Available,
-    /// Implemented, but this configuration lacks what it needs.
-    NotConfigured(String),
-    /// Not implemented by traj: never offered.
-    NotImplemented(String),
-    /// Implemented, but this machine lacks what it needs (no Chromium): never
-    /// offered, and its toolset is never drawn.
-    Unavailable(String),
-}
-
-impl Availability {
-    pub fn is_available(&self) -> bool {
-        matches!(self, Availability::Available)
-    }
-
-    /// `available`, `not configured: ...`, `not implemented: ...`.
-    pub fn describe(&self) -> String {
-        match self {
-            Availability::Available => "available".to_string(),
-            Availability::NotConfigured(why) => format!("not configured: {why}"),
-            Availability::NotImplemented(why) => format!("not implemented: {why}"),
-            Availability::Unavailable(why) => format!("unavailable here: {why}"),
-        }
-    }
-}
 
 /// One tool as the registry knows it.
 #[derive(Debug, Clone)]
@@ -172,19 +43,6 @@ pub struct Toolset {
 pub fn all_tool_names() -> Vec<&'static str> {
     let set: BTreeSet<&'static str> = TOOLS.iter().map(|d| d.name).collect();
     set.into_iter().collect()
-}
-
-/// The `PATH` tool processes get (never the caller's).
-pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// True when `prog` is an executable file in one of `path`'s directories.
-pub fn on_path(prog: &str, path: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.split(':').any(|dir| {
-        std::fs::metadata(Path::new(dir).join(prog))
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
-    })
 }
 
 /// A name that is not a toolset.
@@ -247,6 +105,27 @@ impl Registry {
     /// The configuration availability was decided with.
     pub fn config(&self) -> &ToolConfig {
         &self.config
+    }
+
+    /// A task offering the available tools of `toolsets`, in a new sandbox.
+    pub fn task(
+        &self,
+        toolsets: &[String],
+        sandbox: &super::SandboxConfig,
+        spec: &super::TaskSpec,
+    ) -> anyhow::Result<super::Task> {
+        let offered = self.resolve(toolsets)?;
+        let calls = offered
+            .iter()
+            .map(
+                |name| match table::find(name).and_then(|d| d.tool.as_ref()) {
+                    Some(t) => t.call,
+                    None => unreachable!("{name} is offered, so it is implemented"),
+                },
+            )
+            .collect();
+        let schemas = self.schemas(&offered);
+        super::Task::with_tools(offered, calls, schemas, self.config_arc(), sandbox, spec)
     }
 
     pub(crate) fn config_arc(&self) -> Arc<ToolConfig> {

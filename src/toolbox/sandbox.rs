@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use super::config::{SANDBOX_PATH, on_path};
 use super::limits::Limits;
 use super::reaper;
-use super::registry::{SANDBOX_PATH, on_path};
 
 /// The isolation backend of tasks that do not name an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -15,7 +15,7 @@ use crate::toolbox::ToolError;
 use serde_json::{Value, json};
 
 use super::browser::{actions, chromium_path};
-use super::registry::{Availability, SANDBOX_PATH, ToolConfig, on_path};
+use super::config::{Availability, SANDBOX_PATH, ToolConfig, on_path};
 use super::task::Task;
 use super::{ToolResult, llm_tools, web};
 

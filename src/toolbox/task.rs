@@ -8,11 +8,11 @@ use serde_json::{Value, json};
 
 use super::beneath::Resolver;
 use super::browser::{BrowserError, Session};
+use super::config::ToolConfig;
 use super::fs::Confined;
 use super::process::Processes;
-use super::registry::{Registry, ToolConfig};
 use super::sandbox::{RunOutput, Sandbox, SandboxConfig};
-use super::{ToolHost, ToolResult, table, web};
+use super::{ToolHost, ToolResult, web};
 use crate::llm::Client;
 
 /// What a prompt row says about its environment.
@@ -56,27 +56,19 @@ pub struct Task {
     pub(super) llm: Option<Client>,
 }
 
-type CallFn = fn(&mut Task, &Value) -> ToolResult;
+pub(super) type CallFn = fn(&mut Task, &Value) -> ToolResult;
 
 impl Task {
-    /// A task offering the available tools of `toolsets`, in a new sandbox.
-    pub fn new(
-        registry: &Registry,
-        toolsets: &[String],
+    /// A task offering `offered` (their calls and schemas in the same order), in a new
+    /// sandbox: what [`Registry::task`](super::Registry::task) builds.
+    pub(super) fn with_tools(
+        offered: Vec<&'static str>,
+        calls: Vec<CallFn>,
+        schemas: Vec<Value>,
+        config: Arc<ToolConfig>,
         sandbox: &SandboxConfig,
         spec: &TaskSpec,
     ) -> Result<Task> {
-        let offered = registry.resolve(toolsets)?;
-        let calls = offered
-            .iter()
-            .map(
-                |name| match table::find(name).and_then(|d| d.tool.as_ref()) {
-                    Some(t) => t.call,
-                    None => unreachable!("{name} is offered, so it is implemented"),
-                },
-            )
-            .collect();
-        let schemas = registry.schemas(&offered);
         let sandbox = Sandbox::new(sandbox, spec.image.as_deref(), spec.cwd.as_deref())?;
         let files = Confined {
             root: sandbox.workspace().to_path_buf(),
@@ -84,7 +76,6 @@ impl Task {
             view_root: sandbox.view_root().to_string(),
             resolver: Resolver::Auto,
         };
-        let config = registry.config_arc();
         let agent = web::agent(&config);
         let llm = config
             .llm

@@ -24,7 +24,9 @@ fn task_with(
     toolsets: &[&str],
     spec: &TaskSpec,
 ) -> Task {
-    Task::new(&Registry::builtin(cfg), &sets(toolsets), sandbox, spec).expect("task")
+    Registry::builtin(cfg)
+        .task(&sets(toolsets), sandbox, spec)
+        .expect("task")
 }
 
 fn local_task(toolsets: &[&str]) -> Task {
@@ -202,7 +204,11 @@ fn background_processes_are_not_left_behind() {
     assert_eq!(v["exit_code"], 0);
     let out = v["output"].as_str().unwrap();
     assert!(out.starts_with("done\n"), "{out}");
-    assert!(out.contains("stopped when the command ended"), "{out}");
+    // Without a PID namespace traj finds and stops the leftovers itself and says so;
+    // inside one the kernel kills them with the namespace (no note).
+    if matches!(super::ns::view(), super::ns::View::Host(_)) {
+        assert!(out.contains("stopped when the command ended"), "{out}");
+    }
     eventually("the background sleep is gone", || {
         processes_with("sleep 31011").is_empty()
     });
@@ -353,8 +359,7 @@ fn cwd_applies_and_stays_inside() {
             image: None,
             cwd: Some(bad.into()),
         };
-        let e = Task::new(
-            &Registry::builtin(&ToolConfig::default()),
+        let e = Registry::builtin(&ToolConfig::default()).task(
             &sets(&["terminal"]),
             &SandboxConfig::default(),
             &spec,

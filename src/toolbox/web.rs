@@ -12,7 +12,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use serde_json::{Value, json};
 
-use super::registry::{SearchConfig, SearchProvider, ToolConfig};
+use super::config::{SearchConfig, SearchProvider, ToolConfig};
 
 /// Largest response body read.
 const MAX_BODY: u64 = 5 << 20;

@@ -28,7 +28,7 @@ use headless_chrome::protocol::cdp::Page::AddScriptToEvaluateOnNewDocument;
 use headless_chrome::protocol::cdp::types::Event;
 use headless_chrome::{Browser, LaunchOptions, Tab};
 
-use super::registry::{SANDBOX_PATH, on_path};
+use super::config::{SANDBOX_PATH, on_path};
 use super::web::is_private;
 
 pub mod actions;
