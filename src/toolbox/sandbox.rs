@@ -630,9 +630,9 @@ fn cli_exists(cli: &str) -> bool {
     )
 }
 
-/// Kill every process whose working directory is inside one of `dirs` (best effort:
-/// reads /proc once).
-fn kill_processes_in(dirs: &[&Path]) {
+/// SIGKILL every process but this one for which `doomed` holds, given its pid and
+/// its `/proc/PID` directory (best effort: reads /proc once).
+pub(super) fn kill_processes_where(doomed: impl Fn(&Path) -> bool) {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return;
     };
@@ -641,16 +641,21 @@ fn kill_processes_in(dirs: &[&Path]) {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
-        if pid as u32 == me {
-            continue;
-        }
-        if let Ok(cwd) = std::fs::read_link(e.path().join("cwd"))
-            && dirs.iter().any(|d| cwd.starts_with(d))
+        if pid as u32 != me
+            && doomed(&e.path())
             && let Some(p) = rustix::process::Pid::from_raw(pid)
         {
             let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
         }
     }
+}
+
+/// Kill every process whose working directory is inside one of `dirs`.
+fn kill_processes_in(dirs: &[&Path]) {
+    kill_processes_where(|proc| {
+        std::fs::read_link(proc.join("cwd"))
+            .is_ok_and(|cwd| dirs.iter().any(|d| cwd.starts_with(d)))
+    });
 }
 
 /// Whether process group `pgid` has any process, zombies included (`kill(-pgid, 0)`).

@@ -339,24 +339,10 @@ fn launch(
 
 /// SIGKILL every process whose command line mentions `marker`.
 fn kill_by_cmdline(marker: &str) {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    let me = std::process::id();
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if pid as u32 == me {
-            continue;
-        }
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmd).contains(marker)
-            && let Some(p) = rustix::process::Pid::from_raw(pid)
-        {
-            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-        }
-    }
+    super::sandbox::kill_processes_where(|proc| {
+        let cmd = std::fs::read(proc.join("cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&cmd).contains(marker)
+    });
 }
 
 #[cfg(test)]
