@@ -10,9 +10,8 @@ use anyhow::{Context, Result};
 use crate::cli::{IoArgs, Status, UsageError};
 use crate::llm::ClientConfig;
 use crate::run::config::{self, ConfigError, RunConfig, SendReasoning, split_list};
-use crate::run::prompt::SystemPrompt;
 use crate::run::record::{SandboxUsed, SystemPromptUsed};
-use crate::run::{agent::AgentConfig, engine, hosts, tasks::TaskSource};
+use crate::run::{agent::AgentConfig, engine, hosts, prompt::SystemPrompt, tasks::TaskSource};
 use crate::toolbox::ToolArgs;
 
 const EXAMPLES: &str = "Examples:
@@ -247,10 +246,7 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
         resume: args.resume,
         wait: args.wait,
         tasks: TaskSource {
-            inputs: args
-                .io
-                .expanded_inputs()
-                .map_err(|e| ConfigError::Invalid(format!("{e:#}")))?,
+            inputs: args.io.expanded_inputs().map_err(ConfigError::inputs)?,
             rejects: args.io.rejects.clone(),
             on_error: args.io.on_error,
             shard: args.shard.shard,

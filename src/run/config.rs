@@ -63,6 +63,11 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
+    /// The inputs could not be listed (a directory, a `--glob`).
+    pub fn inputs(e: anyhow::Error) -> ConfigError {
+        ConfigError::Invalid(format!("{e:#}"))
+    }
+
     /// A usage or configuration mistake (exit 2), rather than a file that cannot be read.
     pub fn is_usage(&self) -> bool {
         !matches!(

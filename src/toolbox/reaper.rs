@@ -180,3 +180,22 @@ pub fn reap_orphans(home: &str, scan: Scan) -> usize {
     }
     killed
 }
+/// SIGKILL every process but this one for which `doomed` holds, given its pid and
+/// its `/proc/PID` directory (best effort: reads /proc once).
+pub(crate) fn kill_processes_where(doomed: impl Fn(&std::path::Path) -> bool) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let me = std::process::id();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid as u32 != me
+            && doomed(&e.path())
+            && let Some(p) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+        }
+    }
+}

@@ -630,29 +630,9 @@ fn cli_exists(cli: &str) -> bool {
     )
 }
 
-/// SIGKILL every process but this one for which `doomed` holds, given its pid and
-/// its `/proc/PID` directory (best effort: reads /proc once).
-pub(super) fn kill_processes_where(doomed: impl Fn(&Path) -> bool) {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    let me = std::process::id();
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if pid as u32 != me
-            && doomed(&e.path())
-            && let Some(p) = rustix::process::Pid::from_raw(pid)
-        {
-            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-        }
-    }
-}
-
 /// Kill every process whose working directory is inside one of `dirs`.
 fn kill_processes_in(dirs: &[&Path]) {
-    kill_processes_where(|proc| {
+    super::reaper::kill_processes_where(|proc| {
         std::fs::read_link(proc.join("cwd"))
             .is_ok_and(|cwd| dirs.iter().any(|d| cwd.starts_with(d)))
     });

@@ -339,7 +339,7 @@ fn launch(
 
 /// SIGKILL every process whose command line mentions `marker`.
 fn kill_by_cmdline(marker: &str) {
-    super::sandbox::kill_processes_where(|proc| {
+    super::reaper::kill_processes_where(|proc| {
         let cmd = std::fs::read(proc.join("cmdline")).unwrap_or_default();
         String::from_utf8_lossy(&cmd).contains(marker)
     });
