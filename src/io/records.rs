@@ -81,6 +81,12 @@ impl Records {
         self.reader.source_index()
     }
 
+    /// The bytes of the last line returned, taken (the next read refills a new buffer):
+    /// for a stage that keeps the line, instead of copying it.
+    pub fn take_line(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
     /// Non-blank lines seen so far, selected or not.
     pub fn nonblank(&self) -> u64 {
         self.nonblank

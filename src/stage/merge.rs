@@ -347,9 +347,10 @@ pub fn merge(
 
     let mut reader = crate::io::Records::new(sources, None);
     while let Some(rec) = reader.next_record()? {
-        let (src_name, lineno, line) = (rec.source, rec.lineno, rec.bytes);
+        let (src_name, lineno, src) = (rec.source.clone(), rec.lineno, rec.source_index as u32);
+        let mut owned = reader.take_line();
+        let (src_name, line) = (&src_name, owned.as_slice());
         s.lines.read += 1;
-        let src = rec.source_index as u32;
         match parse_line(line, &cfg.key) {
             Err(reason) => {
                 let at = (src_name, lineno, line);
@@ -391,7 +392,7 @@ pub fn merge(
                     lineno,
                     key,
                     label,
-                    line: line.to_vec(),
+                    line: std::mem::take(&mut owned),
                 });
                 seq += 1;
                 if buf_bytes > cfg.buffer_bytes {
