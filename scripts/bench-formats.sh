@@ -19,7 +19,7 @@ CORPUS=${TRAJ_BENCH_SHAREGPT:-target/bench/sharegpt-${MB}mb.jsonl}
 mkdir -p target/bench
 [ -x "$BIN/traj-filter" ] || cargo build --release --locked --bins >&2
 [ -s "$CORPUS" ] || python3 scripts/gen_corpus.py --shape sharegpt --mb "$MB" --seed 1 > "$CORPUS"
-work=$(mktemp -d target/bench/formats.XXXXXX)
+work=$(mktemp -d "$PWD/target/bench/formats.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 BYTES=$(stat -L -c %s "$CORPUS")
 ROWS=$(wc -l < "$CORPUS")
