@@ -14,10 +14,11 @@ use crate::util::*;
 
 const NORM: &str = "traj-normalize";
 
-/// The mixed sources: every fixture shape and the shared real data.
+/// The mixed sources: every fixture shape, and the public datasets twice.
 fn sources() -> Vec<(PathBuf, Vec<&'static str>)> {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    assert!(shared.is_dir(), "{} is missing", shared.display());
+    // The three public datasets a second time, as a second source would bring them (the
+    // copies in tests/fixtures are byte-identical to the originals; CI has only those).
+    let shared = fixture("");
     let mut v: Vec<(PathBuf, Vec<&str>)> = [
         "llamafactory_glaive_toolcall_en.jsonl",
         "llamafactory_reason_tool_use_50.jsonl",
