@@ -212,13 +212,7 @@ fn demo_script_reports_every_stage_compresses_and_runs_under_bwrap() {
         .iter()
         .find(|r| r["prompt"].as_str().unwrap().contains("access.log"))
         .unwrap();
-    let tool_text: String = log["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .collect();
+    let tool_text: String = tool_outputs(log).concat();
     assert!(tool_text.contains("46 /checkout"), "{tool_text}");
     assert!(tool_text.len() > 20_000, "{}", tool_text.len());
 

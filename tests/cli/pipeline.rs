@@ -117,13 +117,7 @@ fn demo_pipeline_end_to_end() {
         .iter()
         .find(|r| r["prompt"].as_str().unwrap().contains("FizzBuzz"))
         .unwrap();
-    let tool_text: String = fizz["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .collect();
+    let tool_text: String = tool_outputs(fizz).concat();
     assert!(
         tool_text.contains("FizzBuzz") && tool_text.contains("14"),
         "{tool_text}"

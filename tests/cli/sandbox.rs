@@ -116,14 +116,7 @@ fn attack(
         assert!(!t.contains(KEY), "{}", p.display());
     }
     assert!(s.requests().iter().all(|r| !r.to_string().contains(KEY)));
-    let tools = recs[0]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .collect();
-    (tools, stderr(&o))
+    (tool_outputs(&recs[0]), stderr(&o))
 }
 
 /// Live processes whose command line contains `marker`, anywhere on the machine.

@@ -27,10 +27,15 @@ fn processes_with(marker: &str) -> usize {
         .count()
 }
 
-/// One task through traj-run with `turns` scripted; the tool messages of its record.
-fn run_task(d: &std::path::Path, turns: Value, extra: &[&str]) -> (Vec<String>, String) {
+/// One task (`row`) through traj-run with `turns` scripted: its record, traj-run's
+/// stderr and the stand-in (for its requests).
+fn run_one(
+    d: &std::path::Path,
+    row: Value,
+    turns: Value,
+    extra: &[&str],
+) -> (Value, String, Standin) {
     let s = Standin::json(json!({"rules": [{"match": "", "turns": turns}]}));
-    let row = json!({"prompt": "attack", "toolsets": ["terminal", "file"]});
     std::fs::write(d.join("tasks.jsonl"), format!("{row}\n")).unwrap();
     let mut c = Command::new(bin("traj-run"));
     c.current_dir(d)
@@ -41,16 +46,16 @@ fn run_task(d: &std::path::Path, turns: Value, extra: &[&str]) -> (Vec<String>, 
         .args(extra);
     let o = run(c);
     assert_code(&o, 0);
-    let recs = parse_jsonl(&stdout(&o));
+    let mut recs = parse_jsonl(&stdout(&o));
     assert_eq!(recs.len(), 1, "{}", stderr(&o));
-    let tools = recs[0]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .collect();
-    (tools, stderr(&o))
+    (recs.remove(0), stderr(&o), s)
+}
+
+/// One task through traj-run with `turns` scripted; the tool messages of its record.
+fn run_task(d: &std::path::Path, turns: Value, extra: &[&str]) -> (Vec<String>, String) {
+    let row = json!({"prompt": "attack", "toolsets": ["terminal", "file"]});
+    let (rec, err, _) = run_one(d, row, turns, extra);
+    (tool_outputs(&rec), err)
 }
 
 #[test]
@@ -246,31 +251,13 @@ fn run_tools(
     turns: Value,
     extra: &[&str],
 ) -> (Vec<Value>, String, Standin) {
-    let s = Standin::json(json!({"rules": [{"match": "", "turns": turns}]}));
     let row = json!({"prompt": "use the tools", "toolsets": toolsets});
-    std::fs::write(d.join("tasks.jsonl"), format!("{row}\n")).unwrap();
-    let mut c = Command::new(bin("traj-run"));
-    c.current_dir(d)
-        .env("TMPDIR", d)
-        .env("OPENAI_API_KEY", "sk-test")
-        .args(["--model", "standin", "--base-url", &s.url(), "-q"])
-        .args(["--run-dir", "data/r", "tasks.jsonl"])
-        .args(extra);
-    let o = run(c);
-    assert_code(&o, 0);
-    let recs = parse_jsonl(&stdout(&o));
-    assert_eq!(recs.len(), 1, "{}", stderr(&o));
-    let tools = recs[0]["messages"]
-        .as_array()
-        .unwrap()
+    let (rec, err, s) = run_one(d, row, turns, extra);
+    let tools = tool_outputs(&rec)
         .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            let t = m["content"].as_str().unwrap_or("");
-            serde_json::from_str(t).unwrap_or_else(|_| json!({"raw": t}))
-        })
+        .map(|t| serde_json::from_str(t).unwrap_or_else(|_| json!({"raw": t})))
         .collect();
-    (tools, stderr(&o), s)
+    (tools, err, s)
 }
 
 #[test]

@@ -101,3 +101,14 @@ pub fn assert_code(o: &Output, code: i32) {
 pub fn tmpdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
+
+/// The text of every `tool` message of a traj-run record, in order.
+pub fn tool_outputs(record: &Value) -> Vec<String> {
+    record["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect()
+}
