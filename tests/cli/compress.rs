@@ -8,7 +8,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::util::{
-    assert_code, cmd, fixture, parse_jsonl, read_jsonl, run, run_with_stdin, stderr, stdout, tmpdir,
+    assert_code, cmd, fixture, parse_jsonl, read_jsonl, rejected_token_counts, run, run_with_stdin,
+    stderr, stdout, tmpdir,
 };
 
 use crate::standin;
@@ -982,14 +983,7 @@ fn chat_template_counts_match_transformers() {
             c.arg(fixture(f))
                 .args(["-o", "kept.jsonl", "--rejects", "rej.jsonl"]);
             assert_code(&run(c), 0);
-            let got: Vec<usize> = read_jsonl(&rej)
-                .iter()
-                .map(|r| {
-                    let why = r["reasons"][0].as_str().unwrap();
-                    let n = why.strip_prefix("too-many-tokens: ").unwrap();
-                    n.strip_suffix(" > 1").unwrap().parse().unwrap()
-                })
-                .collect();
+            let got = rejected_token_counts(&rej);
             assert_eq!(got.len(), want.len(), "{t} {f}");
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 let off = (*g as f64 - *w as f64).abs() / *w as f64;

@@ -611,13 +611,9 @@ fn openai_object_arguments_render_once_in_both_fixture_templates() {
             .args(["-o", "kept.jsonl", "--rejects"])
             .arg(&rej);
         assert_code(&run(c), 0);
-        let got: Vec<f64> = read_jsonl(&rej)
-            .iter()
-            .map(|r| {
-                let why = r["reasons"][0].as_str().unwrap();
-                let n = why.strip_prefix("too-many-tokens: ").unwrap();
-                n.strip_suffix(" > 1").unwrap().parse().unwrap()
-            })
+        let got: Vec<f64> = rejected_token_counts(&rej)
+            .into_iter()
+            .map(|n| n as f64)
             .collect();
         assert_eq!(got.len(), want.len(), "{t}");
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {

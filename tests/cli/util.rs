@@ -112,3 +112,16 @@ pub fn tool_outputs(record: &Value) -> Vec<String> {
         .map(|m| m["content"].as_str().unwrap_or("").to_string())
         .collect()
 }
+
+/// The token counts `traj-filter --max-row-tokens 1` gives in its rejects
+/// (`too-many-tokens: N > 1`), one per rejected row, in order.
+pub fn rejected_token_counts(rejects: &Path) -> Vec<u64> {
+    read_jsonl(rejects)
+        .iter()
+        .map(|r| {
+            let why = r["reasons"][0].as_str().unwrap();
+            let n = why.strip_prefix("too-many-tokens: ").unwrap();
+            n.strip_suffix(" > 1").unwrap().parse().unwrap()
+        })
+        .collect()
+}
