@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::util::{
     assert_code, cmd, fixture, parse_jsonl, read_jsonl, rejected_token_counts, run, run_with_stdin,
-    stderr, stdout, tmpdir,
+    stderr, stdout, tmpdir, transformers_python,
 };
 
 use crate::standin;
@@ -918,27 +918,6 @@ fn openai_rows_count_reasoning_and_tool_calls() {
     // 2 + 1 + 2 + 1 + 2 tokens of 4 characters: value, content, reasoning, name, arguments.
     assert_eq!(v["tokens"], json!(8), "{v}");
     assert_eq!(v["text_bytes"], json!(8 + 4 + 8 + 4 + 8));
-}
-
-/// A Python with transformers (CPU, no torch needed for `apply_chat_template`):
-/// `$TRAJ_TRANSFORMERS_PYTHON`, the venv `scripts/setup.sh` makes, or `python3`. Fails
-/// loudly when none has it.
-fn transformers_python() -> String {
-    let mut candidates: Vec<String> = std::env::var("TRAJ_TRANSFORMERS_PYTHON")
-        .into_iter()
-        .collect();
-    candidates.push("/tmp/venvs/tok/bin/python".into());
-    candidates.push("python3".into());
-    for py in &candidates {
-        let ok = std::process::Command::new(py)
-            .args(["-c", "import transformers"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return py.clone();
-        }
-    }
-    panic!("no Python with transformers among {candidates:?}: run scripts/setup.sh");
 }
 
 /// transformers' `apply_chat_template(..., tokenize=True)` length of each row of `rows`.

@@ -484,27 +484,6 @@ fn merge_consecutive_and_alternating_fit_the_training_examples() {
     assert_eq!(out[0]["conversations"][0]["value"], "a\n\nb");
 }
 
-/// A Python with transformers (CPU only; `apply_chat_template` needs no torch):
-/// `$TRAJ_TRANSFORMERS_PYTHON`, the venv scripts/setup.sh makes, or `python3`. Fails
-/// loudly when none has it.
-fn transformers_python() -> String {
-    let mut candidates: Vec<String> = std::env::var("TRAJ_TRANSFORMERS_PYTHON")
-        .into_iter()
-        .collect();
-    candidates.push("/tmp/venvs/tok/bin/python".into());
-    candidates.push("python3".into());
-    for py in &candidates {
-        let ok = Command::new(py)
-            .args(["-c", "import transformers"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return py.clone();
-        }
-    }
-    panic!("no Python with transformers among {candidates:?}: run scripts/setup.sh");
-}
-
 /// Renders every row of a `--to openai` file with transformers' `apply_chat_template`
 /// and prints one JSON line of figures: rows, calls rendered, calls whose rendered
 /// arguments are not an object, tool responses wrapped twice.

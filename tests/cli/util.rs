@@ -125,3 +125,25 @@ pub fn rejected_token_counts(rejects: &Path) -> Vec<u64> {
         })
         .collect()
 }
+
+/// A Python with transformers (CPU only; `apply_chat_template` needs no torch):
+/// `$TRAJ_TRANSFORMERS_PYTHON`, the venv `scripts/setup.sh` makes
+/// (`${TRAJ_VENVS:-/tmp/venvs}/tok`), or `python3`. Fails loudly when none has it.
+pub fn transformers_python() -> String {
+    let mut candidates: Vec<String> = std::env::var("TRAJ_TRANSFORMERS_PYTHON")
+        .into_iter()
+        .collect();
+    let venvs = std::env::var("TRAJ_VENVS").unwrap_or_else(|_| "/tmp/venvs".into());
+    candidates.push(format!("{venvs}/tok/bin/python"));
+    candidates.push("python3".into());
+    for py in &candidates {
+        let ok = Command::new(py)
+            .args(["-c", "import transformers"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return py.clone();
+        }
+    }
+    panic!("no Python with transformers among {candidates:?}: run scripts/setup.sh");
+}
