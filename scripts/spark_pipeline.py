@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import warnings
 
 
 def parse_args(argv):
@@ -136,7 +137,14 @@ def main(argv):
 
     if is_parquet_input(a.input):
         # Parquet rows as JSON lines (nested lists and structs as arrays and objects).
-        lines = spark.read.parquet(a.input).toJSON().rdd
+        # Null fields are kept (Spark's JSON writer drops them by default), so a row keeps
+        # every column it has. PySpark 4's classic DataFrame.toJSON returns an RDD of str;
+        # Spark Connect returns a DataFrame of one string column.
+        spark.conf.set("spark.sql.jsonGenerator.ignoreNullFields", "false")
+        with warnings.catch_warnings():  # "toJSON will return a DataFrame in future releases"
+            warnings.simplefilter("ignore", UserWarning)
+            as_json = spark.read.parquet(a.input).toJSON()
+        lines = as_json if hasattr(as_json, "mapPartitionsWithIndex") else as_json.rdd.map(lambda r: r[0])
     else:
         path = os.path.join(a.input, "**") if os.path.isdir(a.input) else a.input
         lines = sc.textFile(path, minPartitions=a.partitions) if a.partitions else sc.textFile(path)

@@ -27,9 +27,12 @@ use super::pieces::{PieceReader, Pieces};
 pub const MAGIC: &[u8; 4] = b"PAR1";
 /// Schema metadata key that marks a file traj wrote, and its schema version.
 const SCHEMA_KEY: &str = "traj.schema";
-/// Rows per batch read, and per row group written.
+/// Rows per batch read; a row group written closes at 8192 rows or 64 MiB of row text,
+/// whichever comes first, so that memory stays bounded on long rows (BENCHMARKS.md
+/// bench:formats measures the choice).
 const BATCH_ROWS: usize = 1024;
 const ROW_GROUP_ROWS: usize = 8192;
+const ROW_GROUP_BYTES: usize = 64 << 20;
 
 /// A turn as the Parquet schema holds it.
 #[derive(serde::Deserialize, serde::Serialize)]
@@ -113,30 +116,46 @@ impl ParquetLines {
     }
 }
 
+/// What is wrong with a file that says it is traj's (its schema metadata) but is not.
+#[derive(Debug, thiserror::Error)]
+enum NotOurs {
+    #[error("no {0} column of the expected type")]
+    Column(&'static str),
+    #[error("conversations is not a list of structs")]
+    Turns,
+    #[error("turns have no string {0}")]
+    TurnField(&'static str),
+    #[error("row {row} of the batch: {source}")]
+    Row {
+        row: usize,
+        source: serde_json::Error,
+    },
+}
+
 /// The rows of a batch of a file traj wrote.
-fn rows_of_ours(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), String> {
+fn rows_of_ours(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), NotOurs> {
     let conv = batch
         .column_by_name("conversations")
         .and_then(|c| c.as_any().downcast_ref::<ListArray>())
-        .ok_or("no conversations column")?;
+        .ok_or(NotOurs::Column("conversations"))?;
     let rows = batch
         .column_by_name("row")
         .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .ok_or("no row column")?;
+        .ok_or(NotOurs::Column("row"))?;
     for i in 0..batch.num_rows() {
-        let row: indexmap::IndexMap<String, &RawValue> =
-            serde_json::from_str(rows.value(i)).map_err(|e| format!("row {i}: {e}"))?;
+        let row: indexmap::IndexMap<String, &RawValue> = serde_json::from_str(rows.value(i))
+            .map_err(|source| NotOurs::Row { row: i, source })?;
         let mut turns = Vec::new();
         if conv.is_valid(i) {
             let list = conv.value(i);
             let s = list
                 .as_any()
                 .downcast_ref::<StructArray>()
-                .ok_or("conversations is not a list of structs")?;
-            let col = |n: &str| {
+                .ok_or(NotOurs::Turns)?;
+            let col = |n: &'static str| {
                 s.column_by_name(n)
                     .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-                    .ok_or(format!("turns have no {n}"))
+                    .ok_or(NotOurs::TurnField(n))
             };
             let (from, value) = (col("from")?, col("value")?);
             for k in 0..s.len() {
@@ -173,7 +192,7 @@ impl Pieces for ParquetLines {
 }
 
 /// Writes the JSONL written to it as a Parquet file (schema: the module documentation),
-/// one row group per 8192 rows, zstd-compressed.
+/// one row group per 8192 rows or 64 MiB of rows, zstd-compressed.
 pub struct ParquetSink<W: Write + Send> {
     writer: Option<parquet::arrow::ArrowWriter<W>>,
     schema: Arc<Schema>,
@@ -181,12 +200,18 @@ pub struct ParquetSink<W: Write + Send> {
     conversations: ListBuilder<StructBuilder>,
     rows: StringBuilder,
     buffered: usize,
+    buffered_bytes: usize,
+    row_group_bytes: usize,
     /// Rows written so far (for messages).
     count: u64,
 }
 
 impl<W: Write + Send> ParquetSink<W> {
     pub fn new(w: W) -> io::Result<ParquetSink<W>> {
+        Self::with_row_group_bytes(w, ROW_GROUP_BYTES)
+    }
+
+    fn with_row_group_bytes(w: W, row_group_bytes: usize) -> io::Result<ParquetSink<W>> {
         let schema = Arc::new(schema());
         let props = parquet::file::properties::WriterProperties::builder()
             .set_compression(parquet::basic::Compression::ZSTD(
@@ -203,6 +228,8 @@ impl<W: Write + Send> ParquetSink<W> {
             conversations: new_list_builder(),
             rows: StringBuilder::new(),
             buffered: 0,
+            buffered_bytes: 0,
+            row_group_bytes,
             count: 0,
         })
     }
@@ -239,7 +266,8 @@ impl<W: Write + Send> ParquetSink<W> {
         let rest = serde_json::to_string(&row).map_err(|e| bad(e.to_string()))?;
         self.rows.append_value(rest);
         self.buffered += 1;
-        if self.buffered >= ROW_GROUP_ROWS {
+        self.buffered_bytes += line.len();
+        if self.buffered >= ROW_GROUP_ROWS || self.buffered_bytes >= self.row_group_bytes {
             self.flush_batch()?;
         }
         Ok(())
@@ -258,8 +286,12 @@ impl<W: Write + Send> ParquetSink<W> {
         )
         .map_err(|e| parquet_err("output", e))?;
         self.buffered = 0;
+        self.buffered_bytes = 0;
         let w = self.writer.as_mut().expect("open until finish");
         w.write(&batch).map_err(|e| parquet_err("output", e))?;
+        // One batch, one row group: the writer would otherwise keep adding batches to the
+        // open row group until it holds 8192 rows, however long they are.
+        w.flush().map_err(|e| parquet_err("output", e))?;
         Ok(())
     }
 
@@ -352,6 +384,33 @@ mod tests {
         // Every value kept; strings re-escaped as serde_json writes them.
         let want = rows.replace("hi \\u00e9", "hi é");
         assert_eq!(back, want);
+    }
+
+    #[test]
+    fn long_rows_close_a_row_group_by_bytes() {
+        let row = format!(
+            "{{\"conversations\":[{{\"from\":\"human\",\"value\":\"{}\"}}]}}\n",
+            "x".repeat(1000)
+        );
+        let rows = row.repeat(10);
+        let mut sink = ParquetSink::with_row_group_bytes(Vec::new(), 3000).unwrap();
+        sink.write_all(rows.as_bytes()).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.parquet");
+        std::fs::write(&p, sink.finish().unwrap()).unwrap();
+        let meta = parquet::file::reader::SerializedFileReader::new(File::open(&p).unwrap());
+        let groups: Vec<i64> = parquet::file::reader::FileReader::metadata(&meta.unwrap())
+            .row_groups()
+            .iter()
+            .map(|g| g.num_rows())
+            .collect();
+        assert_eq!(groups, [3, 3, 3, 1]);
+        let mut back = String::new();
+        lines_of_parquet(File::open(&p).unwrap(), "x".into())
+            .unwrap()
+            .read_to_string(&mut back)
+            .unwrap();
+        assert_eq!(back, rows);
     }
 
     #[test]

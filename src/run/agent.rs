@@ -249,45 +249,56 @@ pub fn request_body(cfg: &AgentConfig, messages: &[Value], tools: Option<&[Value
     Value::Object(body)
 }
 
-/// Check one tool call: `Ok((id, name, args))` or a corrective message for the model.
-fn check_call(call: &Value, names: &[String]) -> Result<(String, String, Value), String> {
+/// Why a tool call cannot run; its text is the corrective message the model gets back.
+#[derive(Debug, thiserror::Error)]
+enum BadCall {
+    #[error(
+        "Unknown tool '{name}'. The tools available are: {available}. Call one of them with a \
+         JSON object of arguments, or answer without tools."
+    )]
+    UnknownTool { name: String, available: String },
+    #[error(
+        "The arguments of '{0}' must be a JSON object. Call it again with a JSON object of \
+         arguments."
+    )]
+    NotAnObject(String),
+    #[error(
+        "The arguments of '{name}' are not valid JSON ({error}). Call it again with a JSON \
+         object of arguments."
+    )]
+    NotJson {
+        name: String,
+        error: serde_json::Error,
+    },
+}
+
+/// Check one tool call: `Ok((id, name, args))`, or why the model must call again.
+fn check_call(call: &Value, names: &[String]) -> Result<(String, String, Value), BadCall> {
     let name = call
         .pointer("/function/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     if !names.iter().any(|n| n == name) {
-        return Err(format!(
-            "Unknown tool '{}'. The tools available are: {}. Call one of them with a JSON \
-             object of arguments, or answer without tools.",
-            name.chars().take(100).collect::<String>(),
-            names.join(", ")
-        ));
+        return Err(BadCall::UnknownTool {
+            name: name.chars().take(100).collect(),
+            available: names.join(", "),
+        });
     }
     let args = match call.pointer("/function/arguments") {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(Value::String(s)) if s.trim().is_empty() => Value::Object(Map::new()),
         Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
             Ok(v @ Value::Object(_)) => v,
-            Ok(_) => {
-                return Err(format!(
-                    "The arguments of '{name}' must be a JSON object. Call it again with \
-                     a JSON object of arguments."
-                ));
-            }
-            Err(e) => {
-                return Err(format!(
-                    "The arguments of '{name}' are not valid JSON ({e}). Call it again \
-                     with a JSON object of arguments."
-                ));
+            Ok(_) => return Err(BadCall::NotAnObject(name.to_string())),
+            Err(error) => {
+                return Err(BadCall::NotJson {
+                    name: name.to_string(),
+                    error,
+                });
             }
         },
         Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => {
-            return Err(format!(
-                "The arguments of '{name}' must be a JSON object. Call it again with a \
-                 JSON object of arguments."
-            ));
-        }
+        Some(_) => return Err(BadCall::NotAnObject(name.to_string())),
     };
     let id = call
         .get("id")
@@ -499,7 +510,8 @@ pub fn run_prompt(
                     messages.push(tool_message(&id, result.content));
                 }
                 Err(correction) => {
-                    messages.push(tool_message(id, json!({"error": correction}).to_string()));
+                    let text = correction.to_string();
+                    messages.push(tool_message(id, json!({"error": text}).to_string()));
                 }
             }
         }

@@ -108,6 +108,29 @@ fn spark_gives_the_rows_of_the_binaries_and_fails_with_a_stage() {
         lines_under(&d.path().join("out/rejects"), "traj-filter-1-").len(),
         want_rejects
     );
+    // Parquet as the Hub writes it (pyarrow, the rows' own columns): the same rows as the
+    // binaries reading that Parquet file themselves.
+    let pq = d.path().join("in.parquet");
+    let w = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, pyarrow.json as pj, pyarrow.parquet as pq; \
+             pq.write_table(pj.read_json(sys.argv[1]), sys.argv[2])",
+        ])
+        .arg(fixture("hermes_reason_tool_use_50.jsonl"))
+        .arg(&pq)
+        .output()
+        .expect("python3");
+    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    let (want_pq, _) = direct(d.path(), &pq);
+    let mut args = vec!["in.parquet", "out-pq"];
+    args.extend(STAGES);
+    let o = script(d.path(), "spark_pipeline.py", &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut got = lines_under(&d.path().join("out-pq/data"), "part-");
+    got.sort();
+    assert_eq!(got.len(), want_pq.len());
+    assert_eq!(got, want_pq);
     // A bad line under the strict default fails the job, not just the partition.
     bad_input(d.path());
     let o = script(
