@@ -537,7 +537,7 @@ impl Sandbox {
         let timeout = timeout.map_or(self.cfg.timeout, |t| t.min(self.cfg.timeout));
         let cmd = self.command(argv)?;
         self.ran = true;
-        let home = (self.backend == Backend::Local).then(|| self.home());
+        let home = self.reaps_orphans().then(|| self.home());
         let mut out = execute(cmd, stdin, timeout, self.cfg.output_cap, home.as_deref())?;
         if self.backend != Backend::Docker && !out.timed_out {
             out.limit = self.cfg.limits.hit(out.exit_code, &out.output);
@@ -556,6 +556,16 @@ impl Sandbox {
             }
         }
         Ok(out)
+    }
+
+    /// Whether orphans of this sandbox's commands can be re-parented to traj and must be
+    /// looked for in /proc ([`super::reaper`]): in local mode without a PID namespace of
+    /// its own. In its own namespace (see [`super::ns`]) a command's processes are
+    /// re-parented to the namespace's first process, never to traj, and die with it
+    /// when the call ends, so reading /proc after every call (hundreds of files with
+    /// many workers) would find nothing.
+    fn reaps_orphans(&self) -> bool {
+        self.backend == Backend::Local && matches!(super::ns::view(), super::ns::View::Host(_))
     }
 
     /// The `HOME` tool processes get: in local mode, the task's own workspace, which
@@ -611,7 +621,7 @@ impl Drop for Sandbox {
         // A process that left its group (setsid) may still run in the workspace; no
         // process can if no command ever ran (file tools only): then /proc is not read.
         if self.ran {
-            if self.backend == Backend::Local {
+            if self.reaps_orphans() {
                 reaper::reap_orphans(&self.home(), reaper::Scan::All);
             }
             kill_processes_in(&[self.dir.path(), &self.host_root]);
