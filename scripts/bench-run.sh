@@ -9,7 +9,7 @@
 #
 # Usage: scripts/bench-run.sh [WORKERS] [LATENCY_MS] [SECONDS]
 # Prints a markdown section on stdout. Needs release builds:
-#   cargo build --release --bin traj-run --example standin
+#   cargo build --release --bin traj-run --example standin --example sandbox-ceiling
 set -euo pipefail
 
 WORKERS=${1:-256}
@@ -139,6 +139,7 @@ for sb in bwrap local; do
     run "term-$sb" "$WORK/prompts2.jsonl" "$WORKERS" --sandbox "$sb"
     R=$(echo "$RECORDS / $SECS" | bc -l)
     [[ $sb == bwrap ]] && RATE_TRAJ=$R
+    [[ $sb == local ]] && RATE_LOCAL=$R
     ROW2+=("$(printf '| traj-run, --sandbox %s, %d workers | %d | %d | %.2f | %.0f | %.1f%% | %.1f | %.0f |' \
         "$sb" "$WORKERS" "$RECORDS" "$CALLS" "$SECS" "$R" "$(echo "100 * $R / $IDEAL2" | bc -l)" "$(echo "$RSS_KB / 1024" | bc -l)" "$CPU")")
 done
@@ -186,6 +187,32 @@ if [[ -n $REF_RATE ]]; then
     printf '\ntraj-run (bwrap, %d workers) / reference (%d processes): %.0fx the prompts per second.\n' \
         "$WORKERS" "$REF_WORKERS" "$(echo "$RATE_TRAJ / $REF_RATE" | bc -l)"
 fi
+
+# The ceiling of that row on this machine: the same command run as fast as it can be,
+# with no agent and no model (examples/sandbox_ceiling.rs), by WORKERS threads: as a plain
+# child (fork/exec alone), and in traj's local and bwrap sandboxes made per call as
+# traj-run makes them per task (workspace, namespace, limits, clean-up).
+CEIL="$ROOT/target/release/examples/sandbox-ceiling"
+[[ -x $CEIL ]] || (cd "$ROOT" && cargo build --release --locked --example sandbox-ceiling >&2)
+echo
+echo "The ceiling: \`echo ... | wc -c\` run by $WORKERS threads with no agent and no model"
+echo "(\`target/release/examples/sandbox-ceiling MODE 2000 $WORKERS\`); CPU ms per call includes"
+echo "every process of the call. traj-run's row above needs one such call per prompt, plus"
+echo "the stand-in's CPU for two requests, on the same $(nproc) cores."
+echo
+echo "| how the command runs | calls/s | CPU ms per call | traj-run's prompts/s of it |"
+echo "|---|---:|---:|---:|"
+for mode in bare local bwrap; do
+    /usr/bin/time -f "%U %S" -o "$WORK/ceil.t" "$CEIL" "$mode" 2000 "$WORKERS" > "$WORK/ceil.out"
+    C=$(cat "$WORK/ceil.out")
+    read -r U S < "$WORK/ceil.t"
+    case $mode in
+        bare) OF="" ;;
+        local) OF=$(printf '%.0f%%' "$(echo "100 * $RATE_LOCAL / $C" | bc -l)") ;;
+        bwrap) OF=$(printf '%.0f%%' "$(echo "100 * $RATE_TRAJ / $C" | bc -l)") ;;
+    esac
+    printf '| %s | %.0f | %.2f | %s |\n' "$mode" "$C" "$(echo "($U + $S) * 1000 / 2000" | bc -l)" "$OF"
+done
 
 echo
 echo "Agent scenario, per prompt (ideal: 4 x ${LATENCY_MS} ms of model time): $TIMES."

@@ -1,0 +1,70 @@
+//! How many one-command tool calls per second this machine can run, without traj-run's
+//! agents or any model: the ceiling of traj-run's scenario with one terminal call per
+//! prompt (`scripts/bench-run.sh` prints it beside traj-run's figure).
+//!
+//! ```sh
+//! cargo run --release --example sandbox-ceiling -- MODE CALLS THREADS
+//! # MODE: bare (the command as a plain child: fork/exec alone), local, bwrap (traj's
+//! # sandbox as traj-run makes it per task: a new workspace, the call, the task-end
+//! # clean-up). Prints calls per second.
+//! ```
+
+// A measuring tool: its one figure goes to stdout.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use traj::toolbox::sandbox::Sandbox;
+use traj::toolbox::{Backend, SandboxConfig};
+
+const SCRIPT: &str = "echo Terminal task 1 | wc -c";
+
+fn one_call(mode: &str, cfg: &SandboxConfig) {
+    if mode == "bare" {
+        let out = Command::new("/bin/sh")
+            .args(["-c", SCRIPT])
+            .stdin(Stdio::null())
+            .output()
+            .expect("sh runs");
+        assert!(out.status.success());
+        return;
+    }
+    let mut s = Sandbox::new(cfg, None, None).expect("sandbox");
+    let out = s.run_shell(SCRIPT, None, None).expect("call");
+    assert_eq!(out.exit_code, 0, "{}", out.output);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [mode, calls, threads] = &args[..] else {
+        eprintln!("usage: sandbox-ceiling bare|local|bwrap CALLS THREADS");
+        std::process::exit(2);
+    };
+    let calls: usize = calls.parse().expect("CALLS is a number");
+    let threads: usize = threads.parse().expect("THREADS is a number");
+    let cfg = SandboxConfig {
+        backend: match mode.as_str() {
+            "bwrap" => Backend::Bwrap,
+            _ => Backend::Local,
+        },
+        ..SandboxConfig::default()
+    };
+    let left = AtomicUsize::new(calls);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while left
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                    .is_ok()
+                {
+                    one_call(mode, &cfg);
+                }
+            });
+        }
+    });
+    let secs = start.elapsed().as_secs_f64();
+    println!("{:.0}", calls as f64 / secs);
+}
