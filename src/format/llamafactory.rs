@@ -32,7 +32,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::format::hermes::{self, EnvelopeError};
-use crate::format::model::{GptTurn, ToolCall, ToolResult};
+use crate::format::model::{GptTurn, ToolCall, ToolResult, Trajectory, Turn};
 use crate::format::pyjson::{self, Style};
 
 /// Between two results of one step in an `observation` value (LLaMA-Factory's join).
@@ -221,6 +221,34 @@ pub fn parse_function_call(value: &str) -> FunctionCall<'_> {
 #[error("turn {0}: {1}")]
 pub struct BadTurn(pub usize, pub EnvelopeError);
 
+/// `g` with each call that has no id given the `tool_call_id` of the result that
+/// answers it (the next turn's, matched by name in order), so that a ShareGPT
+/// `observation`, which carries no id, gets its id back when read.
+fn with_result_ids<'a>(g: &'a GptTurn, next: Option<&Turn>) -> Cow<'a, GptTurn> {
+    let Some(Turn::Tool(rs)) = next else {
+        return Cow::Borrowed(g);
+    };
+    if g.tool_calls.iter().all(|c| c.id.is_some()) {
+        return Cow::Borrowed(g);
+    }
+    let mut g = g.clone();
+    let mut taken: Vec<bool> = g.tool_calls.iter().map(|c| c.id.is_some()).collect();
+    for r in rs {
+        if r.tool_call_id.is_empty()
+            || g.tool_calls
+                .iter()
+                .any(|c| c.id.as_deref() == Some(&r.tool_call_id))
+        {
+            continue;
+        }
+        if let Some(k) = (0..taken.len()).find(|&k| !taken[k] && g.tool_calls[k].name == r.name) {
+            g.tool_calls[k].id = Some(r.tool_call_id.clone());
+            taken[k] = true;
+        }
+    }
+    Cow::Owned(g)
+}
+
 fn turn(out: &mut Vec<u8>, keys: (&str, &str), role: &str, value: &str) {
     out.extend_from_slice(b"{\"");
     out.extend_from_slice(keys.0.as_bytes());
@@ -241,11 +269,10 @@ fn turn(out: &mut Vec<u8>, keys: (&str, &str), role: &str, value: &str) {
 /// tools go in the row's `tools` column, which the template renders. On error `out` is
 /// left as it was.
 pub fn write_turns(
-    traj: &crate::format::model::Trajectory,
+    traj: &Trajectory,
     sharegpt: bool,
     out: &mut Vec<u8>,
 ) -> Result<(), BadTurn> {
-    use crate::format::model::Turn;
     let start = out.len();
     let keys = if sharegpt {
         ("from", "value")
@@ -261,7 +288,7 @@ pub fn write_turns(
         n += 1;
         n
     };
-    for t in &traj.turns {
+    for (ti, t) in traj.turns.iter().enumerate() {
         let k = sep(out);
         let made = match t {
             Turn::Human(s) => {
@@ -270,7 +297,10 @@ pub fn write_turns(
             }
             Turn::Gpt(g) if g.tool_calls.is_empty() => render_gpt(g)
                 .map(|v| turn(out, keys, if sharegpt { "gpt" } else { "assistant" }, &v)),
-            Turn::Gpt(g) => render_function_call(g).map(|v| turn(out, keys, "function_call", &v)),
+            Turn::Gpt(g) => {
+                let g = with_result_ids(g, traj.turns.get(ti + 1));
+                render_function_call(&g).map(|v| turn(out, keys, "function_call", &v))
+            }
             Turn::Tool(rs) if sharegpt => {
                 render_observation(rs).map(|v| turn(out, keys, "observation", &v))
             }

@@ -390,7 +390,8 @@ fn merge_consecutive_and_alternating_fit_the_training_examples() {
         );
     }
     assert_eq!(info["traj_hermes"]["formatting"], "sharegpt");
-    assert_eq!(info["traj_openai"]["formatting"], "openai");
+    assert_eq!(info["traj_llamafactory"]["formatting"], "sharegpt");
+    assert_eq!(info["traj_llamafactory_openai"]["formatting"], "openai");
     let role_values: Vec<&str> = ["user_tag", "assistant_tag", "observation_tag", "system_tag"]
         .iter()
         .map(|t| tags[*t].as_str().unwrap())
