@@ -66,11 +66,12 @@ for f in trajectories_llamafactory trajectories_llamafactory_openai; do
   for ((k = 0; k < i; k++)); do cat "$work/$k/$f.jsonl"; done > "$d/$f.jsonl"
 done
 files+=("mix of all sources" "$d")
-HF_DATASETS_OFFLINE=1 HF_HOME="$work/hf" "$py" - "$here/examples/training/dataset_info.json" "${files[@]}" <<'PY'
+HF_DATASETS_OFFLINE=1 HF_HOME="$work/hf" "$py" - "$here/examples/training/dataset_info.json" \
+  "$data/templates/qwen2.5-style" "${files[@]}" <<'PY'
 import json, os, re, sys
 import pyarrow.json as pj
 from datasets import disable_progress_bars, load_dataset
-from transformers import Seq2SeqTrainingArguments
+from transformers import AutoTokenizer, Seq2SeqTrainingArguments
 from llamafactory.data.converter import align_dataset
 from llamafactory.data.parser import get_dataset_list
 from llamafactory.data.template import TEMPLATES
@@ -78,7 +79,9 @@ from llamafactory.hparams import DataArguments
 
 disable_progress_bars()
 info = json.load(open(sys.argv[1]))
-pairs = sys.argv[2:]
+# A real tokenizer (the Qwen2.5-style fixture's) for LLaMA-Factory's whole encode path.
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[2])
+pairs = sys.argv[3:]
 template_of = {"traj_hermes": "chatml", "traj_llamafactory": "qwen", "traj_llamafactory_openai": "qwen"}
 keys = list(info)
 assert set(keys) == set(template_of), f"entries {keys}: give each its template here"
@@ -142,11 +145,17 @@ for name, d in zip(pairs[::2], pairs[1::2]):
                     tpl.format_tools.apply(content=r["_tools"])
             except Exception:
                 bad_tools += 1
+            try:  # the template's whole encoding, as training sees it
+                pairs_ids = tpl.encode_multiturn(tokenizer, r["_prompt"] + r["_response"], r["_system"], r["_tools"])
+                full = tokenizer.decode([t for p, q in pairs_ids for t in p + q])
+                twice += "<tool_response>\n<tool_response>" in full
+            except Exception as e:
+                errors += 1
+                if errors == 1:
+                    print(f"    encode error: {type(e).__name__}: {str(e)[:160]}")
             for m in r["_prompt"] + r["_response"]:
                 try:
-                    if m["role"] == "observation":
-                        twice += "<tool_response>\n<tool_response>" in text(tpl.format_observation.apply(content=m["content"]))
-                    elif m["role"] in ("assistant", "function"):
+                    if m["role"] in ("assistant", "function"):
                         if m["role"] == "function":
                             out = tpl.format_function.apply(content=m["content"], thought_words=tpl.thought_words,
                                                             tool_call_words=tpl.tool_call_words)
@@ -161,8 +170,8 @@ for name, d in zip(pairs[::2], pairs[1::2]):
                         print(f"    render error: {type(e).__name__}: {str(e)[:160]}")
         bad = dropped or twice or string_args or bad_tools or errors or calls != want_calls or len(raw) != n_alt
         print(f"{head}: {len(raw)} rows loaded, {dropped} dropped by LLaMA-Factory, {twice} tool responses "
-              f"wrapped twice, {calls} calls rendered, {string_args} with non-object arguments, "
-              f"{bad_tools} tool lists and {errors} turns it cannot render" + ("  FAIL" if bad else ""))
+              f"wrapped twice (encoded rows), {calls} calls rendered, {string_args} with non-object "
+              f"arguments, {bad_tools} tool lists and {errors} rows or turns it cannot render" + ("  FAIL" if bad else ""))
         failed = failed or bool(bad)
         verdict[key][bool(bad)] += 1
 for key, (ok, bad) in verdict.items():

@@ -268,11 +268,7 @@ fn turn(out: &mut Vec<u8>, keys: (&str, &str), role: &str, value: &str) {
 /// `tool_call_id` and `name`, which LLaMA-Factory joins itself). No system turn: the
 /// tools go in the row's `tools` column, which the template renders. On error `out` is
 /// left as it was.
-pub fn write_turns(
-    traj: &Trajectory,
-    sharegpt: bool,
-    out: &mut Vec<u8>,
-) -> Result<(), BadTurn> {
+pub fn write_turns(traj: &Trajectory, sharegpt: bool, out: &mut Vec<u8>) -> Result<(), BadTurn> {
     let start = out.len();
     let keys = if sharegpt {
         ("from", "value")
@@ -393,17 +389,27 @@ mod tests {
             assert_eq!(p.content, g.content, "{v}");
             assert_eq!(p.calls, calls_json(&g.tool_calls), "{v}");
         }
-        for g in [gpt(Some("r\n"), "\n\nx", vec![]), gpt(None, "<think>x", vec![])] {
+        for g in [
+            gpt(Some("r\n"), "\n\nx", vec![]),
+            gpt(None, "<think>x", vec![]),
+        ] {
             assert_eq!(parse_gpt(&render_gpt(&g).unwrap()), g);
         }
-        assert_eq!(parse_gpt("<think>\n\n</think>\n\nhi"), gpt(None, "hi", vec![]));
+        assert_eq!(
+            parse_gpt("<think>\n\n</think>\n\nhi"),
+            gpt(None, "hi", vec![])
+        );
         let joined = "a\n</tool_response>\n<tool_response>\nb";
         assert_eq!(split_observation(joined).collect::<Vec<_>>(), ["a", "b"]);
-        let odd = gpt(None, "", vec![ToolCall {
-            id: None,
-            name: "f".into(),
-            arguments: json!({"q": "<tool_call>"}),
-        }]);
+        let odd = gpt(
+            None,
+            "",
+            vec![ToolCall {
+                id: None,
+                name: "f".into(),
+                arguments: json!({"q": "<tool_call>"}),
+            }],
+        );
         let v = render_function_call(&odd).unwrap();
         assert_eq!(parse_function_call(&v).calls, v);
     }

@@ -24,10 +24,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 pub use self::error::BadRow;
-use crate::format::{hermes, llamafactory};
 use crate::format::model::{ToolCount, Trajectory, Turn, tool_stats};
 use crate::format::pyjson::{self, Style};
 use crate::format::repair::{Mode, Repairs};
+use crate::format::{hermes, llamafactory};
 pub use shape::{Arguments, Columns, ToolsAs};
 
 /// The output shape.

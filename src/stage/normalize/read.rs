@@ -25,12 +25,12 @@
 use serde_json::{Map, Value};
 
 use super::error::{BadBody, BadMessage, BadPart, BadRow, ToolsField};
-use crate::format::{hermes, llamafactory};
 use crate::format::model::{DeclError, json_kind};
 use crate::format::model::{
     GptTurn, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
 };
 use crate::format::repair::{self, Mode, Repairs};
+use crate::format::{hermes, llamafactory};
 
 /// What stands in for an image part in text.
 pub const IMAGE_PLACEHOLDER: &str = "[screenshot]";
@@ -179,16 +179,10 @@ pub fn read_messages(
                 pending = None;
                 turns.push(Turn::Human(text_of(body).map_err(|e| at(e.into()))?));
             }
-            "assistant" | "gpt" if lf => {
-                let mut g = if sharegpt {
-                    llamafactory::parse_gpt(&text_of(body).map_err(|e| at(e.into()))?)
-                } else {
-                    openai_assistant(m, body).map_err(at)?
-                };
-                if g.reasoning.is_none() && g.tool_calls.is_empty() && !sharegpt {
-                    g = llamafactory::parse_gpt(&g.content);
-                }
-                pending = Pending::new(&g.tool_calls);
+            "assistant" | "gpt" if lf && sharegpt => {
+                let text = text_of(body).map_err(|e| at(e.into()))?;
+                let g = llamafactory::parse_gpt(&text);
+                pending = None;
                 turns.push(Turn::Gpt(g));
             }
             "assistant" | "gpt" => {
@@ -199,6 +193,10 @@ pub fn read_messages(
                     hermes::parse_gpt(&text).map_err(|e| at(e.into()))?
                 } else {
                     let mut g = openai_assistant(m, body).map_err(at)?;
+                    if lf && g.reasoning.is_none() && g.tool_calls.is_empty() {
+                        let p = llamafactory::parse_gpt(&g.content);
+                        (g.reasoning, g.content) = (p.reasoning, p.content);
+                    }
                     let after_think = g
                         .reasoning
                         .as_deref()
@@ -286,34 +284,39 @@ pub fn read_messages(
 
 /// True when the message list is in LLaMA-Factory's own spelling: it has a
 /// `function_call` entry (ShareGPT `from` or OpenAI `role`) or a ShareGPT `observation`;
-/// or it is ShareGPT, the row offers tools (`has_tools`, its `tools` field) and no
-/// entry is a Hermes `tool` turn or a system turn with a `<tools>` block (a Hermes row
-/// offering tools always has that system turn). Its assistant texts are then read by
-/// [`llamafactory::parse_gpt`] (reasoning in a `<think>\n…\n</think>\n\n` block, no
-/// Hermes tags), and results without an id take the id of the call they answer. A
-/// ShareGPT plain chat (no tools) reads as Hermes.
+/// or the row offers tools (`has_tools`, its `tools` field) and makes no call in any
+/// other spelling: no Hermes `tool` turn, no system turn with a `<tools>` block (a Hermes
+/// row offering tools always has one), no OpenAI `tool_calls`, `function_call` field or
+/// `tool`/`function` message. Its assistant texts are then read by
+/// [`llamafactory::parse_gpt`] (reasoning in a `<think>\n…\n</think>\n\n` block), and
+/// results without an id take the id of the call they answer. A plain chat (no tools)
+/// reads as before: as Hermes text (ShareGPT) or as OpenAI content.
 fn llamafactory_row(items: &[Value], has_tools: bool) -> bool {
-    let mut sharegpt = false;
-    let mut hermes = false;
+    let mut other = false;
     for m in items {
-        match (
+        let role = match (
             m.get("from").and_then(Value::as_str),
             m.get("role").and_then(Value::as_str),
         ) {
             (Some("function_call" | "observation"), _) | (None, Some("function_call")) => {
                 return true;
             }
-            (Some("tool"), _) => hermes = true,
-            (Some("system"), _) => {
-                sharegpt = true;
-                let text = m.get("value").and_then(Value::as_str).unwrap_or("");
-                hermes |= text.contains("<tools>");
-            }
-            (Some(_), _) => sharegpt = true,
-            _ => {}
-        }
+            (Some(r), _) | (None, Some(r)) => r,
+            _ => continue,
+        };
+        other |= match role {
+            "tool" | "function" => true,
+            "system" | "developer" => ["value", "content"].iter().any(|k| {
+                m.get(*k)
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.contains("<tools>"))
+            }),
+            _ => ["tool_calls", "function_call"]
+                .iter()
+                .any(|k| m.get(*k).is_some_and(|v| !v.is_null())),
+        };
     }
-    sharegpt && has_tools && !hermes
+    has_tools && !other
 }
 
 /// Text of a message body: a string, a list of typed parts (text joined with `\n`,
