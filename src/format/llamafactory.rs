@@ -165,7 +165,7 @@ pub fn split_observation(value: &str) -> impl Iterator<Item = &str> {
 fn split_think(value: &str) -> (Option<&str>, &str) {
     if let Some(after) = value.strip_prefix(THINK_OPEN) {
         // LLaMA-Factory's empty thought: `<think>\n\n</think>\n\n`.
-        if let Some(rest) = after.strip_prefix(&THINK_CLOSE[..]) {
+        if let Some(rest) = after.strip_prefix(THINK_CLOSE) {
             return (None, rest);
         }
         if let Some(end) = after.find(THINK_CLOSE) {
