@@ -336,3 +336,21 @@ fn llamafactory_refuses_what_it_would_misread() {
     assert_code(&o, 0);
     assert_eq!(parse_jsonl(&stdout(&o)).len(), 1);
 }
+
+/// `--arguments` is for `--to openai`: LLaMA-Factory's calls always hold objects.
+#[test]
+fn llamafactory_takes_no_arguments_flag() {
+    let d = tmpdir();
+    for to in ["llamafactory", "llamafactory-openai"] {
+        let mut c = cmd(NORM, d.path());
+        c.args(["-q", "--to", to, "--arguments", "object"])
+            .arg(fixture("openai_legacy_shapes.jsonl"));
+        let o = run(c);
+        assert_code(&o, 2);
+        assert!(
+            stderr(&o).contains("--arguments object is for --to openai"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
