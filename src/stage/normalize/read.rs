@@ -292,19 +292,27 @@ pub fn read_messages(
 /// results without an id take the id of the call they answer. A plain chat (no tools)
 /// reads as before: as Hermes text (ShareGPT) or as OpenAI content.
 fn llamafactory_row(items: &[Value], has_tools: bool) -> bool {
-    let mut other = false;
-    for m in items {
-        let role = match (
+    let native = items.iter().any(|m| {
+        match (
             m.get("from").and_then(Value::as_str),
             m.get("role").and_then(Value::as_str),
         ) {
-            (Some("function_call" | "observation"), _) | (None, Some("function_call")) => {
-                return true;
-            }
-            (Some(r), _) | (None, Some(r)) => r,
-            _ => continue,
-        };
-        other |= match role {
+            (Some(r), _) => r == "function_call" || r == "observation",
+            (None, Some(r)) => r == "function_call",
+            _ => false,
+        }
+    });
+    if native || !has_tools {
+        return native;
+    }
+    // Tools offered: LLaMA-Factory's unless a call or the tools are spelled otherwise.
+    !items.iter().any(|m| {
+        let r = m
+            .get("from")
+            .or_else(|| m.get("role"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        match r {
             "tool" | "function" => true,
             "system" | "developer" => ["value", "content"].iter().any(|k| {
                 m.get(*k)
@@ -314,9 +322,8 @@ fn llamafactory_row(items: &[Value], has_tools: bool) -> bool {
             _ => ["tool_calls", "function_call"]
                 .iter()
                 .any(|k| m.get(*k).is_some_and(|v| !v.is_null())),
-        };
-    }
-    has_tools && !other
+        }
+    })
 }
 
 /// Text of a message body: a string, a list of typed parts (text joined with `\n`,
