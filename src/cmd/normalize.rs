@@ -1,4 +1,5 @@
-//! traj-normalize: any trajectory shape in, Hermes ShareGPT rows (or OpenAI messages) out.
+//! traj-normalize: any trajectory shape in, Hermes ShareGPT rows (or OpenAI messages, or
+//! LLaMA-Factory's own turns) out.
 //!
 //! Stateless per line: rows are converted in parallel by [`crate::io::process`] and
 //! written in input order; memory is a few 1 MiB batches per worker, whatever the input
@@ -43,7 +44,7 @@ Exit status: 0 ok, 1 bad input or lost lines, 2 usage error.";
 #[command(
     name = "traj-normalize",
     version,
-    about = "Convert trajectories of any common shape into Hermes ShareGPT rows (or back into OpenAI messages)",
+    about = "Convert trajectories of any common shape into Hermes ShareGPT rows (or into OpenAI messages or LLaMA-Factory's own turns)",
     after_help = EXAMPLES
 )]
 pub struct Args {
