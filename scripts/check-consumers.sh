@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Load traj's training files with LLaMA-Factory's own loader (its dataset_info parser and
 # converters, data/converter.py) and render them with its templates' own formatters
-# (`traj_hermes` with chatml, `traj_openai` with qwen), per source file and for the mix of
-# every source: 0 rows dropped, no tool response wrapped twice, tool-call arguments
-# rendered as objects. Prints one line of figures per file; exit 1 on any failure.
-# An --arguments object file whose argument types differ across rows (glaive's movie_id)
-# cannot be one Arrow table: that is reported per file, as a failure (docs/training.md).
+# (`traj_hermes` with chatml; `traj_llamafactory` and `traj_llamafactory_openai` with
+# qwen), per source file and for the mix of every source: every row loaded, 0 dropped,
+# no tool response wrapped twice, every call rendered with object arguments, every tool
+# list read. Prints the figures of each entry per file; exit 1 on any failure.
 # LLaMA-Factory pulls torch (several GB), so this is `make check-consumers`, not CI.
 #   usage: scripts/check-consumers.sh [BIN_DIR]   (default target/release)
 #   env:   TRAJ_CONSUMER_VENVS (default target/venvs-consumers: its own, torch is big),
@@ -51,23 +50,28 @@ while IFS=$'\t' read -r name f extra; do
   "$bin/traj-normalize" -q $extra --columns core "$f" > "$d/in.jsonl"
   "$bin/traj-normalize" -q --merge-consecutive --columns core --tools "$work/tools.json" "$d/in.jsonl" \
     | "$bin/traj-filter" -q --alternating --rejects "$d/not_alternating.jsonl" -o "$d/trajectories.jsonl"
-  "$bin/traj-normalize" -q --to openai --arguments object --tools-as string --columns core \
-    --tools "$work/tools.json" "$d/trajectories.jsonl" -o "$d/trajectories_openai.jsonl"
+  for to in llamafactory llamafactory-openai; do
+    "$bin/traj-normalize" -q --to "$to" --columns core --tools "$work/tools.json" \
+      "$d/trajectories.jsonl" -o "$d/trajectories_${to//-/_}.jsonl"
+  done
   files+=("$name" "$d")
   i=$((i + 1))
 done <<< "$sources"
-# The mix of every source in one file (the sharegpt entry; see above for openai).
+# The mix of every source in one file.
 d="$work/mix"; mkdir -p "$d"
 for ((k = 0; k < i; k++)); do cat "$work/$k/in.jsonl"; done > "$d/in.jsonl"
 for ((k = 0; k < i; k++)); do cat "$work/$k/trajectories.jsonl"; done > "$d/trajectories.jsonl"
 for ((k = 0; k < i; k++)); do cat "$work/$k/not_alternating.jsonl" 2>/dev/null || true; done > "$d/not_alternating.jsonl"
-for ((k = 0; k < i; k++)); do cat "$work/$k/trajectories_openai.jsonl"; done > "$d/trajectories_openai.jsonl"
+for f in trajectories_llamafactory trajectories_llamafactory_openai; do
+  for ((k = 0; k < i; k++)); do cat "$work/$k/$f.jsonl"; done > "$d/$f.jsonl"
+done
 files+=("mix of all sources" "$d")
-HF_DATASETS_OFFLINE=1 HF_HOME="$work/hf" "$py" - "$here/examples/training/dataset_info.json" "${files[@]}" <<'PY'
+HF_DATASETS_OFFLINE=1 HF_HOME="$work/hf" "$py" - "$here/examples/training/dataset_info.json" \
+  "$data/templates/qwen2.5-style" "${files[@]}" <<'PY'
 import json, os, re, sys
 import pyarrow.json as pj
 from datasets import disable_progress_bars, load_dataset
-from transformers import Seq2SeqTrainingArguments
+from transformers import AutoTokenizer, Seq2SeqTrainingArguments
 from llamafactory.data.converter import align_dataset
 from llamafactory.data.parser import get_dataset_list
 from llamafactory.data.template import TEMPLATES
@@ -75,8 +79,12 @@ from llamafactory.hparams import DataArguments
 
 disable_progress_bars()
 info = json.load(open(sys.argv[1]))
-pairs = sys.argv[2:]
-template_of = {"traj_hermes": "chatml", "traj_openai": "qwen"}
+# A real tokenizer (the Qwen2.5-style fixture's) for LLaMA-Factory's whole encode path.
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[2])
+pairs = sys.argv[3:]
+template_of = {"traj_hermes": "chatml", "traj_llamafactory": "qwen", "traj_llamafactory_openai": "qwen"}
+keys = list(info)
+assert set(keys) == set(template_of), f"entries {keys}: give each its template here"
 CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
 
 
@@ -88,25 +96,36 @@ def text(slots):
     return "".join(s for s in slots if isinstance(s, str))
 
 
+# The calls traj wrote (the Hermes file's <tool_call> blocks): every entry must render them all.
+def hermes_calls(p):
+    n = 0
+    for l in open(p, encoding="utf-8"):
+        for t in json.loads(l)["conversations"]:
+            if t["from"] == "gpt":
+                n += len(CALL.findall(t["value"]))
+    return n
+
+
 failed = False
-verdict = {"traj_hermes": [0, 0], "traj_openai": [0, 0]}  # files passed, files failed
+verdict = {k: [0, 0] for k in keys}  # files passed, files failed
 for name, d in zip(pairs[::2], pairs[1::2]):
     json.dump(info, open(f"{d}/dataset_info.json", "w"))
     n_in, n_alt, n_rej = lines(f"{d}/in.jsonl"), lines(f"{d}/trajectories.jsonl"), lines(f"{d}/not_alternating.jsonl")
-    print(f"check-consumers: {name}: {n_in} rows in, {n_alt} alternate, {n_rej} rejected by --alternating (with reasons)")
+    want_calls = hermes_calls(f"{d}/trajectories.jsonl")
+    print(f"check-consumers: {name}: {n_in} rows in, {n_alt} alternate, {n_rej} rejected by --alternating (with reasons), {want_calls} calls")
     if n_alt + n_rej != n_in:
         print("  FAIL: rows lost before the trainer")
         failed = True
     data_args = DataArguments(dataset_dir=d)
     targs = Seq2SeqTrainingArguments(output_dir=f"{d}/out")
-    keys = ["traj_hermes", "traj_openai"]
     for key, attr in zip(keys, get_dataset_list(keys, d)):
         path = f"{d}/{attr.dataset_name}"
         tpl = TEMPLATES[template_of[key]]
+        head = f"  {key} ({attr.formatting}, {template_of[key]} template)"
         try:
             pj.read_json(path)  # datasets 4.0.0 crashes (SIGSEGV) on what Arrow cannot type
         except Exception as e:
-            print(f"  {key} ({attr.formatting}): FAIL: datasets cannot load it: {str(e)[:160]}")
+            print(f"{head}: FAIL: datasets cannot load it: {str(e)[:160]}")
             failed = True
             verdict[key][1] += 1
             continue
@@ -114,26 +133,45 @@ for name, d in zip(pairs[::2], pairs[1::2]):
             raw = load_dataset("json", data_files=path, split="train", cache_dir=f"{d}/hf")
             aligned = align_dataset(raw, attr, data_args, targs)
         except Exception as e:
-            print(f"  {key} ({attr.formatting}): FAIL: LLaMA-Factory cannot convert it: {type(e).__name__}: {str(e)[:160]}")
+            print(f"{head}: FAIL: LLaMA-Factory cannot convert it: {type(e).__name__}: {str(e)[:160]}")
             failed = True
             verdict[key][1] += 1
             continue
         dropped = sum(1 for r in aligned if not r["_prompt"] or not r["_response"])
-        twice = calls = string_args = 0
+        twice = calls = string_args = bad_tools = errors = 0
         for r in aligned:
+            try:
+                if r["_tools"]:
+                    tpl.format_tools.apply(content=r["_tools"])
+            except Exception:
+                bad_tools += 1
+            try:  # the template's whole encoding, as training sees it
+                pairs_ids = tpl.encode_multiturn(tokenizer, r["_prompt"] + r["_response"], r["_system"], r["_tools"])
+                full = tokenizer.decode([t for p, q in pairs_ids for t in p + q])
+                twice += "<tool_response>\n<tool_response>" in full
+            except Exception as e:
+                errors += 1
+                if errors == 1:
+                    print(f"    encode error: {type(e).__name__}: {str(e)[:160]}")
             for m in r["_prompt"] + r["_response"]:
-                if m["role"] == "observation":
-                    twice += "<tool_response>\n<tool_response>" in text(tpl.format_observation.apply(content=m["content"]))
-                elif m["role"] in ("assistant", "function"):
-                    fmt = tpl.format_function if m["role"] == "function" else tpl.format_assistant
-                    for body in CALL.findall(text(fmt.apply(content=m["content"]))):
-                        calls += 1
-                        string_args += not isinstance(json.loads(body).get("arguments"), dict)
-        bad = dropped or twice or string_args or (n_alt and len(raw) != n_alt)
-        print(f"  {key} ({attr.formatting}, {template_of[key]} template): "
-              f"{len(raw)} rows loaded, {dropped} dropped by LLaMA-Factory, {twice} tool responses "
-              f"wrapped twice, {calls} calls rendered, {string_args} with non-object arguments"
-              + ("  FAIL" if bad else ""))
+                try:
+                    if m["role"] in ("assistant", "function"):
+                        if m["role"] == "function":
+                            out = tpl.format_function.apply(content=m["content"], thought_words=tpl.thought_words,
+                                                            tool_call_words=tpl.tool_call_words)
+                        else:
+                            out = tpl.format_assistant.apply(content=m["content"])
+                        for body in CALL.findall(text(out)):
+                            calls += 1
+                            string_args += not isinstance(json.loads(body).get("arguments"), dict)
+                except Exception as e:
+                    errors += 1
+                    if errors == 1:
+                        print(f"    render error: {type(e).__name__}: {str(e)[:160]}")
+        bad = dropped or twice or string_args or bad_tools or errors or calls != want_calls or len(raw) != n_alt
+        print(f"{head}: {len(raw)} rows loaded, {dropped} dropped by LLaMA-Factory, {twice} tool responses "
+              f"wrapped twice (encoded rows), {calls} calls rendered, {string_args} with non-object "
+              f"arguments, {bad_tools} tool lists and {errors} rows or turns it cannot render" + ("  FAIL" if bad else ""))
         failed = failed or bool(bad)
         verdict[key][bool(bad)] += 1
 for key, (ok, bad) in verdict.items():

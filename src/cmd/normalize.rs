@@ -1,4 +1,5 @@
-//! traj-normalize: any trajectory shape in, Hermes ShareGPT rows (or OpenAI messages) out.
+//! traj-normalize: any trajectory shape in, Hermes ShareGPT rows (or OpenAI messages, or
+//! LLaMA-Factory's own turns) out.
 //!
 //! Stateless per line: rows are converted in parallel by [`crate::io::process`] and
 //! written in input order; memory is a few 1 MiB batches per worker, whatever the input
@@ -27,11 +28,14 @@ Examples:
   traj-normalize --columns core --merge-consecutive --tools all_tools.json a.jsonl b.jsonl
   # LLaMA-Factory's openai formatting / Qwen2.5-style templates
   traj-normalize --to openai --arguments object --tools-as string hermes.jsonl
+  # LLaMA-Factory's own turns (sharegpt or openai formatting), any mix of sources
+  traj-normalize --to llamafactory --columns core hermes.jsonl -o trajectories_lf.jsonl
 
 Input shapes (detected per row): traj-run raw records and OpenAI `messages` datasets
 (tool_calls, function_call, role tool/function, typed content parts, reasoning fields);
 ShareGPT `conversations` (from/value, LLaMA-Factory function_call/observation, or
-role/content); rows already in Hermes ShareGPT (normalising again changes nothing).
+role/content); rows already in Hermes ShareGPT or in `--to llamafactory[-openai]`
+(normalising again changes nothing).
 
 Exit status: 0 ok, 1 bad input or lost lines, 2 usage error.";
 
@@ -40,7 +44,7 @@ Exit status: 0 ok, 1 bad input or lost lines, 2 usage error.";
 #[command(
     name = "traj-normalize",
     version,
-    about = "Convert trajectories of any common shape into Hermes ShareGPT rows (or back into OpenAI messages)",
+    about = "Convert trajectories of any common shape into Hermes ShareGPT rows (or into OpenAI messages or LLaMA-Factory's own turns)",
     after_help = EXAMPLES
 )]
 pub struct Args {
@@ -51,8 +55,12 @@ pub struct Args {
     #[command(flatten)]
     pub shard: crate::cli::ShardArgs,
 
-    /// Output shape: `hermes` (ShareGPT with Hermes tags) or `openai` (messages with
-    /// tool_calls, tool_call_id, reasoning_content, plus a `tools` list).
+    /// Output shape: `hermes` (ShareGPT with Hermes tags), `openai` (messages with
+    /// tool_calls, tool_call_id, reasoning_content, plus a `tools` list), or
+    /// LLaMA-Factory's own: `llamafactory` (ShareGPT `human`/`gpt`/`function_call`/
+    /// `observation` turns, calls as a JSON string with object arguments, raw tool
+    /// output) and `llamafactory-openai` (the same values as `user`/`assistant`/
+    /// `function_call`/`tool` messages), each with `tools` as a JSON string.
     #[arg(long, value_enum, default_value_t = Target::Hermes, value_name = "SHAPE")]
     pub to: Target,
 
@@ -198,10 +206,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
     };
     if args.arguments == Arguments::Object && args.to != Target::OpenAi {
         crate::usage_bail!(
-            "--arguments object is for --to openai (Hermes text always has objects)"
+            "--arguments object is for --to openai (Hermes text and LLaMA-Factory's calls always have objects)"
         );
     }
-    if args.tools_as.is_some() && args.to != Target::OpenAi && args.columns != Columns::Core {
+    if args.tools_as.is_some() && !args.to.has_tools_column() && args.columns != Columns::Core {
         crate::usage_bail!(
             "--tools-as is for --to openai or --columns core (Hermes rows carry the tools in the system prompt)"
         );

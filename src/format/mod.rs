@@ -9,6 +9,8 @@
 //! - [`pyjson`]: JSON written as Python's `json.dumps` writes it.
 //! - [`repair`]: the envelope repair of gpt turns (stray closing tags, duplicated empty
 //!   `<think>` blocks), on the Hermes tag scanner.
+//! - [`llamafactory`]: LLaMA-Factory's native tool-calling turns (`function_call`,
+//!   `observation`), written and read.
 //! - [`jsonscan`]: JSON validation and string decoding without building values.
 //! - [`row`]: the borrowed row view that traj-filter, traj-merge and traj-compress share.
 //! - [`tokens`]: token counting (tiktoken encodings, HF `tokenizer.json`, HF tokenizer
@@ -18,6 +20,7 @@
 pub mod chat_template;
 pub mod hermes;
 pub mod jsonscan;
+pub mod llamafactory;
 pub mod message;
 pub mod model;
 pub mod pyjson;

@@ -24,3 +24,4 @@ mod sandbox;
 mod scale;
 mod tools;
 mod training;
+mod training_llamafactory;

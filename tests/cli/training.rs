@@ -15,7 +15,7 @@ use crate::util::*;
 const NORM: &str = "traj-normalize";
 
 /// The mixed sources: every fixture shape, and the public datasets twice.
-fn sources() -> Vec<(PathBuf, Vec<&'static str>)> {
+pub(crate) fn sources() -> Vec<(PathBuf, Vec<&'static str>)> {
     // The three public datasets a second time, as a second source would bring them (the
     // copies in tests/fixtures are byte-identical to the originals; CI has only those).
     let shared = fixture("");
@@ -44,7 +44,12 @@ fn sources() -> Vec<(PathBuf, Vec<&'static str>)> {
 
 /// Normalise every source with `args` (and `--tools all` once known) into one file;
 /// returns its path and the rows.
-fn mixed(d: &Path, name: &str, args: &[&str], tools: Option<&Path>) -> (PathBuf, Vec<Value>) {
+pub(crate) fn mixed(
+    d: &Path,
+    name: &str,
+    args: &[&str],
+    tools: Option<&Path>,
+) -> (PathBuf, Vec<Value>) {
     let out = d.join(name);
     let mut text = String::new();
     for (src, extra) in sources() {
@@ -64,7 +69,7 @@ fn mixed(d: &Path, name: &str, args: &[&str], tools: Option<&Path>) -> (PathBuf,
 }
 
 /// The run's full tool list: every tool_stats key of a first pass.
-fn all_tools(d: &Path) -> PathBuf {
+pub(crate) fn all_tools(d: &Path) -> PathBuf {
     let (_, rows) = mixed(d, "first_pass.jsonl", &["--columns", "core"], None);
     let mut names = std::collections::BTreeSet::new();
     for r in &rows {
@@ -131,7 +136,7 @@ fn datasets_pythons() -> Vec<(&'static str, PathBuf)> {
 }
 
 /// Run `script` (argv: file, cache dir, extra...) with each `datasets`; it must print ok.
-fn load_in_datasets(d: &Path, script: &str, file: &Path, extra: &[&str]) {
+pub(crate) fn load_in_datasets(d: &Path, script: &str, file: &Path, extra: &[&str]) {
     for (ver, py) in datasets_pythons() {
         let cache = d.join(format!("hf-cache-{ver}"));
         let o = Command::new(&py)
@@ -390,7 +395,8 @@ fn merge_consecutive_and_alternating_fit_the_training_examples() {
         );
     }
     assert_eq!(info["traj_hermes"]["formatting"], "sharegpt");
-    assert_eq!(info["traj_openai"]["formatting"], "openai");
+    assert_eq!(info["traj_llamafactory"]["formatting"], "sharegpt");
+    assert_eq!(info["traj_llamafactory_openai"]["formatting"], "openai");
     let role_values: Vec<&str> = ["user_tag", "assistant_tag", "observation_tag", "system_tag"]
         .iter()
         .map(|t| tags[*t].as_str().unwrap())

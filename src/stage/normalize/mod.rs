@@ -1,14 +1,16 @@
 //! Conversions between record shapes and the trajectory model, one row at a time.
 //!
 //! - [`read`]: any supported row shape → [`Trajectory`] (see its docs for the shapes).
-//! - [`normalize_row`]: a row → one output line, in Hermes ShareGPT ([`Target::Hermes`])
-//!   or OpenAI messages ([`Target::OpenAi`]).
+//! - [`normalize_row`]: a row → one output line, in Hermes ShareGPT ([`Target::Hermes`]),
+//!   OpenAI messages ([`Target::OpenAi`]) or LLaMA-Factory's own spelling in either
+//!   formatting ([`Target::LlamaFactory`], [`Target::LlamaFactoryOpenAi`]).
 //! - [`pyjson`]: JSON written exactly as Python's `json.dumps` writes it.
 //!
 //! Row layout. The message list is replaced, at its place in the row, by
-//! `conversations` (Hermes) or `messages` (OpenAI, followed by the `tools` list); the
-//! row's own `tools` field is consumed (the tools now live in the system prompt, or in the
-//! new `tools` list). `tool_stats` and `tool_error_counts` are (re)computed, in place when
+//! `conversations` (Hermes, LLaMA-Factory's ShareGPT) or `messages` (OpenAI, LLaMA-Factory's
+//! OpenAI formatting), followed by the `tools` list except for Hermes; the row's own
+//! `tools` field is consumed (the tools now live in the system prompt, or in the new
+//! `tools` list). `tool_stats` and `tool_error_counts` are (re)computed, in place when
 //! present, else appended. Every other field passes through unchanged, in its order.
 //! With [`Columns::Core`] the row is exactly the message list, `tools`, `tool_stats`,
 //! `tool_error_counts` and `metadata` (see [`shape`]).
@@ -22,10 +24,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 pub use self::error::BadRow;
-use crate::format::hermes;
 use crate::format::model::{ToolCount, Trajectory, Turn, tool_stats};
 use crate::format::pyjson::{self, Style};
 use crate::format::repair::{Mode, Repairs};
+use crate::format::{hermes, llamafactory};
 pub use shape::{Arguments, Columns, ToolsAs};
 
 /// The output shape.
@@ -38,6 +40,31 @@ pub enum Target {
     /// plus a `tools` list.
     #[value(name = "openai")]
     OpenAi,
+    /// LLaMA-Factory's ShareGPT formatting: `conversations` of `human`, `gpt`,
+    /// `function_call` and `observation` turns ([`crate::format::llamafactory`]), plus
+    /// `tools` (a JSON string).
+    #[value(name = "llamafactory")]
+    LlamaFactory,
+    /// LLaMA-Factory's OpenAI formatting: `messages` of `user`, `assistant`,
+    /// `function_call` and `tool` messages, plus `tools` (a JSON string).
+    #[value(name = "llamafactory-openai")]
+    LlamaFactoryOpenAi,
+}
+
+impl Target {
+    /// The key of the message list this shape writes.
+    pub fn list_key(self) -> &'static str {
+        match self {
+            Target::Hermes | Target::LlamaFactory => "conversations",
+            Target::OpenAi | Target::LlamaFactoryOpenAi => "messages",
+        }
+    }
+
+    /// True when the row carries a `tools` column (the Hermes rows carry the tools in
+    /// their system turn).
+    pub fn has_tools_column(self) -> bool {
+        self != Target::Hermes
+    }
 }
 
 /// Settings of one conversion run.
@@ -68,9 +95,10 @@ pub struct Options {
 
 impl Options {
     fn tools_as(&self) -> ToolsAs {
-        self.tools_as.unwrap_or(match self.columns {
-            Columns::All => ToolsAs::List,
-            Columns::Core => ToolsAs::String,
+        self.tools_as.unwrap_or(match (self.columns, self.target) {
+            (_, Target::LlamaFactory | Target::LlamaFactoryOpenAi) => ToolsAs::String,
+            (Columns::All, _) => ToolsAs::List,
+            (Columns::Core, _) => ToolsAs::String,
         })
     }
 }
@@ -126,10 +154,7 @@ fn normalize_row_with(
     if opts.merge_consecutive {
         shape::merge_consecutive(&mut traj);
     }
-    let new_key = match opts.target {
-        Target::Hermes => "conversations",
-        Target::OpenAi => "messages",
-    };
+    let new_key = opts.target.list_key();
     if key != new_key && row.contains_key(new_key) {
         return Err(BadRow::BothLists(key.to_string(), new_key));
     }
@@ -158,18 +183,11 @@ fn normalize_row_with(
             sep(out);
             pyjson::write_str(out, new_key, Style::Python);
             out.extend_from_slice(b": ");
-            match opts.target {
-                Target::Hermes => {
-                    if let Err(e) = hermes_conversations(&traj, out) {
-                        out.truncate(start);
-                        return Err(e);
-                    }
-                }
-                Target::OpenAi => {
-                    out.extend_from_slice(&openai_messages_with(&traj, opts.arguments))
-                }
+            if let Err(e) = write_list(&traj, opts, out) {
+                out.truncate(start);
+                return Err(e);
             }
-            if opts.target == Target::OpenAi {
+            if opts.target.has_tools_column() {
                 out.extend_from_slice(b", \"tools\": ");
                 write_tools(out, &traj, opts.tools_as());
             }
@@ -203,6 +221,21 @@ fn normalize_row_with(
     Ok(())
 }
 
+/// Append the message list of `traj` in the shape `opts.target` names.
+fn write_list(traj: &Trajectory, opts: &Options, out: &mut Vec<u8>) -> Result<(), BadRow> {
+    match opts.target {
+        Target::Hermes => hermes_conversations(traj, out),
+        Target::OpenAi => {
+            out.extend_from_slice(&openai_messages_with(traj, opts.arguments));
+            Ok(())
+        }
+        t @ (Target::LlamaFactory | Target::LlamaFactoryOpenAi) => {
+            llamafactory::write_turns(traj, t == Target::LlamaFactory, out)
+                .map_err(|llamafactory::BadTurn(n, e)| BadRow::Envelope(n, e))
+        }
+    }
+}
+
 /// The `tools` value: the OpenAI schemas as a list, or that list as one JSON string.
 fn write_tools(out: &mut Vec<u8>, traj: &Trajectory, how: ToolsAs) {
     let tools = Value::Array(traj.tools.iter().map(|t| t.to_openai()).collect());
@@ -234,14 +267,9 @@ fn write_core(
     out.push(b'{');
     pyjson::write_str(out, new_key, Style::Python);
     out.extend_from_slice(b": ");
-    match opts.target {
-        Target::Hermes => {
-            if let Err(e) = hermes_conversations(traj, out) {
-                out.truncate(start);
-                return Err(e);
-            }
-        }
-        Target::OpenAi => out.extend_from_slice(&openai_messages_with(traj, opts.arguments)),
+    if let Err(e) = write_list(traj, opts, out) {
+        out.truncate(start);
+        return Err(e);
     }
     out.extend_from_slice(b", \"tools\": ");
     write_tools(out, traj, opts.tools_as());

@@ -4,7 +4,9 @@
 //! `messages`. Each entry is read by its own keys:
 //! - `from`/`value` (ShareGPT): `human`/`user`, `gpt`/`assistant` (Hermes text: `<think>`,
 //!   `<tool_call>` blocks), `tool` (`<tool_response>` blocks), LLaMA-Factory's
-//!   `function_call` (a JSON call or list of calls) and `observation` (raw tool output);
+//!   `function_call` (a JSON call or list of calls, possibly after reasoning and text in
+//!   `<tool_call>` form) and `observation` (raw tool output, results joined by its
+//!   separator), see [`crate::format::llamafactory`];
 //! - `role`/`content` (OpenAI): `user`, `assistant` (with `tool_calls` whose arguments are
 //!   a string or an object, legacy `function_call`, reasoning in `reasoning`,
 //!   `reasoning_content` or `reasoning_details`, and typed content parts `text`,
@@ -23,12 +25,12 @@
 use serde_json::{Map, Value};
 
 use super::error::{BadBody, BadMessage, BadPart, BadRow, ToolsField};
-use crate::format::hermes;
 use crate::format::model::{DeclError, json_kind};
 use crate::format::model::{
     GptTurn, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
 };
 use crate::format::repair::{self, Mode, Repairs};
+use crate::format::{hermes, llamafactory};
 
 /// What stands in for an image part in text.
 pub const IMAGE_PLACEHOLDER: &str = "[screenshot]";
@@ -106,8 +108,9 @@ impl Pending {
         })
     }
 
-    /// Resolve the name of a result with this id and own name (either may be empty).
-    fn pair(&mut self, id: &str, own_name: &str) -> String {
+    /// Resolve the name of a result with this id and own name (either may be empty),
+    /// and the id of the call it answers.
+    fn pair(&mut self, id: &str, own_name: &str) -> (String, Option<String>) {
         let slot = if !id.is_empty() && self.has_ids {
             let by_id = |only_open: bool| {
                 (0..self.calls.len()).find(|&k| {
@@ -123,10 +126,10 @@ impl Pending {
         match slot {
             Some(k) => {
                 self.answered[k] = true;
-                self.calls[k].1.clone()
+                (self.calls[k].1.clone(), self.calls[k].0.clone())
             }
-            None if own_name.is_empty() => "unknown".to_string(),
-            None => own_name.to_string(),
+            None if own_name.is_empty() => ("unknown".to_string(), None),
+            None => (own_name.to_string(), None),
         }
     }
 }
@@ -146,6 +149,7 @@ pub fn read_messages(
     let mut turns: Vec<Turn> = Vec::with_capacity(items.len());
     let mut system_tools: Option<Vec<ToolSpec>> = None;
     let mut pending: Option<Pending> = None;
+    let lf = llamafactory_row(&items, tools.as_ref().is_some_and(|t| !t.is_empty()));
     for (i, item) in items.into_iter().enumerate() {
         let at = |e: BadMessage| BadRow::Message(i + 1, e);
         let Value::Object(mut m) = item else {
@@ -175,6 +179,12 @@ pub fn read_messages(
                 pending = None;
                 turns.push(Turn::Human(text_of(body).map_err(|e| at(e.into()))?));
             }
+            "assistant" | "gpt" if lf && sharegpt => {
+                let text = text_of(body).map_err(|e| at(e.into()))?;
+                let g = llamafactory::parse_gpt(&text);
+                pending = None;
+                turns.push(Turn::Gpt(g));
+            }
             "assistant" | "gpt" => {
                 let g = if sharegpt {
                     let text = text_of(body).map_err(|e| at(e.into()))?;
@@ -183,6 +193,10 @@ pub fn read_messages(
                     hermes::parse_gpt(&text).map_err(|e| at(e.into()))?
                 } else {
                     let mut g = openai_assistant(m, body).map_err(at)?;
+                    if lf && g.reasoning.is_none() && g.tool_calls.is_empty() {
+                        let p = llamafactory::parse_gpt(&g.content);
+                        (g.reasoning, g.content) = (p.reasoning, p.content);
+                    }
                     let after_think = g
                         .reasoning
                         .as_deref()
@@ -200,7 +214,8 @@ pub fn read_messages(
             }
             "function_call" => {
                 let text = text_of(body).map_err(|e| at(e.into()))?;
-                let v: Value = serde_json::from_str(&text)
+                let value = llamafactory::parse_function_call(&text);
+                let v: Value = serde_json::from_str(value.calls)
                     .map_err(|e| at(BadMessage::FunctionCallNotJson(e.to_string())))?;
                 let calls = match v {
                     Value::Array(list) => list
@@ -211,8 +226,8 @@ pub fn read_messages(
                 }
                 .map_err(|e| at(BadMessage::FunctionCall(e)))?;
                 let g = GptTurn {
-                    reasoning: None,
-                    content: String::new(),
+                    reasoning: value.reasoning.map(str::to_string),
+                    content: value.content.to_string(),
                     tool_calls: calls,
                 };
                 pending = Pending::new(&g.tool_calls);
@@ -226,11 +241,29 @@ pub fn read_messages(
                 let mut results = if sharegpt && role == "tool" {
                     hermes::parse_tool(&text_of(body).map_err(|e| at(e.into()))?)
                         .map_err(|e| at(e.into()))?
+                } else if sharegpt && role == "observation" {
+                    // LLaMA-Factory joins the results of one step with its separator.
+                    let text = text_of(body).map_err(|e| at(e.into()))?;
+                    llamafactory::split_observation(&text)
+                        .map(|t| ToolResult {
+                            tool_call_id: String::new(),
+                            name: String::new(),
+                            content: tool_content_value_owned(t.to_string()),
+                        })
+                        .collect()
                 } else {
                     vec![openai_result(&m, body, sharegpt).map_err(|e| at(e.into()))?]
                 };
                 for r in &mut results {
-                    r.name = p.pair(&r.tool_call_id, &r.name);
+                    let (name, call_id) = p.pair(&r.tool_call_id, &r.name);
+                    r.name = name;
+                    // LLaMA-Factory's results carry no id: they answer their call's.
+                    if lf
+                        && r.tool_call_id.is_empty()
+                        && let Some(id) = call_id
+                    {
+                        r.tool_call_id = id;
+                    }
                 }
                 match turns.last_mut() {
                     Some(Turn::Tool(group)) => group.extend(results),
@@ -246,6 +279,50 @@ pub fn read_messages(
     Ok(Trajectory {
         tools: system_tools.or(tools).unwrap_or_default(),
         turns,
+    })
+}
+
+/// True when the message list is in LLaMA-Factory's own spelling: it has a
+/// `function_call` entry (ShareGPT `from` or OpenAI `role`) or a ShareGPT `observation`;
+/// or the row offers tools (`has_tools`, its `tools` field) and makes no call in any
+/// other spelling: no Hermes `tool` turn, no system turn with a `<tools>` block (a Hermes
+/// row offering tools always has one), no OpenAI `tool_calls`, `function_call` field or
+/// `tool`/`function` message. Its assistant texts are then read by
+/// [`llamafactory::parse_gpt`] (reasoning in a `<think>\n…\n</think>\n\n` block), and
+/// results without an id take the id of the call they answer. A plain chat (no tools)
+/// reads as before: as Hermes text (ShareGPT) or as OpenAI content.
+fn llamafactory_row(items: &[Value], has_tools: bool) -> bool {
+    let native = items.iter().any(|m| {
+        match (
+            m.get("from").and_then(Value::as_str),
+            m.get("role").and_then(Value::as_str),
+        ) {
+            (Some(r), _) => r == "function_call" || r == "observation",
+            (None, Some(r)) => r == "function_call",
+            _ => false,
+        }
+    });
+    if native || !has_tools {
+        return native;
+    }
+    // Tools offered: LLaMA-Factory's unless a call or the tools are spelled otherwise.
+    !items.iter().any(|m| {
+        let r = m
+            .get("from")
+            .or_else(|| m.get("role"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        match r {
+            "tool" | "function" => true,
+            "system" | "developer" => ["value", "content"].iter().any(|k| {
+                m.get(*k)
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.contains("<tools>"))
+            }),
+            _ => ["tool_calls", "function_call"]
+                .iter()
+                .any(|k| m.get(*k).is_some_and(|v| !v.is_null())),
+        }
     })
 }
 
