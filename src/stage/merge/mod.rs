@@ -563,6 +563,60 @@ mod tests {
         assert!(first.starts_with("{\"prompt_index\": 0, \"v\": 0}"));
     }
 
+    /// The same rows as a plain file (kept by offset, read again) and gzipped (kept by
+    /// their bytes), in memory and spilled: the same output and the same rejects.
+    #[test]
+    fn plain_and_compressed_files_merge_alike() {
+        use std::io::Write as _;
+        let mut data = b"\xEF\xBB\xBF{\"prompt_index\": 3, \"v\": \"bom\"}\r\n\n".to_vec();
+        for i in 0..300 {
+            let idx = (i * 7) % 120;
+            let end: &[u8] = if i % 5 == 0 { b"\r\n" } else { b"\n" };
+            data.extend_from_slice(format!("{{\"prompt_index\": {idx}, \"v\": {i}}}").as_bytes());
+            data.extend_from_slice(end);
+            if i % 50 == 0 {
+                data.extend_from_slice(b"{\"a\": 1, \"a\": 2}\n  \n{\"discarded\": true}\n");
+            }
+        }
+        data.extend_from_slice(b"{\"v\": \"no newline\"}");
+        let d = tempfile::tempdir().unwrap();
+        let plain = crate::io::write_tmp(d.path(), "a.jsonl", &data);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&data).unwrap();
+        let packed = crate::io::write_tmp(d.path(), "b.jsonl", &gz.finish().unwrap());
+        let mut results = Vec::new();
+        for (path, buffer) in [
+            (&plain, 1 << 20),
+            (&packed, 1 << 20),
+            (&plain, 200),
+            (&packed, 200),
+        ] {
+            let mut c = cfg(buffer, Keep::First);
+            c.on_error = OnError::Skip;
+            let rej_path = d.path().join("rej.jsonl");
+            let mut rej = Rejects::open("merge", Some(&rej_path)).unwrap();
+            let mut out = Vec::new();
+            let s = merge(&c, vec![Source::File(path.clone())], &mut out, &mut rej).unwrap();
+            rej.finish().unwrap();
+            let rejected = std::fs::read_to_string(&rej_path).unwrap();
+            let name = path.display().to_string();
+            let rejected = rejected.replace(&name, "IN");
+            assert_eq!((s.lines.bad, s.tombstones, s.duplicates), (6, 6, 181));
+            assert_eq!(s.runs > 0, buffer == 200);
+            results.push((String::from_utf8(out).unwrap(), rejected));
+        }
+        assert!(
+            results[0]
+                .0
+                .starts_with("{\"prompt_index\": 0, \"v\": 0}\n")
+        );
+        assert!(results[0].0.ends_with("{\"v\": \"no newline\"}\n"));
+        assert!(results[0].1.contains("duplicate key"), "{}", results[0].1);
+        for r in &results[1..] {
+            assert_eq!(r, &results[0]);
+        }
+    }
+
     #[test]
     fn bad_lines_and_tombstones_read_as_before() {
         let spec = KeySpec::Field("prompt_index".into());
