@@ -244,19 +244,25 @@ impl FastHf {
         {
             return None;
         }
-        // The built-in tables load (about 0.2 s) on one core while the other indexes
-        // the file's vocabulary and checks its merges; then the vocabulary is compared
-        // with the tables.
+        // The file's vocabulary indexed, the two cores share the rest: one loads the
+        // built-in tables, compares the vocabulary with them and finds the splits of the
+        // later half of the tokens, the other those of the first half; then the merges
+        // are compared with the splits.
         let bpe = BpeOpenai::new(Encoding::O200k);
-        std::thread::scope(|s| {
-            let tables = s.spawn(|| bpe.bpe());
-            let ids = file_ids(&f);
-            let merges_ok = ids
-                .as_ref()
-                .is_some_and(|ids| same_merges(&f.model.merges, ids).is_some());
-            let table = tables.join().ok()?;
-            (merges_ok && same_vocabulary(&ids?, table)).then_some(())
+        let ids = file_ids(&f)?;
+        let half = ids.token.len() / 2;
+        let (first, (later, same_vocab)) = std::thread::scope(|s| {
+            let other = s.spawn(|| {
+                let same = same_vocabulary(&ids, bpe.bpe());
+                (splits(&ids, half..ids.token.len()), same)
+            });
+            let first = splits(&ids, 0..half);
+            Some((first, other.join().ok()?))
         })?;
+        if !same_vocab {
+            return None;
+        }
+        same_merges(&f.model.merges, &ids, [first, later])?;
         let added = if f.added_tokens.is_empty() {
             None
         } else {
@@ -342,40 +348,73 @@ fn same_vocabulary(
         })
 }
 
-/// The merges: exactly those transformers' tiktoken converter writes. Token by token in
-/// rank order, every split of the token into two tokens of the vocabulary (in any order
-/// within the token); every token longer than a byte is made by at least one. HF's BPE
-/// with these merges (lowest rank first) and `ignore_merges` splits a word as tiktoken's
-/// ranks do. A split is named by where it cuts the token.
-fn same_merges(merges: &[HfMerge<'_>], ids: &Ids<'_>) -> Option<()> {
-    let mut at = 0;
-    let (mut want, mut got) = (Vec::new(), Vec::new());
-    for t in &ids.token {
-        want.clear();
+/// Where each token of a range splits into two tokens of the vocabulary (byte offsets,
+/// in order), token after token.
+struct Splits {
+    tokens: std::ops::Range<usize>,
+    /// Per token: how many splits; then all the splits.
+    count: Vec<u16>,
+    at: Vec<u16>,
+    /// A token longer than a byte has no split (no merge could make it), or is too long
+    /// for these offsets: not o200k.
+    unfit: bool,
+}
+
+fn splits(ids: &Ids<'_>, tokens: std::ops::Range<usize>) -> Splits {
+    let mut out = Splits {
+        tokens: tokens.clone(),
+        count: Vec::with_capacity(tokens.len()),
+        at: Vec::with_capacity(tokens.len() * 3),
+        unfit: false,
+    };
+    for t in &ids.token[tokens] {
+        let before = out.at.len();
         for (i, _) in t.char_indices().skip(1) {
             if ids.id.contains_key(&t[..i]) && ids.id.contains_key(&t[i..]) {
-                want.push(i);
+                out.at.push(i as u16);
             }
         }
-        if want.is_empty() {
-            if t.chars().nth(1).is_some() {
-                return None; // a token no merge makes
-            }
-            continue;
+        let n = out.at.len() - before;
+        out.unfit |= (n == 0 && t.chars().nth(1).is_some()) || t.len() > u16::MAX as usize;
+        out.count.push(n as u16);
+    }
+    out
+}
+
+/// The merges: exactly those transformers' tiktoken converter writes. Token by token in
+/// rank order, every split of the token into two tokens of the vocabulary ([`splits`];
+/// in any order within the token); every token longer than a byte is made by at least
+/// one. HF's BPE with these merges (lowest rank first) and `ignore_merges` splits a word
+/// as tiktoken's ranks do.
+fn same_merges(merges: &[HfMerge<'_>], ids: &Ids<'_>, parts: [Splits; 2]) -> Option<()> {
+    let mut at = 0;
+    let mut got = Vec::new();
+    for part in &parts {
+        if part.unfit {
+            return None;
         }
-        got.clear();
-        for HfMerge(a, b) in merges.get(at..at + want.len())? {
-            let (a, b) = (a.as_ref(), b.as_ref());
-            if a.is_empty() || a.len() + b.len() != t.len() || !t.starts_with(a) || !t.ends_with(b)
-            {
+        let mut want = part.at.as_slice();
+        for (t, &n) in ids.token[part.tokens.clone()].iter().zip(&part.count) {
+            let n = n as usize;
+            got.clear();
+            for HfMerge(a, b) in merges.get(at..at + n)? {
+                let (a, b) = (a.as_ref(), b.as_ref());
+                if a.is_empty()
+                    || a.len() + b.len() != t.len()
+                    || !t.starts_with(a)
+                    || !t.ends_with(b)
+                {
+                    return None;
+                }
+                got.push(a.len() as u16);
+            }
+            got.sort_unstable();
+            let (mine, rest) = want.split_at(n);
+            if got != mine {
                 return None;
             }
-            got.push(a.len());
-        }
-        at += want.len();
-        got.sort_unstable();
-        if got != want {
-            return None;
+            want = rest;
+            at += n;
         }
     }
     (at == merges.len()).then_some(())
