@@ -397,7 +397,7 @@ pub fn merge(
     // their offsets; any other source (stdin, compressed, Parquet) by their bytes.
     for (i, source) in sources.into_iter().enumerate() {
         let (name, src) = (&names[i], i as u32);
-        if let Some(f) = crate::io::raw_file(&source) {
+        if let (Some(f), Source::File(path)) = (crate::io::raw_file(&source), &source) {
             let mut lines = FileLines::new(f, name.clone());
             while let Some(l) = lines.next_line()? {
                 if is_blank(l.bytes) {
@@ -412,7 +412,7 @@ pub fn merge(
                     st.push(k, (src, l.lineno), body)?;
                 }
             }
-            reread.add(i, lines.finish()?);
+            reread.add(i, lines.finish(path.clone())?);
         } else {
             let mut reader = crate::io::Records::new(vec![source], None);
             while let Some(rec) = reader.next_record()? {
@@ -615,6 +615,32 @@ mod tests {
         for r in &results[1..] {
             assert_eq!(r, &results[0]);
         }
+    }
+
+    /// More files than are kept open at once, their rows interleaved in the output.
+    #[test]
+    fn many_files_read_again_in_turn() {
+        let d = tempfile::tempdir().unwrap();
+        let files = 150;
+        let mut sources = Vec::new();
+        for j in 0..files {
+            let rows: String = (0..3)
+                .map(|k| format!("{{\"prompt_index\": {}, \"f\": {j}}}\n", j + k * files))
+                .collect();
+            sources.push(Source::File(crate::io::write_tmp(
+                d.path(),
+                &format!("batch_{j}.jsonl"),
+                rows.as_bytes(),
+            )));
+        }
+        let mut out = Vec::new();
+        let mut rej = Rejects::open("merge", None).unwrap();
+        let s = merge(&cfg(1 << 20, Keep::Last), sources, &mut out, &mut rej).unwrap();
+        let want: String = (0..3 * files)
+            .map(|i| format!("{{\"prompt_index\": {i}, \"f\": {}}}\n", i % files))
+            .collect();
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+        assert_eq!((s.lines.written, s.runs), (3 * files as u64, 0));
     }
 
     #[test]

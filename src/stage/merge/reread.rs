@@ -9,9 +9,11 @@
 //! file that changed between the two reads (its length or modification time) stops
 //! the merge with an error instead of writing other bytes than those judged.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -21,6 +23,9 @@ use super::runs::{Body, Rec};
 
 /// First read size of [`FileLines`] (it grows for longer lines).
 const CHUNK: usize = 4 << 20;
+/// Files [`Rereader`] keeps open at once (a run directory may hold thousands); the
+/// others are opened again by path when their rows come, and checked to be the same.
+const MAX_OPEN: usize = 64;
 /// Smallest and largest read of [`Rereader`] when rows come in file order.
 const WINDOW_MIN: usize = 64 << 10;
 const WINDOW_MAX: usize = 4 << 20;
@@ -118,9 +123,9 @@ impl FileLines {
         Ok(())
     }
 
-    /// The file, and what it was when every byte had been read.
-    pub fn finish(self) -> Result<Reopened> {
-        let stamp = Stamp::of(&self.file, &self.name)?;
+    /// The file (at `path`), and what it was when every byte had been read.
+    pub fn finish(self, path: PathBuf) -> Result<Reopened> {
+        let stamp = Stamp::of(&self.file.metadata(), &self.name)?;
         if stamp.len != self.base + self.filled as u64 {
             return Err(Changed {
                 path: self.name,
@@ -129,7 +134,8 @@ impl FileLines {
             .into());
         }
         Ok(Reopened {
-            file: self.file,
+            file: Some(self.file),
+            path,
             name: self.name,
             stamp,
             win: Vec::new(),
@@ -141,28 +147,33 @@ impl FileLines {
     }
 }
 
-/// Length and modification time of a file.
+/// Which file, its length and its modification time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
+    dev: u64,
+    ino: u64,
     len: u64,
     modified: Option<SystemTime>,
 }
 
 impl Stamp {
-    fn of(f: &File, name: &str) -> Result<Stamp> {
-        let m = f
-            .metadata()
-            .with_context(|| format!("{name}: cannot read its metadata"))?;
+    fn of(m: &std::io::Result<std::fs::Metadata>, name: &str) -> Result<Stamp> {
+        let m = m
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{name}: cannot read its metadata: {e}"))?;
         Ok(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
             len: m.len(),
             modified: m.modified().ok(),
         })
     }
 }
 
-/// A file read once, kept open to be read again.
+/// A file read once, to be read again (kept open, or opened again by path).
 pub(super) struct Reopened {
-    file: File,
+    file: Option<File>,
+    path: PathBuf,
     name: Arc<str>,
     stamp: Stamp,
     /// `win[..filled]` holds the file's bytes from `start`.
@@ -198,8 +209,8 @@ impl Reopened {
         }
         let mut got = 0;
         while got < want {
-            let k = self
-                .file
+            let file = self.file.as_ref().expect("opened before a read");
+            let k = file
                 .read_at(&mut self.win[got..want], offset + got as u64)
                 .with_context(|| format!("{}: read error", self.name))?;
             if k == 0 {
@@ -224,6 +235,8 @@ pub(super) struct Rereader {
     files: Vec<Option<Reopened>>,
     /// Rows of one file read but not yet written: `win[range]` of `files[src]`.
     pending: Option<(usize, std::ops::Range<usize>)>,
+    /// The files open, oldest first.
+    open: VecDeque<usize>,
 }
 
 impl Rereader {
@@ -231,17 +244,46 @@ impl Rereader {
         Rereader {
             files: (0..sources).map(|_| None).collect(),
             pending: None,
+            open: VecDeque::new(),
         }
     }
 
     pub fn add(&mut self, src: usize, f: Reopened) {
         self.files[src] = Some(f);
+        self.opened(src);
     }
 
-    fn file(&mut self, src: u32) -> &mut Reopened {
-        self.files[src as usize]
+    /// Count `src` as open; close the oldest beyond [`MAX_OPEN`].
+    fn opened(&mut self, src: usize) {
+        self.open.push_back(src);
+        while self.open.len() > MAX_OPEN {
+            let old = self.open.pop_front().expect("more than MAX_OPEN");
+            if let Some(f) = &mut self.files[old] {
+                f.file = None;
+            }
+        }
+    }
+
+    /// The file of `src`, open (opened again when it was closed: the same file, unchanged).
+    fn file(&mut self, src: u32) -> Result<&mut Reopened> {
+        let src = src as usize;
+        let f = self.files[src]
             .as_mut()
-            .expect("a located row's file is open")
+            .expect("a located row's file was read");
+        if f.file.is_none() {
+            let file =
+                File::open(&f.path).with_context(|| format!("cannot open {} again", f.name))?;
+            if Stamp::of(&file.metadata(), &f.name)? != f.stamp {
+                return Err(Changed {
+                    path: f.name.clone(),
+                    what: "it is not the same file, or its length or modification time is not what it was",
+                }
+                .into());
+            }
+            f.file = Some(file);
+            self.opened(src);
+        }
+        Ok(self.files[src].as_mut().expect("just checked"))
     }
 
     /// Write the row and its `\n` to `out`.
@@ -266,7 +308,7 @@ impl Rereader {
             }
         }
         self.flush(out)?;
-        let f = self.file(r.src);
+        let f = self.file(r.src)?;
         let at = f.load(offset, n)?;
         if lf {
             self.pending = Some((r.src as usize, at..at + n));
@@ -283,7 +325,7 @@ impl Rereader {
             Body::Bytes(line) => Ok(line),
             Body::At { offset, len, .. } => {
                 self.flush(out)?;
-                let f = self.file(r.src);
+                let f = self.file(r.src)?;
                 let at = f.load(*offset, *len as usize)?;
                 Ok(&f.win[at..at + *len as usize])
             }
@@ -302,7 +344,11 @@ impl Rereader {
     pub fn finish(&mut self, out: &mut dyn Write) -> Result<()> {
         self.flush(out)?;
         for f in self.files.iter().flatten() {
-            if Stamp::of(&f.file, &f.name)? != f.stamp {
+            let now = match &f.file {
+                Some(file) => file.metadata(),
+                None => std::fs::metadata(&f.path),
+            };
+            if Stamp::of(&now, &f.name)? != f.stamp {
                 return Err(Changed {
                     path: f.name.clone(),
                     what: "its length or modification time is not what it was",
@@ -343,7 +389,7 @@ mod tests {
         }
         assert_eq!(got, want);
         assert_eq!(lfs, [false, true, false, false]);
-        lines.finish().unwrap();
+        lines.finish(p).unwrap();
     }
 
     #[test]
@@ -376,7 +422,7 @@ mod tests {
         let mut lines = FileLines::new(File::open(&p).unwrap(), Arc::from("a.jsonl"));
         while lines.next_line().unwrap().is_some() {}
         let mut rr = Rereader::new(1);
-        rr.add(0, lines.finish().unwrap());
+        rr.add(0, lines.finish(p.clone()).unwrap());
         std::fs::write(&p, b"{\"a\":1}\n").unwrap();
         let rec = Rec {
             index: None,
