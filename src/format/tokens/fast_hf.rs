@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::FxHashSet;
 use serde_json::value::RawValue;
 
 use super::*;
@@ -187,7 +187,9 @@ impl FastHf {
     /// The fast counter for `json` when it is o200k's byte-level BPE; `None` for any
     /// other tokenizer (which `tokenizers` then encodes).
     pub fn recognise(json: &[u8]) -> Option<FastHf> {
-        let f: HfFile = serde_json::from_slice(json).ok()?;
+        // One UTF-8 check of the whole file, not one per string.
+        let text = simdutf8::basic::from_utf8(json).ok()?;
+        let f: HfFile = serde_json::from_str(text).ok()?;
         let m = &f.model;
         // Nothing that changes how many tokens `encode` gives: no truncation, padding or
         // normalizer, plain byte-level BPE that takes a word in the vocabulary as one
@@ -295,10 +297,16 @@ impl FastHf {
     }
 }
 
-/// The file's tokens by id, and its ids by token (the added tokens left out).
+/// The file's tokens by id (the added tokens left out), and a hash of each: whether a
+/// string is one of them. (A string taken for a token by a collision of 64-bit hashes
+/// can only make a file look less like o200k, never more: see [`same_merges`].)
 struct Ids<'f> {
     token: Vec<&'f str>,
-    id: FxHashMap<&'f str, u32>,
+    known: FxHashSet<u64>,
+}
+
+fn hash(s: &str) -> u64 {
+    std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, s)
 }
 
 /// Index the file's vocabulary: each id once, from 0 with no gap, the added tokens left
@@ -307,7 +315,7 @@ fn file_ids<'f>(f: &'f HfFile<'_>) -> Option<Ids<'f>> {
     let added: Vec<&str> = f.added_tokens.iter().map(|a| a.content.as_ref()).collect();
     let vocab = &f.model.vocab.0;
     let mut token: Vec<Option<&str>> = vec![None; vocab.len()];
-    let mut id = FxHashMap::with_capacity_and_hasher(vocab.len(), Default::default());
+    let mut known = FxHashSet::with_capacity_and_hasher(vocab.len(), Default::default());
     let mut n = 0;
     for (tok, i) in vocab {
         let tok = tok.as_ref();
@@ -318,11 +326,11 @@ fn file_ids<'f>(f: &'f HfFile<'_>) -> Option<Ids<'f>> {
         if slot.replace(tok).is_some() {
             return None;
         }
-        id.insert(tok, *i);
+        known.insert(hash(tok));
         n = n.max(*i as usize + 1);
     }
     let token = token[..n].iter().copied().collect::<Option<Vec<&str>>>()?;
-    Some(Ids { token, id })
+    Some(Ids { token, known })
 }
 
 /// The vocabulary: every o200k token at its rank, in GPT-2's byte-level characters, and
@@ -370,7 +378,7 @@ fn splits(ids: &Ids<'_>, tokens: std::ops::Range<usize>) -> Splits {
     for t in &ids.token[tokens] {
         let before = out.at.len();
         for (i, _) in t.char_indices().skip(1) {
-            if ids.id.contains_key(&t[..i]) && ids.id.contains_key(&t[i..]) {
+            if ids.known.contains(&hash(&t[..i])) && ids.known.contains(&hash(&t[i..])) {
                 out.at.push(i as u16);
             }
         }
@@ -385,7 +393,8 @@ fn splits(ids: &Ids<'_>, tokens: std::ops::Range<usize>) -> Splits {
 /// rank order, every split of the token into two tokens of the vocabulary ([`splits`];
 /// in any order within the token); every token longer than a byte is made by at least
 /// one. HF's BPE with these merges (lowest rank first) and `ignore_merges` splits a word
-/// as tiktoken's ranks do.
+/// as tiktoken's ranks do. (A split the hashes took for one, with a half that is no
+/// token, is one the file must then have too; HF's BPE never applies such a merge.)
 fn same_merges(merges: &[HfMerge<'_>], ids: &Ids<'_>, parts: [Splits; 2]) -> Option<()> {
     let mut at = 0;
     let mut got = Vec::new();
