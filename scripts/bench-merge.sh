@@ -92,17 +92,17 @@ echo "\`scripts/bench-merge.sh $MB $RUNS${*:+ $*}\`: $RUNS rounds, every command
 echo "(interleaved), best round kept; $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), load average before the run: $LOAD."
 echo "Every build's merged output is checked to equal the corpus byte for byte."
 echo
-echo "| command | build | wall s | MB/s | max RSS | vs this tree |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| command | wall s | MB/s | max RSS | vs this tree |"
+echo "|---|---:|---:|---:|---:|"
 for spec in "${specs[@]}"; do
     IFS='|' read -r key label bytes cmd <<<"${spec//\\|/$'\x1f'}"
     label=${label//$'\x1f'/\\|}
-    build="" ratio=""
+    ratio=""
     if [[ $key =~ ^(mem|spill|one)([0-9]+)$ ]]; then
-        build=${builds[${BASH_REMATCH[2]}]%%=*}
+        label="${builds[${BASH_REMATCH[2]}]%%=*}: $label"
         ratio=$(awk -v a="${SECS[${BASH_REMATCH[1]}0]}" -v b="${SECS[$key]}" 'BEGIN { printf "%.2f", a / b }')
     fi
-    echo "| $label | $build | ${SECS[$key]} | $(mbs "$bytes" "${SECS[$key]}") | ${RSS[$key]} KB | $ratio |"
+    echo "| $label | ${SECS[$key]} | $(mbs "$bytes" "${SECS[$key]}") | ${RSS[$key]} KB | $ratio |"
 done
 echo
 echo "\"vs this tree\": the build's throughput as a share of this tree's on the same command"
