@@ -23,9 +23,9 @@
 //! Memory: the buffer (`--buffer-size`, default 64 MiB: about 100 bytes per row of a
 //! plain file, the row's bytes for other sources), plus the dedup index, about 64 bytes
 //! per distinct key (1 million rows: ~64 MB), plus 64 KiB per run being merged and a
-//! read window of up to 4 MiB per plain file. Disk: the spilled runs in the temp
-//! directory while merging (rows of plain files: their offsets only). A plain file that
-//! changes during the merge stops it with [`Changed`].
+//! read window of up to 1 MiB per open plain file (at most 64 open). Disk: the spilled
+//! runs in the temp directory while merging (rows of plain files: their offsets only).
+//! A plain file that changes during the merge stops it with [`Changed`].
 
 mod reread;
 mod runs;

@@ -28,7 +28,7 @@ const CHUNK: usize = 4 << 20;
 const MAX_OPEN: usize = 64;
 /// Smallest and largest read of [`Rereader`] when rows come in file order.
 const WINDOW_MIN: usize = 64 << 10;
-const WINDOW_MAX: usize = 4 << 20;
+const WINDOW_MAX: usize = 1 << 20;
 
 /// An input file that changed while traj-merge read it.
 #[derive(Debug, thiserror::Error)]
@@ -259,7 +259,8 @@ impl Rereader {
         while self.open.len() > MAX_OPEN {
             let old = self.open.pop_front().expect("more than MAX_OPEN");
             if let Some(f) = &mut self.files[old] {
-                f.file = None;
+                // Nothing of it is pending: a row is written before the next is read.
+                (f.file, f.win, f.filled) = (None, Vec::new(), 0);
             }
         }
     }
