@@ -33,7 +33,7 @@ const WINDOW_MAX: usize = 1 << 20;
 /// An input file that changed while traj-merge read it.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{path}: the file changed while traj-merge read it ({what}); nothing of it was written as it is now: run the merge again"
+    "{path}: the file changed while traj-merge read it ({what}); the merge stopped (an -o file is not written): run it again"
 )]
 pub struct Changed {
     pub path: Arc<str>,
