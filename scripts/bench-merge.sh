@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
 # Benchmark traj-merge: a corpus cut into shards (rows shuffled between them, 10% of
-# rows duplicated) merged back, in memory and with a small buffer that forces spilling.
+# rows duplicated) merged back, in memory and with a small buffer that forces spilling,
+# and the whole corpus as one file with the default buffer (the before/after shape).
 #
-# Usage: scripts/bench-merge.sh [MB] [RUNS]      (defaults: $TRAJ_BENCH_MB or 500 MB, 3 runs, median)
+# Usage: scripts/bench-merge.sh [MB] [RUNS] [NAME=DIR]...
+#   MB        corpus size (default $TRAJ_BENCH_MB or 500)
+#   RUNS      rounds (default 3); each round runs every command once, one after the
+#             other (interleaved: a change of load hits all of them), the best is kept
+#   NAME=DIR  another build's traj-merge (DIR/traj-merge) measured beside this tree's in
+#             the same rounds, e.g. round1=../old/target/release main=../main/target/release
 #
 # Corpus and shards live under target/bench (never in the repo). Prints a markdown
-# section on stdout, beside `cat shards | cat` and `sort` of the same bytes.
+# section on stdout, beside `cat shards | cat` and `sort` of the same bytes. Every
+# build's merged output is checked to equal the corpus byte for byte.
 set -euo pipefail
 
 MB="${1:-${TRAJ_BENCH_MB:-500}}"
 RUNS="${2:-3}"
+shift $(( $# < 2 ? $# : 2 ))
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BENCH="$ROOT/target/bench"
 CORPUS="$BENCH/sharegpt-${MB}mb-seed2.jsonl"
 SHARDS="$BENCH/merge-shards-${MB}mb"
-MERGE="$ROOT/target/release/traj-merge"
 TIME=/usr/bin/time
 
+builds=("this tree=$ROOT/target/release")
+for b in "$@"; do
+    [[ "$b" == *=* && -x "${b#*=}/traj-merge" ]] || { echo "bench-merge.sh: $b: want NAME=DIR with DIR/traj-merge" >&2; exit 2; }
+    builds+=("$b")
+done
+
 mkdir -p "$BENCH"
-cargo build --release --quiet --bin traj-merge --manifest-path "$ROOT/Cargo.toml" >&2
+cargo build --release --quiet --locked --bin traj-merge --manifest-path "$ROOT/Cargo.toml" >&2
 if [[ ! -s "$CORPUS" ]]; then
     echo "generating $CORPUS ..." >&2
     python3 "$ROOT/scripts/gen_corpus.py" --shape sharegpt --mb "$MB" --seed 2 >"$CORPUS"
@@ -30,46 +43,67 @@ if [[ ! -d "$SHARDS" ]]; then
         if (NR % 10 == 0) print > (dir "/batch_" ((NR + 1) % 4) ".jsonl") }' "$CORPUS"
 fi
 BYTES=$(du -cb "$SHARDS"/batch_*.jsonl | tail -n 1 | cut -f1)
+CBYTES=$(stat -c %s "$CORPUS")
 ROWS=$(wc -l <"$CORPUS")
-cat "$SHARDS"/batch_*.jsonl >/dev/null
+cat "$SHARDS"/batch_*.jsonl "$CORPUS" >/dev/null
 LOAD=$(cut -d" " -f1-3 /proc/loadavg)
-
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-declare -A SECS RSS
-run() {
-    local key="$1" cmd="$2" times=() rss=0 out w m
-    for ((r = 0; r < RUNS; r++)); do
-        out=$({ $TIME -f "%e %M" bash -c "$cmd" >/dev/null; } 2>&1 | tail -n 1)
-        read -r w m <<<"$out"
-        times+=("$w")
-        if ((m > rss)); then rss=$m; fi
-    done
-    SECS[$key]=$(median "${times[@]}")
-    RSS[$key]=$rss
-    echo "  $key: ${SECS[$key]} s" >&2
-}
-
 OUT="$BENCH/merged.jsonl"
-run cat "cat '$SHARDS'/batch_*.jsonl | cat"
-run sort "LC_ALL=C sort -S 64M -T '$BENCH' '$SHARDS'/batch_*.jsonl"
-run mem "'$MERGE' -q '$SHARDS' --buffer-size 1G -o '$OUT'"
-run spill "'$MERGE' -q '$SHARDS' --buffer-size 16M --tmp-dir '$BENCH' -o '$OUT'"
-# correctness: every row once, in order
-got=$(wc -l <"$OUT")
-[[ "$got" == "$ROWS" ]] || { echo "merged $got rows, want $ROWS" >&2; exit 1; }
-cmp -s "$OUT" "$CORPUS" || { echo "merged output differs from the corpus" >&2; exit 1; }
+
+# key | label | input bytes | command
+specs=(
+    "cat|\`cat batch_* \\| cat\`|$BYTES|cat '$SHARDS'/batch_*.jsonl | cat"
+    "sort|\`sort -S 64M batch_*\`|$BYTES|LC_ALL=C sort -S 64M -T '$BENCH' '$SHARDS'/batch_*.jsonl"
+)
+for i in "${!builds[@]}"; do
+    bin="${builds[$i]#*=}/traj-merge"
+    specs+=(
+        "mem$i|\`traj-merge dir --buffer-size 1G -o FILE\` (in memory)|$BYTES|'$bin' -q '$SHARDS' --buffer-size 1G -o '$OUT.$i'"
+        "spill$i|\`traj-merge dir --buffer-size 16M -o FILE\` (spills)|$BYTES|'$bin' -q '$SHARDS' --buffer-size 16M --tmp-dir '$BENCH' -o '$OUT.$i'"
+        "one$i|\`traj-merge -q corpus > /dev/null\` (default 64M buffer)|$CBYTES|'$bin' -q '$CORPUS'"
+    )
+done
+
+declare -A SECS RSS
+for ((r = 0; r < RUNS; r++)); do
+    for spec in "${specs[@]}"; do
+        IFS='|' read -r key label bytes cmd <<<"${spec//\\|/$'\x1f'}"
+        cmd=${cmd//$'\x1f'/|}
+        read -r w m < <({ $TIME -f "%e %M" bash -c "$cmd" >/dev/null; } 2>&1 | tail -n 1)
+        if [[ -z "${SECS[$key]:-}" ]] || awk -v a="$w" -v b="${SECS[$key]}" 'BEGIN { exit !(a < b) }'; then
+            SECS[$key]=$w
+        fi
+        if ((m > ${RSS[$key]:-0})); then RSS[$key]=$m; fi
+        echo "  round $r $key: $w s" >&2
+        if [[ $key == mem* || $key == spill* ]]; then
+            # correctness: every row once, in order
+            cmp -s "$OUT.${key//[a-z]/}" "$CORPUS" \
+                || { echo "$key: merged output differs from the corpus" >&2; exit 1; }
+        fi
+    done
+done
+rm -f "$OUT".*
 
 mbs() { awk -v b="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", b / 1e6 / s; else print "-" }'; }
 echo "## traj-merge benchmark"
 echo
-echo "Corpus: \`scripts/gen_corpus.py --shape sharegpt --mb $MB --seed 2\` cut into 4 batch files"
-echo "with 10% of rows duplicated ($((BYTES / 1000000)) MB, $ROWS distinct rows); median of $RUNS runs,"
-echo "$(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), load average before the run: $LOAD."
-echo "The merged output is checked to equal the corpus byte for byte."
+echo "Corpus: \`scripts/gen_corpus.py --shape sharegpt --mb $MB --seed 2\` ($((CBYTES / 1000000)) MB), and the"
+echo "same cut into 4 batch files with 10% of rows duplicated ($((BYTES / 1000000)) MB, $ROWS distinct rows);"
+echo "\`scripts/bench-merge.sh $MB $RUNS${*:+ $*}\`: $RUNS rounds, every command once per round"
+echo "(interleaved), best round kept; $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), load average before the run: $LOAD."
+echo "Every build's merged output is checked to equal the corpus byte for byte."
 echo
-echo "| command | wall s | MB/s | max RSS |"
-echo "|---|---:|---:|---:|"
-echo "| \`cat batch_* \| cat\` | ${SECS[cat]} | $(mbs "$BYTES" "${SECS[cat]}") | ${RSS[cat]} KB |"
-echo "| \`sort -S 64M batch_*\` | ${SECS[sort]} | $(mbs "$BYTES" "${SECS[sort]}") | ${RSS[sort]} KB |"
-echo "| \`traj-merge dir --buffer-size 1G\` (in memory) | ${SECS[mem]} | $(mbs "$BYTES" "${SECS[mem]}") | ${RSS[mem]} KB |"
-echo "| \`traj-merge dir --buffer-size 16M\` (spills) | ${SECS[spill]} | $(mbs "$BYTES" "${SECS[spill]}") | ${RSS[spill]} KB |"
+echo "| command | wall s | MB/s | max RSS | vs this tree |"
+echo "|---|---:|---:|---:|---:|"
+for spec in "${specs[@]}"; do
+    IFS='|' read -r key label bytes cmd <<<"${spec//\\|/$'\x1f'}"
+    label=${label//$'\x1f'/\\|}
+    ratio=""
+    if [[ $key =~ ^(mem|spill|one)([0-9]+)$ ]]; then
+        label="${builds[${BASH_REMATCH[2]}]%%=*}: $label"
+        ratio=$(awk -v a="${SECS[${BASH_REMATCH[1]}0]}" -v b="${SECS[$key]}" 'BEGIN { printf "%.2f", a / b }')
+    fi
+    echo "| $label | ${SECS[$key]} | $(mbs "$bytes" "${SECS[$key]}") | ${RSS[$key]} KB | $ratio |"
+done
+echo
+echo "\"vs this tree\": the build's throughput as a share of this tree's on the same command"
+echo "(below 1: slower)."

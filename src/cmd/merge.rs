@@ -53,7 +53,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Keep::Last)]
     pub keep: Keep,
 
-    /// Rows held in memory before a sorted run is spilled to disk (e.g. 512K, 64M, 1G).
+    /// Rows held in memory before a sorted run is spilled to disk (e.g. 512K, 64M, 1G):
+    /// a row of a plain file costs about 100 bytes (it is read again when written), any
+    /// other row its length.
     #[arg(long, alias = "mem-limit", value_name = "SIZE", default_value = "64M",
           value_parser = crate::stage::merge::parse_size)]
     pub buffer_size: usize,

@@ -681,6 +681,148 @@ mod tests {
         );
     }
 
+    /// A file that differs from o200k anywhere that changes a count is left to the
+    /// `tokenizers` crate: one token's bytes, a token's id, a missing or extra merge, a
+    /// merge of another token's group, the pattern, and the model and file settings that
+    /// change what `encode` returns. Merges written as `"a b"` and in another order
+    /// within one token's group are still o200k.
+    #[test]
+    fn o200k_tokenizer_json_that_differs_is_not_recognised() {
+        let base: serde_json::Value = serde_json::from_slice(&o200k_tokenizer_json()).unwrap();
+        let recognised =
+            |v: &serde_json::Value| FastHf::recognise(&serde_json::to_vec(v).unwrap()).is_some();
+        assert!(recognised(&base));
+        let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = base.clone();
+            f(&mut v);
+            recognised(&v)
+        };
+        let merges = |v: &mut serde_json::Value| -> Vec<serde_json::Value> {
+            v["model"]["merges"].as_array().unwrap().clone()
+        };
+        // within one token's group the order does not matter; "a b" reads as ["a", "b"]
+        let group = merges(&mut base.clone())
+            .windows(2)
+            .position(|w| {
+                let cat = |m: &serde_json::Value| {
+                    format!("{}{}", m[0].as_str().unwrap(), m[1].as_str().unwrap())
+                };
+                cat(&w[0]) == cat(&w[1])
+            })
+            .expect("a token made by two merges");
+        assert!(edit(&|v| v["model"]["merges"]
+            .as_array_mut()
+            .unwrap()
+            .swap(group, group + 1)));
+        assert!(edit(&|v| {
+            for m in v["model"]["merges"].as_array_mut().unwrap() {
+                *m = format!("{} {}", m[0].as_str().unwrap(), m[1].as_str().unwrap()).into();
+            }
+        }));
+        type Edit<'a> = Box<dyn Fn(&mut serde_json::Value) + 'a>;
+        let cases: Vec<(&str, Edit)> = vec![
+            (
+                "a token's bytes",
+                Box::new(|v| {
+                    let vocab = v["model"]["vocab"].as_object_mut().unwrap();
+                    let id = vocab.remove("hello").unwrap();
+                    vocab.insert("hellp".into(), id);
+                }),
+            ),
+            (
+                "two tokens' ids swapped",
+                Box::new(|v| {
+                    let vocab = v["model"]["vocab"].as_object_mut().unwrap();
+                    let (a, b) = (vocab["hello"].clone(), vocab["world"].clone());
+                    vocab["hello"] = b;
+                    vocab["world"] = a;
+                }),
+            ),
+            (
+                "a token missing",
+                Box::new(|v| {
+                    v["model"]["vocab"].as_object_mut().unwrap().remove("hello");
+                }),
+            ),
+            (
+                "an extra token",
+                Box::new(|v| {
+                    v["model"]["vocab"]
+                        .as_object_mut()
+                        .unwrap()
+                        .insert("zzzzzzzzzzq".into(), 300_000.into());
+                }),
+            ),
+            (
+                "a merge missing",
+                Box::new(|v| {
+                    v["model"]["merges"].as_array_mut().unwrap().remove(group);
+                }),
+            ),
+            (
+                "a merge doubled",
+                Box::new(|v| {
+                    let m = v["model"]["merges"][group].clone();
+                    v["model"]["merges"]
+                        .as_array_mut()
+                        .unwrap()
+                        .insert(group, m);
+                }),
+            ),
+            (
+                "an extra merge at the end",
+                Box::new(|v| {
+                    v["model"]["merges"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(serde_json::json!(["a", "b"]));
+                }),
+            ),
+            (
+                "merges out of rank order",
+                Box::new(|v| {
+                    v["model"]["merges"]
+                        .as_array_mut()
+                        .unwrap()
+                        .swap(10, 100_000);
+                }),
+            ),
+            (
+                "another pattern",
+                Box::new(|v| {
+                    v["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\s+|\\S+".into();
+                }),
+            ),
+            (
+                "ignore_merges off",
+                Box::new(|v| v["model"]["ignore_merges"] = false.into()),
+            ),
+            (
+                "a subword prefix",
+                Box::new(|v| v["model"]["continuing_subword_prefix"] = "##".into()),
+            ),
+            ("dropout", Box::new(|v| v["model"]["dropout"] = 0.1.into())),
+            (
+                "truncation",
+                Box::new(|v| {
+                    v["truncation"] = serde_json::json!({"direction": "Right", "max_length": 8,
+                    "strategy": "LongestFirst", "stride": 0});
+                }),
+            ),
+            (
+                "a normalizer",
+                Box::new(|v| v["normalizer"] = serde_json::json!({"type": "NFC"})),
+            ),
+            (
+                "an added token that strips",
+                Box::new(|v| v["added_tokens"][0]["lstrip"] = true.into()),
+            ),
+        ];
+        for (what, f) in &cases {
+            assert!(!edit(f.as_ref()), "recognised as o200k with {what}");
+        }
+    }
+
     #[test]
     fn huggingface_tokenizer_json() {
         let dir = tempfile::tempdir().unwrap();

@@ -3,6 +3,11 @@
 //! the built-in o200k BPE (equal counts, a fraction of the `tokenizers` crate's time and
 //! memory). Any other file is left to `tokenizers`.
 
+use std::borrow::Cow;
+
+use rustc_hash::FxHashSet;
+use serde_json::value::RawValue;
+
 use super::*;
 
 /// A byte-level BPE `tokenizer.json` whose vocabulary, merges, pre-tokenizer and
@@ -33,19 +38,29 @@ pub(super) fn byte_level_chars() -> [char; 256] {
     out
 }
 
+// The file is read once, borrowing its strings (no map of the vocabulary, no tree of
+// values): only the fields that decide how text is split and counted are read, the
+// others (the decoder, `version`) are skipped.
 #[derive(serde::Deserialize)]
-struct HfFile {
-    #[serde(default)]
-    added_tokens: Vec<HfAdded>,
-    normalizer: Option<serde_json::Value>,
+struct HfFile<'a> {
+    #[serde(default, borrow)]
+    truncation: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    padding: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    added_tokens: Vec<HfAdded<'a>>,
+    #[serde(default, borrow)]
+    normalizer: Option<&'a RawValue>,
     pre_tokenizer: Option<serde_json::Value>,
     post_processor: Option<serde_json::Value>,
-    model: HfModel,
+    #[serde(borrow)]
+    model: HfModel<'a>,
 }
 
 #[derive(serde::Deserialize)]
-struct HfAdded {
-    content: String,
+struct HfAdded<'a> {
+    #[serde(borrow)]
+    content: Cow<'a, str>,
     #[serde(default)]
     single_word: bool,
     #[serde(default)]
@@ -55,33 +70,143 @@ struct HfAdded {
 }
 
 #[derive(serde::Deserialize)]
-struct HfModel {
-    #[serde(rename = "type")]
-    kind: Option<String>,
+struct HfModel<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
     dropout: Option<f64>,
     #[serde(default)]
     byte_fallback: bool,
-    vocab: HashMap<String, u32>,
-    merges: Vec<HfMerge>,
+    #[serde(default)]
+    ignore_merges: bool,
+    #[serde(default, borrow)]
+    continuing_subword_prefix: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    end_of_word_suffix: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    vocab: Vocab<'a>,
+    #[serde(borrow)]
+    merges: Vec<HfMerge<'a>>,
+}
+
+/// A JSON string, borrowed from the file unless it has escapes.
+struct Str<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Str<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = Str<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Str<'a>, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Str<'a>, E> {
+                Ok(Str(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
+}
+
+/// The vocabulary as written: (token, id) in file order.
+struct Vocab<'a>(Vec<(Cow<'a, str>, u32)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Vocab<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = Vocab<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of tokens to ids")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Vocab<'a>, A::Error> {
+                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(1 << 18));
+                while let Some((Str(k), id)) = m.next_entry::<Str<'a>, u32>()? {
+                    out.push((k, id));
+                }
+                Ok(Vocab(out))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
 }
 
 /// A merge: `"a b"` (older files) or `["a", "b"]`.
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum HfMerge {
-    Joined(String),
-    Pair(String, String),
+struct HfMerge<'a>(Cow<'a, str>, Cow<'a, str>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for HfMerge<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        fn joined<'a, E: Error>(s: Cow<'a, str>) -> Result<HfMerge<'a>, E> {
+            let i = s
+                .find(' ')
+                .ok_or_else(|| E::custom("a merge without a space"))?;
+            Ok(match s {
+                Cow::Borrowed(s) => HfMerge(Cow::Borrowed(&s[..i]), Cow::Borrowed(&s[i + 1..])),
+                Cow::Owned(s) => HfMerge(Cow::Owned(s[..i].into()), Cow::Owned(s[i + 1..].into())),
+            })
+        }
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = HfMerge<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a merge: \"a b\" or [\"a\", \"b\"]")
+            }
+            fn visit_borrowed_str<E: Error>(self, v: &'de str) -> Result<HfMerge<'a>, E> {
+                joined(Cow::Borrowed(v))
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<HfMerge<'a>, E> {
+                joined(Cow::Owned(v.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<HfMerge<'a>, A::Error> {
+                let Str(a) = s
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let Str(b) = s
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                if s.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(A::Error::invalid_length(3, &self));
+                }
+                Ok(HfMerge(a, b))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
 }
 
 impl FastHf {
     /// The fast counter for `json` when it is o200k's byte-level BPE; `None` for any
     /// other tokenizer (which `tokenizers` then encodes).
     pub fn recognise(json: &[u8]) -> Option<FastHf> {
-        let f: HfFile = serde_json::from_slice(json).ok()?;
-        if f.model.kind.as_deref().is_some_and(|k| k != "BPE")
-            || f.model.dropout.is_some()
-            || f.model.byte_fallback
-            || f.normalizer.as_ref().is_some_and(|n| !n.is_null())
+        // One UTF-8 check of the whole file, not one per string.
+        let text = simdutf8::basic::from_utf8(json).ok()?;
+        let f: HfFile = serde_json::from_str(text).ok()?;
+        let m = &f.model;
+        // Nothing that changes how many tokens `encode` gives: no truncation, padding or
+        // normalizer, plain byte-level BPE that takes a word in the vocabulary as one
+        // token (tiktoken's rule: `ignore_merges`).
+        if f.truncation.is_some()
+            || f.padding.is_some()
+            || f.normalizer.is_some()
+            || m.kind.as_deref().is_some_and(|k| k != "BPE")
+            || m.dropout.is_some()
+            || m.byte_fallback
+            || !m.ignore_merges
+            || m.continuing_subword_prefix
+                .as_deref()
+                .is_some_and(|p| !p.is_empty())
+            || m.end_of_word_suffix
+                .as_deref()
+                .is_some_and(|p| !p.is_empty())
         {
             return None;
         }
@@ -121,59 +246,29 @@ impl FastHf {
         {
             return None;
         }
-        // The vocabulary: every o200k token, at its rank, and nothing else but the
-        // added tokens.
+        // The file's vocabulary indexed, the two cores share the rest: one loads the
+        // built-in tables, compares the vocabulary with them and finds the splits of the
+        // later half of the tokens, the other those of the first half; then the merges
+        // are compared with the splits.
         let bpe = BpeOpenai::new(Encoding::O200k);
-        let table = bpe.bpe();
-        let chars = byte_level_chars();
-        let mut reverse: HashMap<char, u8> = HashMap::with_capacity(256);
-        for (b, c) in chars.iter().enumerate() {
-            reverse.insert(*c, b as u8);
-        }
-        let decode =
-            |s: &str| -> Option<Vec<u8>> { s.chars().map(|c| reverse.get(&c).copied()).collect() };
-        let added: std::collections::HashSet<&str> =
-            f.added_tokens.iter().map(|a| a.content.as_str()).collect();
-        let n = table.num_tokens();
-        let mut seen = vec![false; n];
-        for (tok, &id) in &f.model.vocab {
-            if added.contains(tok.as_str()) {
-                continue;
-            }
-            let bytes = decode(tok)?;
-            let i = id as usize;
-            if i >= n || seen[i] || table.token_bytes(id) != bytes.as_slice() {
-                return None;
-            }
-            seen[i] = true;
-        }
-        if seen.iter().any(|s| !s) {
+        let ids = file_ids(&f)?;
+        let half = ids.token.len() / 2;
+        let (first, (later, same_vocab)) = std::thread::scope(|s| {
+            let other = s.spawn(|| {
+                let same = same_vocabulary(&ids, bpe.bpe());
+                (splits(&ids, half..ids.token.len()), same)
+            });
+            let first = splits(&ids, 0..half);
+            Some((first, other.join().ok()?))
+        })?;
+        if !same_vocab {
             return None;
         }
-        // The merges: each makes a token of the vocabulary, in the order of the ranks of
-        // what they make (tiktoken's rule: the lowest-ranked pair merges first), and every
-        // token longer than a byte is made by one.
-        let mut made = vec![false; n];
-        let mut last = 0u32;
-        for m in &f.model.merges {
-            let (a, b) = match m {
-                HfMerge::Joined(s) => s.split_once(' ')?,
-                HfMerge::Pair(a, b) => (a.as_str(), b.as_str()),
-            };
-            let id = *f.model.vocab.get(&format!("{a}{b}"))?;
-            if id < last || (id as usize) >= n {
-                return None;
-            }
-            last = id;
-            made[id as usize] = true;
-        }
-        if (0..n).any(|i| !made[i] && table.token_len(i as u32) > 1) {
-            return None;
-        }
+        same_merges(&f.model.merges, &ids, [first, later])?;
         let added = if f.added_tokens.is_empty() {
             None
         } else {
-            let pats: Vec<&str> = f.added_tokens.iter().map(|a| a.content.as_str()).collect();
+            let pats: Vec<&str> = f.added_tokens.iter().map(|a| a.content.as_ref()).collect();
             Some(
                 aho_corasick::AhoCorasick::builder()
                     .match_kind(aho_corasick::MatchKind::LeftmostLongest)
@@ -200,4 +295,136 @@ impl FastHf {
         }
         n + self.bpe.count(&text[at..])
     }
+}
+
+/// The file's tokens by id (the added tokens left out), and a hash of each: whether a
+/// string is one of them. (A string taken for a token by a collision of 64-bit hashes
+/// can only make a file look less like o200k, never more: see [`same_merges`].)
+struct Ids<'f> {
+    token: Vec<&'f str>,
+    known: FxHashSet<u64>,
+}
+
+fn hash(s: &str) -> u64 {
+    std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, s)
+}
+
+/// Index the file's vocabulary: each id once, from 0 with no gap, the added tokens left
+/// out.
+fn file_ids<'f>(f: &'f HfFile<'_>) -> Option<Ids<'f>> {
+    let added: Vec<&str> = f.added_tokens.iter().map(|a| a.content.as_ref()).collect();
+    let vocab = &f.model.vocab.0;
+    let mut token: Vec<Option<&str>> = vec![None; vocab.len()];
+    let mut known = FxHashSet::with_capacity_and_hasher(vocab.len(), Default::default());
+    let mut n = 0;
+    for (tok, i) in vocab {
+        let tok = tok.as_ref();
+        if added.contains(&tok) {
+            continue;
+        }
+        let slot = token.get_mut(*i as usize)?;
+        if slot.replace(tok).is_some() {
+            return None;
+        }
+        known.insert(hash(tok));
+        n = n.max(*i as usize + 1);
+    }
+    let token = token[..n].iter().copied().collect::<Option<Vec<&str>>>()?;
+    Some(Ids { token, known })
+}
+
+/// The vocabulary: every o200k token at its rank, in GPT-2's byte-level characters, and
+/// nothing else but the added tokens.
+fn same_vocabulary(
+    ids: &Ids<'_>,
+    table: &bpe_openai::byte_pair_encoding::BytePairEncoding,
+) -> bool {
+    // The byte each byte-level character stands for (they are all below U+0144).
+    let mut byte_of = [u16::MAX; 0x144];
+    for (b, c) in byte_level_chars().iter().enumerate() {
+        byte_of[*c as usize] = b as u16;
+    }
+    ids.token.len() == table.num_tokens()
+        && ids.token.iter().enumerate().all(|(i, tok)| {
+            let want = table.token_bytes(i as u32);
+            tok.len() >= want.len()
+                && tok.chars().count() == want.len()
+                && tok
+                    .chars()
+                    .zip(want)
+                    .all(|(c, &w)| byte_of.get(c as usize) == Some(&(w as u16)))
+        })
+}
+
+/// Where each token of a range splits into two tokens of the vocabulary (byte offsets,
+/// in order), token after token.
+struct Splits {
+    tokens: std::ops::Range<usize>,
+    /// Per token: how many splits; then all the splits.
+    count: Vec<u16>,
+    at: Vec<u16>,
+    /// A token longer than a byte has no split (no merge could make it), or is too long
+    /// for these offsets: not o200k.
+    unfit: bool,
+}
+
+fn splits(ids: &Ids<'_>, tokens: std::ops::Range<usize>) -> Splits {
+    let mut out = Splits {
+        tokens: tokens.clone(),
+        count: Vec::with_capacity(tokens.len()),
+        at: Vec::with_capacity(tokens.len() * 3),
+        unfit: false,
+    };
+    for t in &ids.token[tokens] {
+        let before = out.at.len();
+        for (i, _) in t.char_indices().skip(1) {
+            if ids.known.contains(&hash(&t[..i])) && ids.known.contains(&hash(&t[i..])) {
+                out.at.push(i as u16);
+            }
+        }
+        let n = out.at.len() - before;
+        out.unfit |= (n == 0 && t.chars().nth(1).is_some()) || t.len() > u16::MAX as usize;
+        out.count.push(n as u16);
+    }
+    out
+}
+
+/// The merges: exactly those transformers' tiktoken converter writes. Token by token in
+/// rank order, every split of the token into two tokens of the vocabulary ([`splits`];
+/// in any order within the token); every token longer than a byte is made by at least
+/// one. HF's BPE with these merges (lowest rank first) and `ignore_merges` splits a word
+/// as tiktoken's ranks do. (A split the hashes took for one, with a half that is no
+/// token, is one the file must then have too; HF's BPE never applies such a merge.)
+fn same_merges(merges: &[HfMerge<'_>], ids: &Ids<'_>, parts: [Splits; 2]) -> Option<()> {
+    let mut at = 0;
+    let mut got = Vec::new();
+    for part in &parts {
+        if part.unfit {
+            return None;
+        }
+        let mut want = part.at.as_slice();
+        for (t, &n) in ids.token[part.tokens.clone()].iter().zip(&part.count) {
+            let n = n as usize;
+            got.clear();
+            for HfMerge(a, b) in merges.get(at..at + n)? {
+                let (a, b) = (a.as_ref(), b.as_ref());
+                if a.is_empty()
+                    || a.len() + b.len() != t.len()
+                    || !t.starts_with(a)
+                    || !t.ends_with(b)
+                {
+                    return None;
+                }
+                got.push(a.len() as u16);
+            }
+            got.sort_unstable();
+            let (mine, rest) = want.split_at(n);
+            if got != mine {
+                return None;
+            }
+            want = rest;
+            at += n;
+        }
+    }
+    (at == merges.len()).then_some(())
 }

@@ -2,10 +2,13 @@
 //! bounded memory.
 //!
 //! How it works (an external merge sort):
-//! 1. Every input line is parsed once (top-level keys only). Tombstones (`discarded`)
-//!    and bad lines go to the rejects file at once, in input order.
+//! 1. Every input line is validated once (the strict whole-row scan) and its top-level
+//!    keys read. Tombstones (`discarded`) and bad lines go to the rejects file at once,
+//!    in input order.
 //! 2. Each kept row is appended, with its sort key (`prompt_index`, then input order),
-//!    its dedup key and its location, to an in-memory buffer. When the buffer holds more
+//!    its dedup key and its location, to an in-memory buffer: a row of a plain file by
+//!    its offset only ([`reread`]: it is read again when written), a row of any other
+//!    source (stdin, gzip, zstd, Parquet) with its bytes. When the buffer holds more
 //!    than `buffer_bytes`, it is sorted and written to a spill file (a "run") in a
 //!    private temp directory, removed at the end.
 //! 3. The runs are merged k ways (at most [`FAN_IN`] files open at once; more runs are
@@ -17,15 +20,21 @@
 //!    [`KeySpec`] gives it one: under the default (`prompt_index`) a row without that
 //!    field is never a duplicate, so merging shards of foreign data drops nothing.
 //!
-//! Memory: the buffer (`--buffer-size`, default 64 MiB), plus the dedup index, about
-//! 64 bytes per distinct key (1 million rows: ~64 MB), plus 64 KiB per run being merged.
-//! Disk: one copy of the kept rows in the temp directory while merging.
+//! Memory: the buffer (`--buffer-size`, default 64 MiB: about 100 bytes per row of a
+//! plain file, the row's bytes for other sources), plus the dedup index, about 64 bytes
+//! per distinct key (1 million rows: ~64 MB), plus 64 KiB per run being merged and a
+//! read window of up to 1 MiB per open plain file (at most 64 open). Disk: the spilled
+//! runs in the temp directory while merging (rows of plain files: their offsets only).
+//! A plain file that changes during the merge stops it with [`Changed`].
+
+mod reread;
+mod runs;
 
 use std::borrow::Cow;
-use std::collections::{BinaryHeap, HashMap};
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde::Deserialize;
@@ -33,7 +42,10 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::format::row::{self, BadRow};
-use crate::io::{OnError, Rejects, Source, Verdict};
+use crate::io::{OnError, Rejects, Source, Verdict, is_blank};
+pub use reread::Changed;
+use reread::{FileLines, Rereader};
+use runs::{Body, Rec};
 
 /// Most spill files merged at once.
 pub const FAN_IN: usize = 64;
@@ -117,83 +129,6 @@ pub struct MergeSummary {
 /// `batch_*.jsonl.gz` files in natural order: `batch_2` before `batch_10`).
 pub fn merge_sources(args: &[String]) -> Result<Vec<Source>> {
     crate::io::sources_with_prefix(args, "batch_")
-}
-
-/// One row on its way through the sort.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Rec {
-    /// `prompt_index` when it is an integer.
-    index: Option<i64>,
-    /// Position in the input (all sources in order).
-    seq: u64,
-    src: u32,
-    lineno: u64,
-    /// Dedup key; `None`: the row has no key and is never a duplicate.
-    key: Option<u128>,
-    /// How the key reads in messages (`prompt_index 5`).
-    label: String,
-    line: Vec<u8>,
-}
-
-impl Rec {
-    fn order(&self) -> (bool, i64, u64) {
-        (self.index.is_none(), self.index.unwrap_or(0), self.seq)
-    }
-
-    fn write_to(&self, w: &mut impl Write) -> std::io::Result<()> {
-        let (has, idx) = (self.index.is_some() as u8, self.index.unwrap_or(0));
-        w.write_all(&[has])?;
-        w.write_all(&idx.to_le_bytes())?;
-        w.write_all(&self.seq.to_le_bytes())?;
-        w.write_all(&self.src.to_le_bytes())?;
-        w.write_all(&self.lineno.to_le_bytes())?;
-        w.write_all(&[self.key.is_some() as u8])?;
-        w.write_all(&self.key.unwrap_or(0).to_le_bytes())?;
-        w.write_all(&(self.label.len() as u32).to_le_bytes())?;
-        w.write_all(self.label.as_bytes())?;
-        w.write_all(&(self.line.len() as u64).to_le_bytes())?;
-        w.write_all(&self.line)
-    }
-
-    /// Read one record; `None` at the end of the run.
-    fn read_from(r: &mut impl Read) -> Result<Option<Rec>> {
-        let mut has = [0u8; 1];
-        match r.read_exact(&mut has) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(e) => return Err(e.into()),
-        }
-        let mut b8 = [0u8; 8];
-        let mut b4 = [0u8; 4];
-        let mut b16 = [0u8; 16];
-        r.read_exact(&mut b8)?;
-        let idx = i64::from_le_bytes(b8);
-        r.read_exact(&mut b8)?;
-        let seq = u64::from_le_bytes(b8);
-        r.read_exact(&mut b4)?;
-        let src = u32::from_le_bytes(b4);
-        r.read_exact(&mut b8)?;
-        let lineno = u64::from_le_bytes(b8);
-        let mut has_key = [0u8; 1];
-        r.read_exact(&mut has_key)?;
-        r.read_exact(&mut b16)?;
-        let key = (has_key[0] == 1).then(|| u128::from_le_bytes(b16));
-        r.read_exact(&mut b4)?;
-        let mut label = vec![0u8; u32::from_le_bytes(b4) as usize];
-        r.read_exact(&mut label)?;
-        r.read_exact(&mut b8)?;
-        let mut line = vec![0u8; u64::from_le_bytes(b8) as usize];
-        r.read_exact(&mut line)?;
-        Ok(Some(Rec {
-            index: (has[0] == 1).then_some(idx),
-            seq,
-            src,
-            lineno,
-            key,
-            label: String::from_utf8(label).context("corrupt spill file")?,
-            line,
-        }))
-    }
 }
 
 /// Where the winner of a key was read.
@@ -320,6 +255,115 @@ fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
     Ok(Parsed::Row { index, key, label })
 }
 
+/// What phase 1 keeps of every row: the counts, the dedup index, the sample, the
+/// buffer and the runs spilled so far.
+struct Sorter<'c> {
+    cfg: &'c MergeConfig,
+    s: MergeSummary,
+    winners: HashMap<u128, Winner>,
+    /// The `n` smallest sample hashes seen (duplicates of a key share one hash).
+    smallest: std::collections::BTreeSet<u64>,
+    buf: Vec<Rec>,
+    buf_bytes: usize,
+    runs: Vec<PathBuf>,
+    tmp: tempfile::TempDir,
+    seq: u64,
+}
+
+/// What [`Sorter::judge`] keeps of a row, for [`Sorter::push`] with its body.
+struct Kept {
+    index: Option<i64>,
+    key: Option<u128>,
+    draw: u64,
+    label: String,
+}
+
+impl Sorter<'_> {
+    /// Judge one line: a bad line or a tombstone goes to the rejects file (or stops the
+    /// merge under `--on-error fail`), a row is entered in the dedup index and sample.
+    fn judge(
+        &mut self,
+        rejects: &mut Rejects,
+        (name, src, lineno): (&Arc<str>, u32, u64),
+        line: &[u8],
+    ) -> Result<Option<Kept>> {
+        self.s.lines.read += 1;
+        match parse_line(line, &self.cfg.key) {
+            Err(reason) => {
+                let bad = Verdict::Bad(reason.to_string());
+                let at = (name, lineno, line);
+                match self
+                    .s
+                    .lines
+                    .not_written((self.cfg.on_error, false), rejects, at, &bad)?
+                {
+                    Some(err) => Err(err.into()),
+                    None => Ok(None),
+                }
+            }
+            Ok(Parsed::Tombstone(reason)) => {
+                self.s.tombstones += 1;
+                rejects.write(name, lineno, &[reason], line)?;
+                Ok(None)
+            }
+            Ok(Parsed::Row { index, key, label }) => {
+                let mut draw = 0;
+                if let Some(sample) = &self.cfg.sample {
+                    draw = sample.hash(key, line);
+                    self.smallest.insert(draw);
+                    if self.smallest.len() > sample.n {
+                        self.smallest.pop_last();
+                    }
+                }
+                if let Some(k) = key {
+                    let w = Winner {
+                        seq: self.seq,
+                        src,
+                        lineno,
+                    };
+                    match self.cfg.keep {
+                        Keep::First => {
+                            self.winners.entry(k).or_insert(w);
+                        }
+                        Keep::Last => {
+                            self.winners.insert(k, w);
+                        }
+                    }
+                }
+                Ok(Some(Kept {
+                    index,
+                    key,
+                    draw,
+                    label,
+                }))
+            }
+        }
+    }
+
+    /// Buffer a kept row; spill the buffer when it is full.
+    fn push(&mut self, k: Kept, (src, lineno): (u32, u64), body: Body) -> Result<()> {
+        let rec = Rec {
+            index: k.index,
+            seq: self.seq,
+            src,
+            lineno,
+            key: k.key,
+            draw: k.draw,
+            label: k.label,
+            body,
+        };
+        self.seq += 1;
+        self.buf_bytes += rec.cost();
+        self.buf.push(rec);
+        if self.buf_bytes > self.cfg.buffer_bytes {
+            let run = runs::spill(&mut self.buf, self.tmp.path(), self.runs.len())?;
+            self.runs.push(run);
+            self.buf_bytes = 0;
+        }
+        Ok(())
+    }
+}
+
 /// Merge `sources` into `out`: see the module documentation.
 pub fn merge(
     cfg: &MergeConfig,
@@ -327,97 +371,81 @@ pub fn merge(
     out: &mut dyn Write,
     rejects: &mut Rejects,
 ) -> Result<MergeSummary> {
-    let mut s = MergeSummary {
-        files: sources.len(),
-        ..MergeSummary::default()
-    };
-    let names: Vec<String> = sources.iter().map(Source::name).collect();
+    let names: Vec<Arc<str>> = sources.iter().map(|s| Arc::from(s.name())).collect();
     let tmp = match &cfg.tmp_dir {
         Some(d) => tempfile::Builder::new().prefix("traj-merge-").tempdir_in(d),
         None => tempfile::Builder::new().prefix("traj-merge-").tempdir(),
     }
     .context("cannot create a temp directory for spill files")?;
-    let mut winners: HashMap<u128, Winner> = HashMap::new();
-    // The `n` smallest sample hashes seen (duplicates of a key share one hash).
-    let mut smallest: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
-    let mut buf: Vec<Rec> = Vec::new();
-    let mut buf_bytes = 0usize;
-    let mut runs: Vec<PathBuf> = Vec::new();
-    let mut seq = 0u64;
+    let mut st = Sorter {
+        cfg,
+        s: MergeSummary {
+            files: sources.len(),
+            ..MergeSummary::default()
+        },
+        winners: HashMap::new(),
+        smallest: Default::default(),
+        buf: Vec::new(),
+        buf_bytes: 0,
+        runs: Vec::new(),
+        tmp,
+        seq: 0,
+    };
+    let mut reread = Rereader::new(sources.len());
 
-    let mut reader = crate::io::Records::new(sources, None);
-    while let Some(rec) = reader.next_record()? {
-        let (src_name, lineno, src) = (rec.source.clone(), rec.lineno, rec.source_index as u32);
-        let mut owned = reader.take_line();
-        let (src_name, line) = (&src_name, owned.as_slice());
-        s.lines.read += 1;
-        match parse_line(line, &cfg.key) {
-            Err(reason) => {
-                let at = (src_name, lineno, line);
-                let bad = Verdict::Bad(reason.to_string());
-                if let Some(err) = s
-                    .lines
-                    .not_written((cfg.on_error, false), rejects, at, &bad)?
-                {
-                    return Err(err.into());
+    // Phase 1: judge every line. A plain file is read in place and its rows kept by
+    // their offsets; any other source (stdin, compressed, Parquet) by their bytes.
+    for (i, source) in sources.into_iter().enumerate() {
+        let (name, src) = (&names[i], i as u32);
+        if let (Some(f), Source::File(path)) = (crate::io::raw_file(&source), &source) {
+            let mut lines = FileLines::new(f, name.clone());
+            while let Some(l) = lines.next_line()? {
+                if is_blank(l.bytes) {
+                    continue;
+                }
+                if let Some(k) = st.judge(rejects, (name, src, l.lineno), l.bytes)? {
+                    let body = Body::At {
+                        offset: l.offset,
+                        len: l.bytes.len() as u64,
+                        lf: l.lf,
+                    };
+                    st.push(k, (src, l.lineno), body)?;
                 }
             }
-            Ok(Parsed::Tombstone(reason)) => {
-                s.tombstones += 1;
-                rejects.write(src_name, lineno, &[reason], line)?;
-            }
-            Ok(Parsed::Row { index, key, label }) => {
-                if let Some(sample) = &cfg.sample {
-                    smallest.insert(sample.hash(key, line));
-                    if smallest.len() > sample.n {
-                        smallest.pop_last();
-                    }
-                }
-                if let Some(k) = key {
-                    let w = Winner { seq, src, lineno };
-                    match cfg.keep {
-                        Keep::First => {
-                            winners.entry(k).or_insert(w);
-                        }
-                        Keep::Last => {
-                            winners.insert(k, w);
-                        }
-                    }
-                }
-                buf_bytes += line.len() + label.len() + 64;
-                buf.push(Rec {
-                    index,
-                    seq,
-                    src,
-                    lineno,
-                    key,
-                    label,
-                    line: std::mem::take(&mut owned),
-                });
-                seq += 1;
-                if buf_bytes > cfg.buffer_bytes {
-                    runs.push(spill(&mut buf, tmp.path(), runs.len())?);
-                    buf_bytes = 0;
+            reread.add(i, lines.finish(path.clone())?);
+        } else {
+            let mut reader = crate::io::Records::new(vec![source], None);
+            while let Some(rec) = reader.next_record()? {
+                let lineno = rec.lineno;
+                let line = reader.take_line();
+                if let Some(k) = st.judge(rejects, (name, src, lineno), &line)? {
+                    st.push(k, (src, lineno), Body::Bytes(line))?;
                 }
             }
         }
     }
 
+    // Phase 2: the rows in order; each key's winner written, the others rejected.
+    let Sorter {
+        mut s,
+        winners,
+        smallest,
+        mut buf,
+        mut runs,
+        tmp,
+        ..
+    } = st;
     let mut emit = |r: Rec| -> Result<()> {
         let keep = match r.key {
             None => true,
             Some(k) => winners.get(&k).is_some_and(|w| w.seq == r.seq),
         };
-        let sampled = match &cfg.sample {
-            None => true,
-            Some(sample) => smallest.contains(&sample.hash(r.key, &r.line)),
-        };
+        let sampled = cfg.sample.is_none() || smallest.contains(&r.draw);
         if keep && !sampled {
             s.not_sampled += 1;
         } else if keep {
             s.unkeyed += r.key.is_none() as u64;
-            out.write_all(&r.line)?;
-            out.write_all(b"\n")?;
+            reread.write(&r, out)?;
             s.lines.written += 1;
         } else {
             let w = winners[&r.key.expect("a duplicate has a key")];
@@ -426,7 +454,8 @@ pub fn merge(
                 r.label, names[w.src as usize], w.lineno
             );
             s.duplicates += 1;
-            rejects.write(&names[r.src as usize], r.lineno, &[reason], &r.line)?;
+            let line = reread.line(&r, out)?;
+            rejects.write(&names[r.src as usize], r.lineno, &[reason], line)?;
         }
         Ok(())
     };
@@ -437,86 +466,16 @@ pub fn merge(
         }
     } else {
         if !buf.is_empty() {
-            runs.push(spill(&mut buf, tmp.path(), runs.len())?);
+            runs.push(runs::spill(&mut buf, tmp.path(), runs.len())?);
         }
-        s.runs = runs.len();
-        let mut next_id = runs.len();
-        while runs.len() > FAN_IN {
-            let group: Vec<PathBuf> = runs.drain(..FAN_IN).collect();
-            let path = tmp.path().join(format!("run-{next_id}"));
-            next_id += 1;
-            let mut w = BufWriter::new(File::create(&path)?);
-            merge_runs(&group, &mut |r| Ok(r.write_to(&mut w)?))?;
-            w.flush()?;
-            for g in group {
-                std::fs::remove_file(g)?;
-            }
-            runs.push(path);
-        }
-        merge_runs(&runs, &mut emit)?;
+        let spilled = runs.len();
+        runs::reduce(&mut runs, tmp.path(), FAN_IN)?;
+        runs::merge_runs(&runs, &mut emit)?;
+        s.runs = spilled;
     }
+    reread.finish(out)?;
     drop(tmp);
     Ok(s)
-}
-
-/// Sort the buffer and write it as one run; returns its path.
-fn spill(buf: &mut Vec<Rec>, dir: &Path, id: usize) -> Result<PathBuf> {
-    buf.sort_by_key(Rec::order);
-    let path = dir.join(format!("run-{id}"));
-    let mut w = BufWriter::with_capacity(
-        crate::io::BUF_SIZE,
-        File::create(&path).with_context(|| format!("cannot create {}", path.display()))?,
-    );
-    for r in buf.drain(..) {
-        r.write_to(&mut w)?;
-    }
-    w.flush()
-        .with_context(|| format!("cannot write spill file {}", path.display()))?;
-    Ok(path)
-}
-
-/// K-way merge of sorted runs, in order, into `sink`.
-fn merge_runs(runs: &[PathBuf], sink: &mut dyn FnMut(Rec) -> Result<()>) -> Result<()> {
-    struct Head {
-        rec: Rec,
-        run: usize,
-    }
-    impl PartialEq for Head {
-        fn eq(&self, o: &Self) -> bool {
-            self.rec.order() == o.rec.order()
-        }
-    }
-    impl Eq for Head {}
-    impl PartialOrd for Head {
-        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-            Some(self.cmp(o))
-        }
-    }
-    impl Ord for Head {
-        // Reversed: BinaryHeap is a max-heap.
-        fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-            o.rec.order().cmp(&self.rec.order())
-        }
-    }
-    let mut readers = Vec::with_capacity(runs.len());
-    let mut heap = BinaryHeap::with_capacity(runs.len());
-    for (i, p) in runs.iter().enumerate() {
-        let mut r = BufReader::with_capacity(
-            64 * 1024,
-            File::open(p).with_context(|| format!("cannot open {}", p.display()))?,
-        );
-        if let Some(rec) = Rec::read_from(&mut r)? {
-            heap.push(Head { rec, run: i });
-        }
-        readers.push(r);
-    }
-    while let Some(Head { rec, run }) = heap.pop() {
-        if let Some(next) = Rec::read_from(&mut readers[run])? {
-            heap.push(Head { rec: next, run });
-        }
-        sink(rec)?;
-    }
-    Ok(())
 }
 
 /// A `--buffer-size` that is not a size.
@@ -602,6 +561,86 @@ mod tests {
         assert!(lines[201].ends_with("\"v\": 2}"));
         let (first, _) = run(&data, &cfg(100, Keep::First));
         assert!(first.starts_with("{\"prompt_index\": 0, \"v\": 0}"));
+    }
+
+    /// The same rows as a plain file (kept by offset, read again) and gzipped (kept by
+    /// their bytes), in memory and spilled: the same output and the same rejects.
+    #[test]
+    fn plain_and_compressed_files_merge_alike() {
+        use std::io::Write as _;
+        let mut data = b"\xEF\xBB\xBF{\"prompt_index\": 3, \"v\": \"bom\"}\r\n\n".to_vec();
+        for i in 0..300 {
+            let idx = (i * 7) % 120;
+            let end: &[u8] = if i % 5 == 0 { b"\r\n" } else { b"\n" };
+            data.extend_from_slice(format!("{{\"prompt_index\": {idx}, \"v\": {i}}}").as_bytes());
+            data.extend_from_slice(end);
+            if i % 50 == 0 {
+                data.extend_from_slice(b"{\"a\": 1, \"a\": 2}\n  \n{\"discarded\": true}\n");
+            }
+        }
+        data.extend_from_slice(b"{\"v\": \"no newline\"}");
+        let d = tempfile::tempdir().unwrap();
+        let plain = crate::io::write_tmp(d.path(), "a.jsonl", &data);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&data).unwrap();
+        let packed = crate::io::write_tmp(d.path(), "b.jsonl", &gz.finish().unwrap());
+        let mut results = Vec::new();
+        for (path, buffer) in [
+            (&plain, 1 << 20),
+            (&packed, 1 << 20),
+            (&plain, 200),
+            (&packed, 200),
+        ] {
+            let mut c = cfg(buffer, Keep::First);
+            c.on_error = OnError::Skip;
+            let rej_path = d.path().join("rej.jsonl");
+            let mut rej = Rejects::open("merge", Some(&rej_path)).unwrap();
+            let mut out = Vec::new();
+            let s = merge(&c, vec![Source::File(path.clone())], &mut out, &mut rej).unwrap();
+            rej.finish().unwrap();
+            let rejected = std::fs::read_to_string(&rej_path).unwrap();
+            let name = path.display().to_string();
+            let rejected = rejected.replace(&name, "IN");
+            assert_eq!((s.lines.bad, s.tombstones, s.duplicates), (6, 6, 181));
+            assert_eq!(s.runs > 0, buffer == 200);
+            results.push((String::from_utf8(out).unwrap(), rejected));
+        }
+        assert!(
+            results[0]
+                .0
+                .starts_with("{\"prompt_index\": 0, \"v\": 0}\n")
+        );
+        assert!(results[0].0.ends_with("{\"v\": \"no newline\"}\n"));
+        assert!(results[0].1.contains("duplicate key"), "{}", results[0].1);
+        for r in &results[1..] {
+            assert_eq!(r, &results[0]);
+        }
+    }
+
+    /// More files than are kept open at once, their rows interleaved in the output.
+    #[test]
+    fn many_files_read_again_in_turn() {
+        let d = tempfile::tempdir().unwrap();
+        let files = 150;
+        let mut sources = Vec::new();
+        for j in 0..files {
+            let rows: String = (0..3)
+                .map(|k| format!("{{\"prompt_index\": {}, \"f\": {j}}}\n", j + k * files))
+                .collect();
+            sources.push(Source::File(crate::io::write_tmp(
+                d.path(),
+                &format!("batch_{j}.jsonl"),
+                rows.as_bytes(),
+            )));
+        }
+        let mut out = Vec::new();
+        let mut rej = Rejects::open("merge", None).unwrap();
+        let s = merge(&cfg(1 << 20, Keep::Last), sources, &mut out, &mut rej).unwrap();
+        let want: String = (0..3 * files)
+            .map(|i| format!("{{\"prompt_index\": {i}, \"f\": {}}}\n", i % files))
+            .collect();
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+        assert_eq!((s.lines.written, s.runs), (3 * files as u64, 0));
     }
 
     #[test]
