@@ -39,6 +39,77 @@ pub fn parse_object(bytes: &[u8]) -> std::result::Result<serde_json::Map<String,
     }
 }
 
+/// A row read in part by [`parse_object_in_part`]: `map` has every top-level field in
+/// order, and `raw[i]`, where it is `Some`, is the JSON text of field `i`, whose value in
+/// `map` is only a `null` standing in for it.
+#[derive(Debug)]
+pub struct PartRow<'a> {
+    pub map: serde_json::Map<String, Value>,
+    pub raw: Vec<Option<&'a str>>,
+}
+
+/// Read a line as [`parse_object`] does, parsing only the top-level fields `parse` names;
+/// every other field is kept as its text, which must satisfy `verbatim` (for example
+/// "the output would write this text as it is").
+///
+/// `None` whenever the line is not such a row: not a valid object by the row rules, or a
+/// field that is neither parsed nor `verbatim`. The caller then reads the line with
+/// [`parse_object`], which gives the verdict and its message, so this is only ever a
+/// quicker way to the same row. `verbatim` must check duplicate keys and depth itself
+/// inside the text it is given (the parser does not look inside kept text); the row is
+/// level 1, so a kept value may hold at most 126 levels.
+pub fn parse_object_in_part<'a>(
+    bytes: &'a [u8],
+    parse: &dyn Fn(&str) -> bool,
+    verbatim: &dyn Fn(&str) -> bool,
+) -> Option<PartRow<'a>> {
+    let text = simdutf8::basic::from_utf8(bytes).ok()?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let row = serde::Deserializer::deserialize_map(&mut de, InPart { parse, verbatim }).ok()?;
+    de.end().ok()?;
+    Some(row)
+}
+
+/// The top-level visitor of [`parse_object_in_part`].
+struct InPart<'f> {
+    parse: &'f dyn Fn(&str) -> bool,
+    verbatim: &'f dyn Fn(&str) -> bool,
+}
+
+impl<'de> serde::de::Visitor<'de> for InPart<'_> {
+    type Value = PartRow<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<PartRow<'de>, A::Error> {
+        use serde::de::Error as _;
+        let mut row = PartRow {
+            map: serde_json::Map::new(),
+            raw: Vec::new(),
+        };
+        while let Some(k) = map.next_key::<String>()? {
+            if row.map.contains_key(&k) || (row.map.is_empty() && k == NUMBER_TOKEN) {
+                return Err(A::Error::custom("not read in part"));
+            }
+            if (self.parse)(&k) {
+                let v = map.next_value_seed(Strict)?;
+                row.map.insert(k, v);
+                continue;
+            }
+            let text: &'de serde_json::value::RawValue = map.next_value()?;
+            if !(self.verbatim)(text.get()) {
+                return Err(A::Error::custom("not read in part"));
+            }
+            row.raw.resize(row.map.len(), None);
+            row.raw.push(Some(text.get()));
+            row.map.insert(k, Value::Null);
+        }
+        Ok(row)
+    }
+}
+
 /// Builds a `Value` as serde_json's own `Deserialize` does, but refuses an object that
 /// has a key twice.
 #[derive(Clone, Copy)]
@@ -154,5 +225,36 @@ mod tests {
         assert!(err(br#"{"a":1} x"#).starts_with("invalid JSON: trailing characters"));
         // A key that looks like serde_json's private number key is a key.
         assert!(parse_object(br#"{"b":1,"$serde_json::private::Number":"x"}"#).is_ok());
+    }
+
+    /// Read in part: the same row where it applies, `None` (the full reading decides)
+    /// wherever the full reading refuses the line or a kept field is not `verbatim`.
+    #[test]
+    fn in_part_is_the_same_row_or_none() {
+        let parse = |k: &str| k == "m";
+        let verbatim = |t: &str| !t.contains(' ');
+        let line = br#"{"a": {"x":[1,2]}, "m": [{"k": 1}], "b": "s", "c": 3}"#;
+        let row = parse_object_in_part(line, &parse, &verbatim).unwrap();
+        let full = parse_object(line).unwrap();
+        assert_eq!(
+            row.map.keys().collect::<Vec<_>>(),
+            full.keys().collect::<Vec<_>>()
+        );
+        assert_eq!(row.map["m"], full["m"]);
+        assert_eq!(
+            row.raw,
+            [Some(r#"{"x":[1,2]}"#), None, Some(r#""s""#), Some("3")]
+        );
+        for bad in [
+            &br#"{"a": "no space", "m": []}"#[..],
+            br#"{"m": [], "m": []}"#,
+            br#"{"m": [{"k": 1, "k": 2}]}"#,
+            br#"{"m": []} x"#,
+            br#"[1]"#,
+            b"{\"m\": \"\xff\"}",
+            br#"{"$serde_json::private::Number": "1"}"#,
+        ] {
+            assert!(parse_object_in_part(bad, &parse, &verbatim).is_none());
+        }
     }
 }

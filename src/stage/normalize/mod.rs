@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-pub use self::error::BadRow;
+pub use self::error::{BadLine, BadRow};
 use crate::format::hermes;
 use crate::format::model::{ToolCount, Trajectory, Turn, tool_stats};
 use crate::format::pyjson::{self, Style};
@@ -94,13 +94,60 @@ pub fn normalize_row_counted(
     done: &mut Repairs,
 ) -> Result<(), BadRow> {
     let mut made = Repairs::default();
-    normalize_row_with(row, opts, out, &mut made)?;
+    normalize_row_with(row, &[], opts, out, &mut made)?;
     done.merge(&made);
     Ok(())
 }
 
+/// Convert one input line and append the output line (with its `\n`) to `out`, adding
+/// the envelope repairs made to `done`; on error `out` is left as it was.
+///
+/// The fields the conversion passes through are copied as they are when their text is
+/// already what would be written ([`pyjson::writes_as_is`]: Python's spelling, as in rows
+/// traj or `json.dumps` wrote), instead of being parsed and written again; the row is
+/// read in part ([`crate::io::parse_object_in_part`]). Wherever that does not apply, the
+/// line is read whole ([`crate::io::parse_object`]) and converted from that: the same
+/// output, the same verdict. A row read in part and refused is refused for the same
+/// reason read whole (the reasons look only at the fields always parsed), except "no
+/// message list", whose hint looks at other fields: that one is read again whole.
+pub fn normalize_line(
+    line: &[u8],
+    opts: &Options,
+    out: &mut Vec<u8>,
+    done: &mut Repairs,
+) -> Result<(), BadLine> {
+    if opts.columns == Columns::All {
+        let parse = |k: &str| {
+            matches!(
+                k,
+                "conversations" | "messages" | "tools" | "tool_stats" | "tool_error_counts"
+            ) || opts.messages_field.as_deref() == Some(k)
+                || opts.set_fields.iter().any(|(s, _)| s == k)
+        };
+        // The row is level 1: a kept value may hold 126 levels (io::parse_object's limit).
+        let verbatim = |text: &str| pyjson::writes_as_is(text, 126);
+        if let Some(row) = crate::io::parse_object_in_part(line, &parse, &verbatim) {
+            let mut made = Repairs::default();
+            match normalize_row_with(row.map, &row.raw, opts, out, &mut made) {
+                Ok(()) => {
+                    done.merge(&made);
+                    return Ok(());
+                }
+                Err(BadRow::NoMessageList(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
+    normalize_row_counted(row, opts, out, done)?;
+    Ok(())
+}
+
+/// Convert `row`; `raw[i]`, where it is `Some`, is the text to write for field `i` (its
+/// value in `row` only stands in for it).
 fn normalize_row_with(
     mut row: Map<String, Value>,
+    raw: &[Option<&str>],
     opts: &Options,
     out: &mut Vec<u8>,
     made: &mut Repairs,
@@ -153,7 +200,7 @@ fn normalize_row_with(
     };
     let mut stats_done = false;
     let mut errors_done = false;
-    for (k, v) in &row {
+    for (i, (k, v)) in row.iter().enumerate() {
         if k == key {
             sep(out);
             pyjson::write_str(out, new_key, Style::Python);
@@ -187,7 +234,10 @@ fn normalize_row_with(
             sep(out);
             pyjson::write_str(out, k, Style::Python);
             out.extend_from_slice(b": ");
-            pyjson::write_value(out, v, Style::Python);
+            match raw.get(i).copied().flatten() {
+                Some(text) => out.extend_from_slice(text.as_bytes()),
+                None => pyjson::write_value(out, v, Style::Python),
+            }
         }
     }
     if !stats_done {
