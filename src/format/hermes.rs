@@ -293,38 +293,22 @@ fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, ParseError> {
         }
         let (v, used) = json_prefix(body).map_err(ParseError::ToolsNotJson)?;
         body = &body[used..];
-        let spec = |t: Value| spec_of(t).map_err(ParseError::ToolsEntry);
-        match v {
-            Value::Array(items) => {
-                for it in items {
-                    tools.push(spec(it)?);
-                }
-            }
-            other => tools.push(spec(other)?),
+        let items = match v {
+            Value::Array(items) => items,
+            other => vec![other],
+        };
+        for t in items {
+            tools.push(spec_of(t).map_err(ParseError::ToolsEntry)?);
         }
     }
 }
 
-/// [`ToolSpec::from_json`] of a value it may take apart: its `parameters` (where
-/// `from_json` reads them: in `function` when that is an object, else in the value) are
-/// moved into the spec, not copied.
+/// [`ToolSpec::from_json`], moving the `parameters` (where it reads them) into the spec.
 fn spec_of(mut t: Value) -> Result<ToolSpec, crate::format::model::DeclError> {
-    let mut parameters = None;
-    if let Value::Object(m) = &mut t {
-        let f = if matches!(m.get("function"), Some(Value::Object(_))) {
-            match m.get_mut("function") {
-                Some(Value::Object(f)) => f,
-                _ => unreachable!("checked just above"),
-            }
-        } else {
-            m
-        };
-        parameters = f.get_mut("parameters").map(Value::take);
-    }
+    let at = ["/parameters", "/function/parameters"][usize::from(t["function"].is_object())];
+    let parameters = t.pointer_mut(at).map(Value::take).filter(|p| !p.is_null());
     let mut spec = ToolSpec::from_json(&t)?;
-    if let Some(p) = parameters.filter(|p| !p.is_null()) {
-        spec.parameters = p;
-    }
+    spec.parameters = parameters.unwrap_or(spec.parameters);
     Ok(spec)
 }
 
