@@ -201,12 +201,18 @@ fn write_any<const NESTED: bool>(out: &mut Vec<u8>, v: &Value, style: Style) {
 /// are) nor with 256 keys or more; at most `max_depth` arrays and objects inside one another. False on anything
 /// else, which then takes the parse-and-write path.
 pub fn writes_as_is(text: &str, max_depth: usize) -> bool {
+    as_is_prefix(text, max_depth) == Some(text.len())
+}
+
+/// The length of the value at the start of `text` when [`writes_as_is`] holds for it
+/// (whatever follows it).
+pub fn as_is_prefix(text: &str, max_depth: usize) -> Option<usize> {
     let mut c = Canon {
         b: text.as_bytes(),
         i: 0,
         keys: Vec::new(),
     };
-    c.value(max_depth) && c.i == c.b.len()
+    c.value(max_depth).then_some(c.i)
 }
 
 /// The scanner behind [`writes_as_is`]: `i` is the next byte; `keys` holds the keys of

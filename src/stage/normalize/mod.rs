@@ -125,7 +125,7 @@ pub fn normalize_line(
                 || opts.set_fields.iter().any(|(s, _)| s == k)
         };
         // The row is level 1: a kept value may hold 126 levels (io::parse_object's limit).
-        let verbatim = |text: &str| pyjson::writes_as_is(text, 126);
+        let verbatim = |text: &str| pyjson::as_is_prefix(text, 126);
         if let Some(row) = crate::io::parse_object_in_part(line, &parse, &verbatim) {
             let mut made = Repairs::default();
             match normalize_row_with(row.map, &row.raw, opts, out, &mut made) {
