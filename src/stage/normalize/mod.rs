@@ -533,3 +533,82 @@ fn call_ids(traj: &Trajectory, ti: usize) -> Vec<String> {
         .map(|(k, id)| id.unwrap_or_else(|| format!("call_{ti}_{k}")))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole-row reading, as before rows were read in part.
+    fn whole(line: &[u8], opts: &Options) -> (Vec<u8>, Result<(), BadLine>, Repairs) {
+        let mut out = Vec::new();
+        let mut made = Repairs::default();
+        let r = crate::io::parse_object(line)
+            .map_err(BadLine::NotARow)
+            .and_then(|row| Ok(normalize_row_counted(row, opts, &mut out, &mut made)?));
+        (out, r, made)
+    }
+
+    /// Every line of every fixture, in the fixture's own spelling and re-spelled compactly
+    /// and as Python writes it, under several option sets: reading in part gives the
+    /// bytes, verdict and repairs of reading the whole row.
+    #[test]
+    fn reading_in_part_changes_nothing() {
+        let sets = [
+            Options::default(),
+            Options {
+                target: Target::OpenAi,
+                ..Options::default()
+            },
+            Options {
+                messages_field: Some("history".into()),
+                set_fields: vec![("source".into(), Value::String("x".into()))],
+                ..Options::default()
+            },
+            Options {
+                columns: Columns::Core,
+                ..Options::default()
+            },
+        ];
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 5, "fixtures missing in {}", dir.display());
+        let (mut lines, mut in_part) = (0, 0);
+        for f in &files {
+            for raw in std::fs::read(f).unwrap().split(|&b| b == b'\n') {
+                let mut spellings = vec![raw.to_vec()];
+                if let Ok(row) = crate::io::parse_object(raw) {
+                    let v = Value::Object(row);
+                    spellings.push(serde_json::to_vec(&v).unwrap());
+                    spellings.push(pyjson::to_string(&v, Style::Python).into_bytes());
+                }
+                for line in &spellings {
+                    lines += 1;
+                    let keep = |t: &str| pyjson::as_is_prefix(t, 126);
+                    let msgs = |k: &str| k == "conversations" || k == "messages";
+                    if crate::io::parse_object_in_part(line, &msgs, &keep).is_some() {
+                        in_part += 1;
+                    }
+                    for opts in &sets {
+                        let mut out = Vec::new();
+                        let mut made = Repairs::default();
+                        let r = normalize_line(line, opts, &mut out, &mut made);
+                        let (want_out, want, want_made) = whole(line, opts);
+                        let at = format!("{}: {}", f.display(), String::from_utf8_lossy(line));
+                        assert_eq!(r, want, "{at}");
+                        assert!(out == want_out, "{at}");
+                        assert_eq!(made.total(), want_made.total(), "{at}");
+                    }
+                }
+            }
+        }
+        assert!(
+            lines > 500 && in_part > lines / 4,
+            "{lines} lines, {in_part} read in part"
+        );
+    }
+}
