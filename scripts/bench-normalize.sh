@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Benchmark traj-normalize beside `cat` and `jq -c .` on the same files, in the same run.
 #
-# Usage: scripts/bench-normalize.sh [--mb N] [--runs K] [--real-mb M]
-#   --mb N       corpus size in MB when generating (default $TRAJ_BENCH_MB or 500)
-#   --runs K     runs per command; the median time is reported (default 3; jq runs once)
-#   --real-mb M  size of the real-rows corpus (default 300; 0 leaves it out)
+# Usage: scripts/bench-normalize.sh [--mb N] [--runs K] [--real-mb M] [--against DIR]
+#   --mb N        corpus size in MB when generating (default $TRAJ_BENCH_MB or 500; 0
+#                 leaves the generated corpora out)
+#   --runs K      runs per command; the median time is reported (default 3; jq runs once)
+#   --real-mb M   size of the real-rows corpus (default 300; 0 leaves it out)
+#   --against DIR also time DIR/traj-normalize (another build) on the real rows, in turn
+#                 with this one, K rounds, and print the best of each beside the other
 #
 # Corpora: $TRAJ_BENCH_OPENAI and $TRAJ_BENCH_SHAREGPT when set (scripts/bench.sh sets
 # them), else generated with scripts/gen_corpus.py under target/bench/ (never in the repo).
@@ -19,12 +22,14 @@ cd "$(dirname "$0")/.."
 mb="${TRAJ_BENCH_MB:-500}"
 runs=3
 real_mb=300
+against=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --mb) mb="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --real-mb) real_mb="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --against) against="$2"; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-normalize: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -37,13 +42,15 @@ command -v jq >/dev/null || { echo "bench-normalize: jq missing (scripts/setup.s
 mkdir -p target/bench
 openai="${TRAJ_BENCH_OPENAI:-target/bench/openai-${mb}mb.jsonl}"
 sharegpt="${TRAJ_BENCH_SHAREGPT:-target/bench/sharegpt-${mb}mb.jsonl}"
-[ -s "$openai" ] || python3 scripts/gen_corpus.py --shape openai --mb "$mb" --seed 1 > "$openai"
-[ -s "$sharegpt" ] || python3 scripts/gen_corpus.py --shape sharegpt --mb "$mb" --seed 1 > "$sharegpt"
+corpora=()
+if [ "$mb" -gt 0 ]; then
+  [ -s "$openai" ] || python3 scripts/gen_corpus.py --shape openai --mb "$mb" --seed 1 > "$openai"
+  [ -s "$sharegpt" ] || python3 scripts/gen_corpus.py --shape sharegpt --mb "$mb" --seed 1 > "$sharegpt"
+  corpora=("$openai" "$sharegpt")
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-
-corpora=("$openai" "$sharegpt")
 if [ "$real_mb" -gt 0 ]; then
   real=target/bench/real-${real_mb}mb.jsonl
   if [ ! -s "$real" ]; then
@@ -101,6 +108,42 @@ for corpus in "${corpora[@]}"; do
   row "\`traj-normalize\` (all cores)" "$t_n" "$c_n" "$r_n"
   row "\`traj-normalize -j1\`" "$t_n1" "$c_n1" "$r_n1"
 done
+if [ -n "$against" ] && [ "$real_mb" -gt 0 ]; then
+  old_bin="$against/traj-normalize"
+  [ -x "$old_bin" ] || { echo "bench-normalize: $old_bin missing" >&2; exit 1; }
+  bytes=$(stat -c %s "$real")
+  echo
+  echo "$(basename "$real"), \`$old_bin\` (before) and \`$bin\` (after) in turn, $runs"
+  echo "rounds, best of each (wall and CPU s separately); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "before the rounds. \`-q --on-error skip --rejects R\`, output to /dev/null."
+  echo
+  echo "| build | jobs | best wall s | MB/s | vs \`jq -c .\` | best CPU s | MB/CPU-s | max RSS |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|"
+  declare -A best_t best_c max_r
+  for _ in $(seq "$runs"); do
+    for which in before after; do
+      b=$bin; [ "$which" = before ] && b=$old_bin
+      for j in 0 1; do
+        /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" "$b" -q -j "$j" --on-error skip --rejects "$tmp/rej.jsonl" "$real" > /dev/null
+        read -r t u s r < "$tmp/time"
+        c=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')
+        echo "bench-normalize: $which -j$j: ${t}s wall, ${c} CPU s, ${r} KB" >&2
+        k="$which $j"
+        if [ -z "${best_t[$k]:-}" ] || awk -v a="$t" -v b="${best_t[$k]}" 'BEGIN { exit !(a < b) }'; then best_t[$k]=$t; fi
+        if [ -z "${best_c[$k]:-}" ] || awk -v a="$c" -v b="${best_c[$k]}" 'BEGIN { exit !(a < b) }'; then best_c[$k]=$c; fi
+        [ "$r" -gt "${max_r[$k]:-0}" ] && max_r[$k]=$r
+      done
+    done
+  done
+  for which in before after; do
+    for j in 0 1; do
+      k="$which $j"; jobs="-j$j"; [ "$j" = 0 ] && jobs="all cores"
+      echo "| $which | $jobs | ${best_t[$k]} | $(mbs "$bytes" "${best_t[$k]}") | $(ratio "$t_jq" "${best_t[$k]}") | ${best_c[$k]} | $(mbs "$bytes" "${best_c[$k]}") | $((max_r[$k] / 1024)) MB |"
+    done
+  done
+  echo
+  echo "\`jq -c .\` on the same file (one run, above): ${t_jq} s wall, ${c_jq} CPU s."
+fi
 echo
 echo "Targets (issue 2): >= 300 MB/s on 2 cores, >= 10x \`jq -c .\`, RSS < 100 MB whatever the input size;"
 echo "on the real long rows (issue 18): >= 500 MB/s, >= 15x \`jq -c .\`, < 100 MB RSS."

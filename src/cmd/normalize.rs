@@ -157,12 +157,8 @@ fn convert_line_counted(
     out: &mut Vec<u8>,
     tally: &std::sync::Mutex<Repairs>,
 ) -> Verdict {
-    let row = match crate::io::parse_object(line) {
-        Ok(r) => r,
-        Err(e) => return Verdict::Bad(e),
-    };
     let mut made = Repairs::default();
-    match normalize::normalize_row_counted(row, opts, out, &mut made) {
+    match normalize::normalize_line(line, opts, out, &mut made) {
         Ok(()) => {
             if made.total() > 0 {
                 tally.lock().expect("repair tally").merge(&made);

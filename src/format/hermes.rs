@@ -293,16 +293,23 @@ fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, ParseError> {
         }
         let (v, used) = json_prefix(body).map_err(ParseError::ToolsNotJson)?;
         body = &body[used..];
-        let spec = |t: &Value| ToolSpec::from_json(t).map_err(ParseError::ToolsEntry);
-        match v {
-            Value::Array(items) => {
-                for it in &items {
-                    tools.push(spec(it)?);
-                }
-            }
-            other => tools.push(spec(&other)?),
+        let items = match v {
+            Value::Array(items) => items,
+            other => vec![other],
+        };
+        for t in items {
+            tools.push(spec_of(t).map_err(ParseError::ToolsEntry)?);
         }
     }
+}
+
+/// [`ToolSpec::from_json`], moving the `parameters` (where it reads them) into the spec.
+fn spec_of(mut t: Value) -> Result<ToolSpec, crate::format::model::DeclError> {
+    let at = ["/parameters", "/function/parameters"][usize::from(t["function"].is_object())];
+    let parameters = t.pointer_mut(at).map(Value::take).filter(|p| !p.is_null());
+    let mut spec = ToolSpec::from_json(&t)?;
+    spec.parameters = parameters.unwrap_or(spec.parameters);
+    Ok(spec)
 }
 
 /// Split `<tool_call>` blocks off the end of `rest`. Returns the text before the first

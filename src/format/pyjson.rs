@@ -188,6 +188,180 @@ fn write_any<const NESTED: bool>(out: &mut Vec<u8>, v: &Value, style: Style) {
     }
 }
 
+/// True when `text` is one JSON value written exactly as [`write_value`] in
+/// [`Style::Python`] writes the value it parses to: then `text` itself is the output, and
+/// parsing it only to write it again can be skipped.
+///
+/// Checks the whole grammar (so nothing else need have validated `text`): `", "` and
+/// `": "` as the only separators and no other white space; strings with only the escapes
+/// [`escape_into`] makes (`\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`, `\u00xx` for
+/// the other control bytes, lowercase) and every control byte escaped; numbers without an
+/// exponent (an exponent is rewritten by the parser: `1e5` reads back as `1e+5`); no
+/// object with a key twice (keys in this one spelling are equal only when their bytes
+/// are) nor with 256 keys or more; at most `max_depth` arrays and objects inside one another. False on anything
+/// else, which then takes the parse-and-write path.
+pub fn writes_as_is(text: &str, max_depth: usize) -> bool {
+    as_is_prefix(text, max_depth) == Some(text.len())
+}
+
+/// The length of the value at the start of `text` when [`writes_as_is`] holds for it
+/// (whatever follows it).
+pub fn as_is_prefix(text: &str, max_depth: usize) -> Option<usize> {
+    let mut c = Canon {
+        b: text.as_bytes(),
+        i: 0,
+        keys: Vec::new(),
+    };
+    c.value(max_depth).then_some(c.i)
+}
+
+/// The scanner behind [`writes_as_is`]: `i` is the next byte; `keys` holds the keys of
+/// the objects being read, innermost last.
+struct Canon<'a> {
+    b: &'a [u8],
+    i: usize,
+    keys: Vec<&'a [u8]>,
+}
+
+impl<'a> Canon<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    /// Step over `lit` when it is next.
+    fn eat(&mut self, lit: &[u8]) -> bool {
+        let ok = self.b[self.i..].starts_with(lit);
+        if ok {
+            self.i += lit.len();
+        }
+        ok
+    }
+
+    fn value(&mut self, depth: usize) -> bool {
+        match self.peek() {
+            Some(b'"') => self.string(),
+            Some(b'[') if depth > 0 => {
+                self.i += 1;
+                if self.eat(b"]") {
+                    return true;
+                }
+                loop {
+                    if !self.value(depth - 1) {
+                        return false;
+                    }
+                    if self.eat(b"]") {
+                        return true;
+                    }
+                    if !self.eat(b", ") {
+                        return false;
+                    }
+                }
+            }
+            Some(b'{') if depth > 0 => {
+                self.i += 1;
+                if self.eat(b"}") {
+                    return true;
+                }
+                let mark = self.keys.len();
+                loop {
+                    let start = self.i;
+                    if self.peek() != Some(b'"') || !self.string() {
+                        return false;
+                    }
+                    let key = &self.b[start..self.i];
+                    // (A very wide object is left to the parser's duplicate check.)
+                    if self.keys.len() - mark >= 256 || self.keys[mark..].contains(&key) {
+                        return false;
+                    }
+                    self.keys.push(key);
+                    if !self.eat(b": ") || !self.value(depth - 1) {
+                        return false;
+                    }
+                    if self.eat(b"}") {
+                        self.keys.truncate(mark);
+                        return true;
+                    }
+                    if !self.eat(b", ") {
+                        return false;
+                    }
+                }
+            }
+            Some(b'n') => self.eat(b"null"),
+            Some(b't') => self.eat(b"true"),
+            Some(b'f') => self.eat(b"false"),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => false,
+        }
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?`, not followed by an exponent.
+    fn number(&mut self) -> bool {
+        let digits = |c: &mut Canon| {
+            let s = c.i;
+            while c.peek().is_some_and(|d| d.is_ascii_digit()) {
+                c.i += 1;
+            }
+            c.i - s
+        };
+        self.eat(b"-");
+        match self.peek() {
+            Some(b'0') => self.i += 1,
+            Some(b'1'..=b'9') => {
+                digits(self);
+            }
+            _ => return false,
+        }
+        if self.eat(b".") && digits(self) == 0 {
+            return false;
+        }
+        !matches!(self.peek(), Some(b'e' | b'E' | b'0'..=b'9'))
+    }
+
+    /// A string at `i` (its opening quote), in the one spelling [`escape_into`] writes.
+    fn string(&mut self) -> bool {
+        let b = self.b;
+        let mut i = self.i + 1;
+        loop {
+            while i + 16 <= b.len() {
+                let chunk: &[u8; 16] = b[i..i + 16].try_into().expect("16 bytes");
+                let m = crate::format::jsonscan::needs_escape16(chunk, None);
+                if m == 0 {
+                    i += 16;
+                } else {
+                    i += m.trailing_zeros() as usize;
+                    break;
+                }
+            }
+            while i < b.len() && !needs_attention(b[i], false) {
+                i += 1;
+            }
+            match b.get(i) {
+                Some(b'"') => {
+                    self.i = i + 1;
+                    return true;
+                }
+                Some(b'\\') => match b.get(i + 1) {
+                    Some(b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f') => i += 2,
+                    Some(b'u') => {
+                        let hex = b"0123456789abcdef";
+                        let ok = b.len() >= i + 6
+                            && b[i + 2..i + 4] == *b"00"
+                            && matches!(b[i + 4], b'0' | b'1')
+                            && hex.contains(&b[i + 5])
+                            && !matches!(&b[i + 4..i + 6], b"08" | b"09" | b"0a" | b"0c" | b"0d");
+                        if !ok {
+                            return false;
+                        }
+                        i += 6;
+                    }
+                    _ => return false,
+                },
+                _ => return false, // a control byte, or the end
+            }
+        }
+    }
+}
+
 /// `v` as a string in the given style.
 pub fn to_string(v: &Value, style: Style) -> String {
     let mut out = Vec::with_capacity(128);
@@ -240,6 +414,58 @@ mod tests {
                 String::from_utf8(twice).unwrap()
             );
         }
+    }
+
+    /// `writes_as_is` says yes exactly when parsing and writing gives the same text.
+    #[test]
+    fn writes_as_is_agrees_with_parse_and_write() {
+        let cases = [
+            r#"{"a": [1, 2, {"b": null}], "é": "ü\n\t\"\\\u001f", "e": {}, "l": []}"#,
+            r#"{"a":1}"#,
+            r#"{"a": 1,"b": 2}"#,
+            r#"[1, 2 ]"#,
+            r#" 1"#,
+            r#"{"a": 1, "a": 2}"#,
+            r#"{"a": {"k": 1}, "b": {"k": 2}}"#,
+            r#""x\/y""#,
+            r#""\u00e9""#,
+            r#""\u000a""#,
+            r#""\u001F""#,
+            r#""\u001f\u0000\u0008""#,
+            r#""\b\f\r""#,
+            "\"tab\there\"",
+            r#"[-0, 0.0, 1.50, -12.000, 123456789012345678901234567890, 7]"#,
+            r#"[1e5, 1E5, 1.5e-3]"#,
+            r#"[01]"#,
+            r#"[1.]"#,
+            r#"[-]"#,
+            r#"[true, false, null]"#,
+            r#"[tru]"#,
+            r#""unterminated"#,
+            r#""a" "b""#,
+            "[[[[1]]]]",
+        ];
+        for text in cases {
+            let parsed: Option<Value> = serde_json::from_str(text).ok();
+            let round = parsed.as_ref().map(|v| to_string(v, Style::Python));
+            let same = round.as_deref() == Some(text);
+            let dup = text.contains(r#""a": 1, "a": 2"#);
+            if dup {
+                assert!(!writes_as_is(text, 100), "{text}");
+                continue;
+            }
+            // An exponent is refused even where it would round-trip.
+            if same || !text.contains(['e', 'E']) || text.starts_with('"') {
+                assert_eq!(writes_as_is(text, 100), same, "{text}");
+            } else {
+                assert!(!writes_as_is(text, 100), "{text}");
+            }
+        }
+        assert!(writes_as_is("[[[[1]]]]", 4));
+        assert!(!writes_as_is("[[[[1]]]]", 3));
+        let long = format!("\"{}\\n{}\"", "x".repeat(100), "é".repeat(40));
+        assert!(writes_as_is(&long, 1));
+        assert!(!writes_as_is(&long[..long.len() - 1], 1));
     }
 
     #[test]

@@ -39,6 +39,157 @@ pub fn parse_object(bytes: &[u8]) -> std::result::Result<serde_json::Map<String,
     }
 }
 
+/// A row read in part by [`parse_object_in_part`]: `map` has every top-level field in
+/// order, and `raw[i]`, where it is `Some`, is the JSON text of field `i`, whose value in
+/// `map` is only a `null` standing in for it.
+#[derive(Debug)]
+pub struct PartRow<'a> {
+    pub map: serde_json::Map<String, Value>,
+    pub raw: Vec<Option<&'a str>>,
+}
+
+/// Read a line as [`parse_object`] does, parsing only the top-level fields `parse` names;
+/// every other field is kept as its text, which must satisfy `verbatim` (for example
+/// "the output would write this text as it is").
+///
+/// `None` whenever the line is not such a row: not a valid object by the row rules, or a
+/// field that is neither parsed nor `verbatim`. The caller then reads the line with
+/// [`parse_object`], which gives the verdict and its message, so this is only ever a
+/// quicker way to the same row. `verbatim` must check duplicate keys and depth itself
+/// inside the text it is given (the parser does not look inside kept text); the row is
+/// level 1, so a kept value may hold at most 126 levels.
+///
+/// `verbatim(t)` is the length of the kept value at the start of `t` (`None`: not kept).
+/// A row written in that same spelling at the top level too (`{"k": v, "k2": v2}`) is
+/// walked here directly, each kept value read once; any other is read by serde_json.
+pub fn parse_object_in_part<'a>(
+    bytes: &'a [u8],
+    parse: &dyn Fn(&str) -> bool,
+    verbatim: &dyn Fn(&str) -> Option<usize>,
+) -> Option<PartRow<'a>> {
+    let text = simdutf8::basic::from_utf8(bytes).ok()?;
+    if let Some(row) = walk_in_part(text, parse, verbatim) {
+        return Some(row);
+    }
+    let verbatim = |t: &str| verbatim(t) == Some(t.len());
+    let verbatim = &verbatim;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let row = serde::Deserializer::deserialize_map(&mut de, InPart { parse, verbatim }).ok()?;
+    de.end().ok()?;
+    Some(row)
+}
+
+/// [`parse_object_in_part`] on a row whose top level is `{"k": v, ...}` exactly: keys
+/// and kept values as `verbatim` reads them, parsed values by [`Strict`] from where
+/// they start. `None` on anything else (the caller then lets serde_json read the row).
+fn walk_in_part<'a>(
+    text: &'a str,
+    parse: &dyn Fn(&str) -> bool,
+    verbatim: &dyn Fn(&str) -> Option<usize>,
+) -> Option<PartRow<'a>> {
+    let mut row = PartRow {
+        map: serde_json::Map::new(),
+        raw: Vec::new(),
+    };
+    let mut i = 1;
+    if !text.starts_with('{') || text.get(1..) == Some("}") {
+        return None;
+    }
+    loop {
+        let rest = &text[i..];
+        let n = verbatim(rest).filter(|_| rest.starts_with('"'))?;
+        let key: String = match &rest[1..n - 1] {
+            k if !k.contains('\\') => k.to_string(),
+            _ => serde_json::from_str(&rest[..n]).ok()?,
+        };
+        if row.map.contains_key(&key) || (row.map.is_empty() && key == NUMBER_TOKEN) {
+            return None;
+        }
+        i += n;
+        i += text[i..].starts_with(": ").then_some(2)?;
+        let rest = &text[i..];
+        if parse(&key) {
+            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<StrictValue>();
+            let StrictValue(v) = values.next()?.ok()?;
+            // The row is level 1: a parsed value may hold 126 levels, as when read whole.
+            if depth(&v) > 126 {
+                return None;
+            }
+            i += values.byte_offset();
+            row.map.insert(key, v);
+        } else {
+            let n = verbatim(rest)?;
+            row.raw.resize(row.map.len(), None);
+            row.raw.push(Some(&rest[..n]));
+            row.map.insert(key, Value::Null);
+            i += n;
+        }
+        match &text[i..] {
+            "}" => return Some(row),
+            more if more.starts_with(", ") => i += 2,
+            _ => return None,
+        }
+    }
+}
+
+/// Arrays and objects inside one another in `v` (a scalar: 0).
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(m) => 1 + m.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// A value read by [`Strict`], for serde_json's stream reader.
+struct StrictValue(Value);
+
+impl<'de> serde::Deserialize<'de> for StrictValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<StrictValue, D::Error> {
+        serde::de::DeserializeSeed::deserialize(Strict, d).map(StrictValue)
+    }
+}
+
+/// The top-level visitor of [`parse_object_in_part`].
+struct InPart<'f> {
+    parse: &'f dyn Fn(&str) -> bool,
+    verbatim: &'f dyn Fn(&str) -> bool,
+}
+
+impl<'de> serde::de::Visitor<'de> for InPart<'_> {
+    type Value = PartRow<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<PartRow<'de>, A::Error> {
+        use serde::de::Error as _;
+        let mut row = PartRow {
+            map: serde_json::Map::new(),
+            raw: Vec::new(),
+        };
+        while let Some(k) = map.next_key::<String>()? {
+            if row.map.contains_key(&k) || (row.map.is_empty() && k == NUMBER_TOKEN) {
+                return Err(A::Error::custom("not read in part"));
+            }
+            if (self.parse)(&k) {
+                let v = map.next_value_seed(Strict)?;
+                row.map.insert(k, v);
+                continue;
+            }
+            let text: &'de serde_json::value::RawValue = map.next_value()?;
+            if !(self.verbatim)(text.get()) {
+                return Err(A::Error::custom("not read in part"));
+            }
+            row.raw.resize(row.map.len(), None);
+            row.raw.push(Some(text.get()));
+            row.map.insert(k, Value::Null);
+        }
+        Ok(row)
+    }
+}
+
 /// Builds a `Value` as serde_json's own `Deserialize` does, but refuses an object that
 /// has a key twice.
 #[derive(Clone, Copy)]
@@ -154,5 +305,54 @@ mod tests {
         assert!(err(br#"{"a":1} x"#).starts_with("invalid JSON: trailing characters"));
         // A key that looks like serde_json's private number key is a key.
         assert!(parse_object(br#"{"b":1,"$serde_json::private::Number":"x"}"#).is_ok());
+    }
+
+    /// Read in part: the same row where it applies, `None` (the full reading decides)
+    /// wherever the full reading refuses the line or a kept field is not `verbatim`.
+    #[test]
+    fn in_part_is_the_same_row_or_none() {
+        let parse = |k: &str| k == "m";
+        // Kept: a value without spaces.
+        let verbatim = |t: &str| {
+            let mut it = serde_json::Deserializer::from_str(t).into_iter::<serde::de::IgnoredAny>();
+            it.next()?.ok()?;
+            let n = it.byte_offset();
+            (!t[..n].contains(' ')).then_some(n)
+        };
+        let line = br#"{"a": {"x":[1,2]}, "m": [{"k": 1}], "b": "s", "c": 3}"#;
+        let row = parse_object_in_part(line, &parse, &verbatim).unwrap();
+        let full = parse_object(line).unwrap();
+        assert_eq!(
+            row.map.keys().collect::<Vec<_>>(),
+            full.keys().collect::<Vec<_>>()
+        );
+        assert_eq!(row.map["m"], full["m"]);
+        let kept = [Some(r#"{"x":[1,2]}"#), None, Some(r#""s""#), Some("3")];
+        assert_eq!(row.raw, kept);
+        // Not in Python's spelling at the top level: read by serde_json, the same row.
+        let compact = br#"{"a":{"x":[1,2]},"m":[{"k": 1}],"b":"s","c":3}"#;
+        let row = parse_object_in_part(compact, &parse, &verbatim).unwrap();
+        assert_eq!(row.map["m"], full["m"]);
+        assert_eq!(row.raw, kept);
+        // The depth limit of a row read whole holds for a parsed field.
+        for k in [126, 127] {
+            let deep = format!("{{\"m\": {}{}}}", "[".repeat(k), "]".repeat(k));
+            let whole = parse_object(deep.as_bytes()).is_ok();
+            assert_eq!(whole, k == 126);
+            let part = parse_object_in_part(deep.as_bytes(), &parse, &verbatim).is_some();
+            assert_eq!(part, whole, "{k}");
+        }
+        for bad in [
+            &br#"{"a": "no space", "m": []}"#[..],
+            br#"{"m": [], "m": []}"#,
+            br#"{"m": [{"k": 1, "k": 2}]}"#,
+            br#"{"m": []} x"#,
+            br#"{"m": [], "a": 1,}"#,
+            br#"[1]"#,
+            b"{\"m\": \"\xff\"}",
+            br#"{"$serde_json::private::Number": "1"}"#,
+        ] {
+            assert!(parse_object_in_part(bad, &parse, &verbatim).is_none());
+        }
     }
 }

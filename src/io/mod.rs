@@ -19,7 +19,7 @@ pub mod records;
 pub mod rejects;
 pub mod source;
 
-pub use json::{json_kind, parse_object};
+pub use json::{PartRow, json_kind, parse_object, parse_object_in_part};
 pub use lines::{Line, LineReader, is_blank, line_range, trim_line};
 pub use output::{Compression, Output, Sink};
 pub(crate) use pipeline::{Panic, in_order};

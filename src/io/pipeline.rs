@@ -1,13 +1,17 @@
 //! The ordered parallel pipeline of the stages that rewrite lines: one reader cuts the
 //! input into batches, N workers turn each line into output, one writer puts the
 //! batches back in input order and accounts for every line not written.
+//!
+//! Buffers go round: the writer hands each batch's input and output buffers back (the
+//! [`Recycle`] channels), so after the first few batches no batch allocates, grows or
+//! faults in fresh pages, however long its rows.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use super::lines::{is_blank, trim_line};
+use super::lines::{is_blank, line_range};
 use super::policy::{OnError, Select, Summary, Verdict};
 use super::rejects::Rejects;
 use super::source::{Source, open_source};
@@ -88,6 +92,7 @@ where
     let (work_tx, work_rx) = crossbeam_channel::bounded::<Batch>(jobs * 2);
     let (done_tx, done_rx) = crossbeam_channel::bounded::<std::thread::Result<Done>>(jobs * 2);
     let (recycle_tx, recycle_rx) = crossbeam_channel::bounded::<Vec<u8>>(jobs * 4 + 4);
+    let (out_tx, out_rx) = crossbeam_channel::bounded::<Vec<u8>>(jobs * 4 + 4);
     // One slot per batch between reader and writer: the reader fills it, the writer
     // empties it once the batch is written.
     let (slot_tx, slot_rx) = crossbeam_channel::bounded::<()>(jobs * 4 + 4);
@@ -112,6 +117,7 @@ where
         for _ in 0..jobs {
             let work_rx = work_rx.clone();
             let done_tx = done_tx.clone();
+            let out_rx = out_rx.clone();
             let f = &f;
             s.spawn(move || {
                 for batch in work_rx.iter() {
@@ -121,7 +127,7 @@ where
                     // A panic in `f` (a bug) goes to the writer, which stops the
                     // pipeline; the panic is raised again once every thread is done.
                     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        work_batch(batch, f)
+                        work_batch(batch, out_rx.try_recv().unwrap_or_default(), f)
                     }));
                     if done_tx.send(done).is_err() {
                         return;
@@ -131,11 +137,15 @@ where
         }
         drop(work_rx);
         drop(done_tx);
+        drop(out_rx);
 
         let writing = Writing {
             done_rx: &done_rx,
             slot_rx: &slot_rx,
-            recycle_tx: &recycle_tx,
+            recycle: Recycle {
+                data: &recycle_tx,
+                out: &out_tx,
+            },
             panicked: &mut panicked,
         };
         let result = write_in_order(cfg, writing, out, rejects, &mut summary);
@@ -154,12 +164,14 @@ where
     Ok(summary)
 }
 
-/// Run `f` over the lines of a batch.
-fn work_batch<F>(batch: Batch, f: &F) -> Done
+/// Run `f` over the lines of a batch, writing into `out` (a recycled buffer, or a new
+/// one), sized once from the batch: rewritten rows are about as long as the input.
+fn work_batch<F>(batch: Batch, mut out: Vec<u8>, f: &F) -> Done
 where
     F: Fn(&[u8], &mut Vec<u8>) -> Verdict,
 {
-    let mut out = Vec::with_capacity(batch.data.len() + batch.data.len() / 4);
+    out.clear();
+    out.reserve(batch.data.len() + batch.data.len() / 4);
     let mut verdicts = Vec::new();
     let mut written = 0;
     let mut out_ends = Vec::with_capacity(batch.ends.len());
@@ -212,32 +224,40 @@ fn read_batches(
         let name: Arc<str> = Arc::from(src.name());
         let mut r = open_source(&src)?;
         let mut lineno = 0u64;
-        let mut line = Vec::new();
         loop {
             let mut data = recycle_rx.try_recv().unwrap_or_default();
             data.clear();
+            // One batch and a typical long row: a buffer is sized once, not grown.
+            data.reserve(BATCH_BYTES + BATCH_BYTES / 2);
             let mut ends = Vec::new();
             let mut first_lineno = Vec::new();
             let mut eof = false;
             while data.len() < BATCH_BYTES && ends.len() < batch_lines {
-                line.clear();
+                // Each line is read straight into the batch, then cut to the line.
+                let at = data.len();
                 let n = r
-                    .read_until(b'\n', &mut line)
+                    .read_until(b'\n', &mut data)
                     .with_context(|| format!("{name}: read error after line {lineno}"))?;
                 if n == 0 {
                     eof = true;
                     break;
                 }
                 lineno += 1;
-                let l = trim_line(&line, lineno == 1);
-                if is_blank(l) {
+                let l = line_range(&data[at..], lineno == 1);
+                let (start, end) = (at + l.start, at + l.end);
+                if is_blank(&data[start..end]) {
+                    data.truncate(at);
                     continue;
                 }
                 nonblank += 1;
                 if select.as_ref().is_some_and(|s| !s.holds(nonblank - 1)) {
+                    data.truncate(at);
                     continue;
                 }
-                data.extend_from_slice(l);
+                if start > at {
+                    data.copy_within(start..end, at); // a BOM before line 1
+                }
+                data.truncate(at + (end - start));
                 ends.push(data.len());
                 first_lineno.push(lineno);
             }
@@ -295,11 +315,18 @@ pub(crate) fn in_order<T>(
     Ok(())
 }
 
+/// Where the writer gives back a written batch's buffers: its input to the reader, its
+/// output to the workers.
+struct Recycle<'a> {
+    data: &'a crossbeam_channel::Sender<Vec<u8>>,
+    out: &'a crossbeam_channel::Sender<Vec<u8>>,
+}
+
 /// The writer's ends of the pipeline.
 struct Writing<'a> {
     done_rx: &'a crossbeam_channel::Receiver<std::thread::Result<Done>>,
     slot_rx: &'a crossbeam_channel::Receiver<()>,
-    recycle_tx: &'a crossbeam_channel::Sender<Vec<u8>>,
+    recycle: Recycle<'a>,
     /// A worker's panic, raised again once the pipeline has stopped.
     panicked: &'a mut Option<Panic>,
 }
@@ -338,7 +365,8 @@ fn write_in_order(
             summary.written += written;
             out.write_all(&bytes)?;
             let _ = w.slot_rx.try_recv();
-            let _ = w.recycle_tx.try_send(batch.data);
+            let _ = w.recycle.data.try_send(batch.data);
+            let _ = w.recycle.out.try_send(bytes);
             Ok(())
         },
     )

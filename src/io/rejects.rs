@@ -17,6 +17,9 @@ use super::output::Output;
 pub struct Rejects {
     stage: &'static str,
     out: Option<Output>,
+    /// The reject being built, kept between rejects (long rows would otherwise grow a
+    /// fresh buffer each time).
+    buf: Vec<u8>,
 }
 
 impl Rejects {
@@ -25,7 +28,11 @@ impl Rejects {
             Some(p) => Some(Output::create(Some(p))?),
             None => None,
         };
-        Ok(Rejects { stage, out })
+        Ok(Rejects {
+            stage,
+            out,
+            buf: Vec::new(),
+        })
     }
 
     /// True when rejected lines are kept somewhere.
@@ -44,7 +51,9 @@ impl Rejects {
         let Some(out) = self.out.as_mut() else {
             return Ok(());
         };
-        out.write_all(&reject_line(self.stage, source, lineno, reasons, line))?;
+        self.buf.clear();
+        reject_into(&mut self.buf, self.stage, source, lineno, reasons, line);
+        out.write_all(&self.buf)?;
         Ok(())
     }
 
@@ -65,17 +74,32 @@ pub fn reject_line(
     reasons: &[String],
     line: &[u8],
 ) -> Vec<u8> {
-    let mut v = Vec::with_capacity(line.len() + 128);
+    let mut v = Vec::new();
+    reject_into(&mut v, stage, source, lineno, reasons, line);
+    v
+}
+
+/// Append one reject line to `v`: reserved once for the line twice over (as `raw`, a
+/// little longer for its escapes, and as `record`).
+fn reject_into(
+    v: &mut Vec<u8>,
+    stage: &str,
+    source: &str,
+    lineno: u64,
+    reasons: &[String],
+    line: &[u8],
+) {
+    v.reserve(2 * line.len() + line.len() / 8 + 256);
     v.extend_from_slice(b"{\"stage\":");
-    serde_json::to_writer(&mut v, stage).expect("write to Vec");
+    serde_json::to_writer(&mut *v, stage).expect("write to Vec");
     v.extend_from_slice(b",\"source\":");
-    serde_json::to_writer(&mut v, source).expect("write to Vec");
+    serde_json::to_writer(&mut *v, source).expect("write to Vec");
     v.extend_from_slice(format!(",\"line\":{lineno},\"reasons\":").as_bytes());
-    serde_json::to_writer(&mut v, reasons).expect("write to Vec");
+    serde_json::to_writer(&mut *v, reasons).expect("write to Vec");
     match std::str::from_utf8(line) {
         Ok(text) => {
             v.extend_from_slice(b",\"raw\":");
-            serde_json::to_writer(&mut v, text).expect("write to Vec");
+            serde_json::to_writer(&mut *v, text).expect("write to Vec");
             // Only a line that is all valid JSON is embedded as such.
             if !line.is_empty() && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
                 v.extend_from_slice(b",\"record\":");
@@ -94,7 +118,6 @@ pub fn reject_line(
         }
     }
     v.extend_from_slice(b"}\n");
-    v
 }
 
 #[cfg(test)]

@@ -5,6 +5,16 @@ use crate::format::hermes::{EnvelopeError, ParseError};
 use crate::format::model::DeclError;
 use crate::format::repair::Broken;
 
+/// Why a line is not written: it is not a row by the rules every stage applies to a
+/// line (the text is [`crate::io::parse_object`]'s), or the row cannot be normalised.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadLine {
+    #[error("{0}")]
+    NotARow(String),
+    #[error(transparent)]
+    Row(#[from] BadRow),
+}
+
 /// Why a row cannot be normalised.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BadRow {

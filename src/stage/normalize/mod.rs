@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-pub use self::error::BadRow;
+pub use self::error::{BadLine, BadRow};
 use crate::format::model::{ToolCount, Trajectory, Turn, tool_stats};
 use crate::format::pyjson::{self, Style};
 use crate::format::repair::{Mode, Repairs};
@@ -122,13 +122,60 @@ pub fn normalize_row_counted(
     done: &mut Repairs,
 ) -> Result<(), BadRow> {
     let mut made = Repairs::default();
-    normalize_row_with(row, opts, out, &mut made)?;
+    normalize_row_with(row, &[], opts, out, &mut made)?;
     done.merge(&made);
     Ok(())
 }
 
+/// Convert one input line and append the output line (with its `\n`) to `out`, adding
+/// the envelope repairs made to `done`; on error `out` is left as it was.
+///
+/// The fields the conversion passes through are copied as they are when their text is
+/// already what would be written ([`pyjson::writes_as_is`]: Python's spelling, as in rows
+/// traj or `json.dumps` wrote), instead of being parsed and written again; the row is
+/// read in part ([`crate::io::parse_object_in_part`]). Wherever that does not apply, the
+/// line is read whole ([`crate::io::parse_object`]) and converted from that: the same
+/// output, the same verdict. A row read in part and refused is refused for the same
+/// reason read whole (the reasons look only at the fields always parsed), except "no
+/// message list", whose hint looks at other fields: that one is read again whole.
+pub fn normalize_line(
+    line: &[u8],
+    opts: &Options,
+    out: &mut Vec<u8>,
+    done: &mut Repairs,
+) -> Result<(), BadLine> {
+    if opts.columns == Columns::All {
+        let parse = |k: &str| {
+            matches!(
+                k,
+                "conversations" | "messages" | "tools" | "tool_stats" | "tool_error_counts"
+            ) || opts.messages_field.as_deref() == Some(k)
+                || opts.set_fields.iter().any(|(s, _)| s == k)
+        };
+        // The row is level 1: a kept value may hold 126 levels (io::parse_object's limit).
+        let verbatim = |text: &str| pyjson::as_is_prefix(text, 126);
+        if let Some(row) = crate::io::parse_object_in_part(line, &parse, &verbatim) {
+            let mut made = Repairs::default();
+            match normalize_row_with(row.map, &row.raw, opts, out, &mut made) {
+                Ok(()) => {
+                    done.merge(&made);
+                    return Ok(());
+                }
+                Err(BadRow::NoMessageList(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
+    normalize_row_counted(row, opts, out, done)?;
+    Ok(())
+}
+
+/// Convert `row`; `raw[i]`, where it is `Some`, is the text to write for field `i` (its
+/// value in `row` only stands in for it).
 fn normalize_row_with(
     mut row: Map<String, Value>,
+    raw: &[Option<&str>],
     opts: &Options,
     out: &mut Vec<u8>,
     made: &mut Repairs,
@@ -178,7 +225,7 @@ fn normalize_row_with(
     };
     let mut stats_done = false;
     let mut errors_done = false;
-    for (k, v) in &row {
+    for (i, (k, v)) in row.iter().enumerate() {
         if k == key {
             sep(out);
             pyjson::write_str(out, new_key, Style::Python);
@@ -205,7 +252,10 @@ fn normalize_row_with(
             sep(out);
             pyjson::write_str(out, k, Style::Python);
             out.extend_from_slice(b": ");
-            pyjson::write_value(out, v, Style::Python);
+            match raw.get(i).copied().flatten() {
+                Some(text) => out.extend_from_slice(text.as_bytes()),
+                None => pyjson::write_value(out, v, Style::Python),
+            }
         }
     }
     if !stats_done {
@@ -510,4 +560,92 @@ fn call_ids(traj: &Trajectory, ti: usize) -> Vec<String> {
         .enumerate()
         .map(|(k, id)| id.unwrap_or_else(|| format!("call_{ti}_{k}")))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole-row reading, as before rows were read in part.
+    fn whole(line: &[u8], opts: &Options) -> (Vec<u8>, Result<(), BadLine>, Repairs) {
+        let mut out = Vec::new();
+        let mut made = Repairs::default();
+        let r = crate::io::parse_object(line)
+            .map_err(BadLine::NotARow)
+            .and_then(|row| Ok(normalize_row_counted(row, opts, &mut out, &mut made)?));
+        (out, r, made)
+    }
+
+    /// Every line of every fixture, in the fixture's own spelling and re-spelled compactly
+    /// and as Python writes it, under several option sets: reading in part gives the
+    /// bytes, verdict and repairs of reading the whole row.
+    #[test]
+    fn reading_in_part_changes_nothing() {
+        let sets = [
+            Options::default(),
+            Options {
+                target: Target::OpenAi,
+                ..Options::default()
+            },
+            Options {
+                messages_field: Some("history".into()),
+                set_fields: vec![("source".into(), Value::String("x".into()))],
+                ..Options::default()
+            },
+            Options {
+                columns: Columns::Core,
+                ..Options::default()
+            },
+            Options {
+                target: Target::LlamaFactory,
+                ..Options::default()
+            },
+            Options {
+                target: Target::LlamaFactoryOpenAi,
+                columns: Columns::Core,
+                ..Options::default()
+            },
+        ];
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 5, "fixtures missing in {}", dir.display());
+        let (mut lines, mut in_part) = (0, 0);
+        for f in &files {
+            for raw in std::fs::read(f).unwrap().split(|&b| b == b'\n') {
+                let mut spellings = vec![raw.to_vec()];
+                if let Ok(row) = crate::io::parse_object(raw) {
+                    let v = Value::Object(row);
+                    spellings.push(serde_json::to_vec(&v).unwrap());
+                    spellings.push(pyjson::to_string(&v, Style::Python).into_bytes());
+                }
+                for line in &spellings {
+                    lines += 1;
+                    let keep = |t: &str| pyjson::as_is_prefix(t, 126);
+                    let msgs = |k: &str| k == "conversations" || k == "messages";
+                    if crate::io::parse_object_in_part(line, &msgs, &keep).is_some() {
+                        in_part += 1;
+                    }
+                    for opts in &sets {
+                        let mut out = Vec::new();
+                        let mut made = Repairs::default();
+                        let r = normalize_line(line, opts, &mut out, &mut made);
+                        let (want_out, want, want_made) = whole(line, opts);
+                        let at = format!("{}: {}", f.display(), String::from_utf8_lossy(line));
+                        assert_eq!(r, want, "{at}");
+                        assert!(out == want_out, "{at}");
+                        assert_eq!(made.total(), want_made.total(), "{at}");
+                    }
+                }
+            }
+        }
+        assert!(
+            lines > 500 && in_part > lines / 4,
+            "{lines} lines, {in_part} read in part"
+        );
+    }
 }
