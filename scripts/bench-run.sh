@@ -216,6 +216,10 @@ done
 
 echo
 echo "Agent scenario, per prompt (ideal: 4 x ${LATENCY_MS} ms of model time): $TIMES."
+echo "Its tools run in traj-run's default sandbox (\`--sandbox auto\`: bwrap where it works, as"
+echo "here), so its one terminal call per prompt is bounded by the bwrap ceiling above: a new"
+echo "sandbox per task, whose namespaces and mounts the kernel sets up and tears down largely"
+echo "one at a time."
 echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 PER=$(echo "($RSS_BIG - $RSS_SMALL) / ($WORKERS - 16)" | bc -l)
 printf 'Memory: peak RSS %.1f MB with %d workers, %.1f MB with 16: about %.0f KB per in-flight agent.\n' \
