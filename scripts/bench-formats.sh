@@ -77,8 +77,8 @@ if python3 -c 'import pyarrow' 2>/dev/null; then
   echo
   echo "traj writes zstd (level 3), closing a row group at 8,192 rows or 64 MiB of rows"
   echo "(\`src/io/parquet.rs\`); on this corpus that gives $rg_traj. The same table"
-  echo "rewritten by pyarrow with other choices, then read by \`traj-filter\` (max RSS: the"
-  echo "reader holds one row group's column chunks):"
+  echo "rewritten by pyarrow with other choices, then read by \`traj-filter\` (it decodes 256"
+  echo "rows per batch; max RSS also holds the column chunks of the row group being read):"
   echo
   echo "| compression | rows per row group | file MB | pyarrow write s | traj-filter read MB/s | traj-filter max RSS MB |"
   echo "|---|---:|---:|---:|---:|---:|"

@@ -27,10 +27,12 @@ use super::pieces::{PieceReader, Pieces};
 pub const MAGIC: &[u8; 4] = b"PAR1";
 /// Schema metadata key that marks a file traj wrote, and its schema version.
 const SCHEMA_KEY: &str = "traj.schema";
-/// Rows per batch read; a row group written closes at 8192 rows or 64 MiB of row text,
+/// Rows per batch read (256: a batch of long rows stays in tens of MB; 1024 held twice the
+/// memory and was no faster: BENCHMARKS.md bench:formats); a row group written closes at
+/// 8192 rows or 64 MiB of row text,
 /// whichever comes first, so that memory stays bounded on long rows (BENCHMARKS.md
 /// bench:formats measures the choice).
-const BATCH_ROWS: usize = 1024;
+const BATCH_ROWS: usize = 256;
 const ROW_GROUP_ROWS: usize = 8192;
 const ROW_GROUP_BYTES: usize = 64 << 20;
 
