@@ -56,6 +56,7 @@ P3="--require-reasoning --valid-tools --well-formed"
 run cat "cat '$CORPUS' | cat"
 run nopred "'$FILTER' -q '$CORPUS' | cat"
 run nopred_stdin "cat '$CORPUS' | '$FILTER' -q | cat"
+run cat3 "cat '$CORPUS' | cat | cat"
 run p3 "'$FILTER' -q -j 2 $P3 '$CORPUS' | cat"
 run p3_j1 "'$FILTER' -q -j 1 $P3 '$CORPUS' | cat"
 run cat_small "cat '$SMALL' | cat"
@@ -91,11 +92,15 @@ echo "|---|---:|---:|---:|---:|---:|---:|"
 row "\`cat file \| cat\`" cat "$BYTES" cat
 row "\`traj-filter file \| cat\` (no predicate)" nopred "$BYTES" nopred_alone
 row "\`cat file \| traj-filter \| cat\` (no predicate)" nopred_stdin "$BYTES"
+row "\`cat file \| cat \| cat\`" cat3 "$BYTES"
 row "\`traj-filter -j 2 $P3 file \| cat\`" p3 "$BYTES" p3_alone
 row "same, \`-j 1\`" p3_j1 "$BYTES"
 if [[ -n "${SECS[jq]:-}" ]]; then
     echo "| \`jq -c .\` (50 MB slice) | ${SECS[jq]} | $(mbs "$SMALL_BYTES" "${SECS[jq]}") | | ${CPU[jq]} | $(mbs "$SMALL_BYTES" "${CPU[jq]}") | ${RSS[jq]} KB |"
 fi
+echo
+echo "Pass-through from a pipe to a pipe: \`cat file | traj-filter | cat\` runs at $(awk -v a="${SECS[cat3]}" -v b="${SECS[nopred_stdin]}" 'BEGIN { printf "%.2f", a / b }')x the"
+echo "throughput of \`cat file | cat | cat\` (median wall times), every row validated on the way."
 echo
 echo "### Durable output (\`-o FILE\`: written behind, fsync, rename)"
 echo
