@@ -484,3 +484,131 @@ fn recipe_parallel_compress_per_file_then_merge_keeps_every_row() {
     assert_eq!(want.values().sum::<usize>(), rows.len());
     assert_eq!(multiset(&d.path().join("compressed.jsonl")), want);
 }
+
+/// Rows of every `part-*` file under `dir` (Spark's output), as a multiset.
+fn parts_multiset(dir: &Path) -> BTreeMap<Vec<u8>, usize> {
+    let mut m = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("part-")
+        {
+            for (k, n) in multiset(&p) {
+                *m.entry(k).or_insert(0) += n;
+            }
+        }
+    }
+    m
+}
+
+/// A recipe's `scripts/SCRIPT` run from this repository with the binaries this test
+/// built.
+fn with_bins(script: &'static str) -> impl Fn(String) -> String {
+    move |b: String| {
+        b.replace(
+            &format!("scripts/{script}"),
+            &format!(
+                "python3 {} --bin-dir {}",
+                repo().join("scripts").join(script).display(),
+                bin_dir().display()
+            ),
+        )
+    }
+}
+
+/// docs/pipeline.md, "Spark" and "Ray", run as written on a directory of real files
+/// (the binaries this test built, by `--bin-dir`): the rows of the same stages run
+/// directly on the same files, as a multiset.
+#[test]
+fn recipes_spark_and_ray_give_the_rows_of_the_stages_run_directly() {
+    let d = tmpdir();
+    std::fs::create_dir(d.path().join("raw")).unwrap();
+    for (name, f) in [
+        ("a.jsonl", HERMES_FIXTURE),
+        ("b.jsonl", "llamafactory_glaive_toolcall_en.jsonl"),
+    ] {
+        std::fs::copy(fixture(f), d.path().join("raw").join(name)).unwrap();
+    }
+    // The stages directly: both files normalised, then each recipe's filter.
+    let mut all = Vec::new();
+    for name in ["a.jsonl", "b.jsonl"] {
+        let out = format!("n-{name}");
+        direct(d.path(), "traj-normalize", &[&format!("raw/{name}")], &out);
+        all.extend(std::fs::read(d.path().join(out)).unwrap());
+    }
+    std::fs::write(d.path().join("normalized.jsonl"), all).unwrap();
+    let filtered = |args: &[&str], out: &str| {
+        let mut a = args.to_vec();
+        a.push("normalized.jsonl");
+        direct(d.path(), "traj-filter", &a, out);
+        multiset(&d.path().join(out))
+    };
+    let want_spark = filtered(
+        &["--require-reasoning", "--valid-tools", "--well-formed"],
+        "want-spark.jsonl",
+    );
+    let want_ray = filtered(&["--well-formed"], "want-ray.jsonl");
+    assert!(want_spark.values().sum::<usize>() >= 20);
+    assert!(want_ray.values().sum::<usize>() > want_spark.values().sum::<usize>());
+    run_recipe(
+        d.path(),
+        "spark_pipeline.py --master",
+        &with_bins("spark_pipeline.py"),
+    );
+    assert_eq!(parts_multiset(&d.path().join("out/data")), want_spark);
+    std::fs::remove_dir_all(d.path().join("out")).unwrap();
+    run_recipe(
+        d.path(),
+        "ray_pipeline.py --num-cpus",
+        &with_bins("ray_pipeline.py"),
+    );
+    assert_eq!(multiset(&d.path().join("out/data.jsonl")), want_ray);
+}
+
+/// docs/pipeline.md, "traj-run across machines": the Slurm array job (each array task
+/// run as Slurm would, with its SLURM_ARRAY_* variables) then `traj-merge runs/shard*`,
+/// and the loop without Slurm: every task exactly once.
+#[test]
+fn recipes_traj_run_shards_slurm_and_loop_give_every_task_once() {
+    let server = Standin::json(serde_json::json!({"default": {"content": "done"}}));
+    let tasks: String = (0..40)
+        .map(|i| {
+            format!(
+                "{}\n",
+                serde_json::json!({"prompt": format!("task {i}"), "toolsets": []})
+            )
+        })
+        .collect();
+    let want: BTreeMap<String, usize> = (0..40).map(|i| (format!("task {i}"), 1)).collect();
+    let prompts = |p: &Path| {
+        let mut m = BTreeMap::new();
+        for r in read_jsonl(p) {
+            *m.entry(r["prompt"].as_str().unwrap().to_string())
+                .or_insert(0) += 1;
+        }
+        m
+    };
+    let url = server.url();
+    let fill = |b: String| b.replace("MODEL", "standin").replace("URL", &url);
+    // Slurm: 8 array tasks, then the merge recipe.
+    let d = tmpdir();
+    std::fs::write(d.path().join("tasks.jsonl"), &tasks).unwrap();
+    for i in 0..8 {
+        run_recipe(d.path(), "SLURM_ARRAY_TASK_ID", &|b| {
+            format!(
+                "export SLURM_ARRAY_TASK_ID={i} SLURM_ARRAY_TASK_COUNT=8\n{}",
+                fill(b)
+            )
+        });
+    }
+    run_recipe(d.path(), "traj-merge runs/shard* -o", &|b| b);
+    assert_eq!(prompts(&d.path().join("trajectories.jsonl")), want);
+    // Without Slurm: three processes at once, then their merge.
+    let d = tmpdir();
+    std::fs::write(d.path().join("tasks.jsonl"), &tasks).unwrap();
+    run_recipe(d.path(), "--shard $i/3 --run-dir", &fill);
+    assert_eq!(prompts(&d.path().join("trajectories.jsonl")), want);
+    drop(server);
+}
