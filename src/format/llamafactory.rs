@@ -46,24 +46,9 @@ pub const THINK_CLOSE: &str = "\n</think>\n\n";
 const CALL_OPEN: &str = "<tool_call>";
 const CALL_CLOSE: &str = "</tool_call>";
 
-/// The reasoning of `g` when it holds more than white space (the rule of every writer).
-fn reasoning(g: &GptTurn) -> Result<Option<&str>, EnvelopeError> {
-    match g.reasoning.as_deref() {
-        Some(r) if !hermes::py_strip(r).is_empty() => {
-            if r.contains("</think>") {
-                return Err(EnvelopeError(
-                    "reasoning contains </think>, which would end the <think> block early".into(),
-                ));
-            }
-            Ok(Some(r))
-        }
-        _ => Ok(None),
-    }
-}
-
 /// The reasoning block and content of a turn, as LLaMA-Factory's assistant text.
 fn text_part(g: &GptTurn, out: &mut String) -> Result<(), EnvelopeError> {
-    if let Some(r) = reasoning(g)? {
+    if let Some(r) = hermes::written_reasoning(g)? {
         out.push_str(THINK_OPEN);
         out.push_str(r);
         out.push_str(THINK_CLOSE);
@@ -89,10 +74,8 @@ pub fn calls_json(calls: &[ToolCall]) -> String {
         if i > 0 {
             out.extend_from_slice(b", ");
         }
-        out.extend_from_slice(b"{\"name\": ");
-        pyjson::write_str(&mut out, &c.name, Style::Envelope);
-        out.extend_from_slice(b", \"arguments\": ");
-        pyjson::write_value(&mut out, &c.arguments, Style::Envelope);
+        out.push(b'{');
+        hermes::write_call_fields(&mut out, c);
         if let Some(id) = &c.id {
             out.extend_from_slice(b", \"id\": ");
             pyjson::write_str(&mut out, id, Style::Envelope);
