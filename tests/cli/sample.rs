@@ -488,26 +488,27 @@ fn sample_then_run_never_offers_no_tools_and_draws_alike() {
         by_index.sort_by_key(|(i, _)| *i);
         by_index
     };
-    for (k, dist) in listing.as_array().unwrap().iter().enumerate() {
-        let name = dist["name"].as_str().unwrap();
-        let o = sample(
-            d.path(),
-            &[
-                "-d",
-                name,
-                "--seed",
-                "5",
-                "prompts.jsonl",
-                "-o",
-                "tasks.jsonl",
-            ],
-            b"",
-        );
+    // traj-sample-tools -d NAME --seed 5 into tasks.jsonl: (prompt_index, toolsets) per row.
+    let draw = |name: &str| -> Vec<(u64, Value)> {
+        let args = [
+            "-d",
+            name,
+            "--seed",
+            "5",
+            "prompts.jsonl",
+            "-o",
+            "tasks.jsonl",
+        ];
+        let o = sample(d.path(), &args, b"");
         assert_code(&o, 0);
-        let drawn: Vec<(u64, Value)> = read_jsonl(&d.path().join("tasks.jsonl"))
+        read_jsonl(&d.path().join("tasks.jsonl"))
             .into_iter()
             .map(|r| (r["prompt_index"].as_u64().unwrap(), r["toolsets"].clone()))
-            .collect();
+            .collect()
+    };
+    for (k, dist) in listing.as_array().unwrap().iter().enumerate() {
+        let name = dist["name"].as_str().unwrap();
+        let drawn: Vec<(u64, Value)> = draw(name);
         let before = s.count() as usize;
         let ran = run_with(&format!("data/a{k}"), "tasks.jsonl", &[]);
         assert_eq!(ran, drawn, "{name}: records differ from the sampled rows");
@@ -529,24 +530,7 @@ fn sample_then_run_never_offers_no_tools_and_draws_alike() {
     // Configuration is not part of the rule: without --image-model, traj-run still
     // draws what traj-sample-tools draws; a task whose drawn tools are all unconfigured
     // is a failure naming them, never a request without tools.
-    let o = sample(
-        d.path(),
-        &[
-            "-d",
-            "image_gen",
-            "--seed",
-            "5",
-            "prompts.jsonl",
-            "-o",
-            "tasks.jsonl",
-        ],
-        b"",
-    );
-    assert_code(&o, 0);
-    let drawn: HashMap<u64, Value> = read_jsonl(&d.path().join("tasks.jsonl"))
-        .into_iter()
-        .map(|r| (r["prompt_index"].as_u64().unwrap(), r["toolsets"].clone()))
-        .collect();
+    let drawn: HashMap<u64, Value> = draw("image_gen").into_iter().collect();
     let before = s.count() as usize;
     let mut c = cmd("traj-run", d.path());
     c.env("TMPDIR", d.path())

@@ -27,6 +27,18 @@ fn processes_with(marker: &str) -> usize {
         .count()
 }
 
+/// traj-run on `row` alone (written to tasks.jsonl) against `s`, into data/r; add flags.
+fn one_task(d: &std::path::Path, row: &Value, s: &Standin) -> Command {
+    std::fs::write(d.join("tasks.jsonl"), format!("{row}\n")).unwrap();
+    let mut c = Command::new(bin("traj-run"));
+    c.current_dir(d)
+        .env("TMPDIR", d)
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["--model", "standin", "--base-url", &s.url(), "-q"])
+        .args(["--run-dir", "data/r", "tasks.jsonl"]);
+    c
+}
+
 /// One task (`row`) through traj-run with `turns` scripted: its record, traj-run's
 /// stderr and the stand-in (for its requests).
 fn run_one(
@@ -36,14 +48,8 @@ fn run_one(
     extra: &[&str],
 ) -> (Value, String, Standin) {
     let s = Standin::json(json!({"rules": [{"match": "", "turns": turns}]}));
-    std::fs::write(d.join("tasks.jsonl"), format!("{row}\n")).unwrap();
-    let mut c = Command::new(bin("traj-run"));
-    c.current_dir(d)
-        .env("TMPDIR", d)
-        .env("OPENAI_API_KEY", "sk-test")
-        .args(["--model", "standin", "--base-url", &s.url(), "-q"])
-        .args(["--run-dir", "data/r", "tasks.jsonl"])
-        .args(extra);
+    let mut c = one_task(d, &row, &s);
+    c.args(extra);
     let o = run(c);
     assert_code(&o, 0);
     let mut recs = parse_jsonl(&stdout(&o));
@@ -407,14 +413,8 @@ fn vision_loop(d: &std::path::Path, extra: &[&str]) -> (std::process::Output, St
         {"match": "", "turns": [vision_call]}
     ]}));
     let row = json!({"prompt": "look at images", "toolsets": ["vision"]});
-    std::fs::write(d.join("tasks.jsonl"), format!("{row}\n")).unwrap();
-    let mut c = Command::new(bin("traj-run"));
-    c.current_dir(d)
-        .env("TMPDIR", d)
-        .env("OPENAI_API_KEY", "sk-test")
-        .args(["--model", "standin", "--base-url", &s.url(), "-q"])
-        .args(["--vision-model", "standin-vision", "--sandbox", "local"])
-        .args(["--run-dir", "data/r", "tasks.jsonl"])
+    let mut c = one_task(d, &row, &s);
+    c.args(["--vision-model", "standin-vision", "--sandbox", "local"])
         .args(extra);
     (run(c), s)
 }
