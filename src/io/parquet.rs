@@ -90,6 +90,7 @@ pub fn lines_of_parquet(f: File, name: String) -> Result<Box<dyn BufRead + Send>
         batches,
         ours,
         name,
+        rows: 0,
     })))
 }
 
@@ -97,6 +98,8 @@ struct ParquetLines {
     batches: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
     ours: bool,
     name: String,
+    /// Rows given out so far (for messages).
+    rows: usize,
 }
 
 impl ParquetLines {
@@ -107,12 +110,13 @@ impl ParquetLines {
             };
             let batch = batch.map_err(|e| parquet_err(&self.name, e))?;
             if self.ours {
-                rows_of_ours(&batch, out).map_err(|e| parquet_err(&self.name, e))?;
+                rows_of_ours(&batch, self.rows, out).map_err(|e| parquet_err(&self.name, e))?;
             } else {
                 let mut w = arrow_json::LineDelimitedWriter::new(&mut *out);
                 w.write(&batch).map_err(|e| parquet_err(&self.name, e))?;
                 w.finish().map_err(|e| parquet_err(&self.name, e))?;
             }
+            self.rows += batch.num_rows();
         }
         Ok(true)
     }
@@ -127,7 +131,7 @@ enum NotOurs {
     Turns,
     #[error("turns have no string {0}")]
     TurnField(&'static str),
-    #[error("row {row} of the batch: {source}")]
+    #[error("row {row}: {source}")]
     Row {
         row: usize,
         source: serde_json::Error,
@@ -135,7 +139,8 @@ enum NotOurs {
 }
 
 /// The rows of a batch of a file traj wrote.
-fn rows_of_ours(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), NotOurs> {
+/// `before`: the file's rows before this batch (for messages).
+fn rows_of_ours(batch: &RecordBatch, before: usize, out: &mut Vec<u8>) -> Result<(), NotOurs> {
     let conv = batch
         .column_by_name("conversations")
         .and_then(|c| c.as_any().downcast_ref::<ListArray>())
@@ -146,7 +151,10 @@ fn rows_of_ours(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), NotOurs> {
         .ok_or(NotOurs::Column("row"))?;
     for i in 0..batch.num_rows() {
         let row: indexmap::IndexMap<String, &RawValue> = serde_json::from_str(rows.value(i))
-            .map_err(|source| NotOurs::Row { row: i, source })?;
+            .map_err(|source| NotOurs::Row {
+                row: before + i + 1,
+                source,
+            })?;
         let mut turns = Vec::new();
         if conv.is_valid(i) {
             let list = conv.value(i);
@@ -413,6 +421,35 @@ mod tests {
             .read_to_string(&mut back)
             .unwrap();
         assert_eq!(back, rows);
+    }
+
+    #[test]
+    fn a_bad_row_in_a_file_that_says_it_is_ours_is_named_by_its_row() {
+        let schema = Arc::new(schema());
+        let mut turns = new_list_builder();
+        turns.append(false);
+        turns.append(false);
+        let rows = StringArray::from(vec!["{\"a\":1}", "not json"]);
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(turns.finish()), Arc::new(rows)],
+        )
+        .unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.parquet");
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(File::create(&p).unwrap(), schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let mut back = String::new();
+        let e = lines_of_parquet(File::open(&p).unwrap(), "x.parquet".into())
+            .unwrap()
+            .read_to_string(&mut back)
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with("x.parquet: Parquet: row 2: "),
+            "{e}"
+        );
     }
 
     #[test]
