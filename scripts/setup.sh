@@ -8,6 +8,7 @@ command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 { command -v prlimit && command -v unshare && command -v setpriv; } >/dev/null 2>&1 || need_apt+=(util-linux)  # per-call limits, the local namespace, the non-root sandbox tests
 command -v parallel >/dev/null 2>&1 || need_apt+=(parallel) # docs/pipeline.md's recipes
+command -v zstd >/dev/null 2>&1 || need_apt+=(zstd) # the Hub-snapshot test writes a .zst blob
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the browser toolset (headless, driven over DevTools)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
