@@ -5,8 +5,9 @@
 //! ```sh
 //! cargo run --release --example sandbox-ceiling -- MODE CALLS THREADS
 //! # MODE: bare (the command as a plain child: fork/exec alone), local, bwrap (traj's
-//! # sandbox as traj-run makes it per task: a new workspace, the call, the task-end
-//! # clean-up). Prints calls per second.
+//! # sandbox made for the task: a new workspace, the call, the task-end clean-up),
+//! # local-pod, bwrap-pod (the sandbox each worker keeps between its tasks, as traj-run
+//! # does by default: the call, then the task-end reset). Prints calls per second.
 //! ```
 
 // A measuring tool: its one figure goes to stdout.
@@ -37,18 +38,29 @@ fn one_call(mode: &str, cfg: &SandboxConfig) {
 }
 
 fn main() {
+    // The supervisor of the kept sandboxes is this program (see toolbox::pod).
+    if let Some(code) = traj::toolbox::pod::serve_if_supervisor() {
+        std::process::exit(if code == std::process::ExitCode::SUCCESS {
+            0
+        } else {
+            1
+        });
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [mode, calls, threads] = &args[..] else {
-        eprintln!("usage: sandbox-ceiling bare|local|bwrap CALLS THREADS");
+        eprintln!("usage: sandbox-ceiling bare|local|bwrap|local-pod|bwrap-pod CALLS THREADS");
         std::process::exit(2);
     };
     let calls: usize = calls.parse().expect("CALLS is a number");
     let threads: usize = threads.parse().expect("THREADS is a number");
     let cfg = SandboxConfig {
         backend: match mode.as_str() {
-            "bwrap" => Backend::Bwrap,
+            "bwrap" | "bwrap-pod" => Backend::Bwrap,
             _ => Backend::Local,
         },
+        pod_exe: mode
+            .ends_with("-pod")
+            .then(|| std::env::current_exe().expect("its own path")),
         ..SandboxConfig::default()
     };
     let left = AtomicUsize::new(calls);

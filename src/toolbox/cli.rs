@@ -50,6 +50,12 @@ pub struct ToolArgs {
     #[arg(long, value_name = "DIR")]
     pub workspace_root: Option<PathBuf>,
 
+    /// Make a new sandbox for every command. By default each worker keeps one bwrap
+    /// (or local-namespace) sandbox between its tasks, reset when a task ends: its
+    /// processes killed, its workspace, /tmp and /dev/shm emptied (docs/tools.md).
+    #[arg(long)]
+    pub no_sandbox_reuse: bool,
+
     /// Pass this variable of traj's environment to tool processes (repeatable);
     /// nothing else of the environment reaches them.
     #[arg(long = "tool-env", value_name = "NAME")]
@@ -169,6 +175,10 @@ impl ToolArgs {
                 cpu_secs: self.tool_cpu_secs,
             },
             auto_fallback: None,
+            // The supervisor of a kept sandbox is this binary (see toolbox::pod).
+            pod_exe: (!self.no_sandbox_reuse)
+                .then(std::env::current_exe)
+                .and_then(Result::ok),
         };
         cfg.resolve_auto();
         Ok(cfg)

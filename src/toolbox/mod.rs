@@ -39,14 +39,17 @@ use serde_json::Value;
 
 pub mod beneath;
 pub mod browser;
+pub mod bwrap;
 pub mod cli;
 pub mod config;
 pub mod distributions;
+pub mod exec;
 pub mod fs;
 pub mod image;
 pub mod limits;
 pub mod llm_tools;
 pub mod ns;
+pub mod pod;
 pub mod process;
 pub mod reaper;
 pub mod registry;

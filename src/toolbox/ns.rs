@@ -39,6 +39,19 @@ pub fn view() -> &'static View {
     VIEW.get_or_init(probe)
 }
 
+/// The `unshare` command line that makes the next program the first process of new
+/// user, PID and mount namespaces (a pod's supervisor: [`super::pod`]), where [`view`]
+/// found they can be made.
+pub fn init_prefix() -> Option<Vec<String>> {
+    match view() {
+        View::Own(prefix) => {
+            let end = prefix.iter().position(|a| a == "--")?;
+            Some(prefix[..=end].to_vec())
+        }
+        View::Host(_) => None,
+    }
+}
+
 /// The `unshare` command line (program first; the command's argv follows) for this user.
 fn prefix(unshare: &str) -> Vec<String> {
     let root = rustix::process::geteuid().is_root();

@@ -23,18 +23,20 @@
 //! group is killed (SIGKILL); when it ends, whatever it left running in the background
 //! is killed too, so nothing outlives the call.
 
-use std::collections::VecDeque;
-use std::io::{Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+pub use super::bwrap::WORKSPACE_MOUNT;
+use super::bwrap::bwrap_mounts;
 use super::config::{SANDBOX_PATH, on_path};
+pub use super::exec::RunOutput;
+use super::exec::execute;
 use super::limits::Limits;
+use super::pod::{self, Pod, PodKey, PodKind};
 use super::reaper;
 
 /// The isolation backend of tasks that do not name an image.
@@ -90,6 +92,11 @@ pub struct SandboxConfig {
     /// Set by [`SandboxConfig::resolve_auto`] when `auto` fell back to local: the
     /// warning to show on stderr and to record with the run.
     pub auto_fallback: Option<String>,
+    /// The executable that serves as a pod's supervisor (traj-run itself, whose `main`
+    /// calls [`super::pod::serve_if_supervisor`] first). When set, bwrap sandboxes, and
+    /// local ones where [`super::ns`] makes a namespace, are kept for the worker
+    /// thread's next task ([`super::pod`]); `None`: a new sandbox for every command.
+    pub pod_exe: Option<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -107,6 +114,7 @@ impl Default for SandboxConfig {
             docker_image: None,
             limits: Limits::default(),
             auto_fallback: None,
+            pod_exe: None,
         }
     }
 }
@@ -160,32 +168,17 @@ impl SandboxConfig {
     }
 }
 
-/// Where the workspace appears inside bwrap and docker sandboxes.
-pub const WORKSPACE_MOUNT: &str = "/workspace";
-
-/// What one command did.
-#[derive(Debug, Clone)]
-pub struct RunOutput {
-    /// stdout and stderr as one text (the middle cut when over the cap, with a note).
-    pub output: String,
-    /// The exit code; 128+N when killed by signal N; 124 on timeout.
-    pub exit_code: i32,
-    pub timed_out: bool,
-    /// True when the output was cut.
-    pub truncated: bool,
-    /// Processes still running when the command ended were killed.
-    pub killed_leftovers: bool,
-    /// The process group the command ran in (its leader's pid on the host).
-    pub pgid: u32,
-    /// The resource limit the command hit, as the model is told (see [`Limits::hit`]).
-    pub limit: Option<String>,
-}
-
 /// One task's sandbox: its workspace and how commands run in it.
 pub struct Sandbox {
     cfg: SandboxConfig,
     backend: Backend,
-    dir: tempfile::TempDir,
+    /// The workspace, when this sandbox made its own (no pod).
+    dir: Option<tempfile::TempDir>,
+    /// The pod this task runs its commands in (see [`super::pod`]).
+    pod: Option<Pod>,
+    /// A background command ran: it had a sandbox of its own over the workspace, so
+    /// the pod is not reused.
+    background: bool,
     /// Canonical host path of the workspace.
     host_root: PathBuf,
     /// How the workspace root looks to commands (`/workspace` or the host path).
@@ -235,18 +228,28 @@ impl Sandbox {
                 "the bwrap backend needs bubblewrap: `bwrap` is not installed (apt-get install bubblewrap)"
             );
         }
-        let mut builder = tempfile::Builder::new();
-        builder.prefix("traj-task-");
-        let dir = match &cfg.root {
-            Some(root) => {
-                std::fs::create_dir_all(root)
-                    .with_context(|| format!("cannot create {}", root.display()))?;
-                builder.tempdir_in(root)
+        let (dir, pod, host_root) = match pod_key(cfg, backend) {
+            Some(key) => {
+                let pod = pod::lease(&key)?;
+                let root = pod.workspace().to_path_buf();
+                (None, Some(pod), root)
             }
-            None => builder.tempdir(),
-        }
-        .context("cannot create the task's workspace")?;
-        let host_root = dir.path().canonicalize()?;
+            None => {
+                let mut builder = tempfile::Builder::new();
+                builder.prefix("traj-task-");
+                let dir = match &cfg.root {
+                    Some(root) => {
+                        std::fs::create_dir_all(root)
+                            .with_context(|| format!("cannot create {}", root.display()))?;
+                        builder.tempdir_in(root)
+                    }
+                    None => builder.tempdir(),
+                }
+                .context("cannot create the task's workspace")?;
+                let root = dir.path().canonicalize()?;
+                (Some(dir), None, root)
+            }
+        };
         let view_root = match backend {
             Backend::Local | Backend::Auto => host_root.display().to_string(),
             Backend::Bwrap | Backend::Docker => WORKSPACE_MOUNT.to_string(),
@@ -311,6 +314,8 @@ impl Sandbox {
             cfg: cfg.clone(),
             backend,
             dir,
+            pod,
+            background: false,
             host_root,
             view_root,
             inner_cwd,
@@ -350,33 +355,7 @@ impl Sandbox {
 
     /// The bubblewrap command line (without the program) that runs `argv`.
     pub fn bwrap_args(&self, argv: &[&str]) -> Vec<String> {
-        let mut a: Vec<String> = [
-            "--die-with-parent",
-            "--new-session",
-            "--unshare-all",
-            "--hostname",
-            "sandbox",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if self.cfg.network {
-            a.push("--share-net".into());
-        }
-        for dir in [
-            "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-        ] {
-            a.extend(["--ro-bind-try".into(), dir.into(), dir.into()]);
-        }
-        a.extend(
-            [
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind",
-            ]
-            .iter()
-            .map(|s| s.to_string()),
-        );
-        a.push(self.host_root.display().to_string());
-        a.push(WORKSPACE_MOUNT.into());
+        let mut a = bwrap_mounts(self.cfg.network, &self.host_root);
         a.extend(["--chdir".into(), self.inner_cwd.clone(), "--".into()]);
         a.extend(argv.iter().map(|s| s.to_string()));
         a
@@ -524,6 +503,7 @@ impl Sandbox {
     pub fn background_shell(&mut self, script: &str) -> Result<Command> {
         let full = format!("exec 2>&1\n{script}");
         self.ran = true;
+        self.background = self.pod.is_some();
         self.command(&["/bin/sh", "-c", &full])
     }
 
@@ -535,6 +515,18 @@ impl Sandbox {
         timeout: Option<Duration>,
     ) -> Result<RunOutput> {
         let timeout = timeout.map_or(self.cfg.timeout, |t| t.min(self.cfg.timeout));
+        if let Some(pod) = self.pod.as_mut() {
+            self.ran = true;
+            let (_, mut full) = self.cfg.limits.pod_split();
+            full.extend(argv.iter().map(|s| s.to_string()));
+            let full: Vec<&str> = full.iter().map(String::as_str).collect();
+            let cap = self.cfg.output_cap;
+            let mut out = pod.run(&full, &self.inner_cwd, &self.env, stdin, timeout, cap)?;
+            if !out.timed_out {
+                out.limit = self.cfg.limits.hit(out.exit_code, &out.output);
+            }
+            return Ok(out);
+        }
         let cmd = self.command(argv)?;
         self.ran = true;
         let home = self.reaps_orphans().then(|| self.home());
@@ -618,15 +610,41 @@ impl Drop for Sandbox {
                 .stderr(Stdio::null())
                 .status();
         }
+        if let Some(pod) = self.pod.take() {
+            if self.background {
+                kill_processes_in(&[pod.workspace()]);
+            } else {
+                pod::give_back(pod);
+            }
+            return;
+        }
         // A process that left its group (setsid) may still run in the workspace; no
         // process can if no command ever ran (file tools only): then /proc is not read.
         if self.ran {
             if self.reaps_orphans() {
                 reaper::reap_orphans(&self.home(), reaper::Scan::All);
             }
-            kill_processes_in(&[self.dir.path(), &self.host_root]);
+            let made = self.dir.as_ref().map(|d| d.path().to_path_buf());
+            kill_processes_in(&[made.as_deref().unwrap_or(&self.host_root), &self.host_root]);
         }
     }
+}
+
+/// How this configuration's tasks of `backend` share a pod, when they do.
+fn pod_key(cfg: &SandboxConfig, backend: Backend) -> Option<PodKey> {
+    let kind = match backend {
+        Backend::Bwrap => PodKind::Bwrap {
+            network: cfg.network,
+        },
+        Backend::Local => PodKind::Unshare(super::ns::init_prefix()?),
+        Backend::Auto | Backend::Docker => return None,
+    };
+    Some(PodKey {
+        kind,
+        root: cfg.root.clone(),
+        exe: cfg.pod_exe.clone()?,
+        limits: cfg.limits.pod_split().0,
+    })
 }
 
 /// True when `cli` is a path to a file, or a program on the caller's `PATH`.
@@ -648,231 +666,6 @@ fn kill_processes_in(dirs: &[&Path]) {
     });
 }
 
-/// Whether process group `pgid` has any process, zombies included (`kill(-pgid, 0)`).
-fn group_exists(pgid: u32) -> bool {
-    i32::try_from(pgid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .is_none_or(|p| rustix::process::test_kill_process_group(p) != Err(rustix::io::Errno::SRCH))
-}
-
-/// Live (not zombie) processes of process group `pgid`, from /proc.
-pub fn group_members(pgid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-            continue;
-        };
-        let mut f = rest.split(' ');
-        let state = f.next().unwrap_or("");
-        let pgrp = f.nth(1).and_then(|s| s.parse::<u32>().ok());
-        if pgrp == Some(pgid) && state != "Z" && state != "X" {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-/// Output kept from one stream: the first and last `cap / 2` bytes, and a count.
-struct Capped {
-    cap: usize,
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    total: u64,
-}
-
-impl Capped {
-    fn new(cap: usize) -> Capped {
-        Capped {
-            cap,
-            head: Vec::new(),
-            tail: VecDeque::new(),
-            total: 0,
-        }
-    }
-
-    fn push(&mut self, mut data: &[u8]) {
-        self.total += data.len() as u64;
-        let head_cap = self.cap / 2;
-        if self.head.len() < head_cap {
-            let n = (head_cap - self.head.len()).min(data.len());
-            self.head.extend_from_slice(&data[..n]);
-            data = &data[n..];
-        }
-        let tail_cap = self.cap - head_cap;
-        if data.len() >= tail_cap {
-            self.tail.clear();
-            self.tail.extend(&data[data.len() - tail_cap..]);
-        } else {
-            let excess = (self.tail.len() + data.len()).saturating_sub(tail_cap);
-            self.tail.drain(..excess);
-            self.tail.extend(data);
-        }
-    }
-
-    /// The text, with a note in the middle when bytes were dropped.
-    fn text(&self) -> (String, bool) {
-        let kept = self.head.len() + self.tail.len();
-        let mut s = String::from_utf8_lossy(&self.head).into_owned();
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
-        if (kept as u64) < self.total {
-            s.push_str(&format!(
-                "\n\n[... output truncated: {} bytes in total; the middle {} bytes are not shown ...]\n\n",
-                self.total,
-                self.total - kept as u64
-            ));
-            s.push_str(&String::from_utf8_lossy(&tail));
-            (s, true)
-        } else {
-            s.push_str(&String::from_utf8_lossy(&tail));
-            (s, false)
-        }
-    }
-}
-
-fn reader(
-    mut r: impl Read + Send + 'static,
-    buf: Arc<Mutex<Capped>>,
-    done: crossbeam_channel::Sender<()>,
-) {
-    std::thread::spawn(move || {
-        let mut chunk = vec![0u8; 64 * 1024];
-        loop {
-            match r.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => buf.lock().expect("output buffer").push(&chunk[..n]),
-            }
-        }
-        let _ = done.send(());
-    });
-}
-
-fn kill_group(pgid: u32) {
-    if let Some(p) = rustix::process::Pid::from_raw(pgid as i32) {
-        let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-    }
-}
-
-/// Spawn `cmd` in a new process group and wait for it (see [`Sandbox::run_shell`]).
-/// With `reap_home`, orphans of the task whose `HOME` it is are killed too when the
-/// command ends ([`reaper::reap_orphans`]).
-pub fn execute(
-    mut cmd: Command,
-    stdin: Option<&[u8]>,
-    timeout: Duration,
-    cap: usize,
-    reap_home: Option<&str>,
-) -> Result<RunOutput> {
-    cmd.process_group(0)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = reaper::spawn(&mut cmd).context("cannot start the command")?;
-    let pgid = child.id();
-    let out_buf = Arc::new(Mutex::new(Capped::new(cap)));
-    let err_buf = Arc::new(Mutex::new(Capped::new(cap.min(8192))));
-    let (done_tx, done_rx) = crossbeam_channel::bounded(2);
-    reader(
-        child.stdout.take().expect("piped"),
-        out_buf.clone(),
-        done_tx.clone(),
-    );
-    reader(
-        child.stderr.take().expect("piped"),
-        err_buf.clone(),
-        done_tx,
-    );
-    if let (Some(data), Some(mut w)) = (stdin, child.stdin.take()) {
-        let data = data.to_vec();
-        std::thread::spawn(move || {
-            let _ = w.write_all(&data);
-        });
-    }
-    let start = Instant::now();
-    let mut timed_out = false;
-    let mut pause = Duration::from_millis(1);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Ok(st),
-            Ok(None) => {}
-            Err(e) => break Err(e),
-        }
-        if start.elapsed() >= timeout {
-            timed_out = true;
-            kill_group(pgid);
-            break child.wait();
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(20));
-    };
-    reaper::finished(pgid);
-    let status = status?;
-    // Whatever the command left running in its group goes too. `kill(-pgid, 0)` says
-    // in one call whether the group has any process left; only then is /proc read
-    // (zombies do not count as leftovers).
-    let mut killed_leftovers = !timed_out && group_exists(pgid) && !group_members(pgid).is_empty();
-    kill_group(pgid);
-    // Orphans (processes that left the group and whose parent died) are re-parented
-    // to traj, a subreaper: kill those of this task before waiting for the pipes.
-    if let Some(home) = reap_home {
-        // First let the killed group die: a member's children are re-parented only
-        // when it has exited (bounded: SIGKILL cannot be ignored).
-        let until = Instant::now() + Duration::from_secs(2);
-        while group_exists(pgid) && !group_members(pgid).is_empty() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        killed_leftovers |= reaper::reap_orphans(home, reaper::Scan::Children) > 0 && !timed_out;
-    }
-    // Readers end when every writer is gone; a process that escaped the group could
-    // hold a pipe open, so do not wait for it forever.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    for _ in 0..2 {
-        if done_rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .is_err()
-        {
-            break;
-        }
-    }
-    let (mut output, truncated) = out_buf.lock().expect("output buffer").text();
-    let (err, _) = err_buf.lock().expect("output buffer").text();
-    if !err.trim().is_empty() {
-        if !output.is_empty() && !output.ends_with('\n') {
-            output.push('\n');
-        }
-        output.push_str(&err);
-    }
-    let exit_code = if timed_out {
-        124
-    } else if let Some(c) = status.code() {
-        c
-    } else {
-        128 + status.signal().unwrap_or(0)
-    };
-    Ok(RunOutput {
-        output,
-        exit_code,
-        timed_out,
-        truncated,
-        killed_leftovers,
-        pgid,
-        limit: None,
-    })
-}
 /// A command of the docker CLI `cli` with only what the CLI needs to find its engine
 /// (PATH, HOME, the DOCKER_* and XDG_RUNTIME_DIR variables): never the caller's keys.
 pub fn docker_command(cli: &str) -> Command {

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::exec::group_members;
 use super::registry::{LlmToolsConfig, SearchConfig, SearchProvider};
-use super::sandbox::{Sandbox, group_members};
+use super::sandbox::Sandbox;
 use super::testserver::{Reply, Request, serve};
 use super::*;
 use crate::llm::ClientConfig;

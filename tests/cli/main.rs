@@ -17,6 +17,7 @@ mod merge;
 mod normalize;
 mod numbers;
 mod pipeline;
+mod pod;
 mod repair;
 mod run;
 mod sample;

@@ -346,3 +346,33 @@ fn every_limit_holds_as_a_tool_error_and_the_run_goes_on() {
         }
     }
 }
+
+#[test]
+fn no_capability_is_left_to_make_the_host_writable() {
+    // As root, bwrap kept its capabilities for the command by default: with
+    // CAP_SYS_ADMIN in the sandbox's user namespace, `mount -o remount,rw` made the
+    // read-only /usr writable, and the command wrote the host's /usr. In a kept
+    // sandbox (the default) and in one per command alike, none is left.
+    for user in users() {
+        for extra in [&[][..], &["--no-sandbox-reuse"][..]] {
+            let d = open_dir();
+            let probe = format!("/usr/.traj-escape-{}", std::process::id());
+            let turns = json!([
+                {"tool_calls": [{"name": "terminal", "arguments": {"command": format!(
+                    "grep -E '^Cap(Eff|Bnd)' /proc/self/status; mount -o remount,rw,bind /usr 2>&1; \
+                     touch {probe} 2>&1 && echo WROTE; mount -t tmpfs none /etc 2>&1 && echo MOUNTED; \
+                     echo done")}}]},
+                {"content": "Final: done"}
+            ]);
+            let (tools, _) = attack(d.path(), user, "bwrap", turns, extra);
+            let escaped = Path::new(&probe).exists();
+            let _ = std::fs::remove_file(&probe);
+            let out = output_of(&tools[0]);
+            let ctx = format!("{user:?} {extra:?}: {out}");
+            assert!(!escaped && !out.contains("WROTE"), "{ctx}");
+            assert!(!out.contains("MOUNTED") && out.contains("done"), "{ctx}");
+            assert!(out.contains("CapEff:\t0000000000000000"), "{ctx}");
+            assert!(out.contains("CapBnd:\t0000000000000000"), "{ctx}");
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Running one command to its end: in a process group of its own, its output capped
+//! (head and tail kept), killed with its whole group past its timeout, and whatever it
+//! left running in the group killed when it ends. [`super::sandbox`] runs every
+//! foreground call through [`execute`]; so does a pod's supervisor inside its sandbox
+//! ([`super::pod`]).
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::reaper;
+
+/// What one command did.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RunOutput {
+    /// stdout and stderr as one text (the middle cut when over the cap, with a note).
+    pub output: String,
+    /// The exit code; 128+N when killed by signal N; 124 on timeout.
+    pub exit_code: i32,
+    pub timed_out: bool,
+    /// True when the output was cut.
+    pub truncated: bool,
+    /// Processes still running when the command ended were killed.
+    pub killed_leftovers: bool,
+    /// The process group the command ran in (its leader's pid on the host; in a pod
+    /// ([`super::pod`]), as the pod's PID namespace numbers it).
+    pub pgid: u32,
+    /// The resource limit the command hit, as the model is told (see [`Limits::hit`]).
+    pub limit: Option<String>,
+}
+
+/// Whether process group `pgid` has any process, zombies included (`kill(-pgid, 0)`).
+fn group_exists(pgid: u32) -> bool {
+    i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_none_or(|p| rustix::process::test_kill_process_group(p) != Err(rustix::io::Errno::SRCH))
+}
+
+/// Live (not zombie) processes of process group `pgid`, from /proc.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let mut f = rest.split(' ');
+        let state = f.next().unwrap_or("");
+        let pgrp = f.nth(1).and_then(|s| s.parse::<u32>().ok());
+        if pgrp == Some(pgid) && state != "Z" && state != "X" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Output kept from one stream: the first and last `cap / 2` bytes, and a count.
+struct Capped {
+    cap: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl Capped {
+    fn new(cap: usize) -> Capped {
+        Capped {
+            cap,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, mut data: &[u8]) {
+        self.total += data.len() as u64;
+        let head_cap = self.cap / 2;
+        if self.head.len() < head_cap {
+            let n = (head_cap - self.head.len()).min(data.len());
+            self.head.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+        let tail_cap = self.cap - head_cap;
+        if data.len() >= tail_cap {
+            self.tail.clear();
+            self.tail.extend(&data[data.len() - tail_cap..]);
+        } else {
+            let excess = (self.tail.len() + data.len()).saturating_sub(tail_cap);
+            self.tail.drain(..excess);
+            self.tail.extend(data);
+        }
+    }
+
+    /// The text, with a note in the middle when bytes were dropped.
+    fn text(&self) -> (String, bool) {
+        let kept = self.head.len() + self.tail.len();
+        let mut s = String::from_utf8_lossy(&self.head).into_owned();
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        if (kept as u64) < self.total {
+            s.push_str(&format!(
+                "\n\n[... output truncated: {} bytes in total; the middle {} bytes are not shown ...]\n\n",
+                self.total,
+                self.total - kept as u64
+            ));
+            s.push_str(&String::from_utf8_lossy(&tail));
+            (s, true)
+        } else {
+            s.push_str(&String::from_utf8_lossy(&tail));
+            (s, false)
+        }
+    }
+}
+
+fn reader(
+    mut r: impl Read + Send + 'static,
+    buf: Arc<Mutex<Capped>>,
+    done: crossbeam_channel::Sender<()>,
+) {
+    std::thread::spawn(move || {
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            match r.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.lock().expect("output buffer").push(&chunk[..n]),
+            }
+        }
+        let _ = done.send(());
+    });
+}
+
+fn kill_group(pgid: u32) {
+    if let Some(p) = rustix::process::Pid::from_raw(pgid as i32) {
+        let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+    }
+}
+
+/// Spawn `cmd` in a new process group and wait for it (see [`Sandbox::run_shell`]).
+/// With `reap_home`, orphans of the task whose `HOME` it is are killed too when the
+/// command ends ([`reaper::reap_orphans`]).
+pub fn execute(
+    mut cmd: Command,
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+    cap: usize,
+    reap_home: Option<&str>,
+) -> Result<RunOutput> {
+    cmd.process_group(0)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = reaper::spawn(&mut cmd).context("cannot start the command")?;
+    let pgid = child.id();
+    let out_buf = Arc::new(Mutex::new(Capped::new(cap)));
+    let err_buf = Arc::new(Mutex::new(Capped::new(cap.min(8192))));
+    let (done_tx, done_rx) = crossbeam_channel::bounded(2);
+    reader(
+        child.stdout.take().expect("piped"),
+        out_buf.clone(),
+        done_tx.clone(),
+    );
+    reader(
+        child.stderr.take().expect("piped"),
+        err_buf.clone(),
+        done_tx,
+    );
+    if let (Some(data), Some(mut w)) = (stdin, child.stdin.take()) {
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            let _ = w.write_all(&data);
+        });
+    }
+    let start = Instant::now();
+    let mut timed_out = false;
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Ok(st),
+            Ok(None) => {}
+            Err(e) => break Err(e),
+        }
+        if start.elapsed() >= timeout {
+            timed_out = true;
+            kill_group(pgid);
+            break child.wait();
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    };
+    reaper::finished(pgid);
+    let status = status?;
+    // Whatever the command left running in its group goes too. `kill(-pgid, 0)` says
+    // in one call whether the group has any process left; only then is /proc read
+    // (zombies do not count as leftovers).
+    let mut killed_leftovers = !timed_out && group_exists(pgid) && !group_members(pgid).is_empty();
+    kill_group(pgid);
+    // Orphans (processes that left the group and whose parent died) are re-parented
+    // to traj, a subreaper: kill those of this task before waiting for the pipes.
+    if let Some(home) = reap_home {
+        // First let the killed group die: a member's children are re-parented only
+        // when it has exited (bounded: SIGKILL cannot be ignored).
+        let until = Instant::now() + Duration::from_secs(2);
+        while group_exists(pgid) && !group_members(pgid).is_empty() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        killed_leftovers |= reaper::reap_orphans(home, reaper::Scan::Children) > 0 && !timed_out;
+    }
+    // Readers end when every writer is gone; a process that escaped the group could
+    // hold a pipe open, so do not wait for it forever.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    for _ in 0..2 {
+        if done_rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .is_err()
+        {
+            break;
+        }
+    }
+    let (mut output, truncated) = out_buf.lock().expect("output buffer").text();
+    let (err, _) = err_buf.lock().expect("output buffer").text();
+    if !err.trim().is_empty() {
+        if !output.is_empty() && !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str(&err);
+    }
+    let exit_code = if timed_out {
+        124
+    } else if let Some(c) = status.code() {
+        c
+    } else {
+        128 + status.signal().unwrap_or(0)
+    };
+    Ok(RunOutput {
+        output,
+        exit_code,
+        timed_out,
+        truncated,
+        killed_leftovers,
+        pgid,
+        limit: None,
+    })
+}
