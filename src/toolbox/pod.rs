@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -534,6 +535,9 @@ impl Pod {
             // One malloc arena: the supervisor's address space stays small under the
             // limit it sets on itself.
             .env("MALLOC_ARENA_MAX", "1")
+            // A group of its own, as a command's: when the run stops, traj-run kills
+            // its children's groups, and the namespace dies with this process.
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
