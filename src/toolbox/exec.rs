@@ -5,10 +5,9 @@
 //! ([`super::pod`]).
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -126,21 +125,63 @@ impl Capped {
     }
 }
 
-fn reader(
-    mut r: impl Read + Send + 'static,
-    buf: Arc<Mutex<Capped>>,
-    done: crossbeam_channel::Sender<()>,
-) {
-    std::thread::spawn(move || {
-        let mut chunk = vec![0u8; 64 * 1024];
-        loop {
-            match r.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => buf.lock().expect("output buffer").push(&chunk[..n]),
+/// The command's two output pipes, read as they fill (stdout, then stderr), in this
+/// thread: no reader thread per call.
+struct Pipes {
+    open: [Option<std::os::fd::OwnedFd>; 2],
+    chunk: Vec<u8>,
+}
+
+impl Pipes {
+    fn done(&self) -> bool {
+        self.open.iter().all(Option::is_none)
+    }
+
+    /// Wait up to `wait` for output, a pipe's end, or (`pidfd`) the child's end, and
+    /// read what came into `bufs`.
+    fn pump(
+        &mut self,
+        bufs: &mut [Capped; 2],
+        pidfd: Option<&std::os::fd::OwnedFd>,
+        wait: Duration,
+    ) {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(3);
+        let mut which = [usize::MAX; 2];
+        for (i, fd) in self.open.iter().enumerate() {
+            if let Some(fd) = fd {
+                which[fds.len()] = i;
+                fds.push(PollFd::new(fd, PollFlags::IN));
             }
         }
-        let _ = done.send(());
-    });
+        let pipes = fds.len();
+        if let Some(p) = pidfd {
+            fds.push(PollFd::new(p, PollFlags::IN));
+        }
+        let ts = Timespec {
+            tv_sec: wait.as_secs() as i64,
+            tv_nsec: i64::from(wait.subsec_nanos()),
+        };
+        if !matches!(poll(&mut fds, Some(&ts)), Ok(n) if n > 0) {
+            return;
+        }
+        let ready: Vec<usize> = fds[..pipes]
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| !f.revents().is_empty())
+            .map(|(k, _)| which[k])
+            .collect();
+        drop(fds);
+        for i in ready {
+            let Some(fd) = &self.open[i] else { continue };
+            match rustix::io::read(fd, &mut self.chunk) {
+                Ok(0) => self.open[i] = None,
+                Ok(n) => bufs[i].push(&self.chunk[..n]),
+                Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+                Err(_) => self.open[i] = None,
+            }
+        }
+    }
 }
 
 fn kill_group(pgid: u32) {
@@ -169,41 +210,51 @@ pub fn execute(
         .stderr(Stdio::piped());
     let mut child = reaper::spawn(&mut cmd).context("cannot start the command")?;
     let pgid = child.id();
-    let out_buf = Arc::new(Mutex::new(Capped::new(cap)));
-    let err_buf = Arc::new(Mutex::new(Capped::new(cap.min(8192))));
-    let (done_tx, done_rx) = crossbeam_channel::bounded(2);
-    reader(
-        child.stdout.take().expect("piped"),
-        out_buf.clone(),
-        done_tx.clone(),
-    );
-    reader(
-        child.stderr.take().expect("piped"),
-        err_buf.clone(),
-        done_tx,
-    );
+    let mut bufs = [Capped::new(cap), Capped::new(cap.min(8192))];
+    let mut pipes = Pipes {
+        open: [
+            child.stdout.take().map(std::os::fd::OwnedFd::from),
+            child.stderr.take().map(std::os::fd::OwnedFd::from),
+        ],
+        chunk: vec![0u8; 64 * 1024],
+    };
     if let (Some(data), Some(mut w)) = (stdin, child.stdin.take()) {
         let data = data.to_vec();
         std::thread::spawn(move || {
             let _ = w.write_all(&data);
         });
     }
+    // Readable when the child ends (Linux 5.3+); without it, the wait below wakes up
+    // every 20 ms to ask.
+    let pidfd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .ok();
     let start = Instant::now();
     let mut timed_out = false;
-    let mut pause = Duration::from_millis(1);
     let status = loop {
         match child.try_wait() {
             Ok(Some(st)) => break Ok(st),
             Ok(None) => {}
             Err(e) => break Err(e),
         }
-        if start.elapsed() >= timeout {
+        let left = timeout.saturating_sub(start.elapsed());
+        if left.is_zero() {
             timed_out = true;
             kill_group(pgid);
             break child.wait();
         }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(20));
+        let wait = if pidfd.is_some() {
+            left
+        } else {
+            left.min(Duration::from_millis(20))
+        };
+        if pipes.done() && pidfd.is_none() {
+            std::thread::sleep(wait);
+        } else {
+            pipes.pump(&mut bufs, pidfd.as_ref(), wait);
+        }
     };
     reaper::finished(pgid);
     let status = status?;
@@ -223,19 +274,19 @@ pub fn execute(
         }
         killed_leftovers |= reaper::reap_orphans(home, reaper::Scan::Children) > 0 && !timed_out;
     }
-    // Readers end when every writer is gone; a process that escaped the group could
-    // hold a pipe open, so do not wait for it forever.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    for _ in 0..2 {
-        if done_rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .is_err()
-        {
+    // The pipes end when every writer is gone; a process that escaped the group could
+    // hold one open, so do not wait for it forever.
+    let until = Instant::now() + Duration::from_secs(2);
+    while !pipes.done() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
             break;
         }
+        pipes.pump(&mut bufs, None, left);
     }
-    let (mut output, truncated) = out_buf.lock().expect("output buffer").text();
-    let (err, _) = err_buf.lock().expect("output buffer").text();
+    let [out_buf, err_buf] = bufs;
+    let (mut output, truncated) = out_buf.text();
+    let (err, _) = err_buf.text();
     if !err.trim().is_empty() {
         if !output.is_empty() && !output.ends_with('\n') {
             output.push('\n');
