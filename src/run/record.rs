@@ -74,6 +74,9 @@ pub struct SystemPromptUsed {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SandboxUsed {
     pub backend: String,
+    /// Each worker kept its sandbox between tasks (`--no-sandbox-reuse` not given;
+    /// docs/tools.md). Docker tasks always get a container of their own.
+    pub reused: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
 }
@@ -82,6 +85,7 @@ impl SandboxUsed {
     pub fn of(s: &crate::toolbox::SandboxConfig) -> SandboxUsed {
         SandboxUsed {
             backend: format!("{:?}", s.backend).to_lowercase(),
+            reused: s.pod_exe.is_some(),
             warning: s.auto_fallback.clone(),
         }
     }

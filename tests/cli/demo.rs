@@ -219,6 +219,7 @@ fn demo_script_reports_every_stage_compresses_and_runs_under_bwrap() {
     // The sandbox: bwrap ran the tools, statistics.json and the output say so.
     let stats = json_file(&dir.join("statistics.json"));
     assert_eq!(stats["sandbox"]["backend"], "bwrap", "{}", stats["sandbox"]);
+    assert_eq!(stats["sandbox"]["reused"], true, "{}", stats["sandbox"]);
     assert!(stats["sandbox"].get("warning").is_none());
     assert!(out.contains("\nSandbox: bwrap"), "{out}");
     assert!(t["traj-run"].notes.contains("sandbox: bwrap"), "{out}");
