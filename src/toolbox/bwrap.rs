@@ -3,7 +3,20 @@
 //! one writable host directory. A sandbox per command ([`super::sandbox`]) and a kept
 //! one ([`super::pod`]) start bwrap with the same options.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use super::config::{SANDBOX_PATH, find_on_path};
+
+/// bubblewrap's executable, found once on the sandbox `PATH` (`bwrap` when it is not
+/// there: starting it then fails with a clear error). A full path lets `Command` start
+/// it with posix_spawn: given a bare name and an environment of its own, std forks,
+/// and forking traj-run (hundreds of threads, tens of MB) copies its page tables and
+/// makes every page copy-on-write for the rest of the run.
+pub fn program() -> &'static Path {
+    static BWRAP: OnceLock<PathBuf> = OnceLock::new();
+    BWRAP.get_or_init(|| find_on_path("bwrap", SANDBOX_PATH).unwrap_or_else(|| "bwrap".into()))
+}
 
 /// Where the workspace appears inside bwrap and docker sandboxes.
 pub const WORKSPACE_MOUNT: &str = "/workspace";

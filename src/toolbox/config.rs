@@ -142,10 +142,18 @@ pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 
 /// True when `prog` is an executable file in one of `path`'s directories.
 pub fn on_path(prog: &str, path: &str) -> bool {
+    find_on_path(prog, path).is_some()
+}
+
+/// Where `prog` is on the colon-separated `path`: the first executable file of that
+/// name.
+pub fn find_on_path(prog: &str, path: &str) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    path.split(':').any(|dir| {
-        std::fs::metadata(Path::new(dir).join(prog))
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
-    })
+    path.split(':')
+        .map(|dir| Path::new(dir).join(prog))
+        .find(|p| {
+            std::fs::metadata(p)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
 }

@@ -500,7 +500,7 @@ impl Pod {
         let exe = key.exe.display().to_string();
         let (mut cmd, plan) = match &key.kind {
             PodKind::Bwrap { network } => {
-                let mut c = Command::new("bwrap");
+                let mut c = Command::new(super::bwrap::program());
                 c.args(["--as-pid-1"])
                     .args(bwrap_mounts(*network, dir))
                     .args(["--ro-bind", &exe, EXE_MOUNT])
@@ -519,7 +519,10 @@ impl Pod {
                     bail!("a local pod needs unshare");
                 };
                 let mut c = Command::new(prog);
-                c.args(args).arg(&exe).current_dir(dir);
+                // No current_dir: the supervisor moves to each command's own directory,
+                // and a Command without one is started with posix_spawn (no fork of
+                // traj-run).
+                c.args(args).arg(&exe);
                 let plan = Plan {
                     wipe: vec![dir.to_path_buf()],
                     watch: Vec::new(),

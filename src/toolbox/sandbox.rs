@@ -469,7 +469,7 @@ impl Sandbox {
                 c
             }
             Backend::Bwrap => {
-                let mut c = Command::new("bwrap");
+                let mut c = Command::new(super::bwrap::program());
                 c.args(self.bwrap_args(argv));
                 c.env_clear().envs(self.env.iter().map(|(k, v)| (k, v)));
                 c.current_dir(&self.host_root);
@@ -669,12 +669,15 @@ fn kill_processes_in(dirs: &[&Path]) {
 /// A command of the docker CLI `cli` with only what the CLI needs to find its engine
 /// (PATH, HOME, the DOCKER_* and XDG_RUNTIME_DIR variables): never the caller's keys.
 pub fn docker_command(cli: &str) -> Command {
-    let mut c = Command::new(cli);
+    let path = std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.into());
+    // A full path, so that std starts it with posix_spawn, not a fork of traj-run
+    // (see `bwrap::program`).
+    let program = (!cli.contains('/'))
+        .then(|| super::config::find_on_path(cli, &path))
+        .flatten();
+    let mut c = Command::new(program.as_deref().unwrap_or(Path::new(cli)));
     c.env_clear();
-    c.env(
-        "PATH",
-        std::env::var("PATH").unwrap_or_else(|_| SANDBOX_PATH.into()),
-    );
+    c.env("PATH", path);
     for k in [
         "HOME",
         "DOCKER_HOST",
