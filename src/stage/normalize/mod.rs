@@ -18,6 +18,7 @@
 pub mod error;
 pub mod read;
 pub mod shape;
+mod typed;
 
 use std::collections::BTreeMap;
 
@@ -144,6 +145,9 @@ pub fn normalize_line(
     out: &mut Vec<u8>,
     done: &mut Repairs,
 ) -> Result<(), BadLine> {
+    if let typed::Quick::Done(r) = typed::quick(line, opts, out, done) {
+        return Ok(r?);
+    }
     if opts.columns == Columns::All {
         let parse = |k: &str| {
             matches!(
@@ -407,6 +411,17 @@ fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
 /// A row with nothing to do with tools ([`shape::uses_tools`]) gets no system turn: a
 /// plain chat stays a plain chat.
 pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), BadRow> {
+    hermes_conversations_with(traj, &[], out)
+}
+
+/// [`hermes_conversations`], where `humans[i]`, when `Some`, is the text to write for
+/// human turn `i` as it is (already escaped as [`pyjson::write_str`] escapes; the turn
+/// itself holds an empty string).
+fn hermes_conversations_with(
+    traj: &Trajectory,
+    humans: &[Option<&str>],
+    out: &mut Vec<u8>,
+) -> Result<(), BadRow> {
     out.push(b'[');
     let system = shape::uses_tools(traj);
     if system {
@@ -417,7 +432,14 @@ pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), 
             out.extend_from_slice(b", ");
         }
         match t {
-            Turn::Human(s) => write_turn(out, "human", s),
+            Turn::Human(s) => match humans.get(i).copied().flatten() {
+                Some(raw) => {
+                    out.extend_from_slice(b"{\"from\": \"human\", \"value\": \"");
+                    out.extend_from_slice(raw.as_bytes());
+                    out.extend_from_slice(b"\"}");
+                }
+                None => write_turn(out, "human", s),
+            },
             Turn::Gpt(g) => {
                 let n = i + 1 + usize::from(system);
                 let v = hermes::render_gpt(g).map_err(|e| BadRow::Envelope(n, e))?;

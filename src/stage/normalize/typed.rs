@@ -1,0 +1,353 @@
+//! The quick path for the commonest row: a Hermes ShareGPT row (`conversations` of
+//! `{"from", "value"}` strings) in Python's spelling, converted to Hermes rows.
+//!
+//! The row is read borrowed and typed, straight from the line: no `serde_json::Value`
+//! for the message list, each string scanned once, and a `human` text already in the
+//! spelling the output writes ([`pyjson::as_is_string_end`]) copied to the output as it
+//! is, never decoded. Every other text is decoded and read by the same functions as the
+//! general path ([`super::read`]), in the same order, so the output, the verdict and its
+//! reason, and the repairs counted are the general path's.
+//!
+//! Anything else ([`quick`] says `None`) takes the general path: another target or
+//! column set, `--set`, `--merge-consecutive`, `--messages-field`; a row with a
+//! `messages` or `tools` field; a message with another key or a value that is not a
+//! string; a role spelled with an escape or in LLaMA-Factory's spelling
+//! (`function_call`, `observation`); a field not in Python's spelling; any JSON the quick
+//! reader does not know to be valid.
+
+use std::borrow::Cow;
+
+use super::error::{BadMessage, BadRow};
+use super::read::{Pending, push_results};
+use super::{Columns, Options, Target, write_error_counts, write_stats};
+use crate::format::hermes;
+use crate::format::jsonscan;
+use crate::format::model::{ToolResult, Trajectory, Turn, tool_content_value_owned, tool_stats};
+use crate::format::pyjson;
+use crate::format::repair::{self, Mode, Repairs};
+
+/// One message of the list, borrowed from the line.
+struct Message<'a> {
+    /// The role (`from`), which holds no escape.
+    from: &'a str,
+    /// The `value` string as written, quotes included.
+    value: &'a str,
+    /// `value` is in the spelling the output writes.
+    as_is: bool,
+}
+
+impl<'a> Message<'a> {
+    /// The text of `value`; `None` only if the validated string does not decode.
+    fn text(&self) -> Option<Cow<'a, str>> {
+        jsonscan::decode_str(self.value)
+    }
+}
+
+/// A top-level field of the row.
+enum Field<'a> {
+    /// Written as it is.
+    Kept(&'a str),
+    /// The message list.
+    List,
+    /// `tool_stats`, with the tool names it holds (its keys, when it is an object).
+    Stats(Vec<String>),
+    /// `tool_error_counts`.
+    Errors,
+}
+
+/// The row: its fields in order (keys as written, without quotes) and its messages.
+struct Row<'a> {
+    fields: Vec<(&'a str, Field<'a>)>,
+    messages: Vec<Message<'a>>,
+}
+
+/// What the quick path made of a line.
+pub(super) enum Quick {
+    /// Not a row for the quick path: nothing was written or counted.
+    No,
+    /// Converted (the line is appended to `out`), or refused for this reason.
+    Done(Result<(), BadRow>),
+}
+
+/// Convert `line` by the quick path when it applies (see the module docs), adding the
+/// repairs made to `done` when the row is written.
+pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut Repairs) -> Quick {
+    if opts.target != Target::Hermes
+        || opts.columns != Columns::All
+        || opts.merge_consecutive
+        || opts.messages_field.is_some()
+        || !opts.set_fields.is_empty()
+    {
+        return Quick::No;
+    }
+    let Ok(text) = simdutf8::basic::from_utf8(line) else {
+        return Quick::No;
+    };
+    let Some(row) = read_row(text) else {
+        return Quick::No;
+    };
+    let mode = if opts.no_repair {
+        Mode::Refuse
+    } else {
+        Mode::Repair
+    };
+    let mut made = Repairs::default();
+    let (traj, humans) = match read_messages(&row.messages, mode, &mut made) {
+        Some(Ok(t)) => t,
+        Some(Err(e)) => return Quick::Done(Err(e)),
+        None => return Quick::No,
+    };
+    let mut known: Vec<&str> = opts.known_tools.iter().map(String::as_str).collect();
+    for (_, f) in &row.fields {
+        if let Field::Stats(names) = f {
+            known.extend(names.iter().map(String::as_str));
+        }
+    }
+    let stats = tool_stats(&traj, known);
+    let start = out.len();
+    out.push(b'{');
+    let mut first = true;
+    let mut sep = |out: &mut Vec<u8>| {
+        if !first {
+            out.extend_from_slice(b", ");
+        }
+        first = false;
+    };
+    let (mut stats_done, mut errors_done) = (false, false);
+    for (k, f) in &row.fields {
+        sep(out);
+        match f {
+            Field::List => {
+                out.extend_from_slice(b"\"conversations\": ");
+                if let Err(e) = super::hermes_conversations_with(&traj, &humans, out) {
+                    out.truncate(start);
+                    return Quick::Done(Err(e));
+                }
+            }
+            Field::Stats(_) => {
+                write_stats(out, &stats);
+                stats_done = true;
+            }
+            Field::Errors => {
+                write_error_counts(out, &stats);
+                errors_done = true;
+            }
+            Field::Kept(v) => {
+                out.push(b'"');
+                out.extend_from_slice(k.as_bytes());
+                out.extend_from_slice(b"\": ");
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
+    }
+    if !stats_done {
+        sep(out);
+        write_stats(out, &stats);
+    }
+    if !errors_done {
+        sep(out);
+        write_error_counts(out, &stats);
+    }
+    out.extend_from_slice(b"}\n");
+    done.merge(&made);
+    Quick::Done(Ok(()))
+}
+
+/// serde_json's private key for a number kept as text (a row holding it anywhere is
+/// left to the general path).
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// Read the row's top level, `{"k": v, ...}` in Python's spelling exactly; `None` when
+/// the row is not one for the quick path.
+fn read_row(text: &str) -> Option<Row<'_>> {
+    let b = text.as_bytes();
+    if b.first() != Some(&b'{') || text.contains(NUMBER_TOKEN) {
+        return None;
+    }
+    let mut row = Row {
+        fields: Vec::new(),
+        messages: Vec::new(),
+    };
+    let mut list = false;
+    let mut i = 1;
+    loop {
+        let end = pyjson::as_is_string_end(b, i)?;
+        let key = &text[i + 1..end - 1];
+        if key.contains('\\') || row.fields.iter().any(|(k, _)| *k == key) {
+            return None;
+        }
+        i = end;
+        if !text[i..].starts_with(": ") {
+            return None;
+        }
+        i += 2;
+        let field = match key {
+            "conversations" => {
+                i = read_list(text, i, &mut row.messages)?;
+                list = true;
+                Field::List
+            }
+            "messages" | "tools" => return None,
+            _ => {
+                let n = pyjson::as_is_prefix(&text[i..], 126)?;
+                let v = &text[i..i + n];
+                i += n;
+                match key {
+                    "tool_stats" => Field::Stats(match serde_json::from_str(v).ok()? {
+                        serde_json::Value::Object(m) => m.into_iter().map(|(k, _)| k).collect(),
+                        _ => Vec::new(),
+                    }),
+                    "tool_error_counts" => Field::Errors,
+                    _ => Field::Kept(v),
+                }
+            }
+        };
+        row.fields.push((key, field));
+        match &text[i..] {
+            "}" => return list.then_some(row),
+            more if more.starts_with(", ") => i += 2,
+            _ => return None,
+        }
+    }
+}
+
+/// Read the message list at `text[i..]` (its `[`) into `messages`: a non-empty list of
+/// `{"from": S, "value": S}` (either order); returns the offset after the list.
+fn read_list<'a>(text: &'a str, mut i: usize, messages: &mut Vec<Message<'a>>) -> Option<usize> {
+    let b = text.as_bytes();
+    if b.get(i) != Some(&b'[') || b.get(i + 1) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    loop {
+        // one message: `{` then two members
+        i += 1;
+        let (mut from, mut value) = (None, None);
+        for n in 0..2 {
+            let key_end = pyjson::as_is_string_end(b, i)?;
+            let key = &text[i + 1..key_end - 1];
+            i = key_end;
+            if !text[i..].starts_with(": ") {
+                return None;
+            }
+            i += 2;
+            match key {
+                "from" if from.is_none() => {
+                    let end = pyjson::as_is_string_end(b, i)?;
+                    let role = &text[i + 1..end - 1];
+                    if role.contains('\\') || matches!(role, "function_call" | "observation") {
+                        return None;
+                    }
+                    from = Some(role);
+                    i = end;
+                }
+                "value" if value.is_none() => {
+                    if b.get(i) != Some(&b'"') {
+                        return None;
+                    }
+                    let (end, as_is) = jsonscan::scan_string_spelling(b, i + 1).ok()?;
+                    value = Some((&text[i..end], as_is));
+                    i = end;
+                }
+                _ => return None,
+            }
+            let next: &[u8] = if n == 0 { b", " } else { b"}" };
+            if !b[i..].starts_with(next) {
+                return None;
+            }
+            i += next.len();
+        }
+        let (from, (value, as_is)) = (from?, value?);
+        messages.push(Message { from, value, as_is });
+        match b.get(i..i + 3) {
+            Some(b", {") => i += 2,
+            _ if b.get(i) == Some(&b']') => return Some(i + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// A trajectory, and for each turn the text of a human turn to copy as it is.
+type Read<'a> = (Trajectory, Vec<Option<&'a str>>);
+
+/// The trajectory of `messages`, as [`super::read::read_messages`] reads a ShareGPT list
+/// that is not in LLaMA-Factory's spelling, and for each turn the text of a human turn
+/// to copy as it is (that turn then holds an empty string). `None` when a text does not
+/// decode (the general path then gives the verdict).
+fn read_messages<'a>(
+    messages: &[Message<'a>],
+    mode: Mode,
+    done: &mut Repairs,
+) -> Option<Result<Read<'a>, BadRow>> {
+    let mut turns: Vec<Turn> = Vec::with_capacity(messages.len());
+    let mut humans: Vec<Option<&'a str>> = Vec::with_capacity(messages.len());
+    let mut system_tools = None;
+    let mut pending: Option<Pending> = None;
+    for (i, m) in messages.iter().enumerate() {
+        let at = |e: BadMessage| BadRow::Message(i + 1, e);
+        macro_rules! tri {
+            ($e:expr) => {
+                match $e {
+                    Ok(v) => v,
+                    Err(e) => return Some(Err(at(e.into()))),
+                }
+            };
+        }
+        match m.from {
+            "system" | "developer" => {
+                pending = None;
+                if system_tools.is_none()
+                    && let Some(t) = hermes::parse_system(&m.text()?)
+                {
+                    system_tools = Some(tri!(t));
+                }
+            }
+            "user" | "human" => {
+                pending = None;
+                if m.as_is {
+                    turns.push(Turn::Human(String::new()));
+                    humans.resize(turns.len() - 1, None);
+                    humans.push(Some(&m.value[1..m.value.len() - 1]));
+                } else {
+                    turns.push(Turn::Human(m.text()?.into_owned()));
+                }
+            }
+            "assistant" | "gpt" => {
+                let text = m.text()?;
+                let text = tri!(repair::repair_gpt(&text, false, mode, done));
+                let g = tri!(hermes::parse_gpt(&text));
+                pending = Pending::new(&g.tool_calls);
+                turns.push(Turn::Gpt(g));
+            }
+            "tool" | "function" | "function_response" | "tool_response" | "ipython" => {
+                let Some(p) = pending.as_mut() else {
+                    continue; // no assistant-with-calls right before: dropped (reference)
+                };
+                let text = m.text()?;
+                let results = if m.from == "tool" {
+                    tri!(hermes::parse_tool(&text))
+                } else {
+                    vec![ToolResult {
+                        tool_call_id: String::new(),
+                        name: String::new(),
+                        content: tool_content_value_owned(text.into_owned()),
+                    }]
+                };
+                push_results(&mut turns, results, p, false);
+            }
+            other => {
+                return Some(Err(at(BadMessage::UnknownRole(other.to_string()))));
+            }
+        }
+    }
+    if turns.is_empty() {
+        return Some(Err(BadRow::NoTurns));
+    }
+    Some(Ok((
+        Trajectory {
+            tools: system_tools.unwrap_or_default(),
+            turns,
+        },
+        humans,
+    )))
+}
