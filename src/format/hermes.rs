@@ -384,6 +384,13 @@ fn call_from_json(v: Value, n: usize) -> Result<ToolCall, ParseError> {
 /// reading would not write back the same text (for example an inline
 /// `<think>x</think>` in the content), the think block stays in the content.
 pub fn parse_gpt(value: &str) -> Result<GptTurn, ParseError> {
+    parse_gpt_checked(value).map(|(g, _)| g)
+}
+
+/// [`parse_gpt`], and whether [`render_gpt`] of the turn is known to give back `value`
+/// byte for byte (`true` when the reading above has checked it, which it does whenever
+/// the text starts with a `<think>` block; `false`: not known).
+pub fn parse_gpt_checked(value: &str) -> Result<(GptTurn, bool), ParseError> {
     if let Some((reasoning, rest)) = split_think(value) {
         let (content, calls) = split_calls(rest)?;
         let primary = GptTurn {
@@ -392,26 +399,30 @@ pub fn parse_gpt(value: &str) -> Result<GptTurn, ParseError> {
             tool_calls: calls,
         };
         // Keep the split only when it writes back the same text.
-        if render_gpt(&primary).ok().as_deref() != Some(value)
-            && let Ok((content, calls)) = split_calls(value)
-        {
+        if render_gpt(&primary).ok().as_deref() == Some(value) {
+            return Ok((primary, true));
+        }
+        if let Ok((content, calls)) = split_calls(value) {
             let fallback = GptTurn {
                 reasoning: None,
                 content: content.to_string(),
                 tool_calls: calls,
             };
             if render_gpt(&fallback).ok().as_deref() == Some(value) {
-                return Ok(fallback);
+                return Ok((fallback, true));
             }
         }
-        return Ok(primary);
+        return Ok((primary, false));
     }
     let (content, calls) = split_calls(value)?;
-    Ok(GptTurn {
-        reasoning: None,
-        content: content.to_string(),
-        tool_calls: calls,
-    })
+    Ok((
+        GptTurn {
+            reasoning: None,
+            content: content.to_string(),
+            tool_calls: calls,
+        },
+        false,
+    ))
 }
 
 /// `<think>\nR\n</think>\nrest` → `(R, rest)`; `<think>\n</think>…` gives an empty R.

@@ -414,12 +414,13 @@ pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), 
     hermes_conversations_with(traj, &[], out)
 }
 
-/// [`hermes_conversations`], where `humans[i]`, when `Some`, is the text to write for
-/// human turn `i` as it is (already escaped as [`pyjson::write_str`] escapes; the turn
-/// itself holds an empty string).
+/// [`hermes_conversations`], where `kept[i]`, when `Some`, is the value of turn `i` as
+/// written (escaped as [`pyjson::write_str`] escapes): a human turn's (the turn itself
+/// then holds an empty string), or a gpt turn's that [`hermes::render_gpt`] renders to
+/// that text and [`hermes::scan_gpt`] finds sound.
 fn hermes_conversations_with(
     traj: &Trajectory,
-    humans: &[Option<&str>],
+    kept: &[Option<&str>],
     out: &mut Vec<u8>,
 ) -> Result<(), BadRow> {
     out.push(b'[');
@@ -432,14 +433,19 @@ fn hermes_conversations_with(
             out.extend_from_slice(b", ");
         }
         match t {
-            Turn::Human(s) => match humans.get(i).copied().flatten() {
-                Some(raw) => {
-                    out.extend_from_slice(b"{\"from\": \"human\", \"value\": \"");
-                    out.extend_from_slice(raw.as_bytes());
-                    out.extend_from_slice(b"\"}");
-                }
-                None => write_turn(out, "human", s),
-            },
+            _ if let Some(raw) = kept.get(i).copied().flatten() => {
+                let from = if matches!(t, Turn::Gpt(_)) {
+                    "gpt"
+                } else {
+                    "human"
+                };
+                out.extend_from_slice(b"{\"from\": \"");
+                out.extend_from_slice(from.as_bytes());
+                out.extend_from_slice(b"\", \"value\": \"");
+                out.extend_from_slice(raw.as_bytes());
+                out.extend_from_slice(b"\"}");
+            }
+            Turn::Human(s) => write_turn(out, "human", s),
             Turn::Gpt(g) => {
                 let n = i + 1 + usize::from(system);
                 let v = hermes::render_gpt(g).map_err(|e| BadRow::Envelope(n, e))?;

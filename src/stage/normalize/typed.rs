@@ -92,7 +92,7 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
         Mode::Repair
     };
     let mut made = Repairs::default();
-    let (traj, humans) = match read_messages(&row.messages, mode, &mut made) {
+    let (traj, kept) = match read_messages(&row.messages, mode, &mut made) {
         Some(Ok(t)) => t,
         Some(Err(e)) => return Quick::Done(Err(e)),
         None => return Quick::No,
@@ -119,7 +119,7 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
         match f {
             Field::List => {
                 out.extend_from_slice(b"\"conversations\": ");
-                if let Err(e) = super::hermes_conversations_with(&traj, &humans, out) {
+                if let Err(e) = super::hermes_conversations_with(&traj, &kept, out) {
                     out.truncate(start);
                     return Quick::Done(Err(e));
                 }
@@ -267,12 +267,14 @@ fn read_list<'a>(text: &'a str, mut i: usize, messages: &mut Vec<Message<'a>>) -
     }
 }
 
-/// A trajectory, and for each turn the text of a human turn to copy as it is.
+/// A trajectory, and for each turn the text to write for its value as it is, if any.
 type Read<'a> = (Trajectory, Vec<Option<&'a str>>);
 
 /// The trajectory of `messages`, as [`super::read::read_messages`] reads a ShareGPT list
-/// that is not in LLaMA-Factory's spelling, and for each turn the text of a human turn
-/// to copy as it is (that turn then holds an empty string). `None` when a text does not
+/// that is not in LLaMA-Factory's spelling, and for each turn the text to write for its
+/// value as it is, when that is what the writer would write: a human text in Python's
+/// spelling (the turn then holds an empty string), a gpt text that renders back to
+/// itself unrepaired. `None` when a text does not
 /// decode (the general path then gives the verdict).
 fn read_messages<'a>(
     messages: &[Message<'a>],
@@ -280,7 +282,7 @@ fn read_messages<'a>(
     done: &mut Repairs,
 ) -> Option<Result<Read<'a>, BadRow>> {
     let mut turns: Vec<Turn> = Vec::with_capacity(messages.len());
-    let mut humans: Vec<Option<&'a str>> = Vec::with_capacity(messages.len());
+    let mut kept: Vec<Option<&'a str>> = Vec::with_capacity(messages.len());
     let mut system_tools = None;
     let mut pending: Option<Pending> = None;
     for (i, m) in messages.iter().enumerate() {
@@ -305,17 +307,25 @@ fn read_messages<'a>(
             "user" | "human" => {
                 pending = None;
                 if m.as_is {
+                    keep(&mut kept, turns.len(), m);
                     turns.push(Turn::Human(String::new()));
-                    humans.resize(turns.len() - 1, None);
-                    humans.push(Some(&m.value[1..m.value.len() - 1]));
                 } else {
                     turns.push(Turn::Human(m.text()?.into_owned()));
                 }
             }
             "assistant" | "gpt" => {
                 let text = m.text()?;
-                let text = tri!(repair::repair_gpt(&text, false, mode, done));
-                let g = tri!(hermes::parse_gpt(&text));
+                let repaired = tri!(repair::repair_gpt(&text, false, mode, done));
+                let (g, round_trip) = tri!(hermes::parse_gpt_checked(&repaired));
+                // Written back as it is: the writer would render this same text, find
+                // its tags sound and escape it as it is spelled.
+                if round_trip
+                    && m.as_is
+                    && matches!(repaired, Cow::Borrowed(_))
+                    && hermes::scan_gpt(&repaired).error.is_none()
+                {
+                    keep(&mut kept, turns.len(), m);
+                }
                 pending = Pending::new(&g.tool_calls);
                 turns.push(Turn::Gpt(g));
             }
@@ -348,6 +358,135 @@ fn read_messages<'a>(
             tools: system_tools.unwrap_or_default(),
             turns,
         },
-        humans,
+        kept,
     )))
+}
+
+/// Record that turn `n` is written as `m`'s value as it is.
+fn keep<'a>(kept: &mut Vec<Option<&'a str>>, n: usize, m: &Message<'a>) {
+    kept.resize(n, None);
+    kept.push(Some(&m.value[1..m.value.len() - 1]));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The general path: the row read whole.
+    fn general(line: &[u8], opts: &Options) -> (Vec<u8>, Result<(), String>, u64) {
+        let mut out = Vec::new();
+        let mut made = Repairs::default();
+        let r = match crate::io::parse_object(line) {
+            Ok(row) => super::super::normalize_row_counted(row, opts, &mut out, &mut made)
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        (out, r, made.total())
+    }
+
+    /// Every line of the Hermes fixtures and of the real-rows unit, as written and
+    /// changed in the ways the quick reader tells apart (roles, key order, spellings of
+    /// escapes, extra keys, fields around the list, broken JSON): wherever the quick path
+    /// takes a line, its bytes, verdict and repairs are the general path's.
+    #[test]
+    fn the_quick_path_is_the_general_path() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut lines: Vec<String> = Vec::new();
+        for f in [
+            "hermes_reason_tool_use_50.jsonl",
+            "hermes_agent_repairs.jsonl",
+        ] {
+            let text = std::fs::read_to_string(dir.join(f)).unwrap();
+            lines.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+        }
+        let edits: &[(&str, &str)] = &[
+            ("\"from\": \"human\"", "\"from\": \"user\""),
+            ("\"from\": \"human\"", "\"from\": \"ipython\""),
+            ("\"from\": \"human\"", "\"from\": \"bogus\""),
+            ("\"from\": \"human\"", "\"from\": \"observation\""),
+            ("\"from\": \"system\"", "\"from\": \"developer\""),
+            ("\"from\": \"gpt\"", "\"from\": \"assistant\""),
+            ("\"from\": \"tool\"", "\"from\": \"function\""),
+            ("\"from\": \"tool\"", "\"from\": \"human\""),
+            ("\"from\": \"gpt\"", "\"from\": \"g\\u0070t\""),
+            ("{\"from\": \"human\", \"value\": ", "{\"value\": "),
+            (
+                "\"from\": \"human\", ",
+                "\"from\": \"human\", \"from\": \"human\", ",
+            ),
+            (
+                "\"from\": \"human\", ",
+                "\"weight\": 1, \"from\": \"human\", ",
+            ),
+            ("e", "\\u0065"),
+            ("/", "\\/"),
+            ("\\n", "\\u000a"),
+            ("\\n", "\\u000b"),
+            ("\\n", "\n"),
+            ("\\n", "\\q"),
+            ("a", "\\ud83d\\ude00"),
+            ("a", "\\ud83d"),
+            ("</think>", ""),
+            ("<think>", ""),
+            ("<tool_call>\\n{", "<tool_call>\\n{{"),
+            ("\"}]", "\"}], \"tool_stats\": {\"x\": {\"count\": 1}}"),
+            ("\"}]", "\"}], \"tool_error_counts\": {}, \"n\": 1.5e3"),
+            ("\"}]", "\"}], \"tools\": []"),
+            ("\"}]", "\"}], \"messages\": []"),
+            ("\"}]", "\"}], \"conversations\": []"),
+            ("\"}]", "\"}, {\"from\": \"human\", \"value\": null}]"),
+            (
+                "\"}]",
+                "\"}, {\"from\": \"human\", \"value\": \"x\\u0001\"}]",
+            ),
+            (
+                "{\"conversations\": [",
+                "{\"k\": [1, {\"a\": null}], \"conversations\": [",
+            ),
+            ("{\"conversations\": [", "{\"conversations\":["),
+            ("{\"conversations\": [", "{\"conversations\": []"),
+        ];
+        let opts = Options::default();
+        let sets = [
+            opts.clone(),
+            Options {
+                no_repair: true,
+                known_tools: vec!["zz".into()],
+                ..opts
+            },
+        ];
+        let (mut tried, mut quick_rows, mut refused) = (0, 0, 0);
+        for line in &lines {
+            let mut variants = vec![line.clone(), format!("{line} ")];
+            for (from, to) in edits {
+                variants.push(line.replacen(from, to, 1));
+                variants.push(line.replace(from, to));
+            }
+            for v in &variants {
+                for o in &sets {
+                    tried += 1;
+                    let mut out = b"before".to_vec();
+                    let mut made = Repairs::default();
+                    let Quick::Done(r) = quick(v.as_bytes(), o, &mut out, &mut made) else {
+                        assert_eq!(out, b"before");
+                        assert_eq!(made.total(), 0);
+                        continue;
+                    };
+                    quick_rows += 1;
+                    let (want_out, want, want_made) = general(v.as_bytes(), o);
+                    let r = r.map_err(|e| e.to_string());
+                    refused += usize::from(r.is_err());
+                    assert_eq!(r, want, "{v}");
+                    let mut want_all = b"before".to_vec();
+                    want_all.extend_from_slice(&want_out);
+                    assert!(out == want_all, "{v}");
+                    assert_eq!(made.total(), want_made, "{v}");
+                }
+            }
+        }
+        assert!(
+            quick_rows > tried / 3 && refused > 20,
+            "{quick_rows} of {tried} by the quick path, {refused} refused"
+        );
+    }
 }
