@@ -101,6 +101,13 @@ pub fn convert_scratchpad(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// The tool list as it appears inside `<tools>`: `[]` when empty.
 pub fn tools_json(tools: &[ToolSpec]) -> String {
+    tools_json_with(tools, &[])
+}
+
+/// [`tools_json`], where `raw[i]`, when `Some`, is the text to write for the parameters
+/// of tool `i` (already as [`pyjson::write_value`] writes them in [`Style::Envelope`]; see
+/// [`parse_system_quick`]), in place of its `parameters`.
+fn tools_json_with(tools: &[ToolSpec], raw: &[Option<&str>]) -> String {
     if tools.is_empty() {
         return "[]".to_string();
     }
@@ -115,7 +122,10 @@ pub fn tools_json(tools: &[ToolSpec]) -> String {
         out.extend_from_slice(b", \"description\": ");
         pyjson::write_str(&mut out, &t.description, Style::Envelope);
         out.extend_from_slice(b", \"parameters\": ");
-        pyjson::write_value(&mut out, &t.parameters, Style::Envelope);
+        match raw.get(i).copied().flatten() {
+            Some(text) => out.extend_from_slice(text.as_bytes()),
+            None => pyjson::write_value(&mut out, &t.parameters, Style::Envelope),
+        }
         out.extend_from_slice(b", \"required\": null}");
     }
     out.push(b']');
@@ -124,7 +134,13 @@ pub fn tools_json(tools: &[ToolSpec]) -> String {
 
 /// The generated system turn for these tools.
 pub fn system_prompt(tools: &[ToolSpec]) -> String {
-    let tj = tools_json(tools);
+    system_prompt_with(tools, &[])
+}
+
+/// [`system_prompt`] with the parameters of tool `i` written as `raw[i]` where it is
+/// `Some` (as [`parse_system_quick`] gives them).
+pub fn system_prompt_with(tools: &[ToolSpec], raw: &[Option<&str>]) -> String {
+    let tj = tools_json_with(tools, raw);
     let mut s = String::with_capacity(SYSTEM_PREFIX.len() + SYSTEM_SUFFIX.len() + tj.len() + 20);
     s.push_str(SYSTEM_PREFIX);
     s.push_str("<tools>\n");
@@ -748,6 +764,9 @@ pub fn remove_call_tags(s: &str) -> String {
     }
     s
 }
+
+mod quick;
+pub use quick::{QuickTool, parse_system_quick};
 
 #[cfg(test)]
 mod tests;

@@ -170,3 +170,100 @@ fn system_prompt_round_trips_tools() {
         ["x", "y"]
     );
 }
+
+/// The system texts of the Hermes fixtures, as written and edited in the ways the quick
+/// reader tells apart: wherever `parse_system_quick` reads the tools, they are
+/// `parse_system`'s, and the prompt written from them is the same bytes.
+#[test]
+fn quick_tool_list_is_the_general_one() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut texts: Vec<String> = Vec::new();
+    for f in [
+        "hermes_reason_tool_use_50.jsonl",
+        "hermes_agent_repairs.jsonl",
+    ] {
+        for line in std::fs::read_to_string(dir.join(f)).unwrap().lines() {
+            let Ok(Value::Object(row)) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            for m in row["conversations"].as_array().into_iter().flatten() {
+                if m["from"] == "system" {
+                    texts.push(m["value"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    let tools = vec![ToolSpec {
+        name: "t</tool_call>".into(),
+        description: "d\n\"x\"".into(),
+        parameters: json!({"type": "object", "properties": {"a": {"enum": ["</think>", 1.50, -0]}}}),
+    }];
+    texts.push(system_prompt(&tools));
+    texts.push(system_prompt(&[]));
+    let edits: &[(&str, &str)] = &[
+        ("\"name\": ", "\"function\": {}, \"name\": "),
+        ("\"name\": ", "\"name\": 1, \"x\": "),
+        ("\"description\": ", "\"description\": 7, \"d\": "),
+        ("\"description\": ", "\"name\": \"again\", \"d\": "),
+        ("\"parameters\": {", "\"parameters\": null, \"p\": {"),
+        ("\"parameters\": {", "\"p\": {"),
+        (
+            "\"parameters\": {",
+            "\"parameters\": {\"a\": \"</think>\", ",
+        ),
+        ("\"parameters\": {", "\"parameters\": {\"a\": 1e5, "),
+        ("\"parameters\": {", "\"parameters\": {\"a\":1, "),
+        ("\"type\": ", "\"type\": 1, \"type\": "),
+        ("\"}", "\\u00e9\"}"),
+        ("\"}", "\\/\"}"),
+        ("[{", "[ {"),
+        ("[{", "[{\"name\": \"x\"}, {"),
+        ("[{", "[]\n</tools>[{"),
+        ("[{", "[1, {"),
+        ("[{", "{"),
+        ("}]", "}, ]"),
+        ("}]", "}]]"),
+        ("}]", "}],"),
+        ("}]", "}] {\"name\": \"more\"}"),
+        ("\n</tools>", "</tools>"),
+        ("\n</tools>", "\n"),
+        ("<tools>\n[", "<tools>\n  ["),
+        ("<tools>", "<tools> x"),
+    ];
+    let (mut read, mut tried) = (0, 0);
+    for text in &texts {
+        let mut variants = vec![text.clone()];
+        for (from, to) in edits {
+            variants.push(text.replacen(from, to, 1));
+            variants.push(text.replace(from, to));
+        }
+        for v in &variants {
+            tried += 1;
+            let Some(quick) = parse_system_quick(v) else {
+                continue;
+            };
+            read += 1;
+            let general = parse_system(v);
+            let Some(quick) = quick else {
+                assert!(general.is_none(), "{v}");
+                continue;
+            };
+            let general = general.expect("a block").expect("read");
+            let raw: Vec<Option<&str>> = quick
+                .iter()
+                .map(|t| t.parameters.clone().map(|p| &v[p]))
+                .collect();
+            let specs: Vec<ToolSpec> = quick.iter().map(|t| t.spec.clone()).collect();
+            assert_eq!(
+                system_prompt_with(&specs, &raw),
+                system_prompt(&general),
+                "{v}"
+            );
+            for (q, g) in specs.iter().zip(&general) {
+                assert_eq!((&q.name, &q.description), (&g.name, &g.description), "{v}");
+            }
+            assert_eq!(specs.len(), general.len());
+        }
+    }
+    assert!(read > tried / 3, "{read} of {tried} read quickly");
+}

@@ -411,22 +411,25 @@ fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
 /// A row with nothing to do with tools ([`shape::uses_tools`]) gets no system turn: a
 /// plain chat stays a plain chat.
 pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), BadRow> {
-    hermes_conversations_with(traj, &[], out)
+    hermes_conversations_with(traj, &[], &[], out)
 }
 
 /// [`hermes_conversations`], where `kept[i]`, when `Some`, is the value of turn `i` as
 /// written (escaped as [`pyjson::write_str`] escapes): a human turn's (the turn itself
 /// then holds an empty string), or a gpt turn's that [`hermes::render_gpt`] renders to
-/// that text and [`hermes::scan_gpt`] finds sound.
+/// that text and [`hermes::scan_gpt`] finds sound; and `parameters[i]`, when `Some`, is
+/// the text of tool `i`'s parameters in the system turn ([`hermes::system_prompt_with`]).
 fn hermes_conversations_with(
     traj: &Trajectory,
     kept: &[Option<&str>],
+    parameters: &[Option<&str>],
     out: &mut Vec<u8>,
 ) -> Result<(), BadRow> {
     out.push(b'[');
     let system = shape::uses_tools(traj);
     if system {
-        write_turn(out, "system", &hermes::system_prompt(&traj.tools));
+        let prompt = hermes::system_prompt_with(&traj.tools, parameters);
+        write_turn(out, "system", &prompt);
     }
     for (i, t) in traj.turns.iter().enumerate() {
         if system || i > 0 {

@@ -16,6 +16,7 @@
 //! reader does not know to be valid.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use super::error::{BadMessage, BadRow};
 use super::read::{Pending, push_results};
@@ -92,7 +93,7 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
         Mode::Repair
     };
     let mut made = Repairs::default();
-    let (traj, kept) = match read_messages(&row.messages, mode, &mut made) {
+    let Read { traj, kept, system } = match read_messages(&row.messages, mode, &mut made) {
         Some(Ok(t)) => t,
         Some(Err(e)) => return Quick::Done(Err(e)),
         None => return Quick::No,
@@ -119,7 +120,13 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
         match f {
             Field::List => {
                 out.extend_from_slice(b"\"conversations\": ");
-                if let Err(e) = super::hermes_conversations_with(&traj, &kept, out) {
+                let params: Vec<Option<&str>> = match &system {
+                    Some((text, spans)) => {
+                        spans.iter().map(|s| s.clone().map(|s| &text[s])).collect()
+                    }
+                    None => Vec::new(),
+                };
+                if let Err(e) = super::hermes_conversations_with(&traj, &kept, &params, out) {
                     out.truncate(start);
                     return Quick::Done(Err(e));
                 }
@@ -267,8 +274,18 @@ fn read_list<'a>(text: &'a str, mut i: usize, messages: &mut Vec<Message<'a>>) -
     }
 }
 
-/// A trajectory, and for each turn the text to write for its value as it is, if any.
-type Read<'a> = (Trajectory, Vec<Option<&'a str>>);
+/// A row's messages, read.
+struct Read<'a> {
+    traj: Trajectory,
+    /// For each turn, the text to write for its value as it is, if any.
+    kept: Vec<Option<&'a str>>,
+    /// The system text the tools were read from by [`hermes::parse_system_quick`], and
+    /// where the kept parameters of each tool are in it.
+    system: Option<(Cow<'a, str>, Spans)>,
+}
+
+/// Where each tool's kept parameters are in the system text.
+type Spans = Vec<Option<Range<usize>>>;
 
 /// The trajectory of `messages`, as [`super::read::read_messages`] reads a ShareGPT list
 /// that is not in LLaMA-Factory's spelling, and for each turn the text to write for its
@@ -284,6 +301,7 @@ fn read_messages<'a>(
     let mut turns: Vec<Turn> = Vec::with_capacity(messages.len());
     let mut kept: Vec<Option<&'a str>> = Vec::with_capacity(messages.len());
     let mut system_tools = None;
+    let mut system = None;
     let mut pending: Option<Pending> = None;
     for (i, m) in messages.iter().enumerate() {
         let at = |e: BadMessage| BadRow::Message(i + 1, e);
@@ -298,10 +316,22 @@ fn read_messages<'a>(
         match m.from {
             "system" | "developer" => {
                 pending = None;
-                if system_tools.is_none()
-                    && let Some(t) = hermes::parse_system(&m.text()?)
-                {
-                    system_tools = Some(tri!(t));
+                if system_tools.is_none() {
+                    let text = m.text()?;
+                    match hermes::parse_system_quick(&text) {
+                        Some(None) => {}
+                        Some(Some(tools)) => {
+                            let (specs, spans) =
+                                tools.into_iter().map(|t| (t.spec, t.parameters)).unzip();
+                            system_tools = Some(specs);
+                            system = Some((text, spans));
+                        }
+                        None => {
+                            if let Some(t) = hermes::parse_system(&text) {
+                                system_tools = Some(tri!(t));
+                            }
+                        }
+                    }
                 }
             }
             "user" | "human" => {
@@ -353,13 +383,14 @@ fn read_messages<'a>(
     if turns.is_empty() {
         return Some(Err(BadRow::NoTurns));
     }
-    Some(Ok((
-        Trajectory {
+    Some(Ok(Read {
+        traj: Trajectory {
             tools: system_tools.unwrap_or_default(),
             turns,
         },
         kept,
-    )))
+        system,
+    }))
 }
 
 /// Record that turn `n` is written as `m`'s value as it is.
