@@ -78,10 +78,11 @@ pub fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
         return Some(Cow::Borrowed(inner));
     };
     let n = b.len();
-    let mut out = vec![0u8; n];
-    out[..first].copy_from_slice(&b[..first]);
-    // `w` never passes `i`: every escape is at least as long as what it decodes to
-    let (mut i, mut w) = (first, first);
+    // Room for a whole 16-byte chunk past the end, so chunks are appended whole and the
+    // buffer cut back to the run (no zeroing, no growth).
+    let mut out: Vec<u8> = Vec::with_capacity(n + 16);
+    out.extend_from_slice(&b[..first]);
+    let mut i = first;
     while i < n {
         // here b[i] is a backslash
         let esc = *b.get(i + 1)?;
@@ -109,34 +110,32 @@ pub fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
                 i += 6;
             }
             let ch = char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER);
-            w += ch.encode_utf8(&mut out[w..]).len();
+            out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
         } else {
-            out[w] = simple;
-            w += 1;
+            out.push(simple);
             i += 2;
         }
         // copy plain bytes up to the next backslash
         while i + 16 <= n {
             let chunk: &[u8; 16] = b[i..i + 16].try_into().expect("16 bytes");
-            out[w..w + 16].copy_from_slice(chunk);
+            let w = out.len();
+            out.extend_from_slice(chunk);
             let m = backslash_mask16(chunk);
-            let d = if m == 0 {
-                16
+            if m == 0 {
+                i += 16;
             } else {
-                m.trailing_zeros() as usize
-            };
-            (i, w) = (i + d, w + d);
-            if d < 16 {
+                let d = m.trailing_zeros() as usize;
+                out.truncate(w + d);
+                i += d;
                 break;
             }
         }
         if i + 16 > n {
             let run = b[i..].iter().position(|&c| c == b'\\').unwrap_or(n - i);
-            out[w..w + run].copy_from_slice(&b[i..i + run]);
-            (i, w) = (i + run, w + run);
+            out.extend_from_slice(&b[i..i + run]);
+            i += run;
         }
     }
-    out.truncate(w);
     String::from_utf8(out).ok().map(Cow::Owned)
 }
 

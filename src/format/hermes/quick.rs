@@ -24,6 +24,9 @@ pub struct QuickTool {
     pub parameters: Option<Range<usize>>,
 }
 
+/// serde_json's private key for a number kept as text.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
 /// Nesting allowed inside one member of a tool (well under the parser's limit, which
 /// [`super::parse_system`] would otherwise apply).
 const DEPTH: usize = 100;
@@ -33,7 +36,8 @@ const DEPTH: usize = 100;
 /// this reading does not apply (see the module docs).
 ///
 /// Parameters are kept as text when that text is what [`super::tools_json`] would write
-/// for them: in Python's spelling with no `</` anywhere (so no closing tag to escape).
+/// for them: in Python's spelling with no `</` anywhere (so no closing tag to escape) and
+/// without serde_json's private number key.
 pub fn parse_system_quick(value: &str) -> Option<Option<Vec<QuickTool>>> {
     let Some(at) = tools_openings(value).find_map(|start| {
         let body = value[start..].trim_start_matches(py_space);
@@ -124,7 +128,10 @@ fn read_tool(value: &str, mut i: usize) -> Option<(QuickTool, usize)> {
     let (parameters, kept) = match parameters {
         None => (Value::Object(Map::new()), None),
         Some(p) if &value[p.clone()] == "null" => (Value::Object(Map::new()), None),
-        Some(p) if !value[p.clone()].contains("</") => (Value::Null, Some(p)),
+        // (serde_json reads an object keyed by its private number key as a number.)
+        Some(p) if !value[p.clone()].contains("</") && !value[p.clone()].contains(NUMBER_TOKEN) => {
+            (Value::Null, Some(p))
+        }
         Some(p) => (serde_json::from_str(&value[p]).ok()?, None),
     };
     Some((

@@ -160,15 +160,15 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
     Quick::Done(Ok(()))
 }
 
-/// serde_json's private key for a number kept as text (a row holding it anywhere is
-/// left to the general path).
+/// serde_json's private key for a number kept as text: a row with it as a top-level key,
+/// or anywhere in the fields parsed here, is left to the general path.
 const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// Read the row's top level, `{"k": v, ...}` in Python's spelling exactly; `None` when
 /// the row is not one for the quick path.
 fn read_row(text: &str) -> Option<Row<'_>> {
     let b = text.as_bytes();
-    if b.first() != Some(&b'{') || text.contains(NUMBER_TOKEN) {
+    if b.first() != Some(&b'{') {
         return None;
     }
     let mut row = Row {
@@ -180,7 +180,7 @@ fn read_row(text: &str) -> Option<Row<'_>> {
     loop {
         let end = pyjson::as_is_string_end(b, i)?;
         let key = &text[i + 1..end - 1];
-        if key.contains('\\') || row.fields.iter().any(|(k, _)| *k == key) {
+        if key.contains('\\') || key == NUMBER_TOKEN || row.fields.iter().any(|(k, _)| *k == key) {
             return None;
         }
         i = end;
@@ -200,6 +200,7 @@ fn read_row(text: &str) -> Option<Row<'_>> {
                 let v = &text[i..i + n];
                 i += n;
                 match key {
+                    "tool_stats" if v.contains(NUMBER_TOKEN) => return None,
                     "tool_stats" => Field::Stats(match serde_json::from_str(v).ok()? {
                         serde_json::Value::Object(m) => m.into_iter().map(|(k, _)| k).collect(),
                         _ => Vec::new(),
