@@ -601,7 +601,12 @@ pub fn next_tag(s: &str, from: usize) -> Option<(usize, Tag)> {
 
 /// The byte offset of the first `tag` at or after `from`.
 pub fn find_tag(s: &str, tag: Tag, from: usize) -> Option<usize> {
-    memchr::memmem::find(&s.as_bytes()[from..], tag.text().as_bytes()).map(|k| from + k)
+    // One searcher per tag, built once (building one costs more than most searches).
+    static FINDERS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> =
+        std::sync::LazyLock::new(|| TAGS.map(|t| memchr::memmem::Finder::new(t.text())));
+    FINDERS[tag as usize]
+        .find(&s.as_bytes()[from..])
+        .map(|k| from + k)
 }
 
 /// The first structural problem of a gpt turn's tags.

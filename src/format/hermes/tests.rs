@@ -267,3 +267,14 @@ fn quick_tool_list_is_the_general_one() {
     }
     assert!(read > tried / 3, "{read} of {tried} read quickly");
 }
+
+/// `find_tag`'s searchers are indexed by the tag's discriminant: `TAGS` is in that order.
+#[test]
+fn tags_are_listed_in_discriminant_order() {
+    for (i, t) in TAGS.iter().enumerate() {
+        assert_eq!(*t as usize, i);
+        let text = format!("ab{}{}", t.text(), t.text());
+        assert_eq!(find_tag(&text, *t, 0), Some(2));
+        assert_eq!(find_tag(&text, *t, 3), Some(2 + t.text().len()));
+    }
+}
