@@ -771,7 +771,7 @@ pub fn remove_call_tags(s: &str) -> String {
 }
 
 mod quick;
-pub use quick::{QuickTool, parse_system_quick};
+pub use quick::{QuickContent, QuickResult, QuickTool, parse_system_quick, parse_tool_quick};
 
 #[cfg(test)]
 mod tests;

@@ -313,11 +313,11 @@ pub(crate) fn scan_string(b: &[u8], i: usize) -> Result<usize, usize> {
     scan_string_with::<false>(b, i, &mut true)
 }
 
-/// [`scan_string`], also telling whether the string is in the one spelling
-/// [`crate::format::pyjson::write_str`] writes (Python's `json.dumps` with
-/// `ensure_ascii=False`): no escape but `\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`, and
-/// `\u00xx` (lowercase) for the other control characters. `i` is just after the opening
-/// quote; returns the offset after the closing one, and that answer.
+/// `scan_string` (the validating string scanner), also telling whether the string is
+/// in the one spelling [`crate::format::pyjson::write_str`] writes (Python's
+/// `json.dumps` with `ensure_ascii=False`): no escape but `\"`, `\\`, `\n`, `\r`, `\t`,
+/// `\b`, `\f`, and `\u00xx` (lowercase) for the other control characters. `i` is just
+/// after the opening quote; returns the offset after the closing one, and that answer.
 pub fn scan_string_spelling(b: &[u8], i: usize) -> Result<(usize, bool), usize> {
     let mut as_is = true;
     let end = scan_string_with::<true>(b, i, &mut as_is)?;

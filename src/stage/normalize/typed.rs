@@ -2,13 +2,17 @@
 //! `{"from", "value"}` strings) in Python's spelling, converted to Hermes rows.
 //!
 //! The row is read borrowed and typed, straight from the line: no `serde_json::Value`
-//! for the message list, each string scanned once, and a `human` text already in the
-//! spelling the output writes ([`pyjson::as_is_string_end`]) copied to the output as it
-//! is, never decoded. Every other text is decoded and read by the same functions as the
-//! general path ([`super::read`]), in the same order, so the output, the verdict and its
-//! reason, and the repairs counted are the general path's.
+//! for the message list, each string scanned once. Texts the writer would write back
+//! unchanged are kept as they are spelled ([`super::AsIs`]): a `human` text already in
+//! the output's spelling (never decoded), a gpt text that renders back to itself, the
+//! parameters of the system prompt's tools ([`hermes::parse_system_quick`]) and the
+//! content of tool responses ([`hermes::parse_tool_quick`]; the result's `content` then
+//! holds a stand-in judged as the text was, for `tool_stats`). Every other text is read
+//! by the same functions as the general path ([`super::read`]), in the same order, so
+//! the output, the verdict and its reason, and the repairs counted are the general
+//! path's.
 //!
-//! Anything else ([`quick`] says `None`) takes the general path: another target or
+//! Anything else ([`quick`] says [`Quick::No`]) takes the general path: another target or
 //! column set, `--set`, `--merge-consecutive`, `--messages-field`; a row with a
 //! `messages` or `tools` field; a message with another key or a value that is not a
 //! string; a role spelled with an escape or in LLaMA-Factory's spelling
@@ -18,12 +22,16 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use serde_json::Value;
+
 use super::error::{BadMessage, BadRow};
 use super::read::{Pending, push_results};
-use super::{Columns, Options, Target, write_error_counts, write_stats};
-use crate::format::hermes;
+use super::{AsIs, Columns, Options, Target, write_error_counts, write_stats};
+use crate::format::hermes::{self, QuickContent};
 use crate::format::jsonscan;
-use crate::format::model::{ToolResult, Trajectory, Turn, tool_content_value_owned, tool_stats};
+use crate::format::model::{
+    Outcome, ToolResult, Trajectory, Turn, tool_content_value_owned, tool_stats,
+};
 use crate::format::pyjson;
 use crate::format::repair::{self, Mode, Repairs};
 
@@ -93,18 +101,19 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
         Mode::Repair
     };
     let mut made = Repairs::default();
-    let Read { traj, kept, system } = match read_messages(&row.messages, mode, &mut made) {
+    let read = match read_messages(&row.messages, mode, &mut made) {
         Some(Ok(t)) => t,
         Some(Err(e)) => return Quick::Done(Err(e)),
         None => return Quick::No,
     };
+    let traj = &read.traj;
     let mut known: Vec<&str> = opts.known_tools.iter().map(String::as_str).collect();
     for (_, f) in &row.fields {
         if let Field::Stats(names) = f {
             known.extend(names.iter().map(String::as_str));
         }
     }
-    let stats = tool_stats(&traj, known);
+    let stats = tool_stats(traj, known);
     let start = out.len();
     out.push(b'{');
     let mut first = true;
@@ -120,13 +129,7 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
         match f {
             Field::List => {
                 out.extend_from_slice(b"\"conversations\": ");
-                let params: Vec<Option<&str>> = match &system {
-                    Some((text, spans)) => {
-                        spans.iter().map(|s| s.clone().map(|s| &text[s])).collect()
-                    }
-                    None => Vec::new(),
-                };
-                if let Err(e) = super::hermes_conversations_with(&traj, &kept, &params, out) {
+                if let Err(e) = super::hermes_conversations_with(traj, &read.as_is(), out) {
                     out.truncate(start);
                     return Quick::Done(Err(e));
                 }
@@ -283,6 +286,48 @@ struct Read<'a> {
     /// The system text the tools were read from by [`hermes::parse_system_quick`], and
     /// where the kept parameters of each tool are in it.
     system: Option<(Cow<'a, str>, Spans)>,
+    /// The tool texts read by [`hermes::parse_tool_quick`].
+    tool_texts: Vec<Cow<'a, str>>,
+    /// For each tool turn, for each result, where its kept content is: which of
+    /// `tool_texts`, and where in it.
+    contents: Vec<Vec<Option<Kept>>>,
+}
+
+/// Where a kept content is: which of the tool texts, and where in it.
+type Kept = (usize, Range<usize>);
+
+impl<'a> Read<'a> {
+    /// The texts to write as they are.
+    fn as_is(&self) -> AsIs<'_> {
+        let parameters = match &self.system {
+            Some((text, spans)) => spans.iter().map(|s| s.clone().map(|s| &text[s])).collect(),
+            None => Vec::new(),
+        };
+        let contents = self
+            .contents
+            .iter()
+            .map(|rs| {
+                rs.iter()
+                    .map(|c| c.clone().map(|(t, s)| &self.tool_texts[t][s]))
+                    .collect()
+            })
+            .collect();
+        AsIs {
+            values: self.kept.clone(),
+            parameters,
+            contents,
+        }
+    }
+}
+
+/// The content a result kept as text holds in the trajectory: a value
+/// [`crate::format::model::classify_result`] judges as the text was judged (only
+/// `tool_stats` reads it; the writer writes the text).
+fn stand_in(o: Outcome) -> Value {
+    match o {
+        Outcome::Success => Value::Null,
+        Outcome::Failure => Value::String(String::new()),
+    }
 }
 
 /// Where each tool's kept parameters are in the system text.
@@ -303,6 +348,8 @@ fn read_messages<'a>(
     let mut kept: Vec<Option<&'a str>> = Vec::with_capacity(messages.len());
     let mut system_tools = None;
     let mut system = None;
+    let mut tool_texts = Vec::new();
+    let mut contents: Vec<Vec<Option<Kept>>> = Vec::new();
     let mut pending: Option<Pending> = None;
     for (i, m) in messages.iter().enumerate() {
         let at = |e: BadMessage| BadRow::Message(i + 1, e);
@@ -365,16 +412,45 @@ fn read_messages<'a>(
                     continue; // no assistant-with-calls right before: dropped (reference)
                 };
                 let text = m.text()?;
-                let results = if m.from == "tool" {
-                    tri!(hermes::parse_tool(&text))
-                } else {
+                let mut spans = Vec::new();
+                let results = if m.from != "tool" {
                     vec![ToolResult {
                         tool_call_id: String::new(),
                         name: String::new(),
                         content: tool_content_value_owned(text.into_owned()),
                     }]
+                } else if let Some(quick) = hermes::parse_tool_quick(&text) {
+                    let at = tool_texts.len();
+                    let results = quick
+                        .into_iter()
+                        .map(|r| {
+                            let (content, span) = match r.content {
+                                QuickContent::Value(v) => (v, None),
+                                QuickContent::Text(s, o) => (stand_in(o), Some((at, s))),
+                            };
+                            spans.push(span);
+                            ToolResult {
+                                tool_call_id: r.tool_call_id,
+                                name: r.name,
+                                content,
+                            }
+                        })
+                        .collect();
+                    tool_texts.push(text);
+                    results
+                } else {
+                    tri!(hermes::parse_tool(&text))
                 };
+                let n = results.len();
                 push_results(&mut turns, results, p, false);
+                // The results went to the end of the last turn's group.
+                if let Some(Turn::Tool(group)) = turns.last() {
+                    contents.resize(turns.len(), Vec::new());
+                    let c = &mut contents[turns.len() - 1];
+                    c.resize(group.len() - n, None);
+                    c.extend(spans);
+                    c.resize(group.len(), None);
+                }
             }
             other => {
                 return Some(Err(at(BadMessage::UnknownRole(other.to_string()))));
@@ -391,6 +467,8 @@ fn read_messages<'a>(
         },
         kept,
         system,
+        tool_texts,
+        contents,
     }))
 }
 
