@@ -101,6 +101,13 @@ pub fn convert_scratchpad(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// The tool list as it appears inside `<tools>`: `[]` when empty.
 pub fn tools_json(tools: &[ToolSpec]) -> String {
+    tools_json_with(tools, &[])
+}
+
+/// [`tools_json`], where `raw[i]`, when `Some`, is the text to write for the parameters
+/// of tool `i` (already as [`pyjson::write_value`] writes them in [`Style::Envelope`]; see
+/// [`parse_system_quick`]), in place of its `parameters`.
+fn tools_json_with(tools: &[ToolSpec], raw: &[Option<&str>]) -> String {
     if tools.is_empty() {
         return "[]".to_string();
     }
@@ -115,7 +122,10 @@ pub fn tools_json(tools: &[ToolSpec]) -> String {
         out.extend_from_slice(b", \"description\": ");
         pyjson::write_str(&mut out, &t.description, Style::Envelope);
         out.extend_from_slice(b", \"parameters\": ");
-        pyjson::write_value(&mut out, &t.parameters, Style::Envelope);
+        match raw.get(i).copied().flatten() {
+            Some(text) => out.extend_from_slice(text.as_bytes()),
+            None => pyjson::write_value(&mut out, &t.parameters, Style::Envelope),
+        }
         out.extend_from_slice(b", \"required\": null}");
     }
     out.push(b']');
@@ -124,7 +134,13 @@ pub fn tools_json(tools: &[ToolSpec]) -> String {
 
 /// The generated system turn for these tools.
 pub fn system_prompt(tools: &[ToolSpec]) -> String {
-    let tj = tools_json(tools);
+    system_prompt_with(tools, &[])
+}
+
+/// [`system_prompt`] with the parameters of tool `i` written as `raw[i]` where it is
+/// `Some` (as [`parse_system_quick`] gives them).
+pub fn system_prompt_with(tools: &[ToolSpec], raw: &[Option<&str>]) -> String {
+    let tj = tools_json_with(tools, raw);
     let mut s = String::with_capacity(SYSTEM_PREFIX.len() + SYSTEM_SUFFIX.len() + tj.len() + 20);
     s.push_str(SYSTEM_PREFIX);
     s.push_str("<tools>\n");
@@ -384,6 +400,13 @@ fn call_from_json(v: Value, n: usize) -> Result<ToolCall, ParseError> {
 /// reading would not write back the same text (for example an inline
 /// `<think>x</think>` in the content), the think block stays in the content.
 pub fn parse_gpt(value: &str) -> Result<GptTurn, ParseError> {
+    parse_gpt_checked(value).map(|(g, _)| g)
+}
+
+/// [`parse_gpt`], and whether [`render_gpt`] of the turn is known to give back `value`
+/// byte for byte (`true` when the reading above has checked it, which it does whenever
+/// the text starts with a `<think>` block; `false`: not known).
+pub fn parse_gpt_checked(value: &str) -> Result<(GptTurn, bool), ParseError> {
     if let Some((reasoning, rest)) = split_think(value) {
         let (content, calls) = split_calls(rest)?;
         let primary = GptTurn {
@@ -392,26 +415,30 @@ pub fn parse_gpt(value: &str) -> Result<GptTurn, ParseError> {
             tool_calls: calls,
         };
         // Keep the split only when it writes back the same text.
-        if render_gpt(&primary).ok().as_deref() != Some(value)
-            && let Ok((content, calls)) = split_calls(value)
-        {
+        if render_gpt(&primary).ok().as_deref() == Some(value) {
+            return Ok((primary, true));
+        }
+        if let Ok((content, calls)) = split_calls(value) {
             let fallback = GptTurn {
                 reasoning: None,
                 content: content.to_string(),
                 tool_calls: calls,
             };
             if render_gpt(&fallback).ok().as_deref() == Some(value) {
-                return Ok(fallback);
+                return Ok((fallback, true));
             }
         }
-        return Ok(primary);
+        return Ok((primary, false));
     }
     let (content, calls) = split_calls(value)?;
-    Ok(GptTurn {
-        reasoning: None,
-        content: content.to_string(),
-        tool_calls: calls,
-    })
+    Ok((
+        GptTurn {
+            reasoning: None,
+            content: content.to_string(),
+            tool_calls: calls,
+        },
+        false,
+    ))
 }
 
 /// `<think>\nR\n</think>\nrest` → `(R, rest)`; `<think>\n</think>…` gives an empty R.
@@ -574,7 +601,12 @@ pub fn next_tag(s: &str, from: usize) -> Option<(usize, Tag)> {
 
 /// The byte offset of the first `tag` at or after `from`.
 pub fn find_tag(s: &str, tag: Tag, from: usize) -> Option<usize> {
-    memchr::memmem::find(&s.as_bytes()[from..], tag.text().as_bytes()).map(|k| from + k)
+    // One searcher per tag, built once (building one costs more than most searches).
+    static FINDERS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 6]> =
+        std::sync::LazyLock::new(|| TAGS.map(|t| memchr::memmem::Finder::new(t.text())));
+    FINDERS[tag as usize]
+        .find(&s.as_bytes()[from..])
+        .map(|k| from + k)
 }
 
 /// The first structural problem of a gpt turn's tags.
@@ -737,6 +769,9 @@ pub fn remove_call_tags(s: &str) -> String {
     }
     s
 }
+
+mod quick;
+pub use quick::{QuickContent, QuickResult, QuickTool, parse_system_quick, parse_tool_quick};
 
 #[cfg(test)]
 mod tests;

@@ -78,10 +78,11 @@ pub fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
         return Some(Cow::Borrowed(inner));
     };
     let n = b.len();
-    let mut out = vec![0u8; n];
-    out[..first].copy_from_slice(&b[..first]);
-    // `w` never passes `i`: every escape is at least as long as what it decodes to
-    let (mut i, mut w) = (first, first);
+    // Room for a whole 16-byte chunk past the end, so chunks are appended whole and the
+    // buffer cut back to the run (no zeroing, no growth).
+    let mut out: Vec<u8> = Vec::with_capacity(n + 16);
+    out.extend_from_slice(&b[..first]);
+    let mut i = first;
     while i < n {
         // here b[i] is a backslash
         let esc = *b.get(i + 1)?;
@@ -109,34 +110,32 @@ pub fn decode_str(raw: &str) -> Option<Cow<'_, str>> {
                 i += 6;
             }
             let ch = char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER);
-            w += ch.encode_utf8(&mut out[w..]).len();
+            out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
         } else {
-            out[w] = simple;
-            w += 1;
+            out.push(simple);
             i += 2;
         }
         // copy plain bytes up to the next backslash
         while i + 16 <= n {
             let chunk: &[u8; 16] = b[i..i + 16].try_into().expect("16 bytes");
-            out[w..w + 16].copy_from_slice(chunk);
+            let w = out.len();
+            out.extend_from_slice(chunk);
             let m = backslash_mask16(chunk);
-            let d = if m == 0 {
-                16
+            if m == 0 {
+                i += 16;
             } else {
-                m.trailing_zeros() as usize
-            };
-            (i, w) = (i + d, w + d);
-            if d < 16 {
+                let d = m.trailing_zeros() as usize;
+                out.truncate(w + d);
+                i += d;
                 break;
             }
         }
         if i + 16 > n {
             let run = b[i..].iter().position(|&c| c == b'\\').unwrap_or(n - i);
-            out[w..w + run].copy_from_slice(&b[i..i + run]);
-            (i, w) = (i + run, w + run);
+            out.extend_from_slice(&b[i..i + run]);
+            i += run;
         }
     }
-    out.truncate(w);
     String::from_utf8(out).ok().map(Cow::Owned)
 }
 
@@ -310,7 +309,41 @@ fn pack(m: u64) -> u8 {
 /// control bytes and invalid escapes go to the byte-wise scanner, which finds the
 /// error's offset. Callers check UTF-8 on the whole text.
 #[inline]
-pub(crate) fn scan_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
+pub(crate) fn scan_string(b: &[u8], i: usize) -> Result<usize, usize> {
+    scan_string_with::<false>(b, i, &mut true)
+}
+
+/// `scan_string` (the validating string scanner), also telling whether the string is
+/// in the one spelling [`crate::format::pyjson::write_str`] writes (Python's
+/// `json.dumps` with `ensure_ascii=False`): no escape but `\"`, `\\`, `\n`, `\r`, `\t`,
+/// `\b`, `\f`, and `\u00xx` (lowercase) for the other control characters. `i` is just
+/// after the opening quote; returns the offset after the closing one, and that answer.
+pub fn scan_string_spelling(b: &[u8], i: usize) -> Result<(usize, bool), usize> {
+    let mut as_is = true;
+    let end = scan_string_with::<true>(b, i, &mut as_is)?;
+    Ok((end, as_is))
+}
+
+/// True when the six bytes `\uXXXX` at `e` are how Python writes a control character
+/// (one without a short escape), lowercase.
+#[inline]
+fn python_u_escape(e: &[u8]) -> bool {
+    e.len() >= 6
+        && e[2..4] == *b"00"
+        && matches!(e[4], b'0' | b'1')
+        && matches!(e[5], b'0'..=b'9' | b'a'..=b'f')
+        && !matches!(&e[4..6], b"08" | b"09" | b"0a" | b"0c" | b"0d")
+}
+
+/// The scanner behind [`scan_string`] and [`scan_string_spelling`]; with `SPELLING`,
+/// `as_is` is cleared at the first escape Python would not write (a string that needs
+/// the byte-wise scanner, for a surrogate pair say, is never in that spelling).
+#[inline(always)]
+fn scan_string_with<const SPELLING: bool>(
+    b: &[u8],
+    mut i: usize,
+    as_is: &mut bool,
+) -> Result<usize, usize> {
     const EVEN: u64 = 0x5555_5555_5555_5555;
     let mut esc_in = 0u64; // 1: b[i] is escaped by a backslash run ending at i - 1
     let mut tail;
@@ -344,16 +377,30 @@ pub(crate) fn scan_string(b: &[u8], mut i: usize) -> Result<usize, usize> {
         while letters != 0 && !rare {
             let at = letters.trailing_zeros() as usize;
             rare = match ESCAPE_LEN[block[at] as usize] {
-                2 => false,
+                2 => {
+                    if SPELLING && block[at] == b'/' {
+                        *as_is = false;
+                    }
+                    false
+                }
                 // Surrogates (a pair, or one alone: refused) go the slow way.
-                6 => !b
-                    .get(i + at + 1..i + at + 5)
-                    .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit) && !is_surrogate(h)),
+                6 => {
+                    let ok = b
+                        .get(i + at + 1..i + at + 5)
+                        .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit) && !is_surrogate(h));
+                    if SPELLING && ok && !python_u_escape(&b[i + at - 1..]) {
+                        *as_is = false;
+                    }
+                    !ok
+                }
                 _ => true,
             };
             letters &= letters - 1;
         }
         if rare {
+            if SPELLING {
+                *as_is = false;
+            }
             // Byte by byte past this block, then back to blocks.
             let from = if esc_in == 1 { i - 1 } else { i };
             match scan_string_bytes(b, from, i + 64)? {

@@ -215,6 +215,22 @@ pub fn as_is_prefix(text: &str, max_depth: usize) -> Option<usize> {
     c.value(max_depth).then_some(c.i)
 }
 
+/// The offset just after the string whose opening quote is `b[i]`, when that string is
+/// written exactly as [`write_str`] in [`Style::Python`] writes what it decodes to (so
+/// its text between the quotes can be copied to the output as it is); `None` otherwise
+/// (another spelling, or not a valid string).
+pub fn as_is_string_end(b: &[u8], i: usize) -> Option<usize> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut c = Canon {
+        b,
+        i,
+        keys: Vec::new(),
+    };
+    c.string().then_some(c.i)
+}
+
 /// The scanner behind [`writes_as_is`]: `i` is the next byte; `keys` holds the keys of
 /// the objects being read, innermost last.
 struct Canon<'a> {
@@ -317,47 +333,15 @@ impl<'a> Canon<'a> {
         !matches!(self.peek(), Some(b'e' | b'E' | b'0'..=b'9'))
     }
 
-    /// A string at `i` (its opening quote), in the one spelling [`escape_into`] writes.
+    /// A string at `i` (its opening quote), in the one spelling [`escape_into`] writes
+    /// ([`crate::format::jsonscan::scan_string_spelling`]).
     fn string(&mut self) -> bool {
-        let b = self.b;
-        let mut i = self.i + 1;
-        loop {
-            while i + 16 <= b.len() {
-                let chunk: &[u8; 16] = b[i..i + 16].try_into().expect("16 bytes");
-                let m = crate::format::jsonscan::needs_escape16(chunk, None);
-                if m == 0 {
-                    i += 16;
-                } else {
-                    i += m.trailing_zeros() as usize;
-                    break;
-                }
+        match crate::format::jsonscan::scan_string_spelling(self.b, self.i + 1) {
+            Ok((end, true)) => {
+                self.i = end;
+                true
             }
-            while i < b.len() && !needs_attention(b[i], false) {
-                i += 1;
-            }
-            match b.get(i) {
-                Some(b'"') => {
-                    self.i = i + 1;
-                    return true;
-                }
-                Some(b'\\') => match b.get(i + 1) {
-                    Some(b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f') => i += 2,
-                    Some(b'u') => {
-                        let hex = b"0123456789abcdef";
-                        let ok = b.len() >= i + 6
-                            && b[i + 2..i + 4] == *b"00"
-                            && matches!(b[i + 4], b'0' | b'1')
-                            && hex.contains(&b[i + 5])
-                            && !matches!(&b[i + 4..i + 6], b"08" | b"09" | b"0a" | b"0c" | b"0d");
-                        if !ok {
-                            return false;
-                        }
-                        i += 6;
-                    }
-                    _ => return false,
-                },
-                _ => return false, // a control byte, or the end
-            }
+            _ => false,
         }
     }
 }
@@ -466,6 +450,72 @@ mod tests {
         let long = format!("\"{}\\n{}\"", "x".repeat(100), "é".repeat(40));
         assert!(writes_as_is(&long, 1));
         assert!(!writes_as_is(&long[..long.len() - 1], 1));
+    }
+
+    /// `as_is_string_end` (the 64-byte scanner's spelling check) says yes exactly when
+    /// decoding the string and writing it again gives the same text, on strings of
+    /// every escape, placed across the scanner's block boundaries.
+    #[test]
+    fn as_is_string_agrees_with_decode_and_write() {
+        let pieces = [
+            "a",
+            "bcdefgh",
+            "é",
+            "\u{2028}",
+            "\u{7f}",
+            r"\n",
+            r"\r",
+            r"\t",
+            r"\b",
+            r"\f",
+            r#"\""#,
+            r"\\",
+            r"\/",
+            r"\u0001",
+            r"\u001f",
+            r"\u001F",
+            r"\u000a",
+            r"\u0008",
+            r"\u00e9",
+            r"\u0041",
+            r"\ud83d\ude00",
+            r"\\n",
+            r"\\\n",
+            r"\u0000",
+            "<",
+        ];
+        let mut rng = fastrand::Rng::with_seed(18);
+        let mut as_is = 0;
+        for _ in 0..20_000 {
+            let mut body = String::new();
+            let n = rng.usize(0..24);
+            for _ in 0..n {
+                if rng.u8(..) < 40 {
+                    body.push_str(&"x".repeat(rng.usize(0..70)));
+                }
+                body.push_str(pieces[rng.usize(..pieces.len())]);
+            }
+            let text = format!("\"{body}\"");
+            let decoded: String = serde_json::from_str(&text).expect("valid by construction");
+            let same = to_string(&Value::String(decoded), Style::Python) == text;
+            as_is += usize::from(same);
+            assert_eq!(
+                as_is_string_end(text.as_bytes(), 0),
+                same.then_some(text.len()),
+                "{text}"
+            );
+            // Followed by more text: the same answer, the same end.
+            let more = format!("{text}, \"z\"");
+            assert_eq!(
+                as_is_string_end(more.as_bytes(), 0),
+                same.then_some(text.len()),
+                "{more}"
+            );
+        }
+        assert!((2_000..18_000).contains(&as_is), "{as_is} of 20000 as is");
+        for bad in ["\"a\u{1}b\"", r#""\x""#, r#""\ud800""#, r#""abc"#, "x"] {
+            assert_eq!(as_is_string_end(bad.as_bytes(), 0), None, "{bad}");
+        }
     }
 
     #[test]

@@ -170,3 +170,226 @@ fn system_prompt_round_trips_tools() {
         ["x", "y"]
     );
 }
+
+/// The system texts of the Hermes fixtures, as written and edited in the ways the quick
+/// reader tells apart: wherever `parse_system_quick` reads the tools, they are
+/// `parse_system`'s, and the prompt written from them is the same bytes.
+#[test]
+fn quick_tool_list_is_the_general_one() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut texts: Vec<String> = Vec::new();
+    for f in [
+        "hermes_reason_tool_use_50.jsonl",
+        "hermes_agent_repairs.jsonl",
+    ] {
+        for line in std::fs::read_to_string(dir.join(f)).unwrap().lines() {
+            let Ok(Value::Object(row)) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            for m in row["conversations"].as_array().into_iter().flatten() {
+                if m["from"] == "system" {
+                    texts.push(m["value"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    let tools = vec![ToolSpec {
+        name: "t</tool_call>".into(),
+        description: "d\n\"x\"".into(),
+        parameters: json!({"type": "object", "properties": {"a": {"enum": ["</think>", 1.50, -0]}}}),
+    }];
+    texts.push(system_prompt(&tools));
+    texts.push(system_prompt(&[]));
+    let edits: &[(&str, &str)] = &[
+        ("\"name\": ", "\"function\": {}, \"name\": "),
+        ("\"name\": ", "\"name\": 1, \"x\": "),
+        ("\"description\": ", "\"description\": 7, \"d\": "),
+        ("\"description\": ", "\"name\": \"again\", \"d\": "),
+        ("\"parameters\": {", "\"parameters\": null, \"p\": {"),
+        ("\"parameters\": {", "\"p\": {"),
+        (
+            "\"parameters\": {",
+            "\"parameters\": {\"a\": \"</think>\", ",
+        ),
+        ("\"parameters\": {", "\"parameters\": {\"a\": 1e5, "),
+        ("\"parameters\": {", "\"parameters\": {\"a\":1, "),
+        ("\"type\": ", "\"type\": 1, \"type\": "),
+        ("\"}", "\\u00e9\"}"),
+        ("\"}", "\\/\"}"),
+        ("[{", "[ {"),
+        ("[{", "[{\"name\": \"x\"}, {"),
+        ("[{", "[]\n</tools>[{"),
+        ("[{", "[1, {"),
+        ("[{", "{"),
+        ("}]", "}, ]"),
+        ("}]", "}]]"),
+        ("}]", "}],"),
+        ("}]", "}] {\"name\": \"more\"}"),
+        ("\n</tools>", "</tools>"),
+        ("\n</tools>", "\n"),
+        ("<tools>\n[", "<tools>\n  ["),
+        ("<tools>", "<tools> x"),
+    ];
+    let (mut read, mut tried) = (0, 0);
+    for text in &texts {
+        let mut variants = vec![text.clone()];
+        for (from, to) in edits {
+            variants.push(text.replacen(from, to, 1));
+            variants.push(text.replace(from, to));
+        }
+        for v in &variants {
+            tried += 1;
+            let Some(quick) = parse_system_quick(v) else {
+                continue;
+            };
+            read += 1;
+            let general = parse_system(v);
+            let Some(quick) = quick else {
+                assert!(general.is_none(), "{v}");
+                continue;
+            };
+            let general = general.expect("a block").expect("read");
+            let raw: Vec<Option<&str>> = quick
+                .iter()
+                .map(|t| t.parameters.clone().map(|p| &v[p]))
+                .collect();
+            let specs: Vec<ToolSpec> = quick.iter().map(|t| t.spec.clone()).collect();
+            assert_eq!(
+                system_prompt_with(&specs, &raw),
+                system_prompt(&general),
+                "{v}"
+            );
+            for (q, g) in specs.iter().zip(&general) {
+                assert_eq!((&q.name, &q.description), (&g.name, &g.description), "{v}");
+            }
+            assert_eq!(specs.len(), general.len());
+        }
+    }
+    assert!(read > tried / 3, "{read} of {tried} read quickly");
+}
+
+/// `find_tag`'s searchers are indexed by the tag's discriminant: `TAGS` is in that order.
+#[test]
+fn tags_are_listed_in_discriminant_order() {
+    for (i, t) in TAGS.iter().enumerate() {
+        assert_eq!(*t as usize, i);
+        let text = format!("ab{}{}", t.text(), t.text());
+        assert_eq!(find_tag(&text, *t, 0), Some(2));
+        assert_eq!(find_tag(&text, *t, 3), Some(2 + t.text().len()));
+    }
+}
+
+/// The tool texts of the Hermes fixtures, as written and edited in the ways the quick
+/// reader tells apart: wherever `parse_tool_quick` reads a turn, its results are
+/// `parse_tool`'s, a content kept as text is what `response_json` writes for the parsed
+/// content and its outcome is `classify_result`'s.
+#[test]
+fn quick_tool_results_are_the_general_ones() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut texts: Vec<String> = Vec::new();
+    for f in [
+        "hermes_reason_tool_use_50.jsonl",
+        "hermes_agent_repairs.jsonl",
+    ] {
+        for line in std::fs::read_to_string(dir.join(f)).unwrap().lines() {
+            let Ok(Value::Object(row)) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            for m in row["conversations"].as_array().into_iter().flatten() {
+                if m["from"] == "tool" {
+                    texts.push(m["value"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    let contents = [
+        json!({"error": null, "output": "ok"}),
+        json!({"error": "boom"}),
+        json!({"success": false}),
+        json!({"success": true, "content": {"error": 1}}),
+        json!({"content": {"error": null}, "x": [1, 2.50]}),
+        json!({"content": "error: no"}),
+        json!("error: failed"),
+        json!(""),
+        json!("{\"error\": 1}"),
+        json!("[1]"),
+        json!([1, {"a": "</think>"}]),
+        json!(null),
+        json!(3),
+        json!({}),
+    ];
+    for c in &contents {
+        let r = ToolResult {
+            tool_call_id: "call_1".into(),
+            name: "t".into(),
+            content: c.clone(),
+        };
+        texts.push(render_tool(&[r.clone(), r]));
+    }
+    let edits: &[(&str, &str)] = &[
+        ("\"name\": ", "\"x\": 1, \"name\": "),
+        ("\"name\": ", "\"nam\": "),
+        ("\"content\": ", "\"cont\": "),
+        ("\"tool_call_id\": ", "\"tool_call_id\": 5, \"t\": "),
+        ("\"name\": \"", "\"name\": 7, \"n\": \""),
+        ("{\"tool_call_id\"", "{\"name\": \"a\", \"tool_call_id\""),
+        ("\"content\": ", "\"content\": {\"error\": 1}, \"c\": "),
+        ("\"}", "\\u00e9\"}"),
+        ("<tool_response>\n{", "<tool_response> \n {"),
+        ("<tool_response>\n{", "<tool_response>\n["),
+        ("<tool_response>\n{", "<tool_response>\nx{"),
+        ("}\n</tool_response>", "} x\n</tool_response>"),
+        ("}\n</tool_response>", "}"),
+        ("</tool_response>", "</tool_response>\n\n"),
+        ("<tool_response>", "x<tool_response>"),
+        ("\"error\": null", "\"error\": 0"),
+        ("\"success\": true", "\"success\": false"),
+        (": ", ":"),
+    ];
+    let (mut read, mut tried, mut texts_kept, mut failed) = (0, 0, 0, 0);
+    for text in &texts {
+        let mut variants = vec![text.clone()];
+        for (from, to) in edits {
+            variants.push(text.replacen(from, to, 1));
+            variants.push(text.replace(from, to));
+        }
+        for v in &variants {
+            tried += 1;
+            let Some(quick) = parse_tool_quick(v) else {
+                continue;
+            };
+            read += 1;
+            let general = parse_tool(v).expect("read quickly, read generally");
+            assert_eq!(quick.len(), general.len(), "{v}");
+            for (q, g) in quick.iter().zip(&general) {
+                assert_eq!(
+                    (&q.tool_call_id, &q.name),
+                    (&g.tool_call_id, &g.name),
+                    "{v}"
+                );
+                match &q.content {
+                    QuickContent::Value(c) => assert_eq!(c, &g.content, "{v}"),
+                    QuickContent::Text(span, outcome) => {
+                        texts_kept += 1;
+                        failed += usize::from(*outcome == crate::format::model::Outcome::Failure);
+                        assert_eq!(
+                            &v[span.clone()],
+                            pyjson::to_string(&g.content, Style::Envelope),
+                            "{v}"
+                        );
+                        assert_eq!(
+                            *outcome,
+                            crate::format::model::classify_result(&g.content),
+                            "{v}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(read > tried / 4, "{read} of {tried} read quickly");
+    assert!(
+        texts_kept > 500 && failed > 50,
+        "{texts_kept} kept as text, {failed} failures"
+    );
+}

@@ -18,6 +18,7 @@
 pub mod error;
 pub mod read;
 pub mod shape;
+mod typed;
 
 use std::collections::BTreeMap;
 
@@ -144,6 +145,9 @@ pub fn normalize_line(
     out: &mut Vec<u8>,
     done: &mut Repairs,
 ) -> Result<(), BadLine> {
+    if let typed::Quick::Done(r) = typed::quick(line, opts, out, done) {
+        return Ok(r?);
+    }
     if opts.columns == Columns::All {
         let parse = |k: &str| {
             matches!(
@@ -407,16 +411,54 @@ fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
 /// A row with nothing to do with tools ([`shape::uses_tools`]) gets no system turn: a
 /// plain chat stays a plain chat.
 pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), BadRow> {
+    hermes_conversations_with(traj, &AsIs::default(), out)
+}
+
+/// Texts a reading kept to be written as they are (the quick path, [`typed`]), each
+/// already what the writer would write for it.
+#[derive(Debug, Default)]
+struct AsIs<'t> {
+    /// For each turn, its value as written (escaped as [`pyjson::write_str`] escapes): a
+    /// human turn's (the turn itself then holds an empty string), or a gpt turn's that
+    /// [`hermes::render_gpt`] renders to that text and [`hermes::scan_gpt`] finds sound.
+    values: Vec<Option<&'t str>>,
+    /// For each tool of the system turn, the JSON text of its parameters
+    /// ([`hermes::system_prompt_with`]).
+    parameters: Vec<Option<&'t str>>,
+    /// For each tool turn, for each result, the JSON text of its content (the result's
+    /// `content` then only stands in for it, see [`typed`]).
+    contents: Vec<Vec<Option<&'t str>>>,
+}
+
+/// [`hermes_conversations`], writing the texts of `as_is` where it has them.
+fn hermes_conversations_with(
+    traj: &Trajectory,
+    as_is: &AsIs,
+    out: &mut Vec<u8>,
+) -> Result<(), BadRow> {
     out.push(b'[');
     let system = shape::uses_tools(traj);
     if system {
-        write_turn(out, "system", &hermes::system_prompt(&traj.tools));
+        let prompt = hermes::system_prompt_with(&traj.tools, &as_is.parameters);
+        write_turn(out, "system", &prompt);
     }
     for (i, t) in traj.turns.iter().enumerate() {
         if system || i > 0 {
             out.extend_from_slice(b", ");
         }
         match t {
+            _ if let Some(raw) = as_is.values.get(i).copied().flatten() => {
+                let from = if matches!(t, Turn::Gpt(_)) {
+                    "gpt"
+                } else {
+                    "human"
+                };
+                out.extend_from_slice(b"{\"from\": \"");
+                out.extend_from_slice(from.as_bytes());
+                out.extend_from_slice(b"\", \"value\": \"");
+                out.extend_from_slice(raw.as_bytes());
+                out.extend_from_slice(b"\"}");
+            }
             Turn::Human(s) => write_turn(out, "human", s),
             Turn::Gpt(g) => {
                 let n = i + 1 + usize::from(system);
@@ -427,14 +469,21 @@ pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), 
                 }
                 write_turn(out, "gpt", &v);
             }
-            Turn::Tool(rs) => write_tool_turn(out, rs),
+            Turn::Tool(rs) => {
+                write_tool_turn(out, rs, as_is.contents.get(i).map_or(&[], Vec::as_slice))
+            }
         }
     }
     out.push(b']');
     Ok(())
 }
 
-fn write_tool_turn(out: &mut Vec<u8>, rs: &[crate::format::model::ToolResult]) {
+/// A tool turn; `contents[k]`, when `Some`, is the JSON text of result `k`'s content.
+fn write_tool_turn(
+    out: &mut Vec<u8>,
+    rs: &[crate::format::model::ToolResult],
+    contents: &[Option<&str>],
+) {
     out.extend_from_slice(b"{\"from\": \"tool\", \"value\": \"");
     for (i, r) in rs.iter().enumerate() {
         if i > 0 {
@@ -445,7 +494,10 @@ fn write_tool_turn(out: &mut Vec<u8>, rs: &[crate::format::model::ToolResult]) {
         out.extend_from_slice(b", \\\"name\\\": ");
         pyjson::write_str_nested(out, &r.name, Style::Envelope);
         out.extend_from_slice(b", \\\"content\\\": ");
-        pyjson::write_value_nested(out, &r.content, Style::Envelope);
+        match contents.get(i).copied().flatten() {
+            Some(text) => pyjson::write_str_body(out, text),
+            None => pyjson::write_value_nested(out, &r.content, Style::Envelope),
+        }
         out.extend_from_slice(b"}\\n</tool_response>");
     }
     out.extend_from_slice(b"\"}");

@@ -87,14 +87,14 @@ pub fn row_tools(row: &Map<String, Value>) -> Result<Option<Vec<ToolSpec>>, Tool
 }
 
 /// The calls of the last assistant turn, for pairing the results that follow.
-struct Pending {
+pub(super) struct Pending {
     calls: Vec<(Option<String>, String)>,
     answered: Vec<bool>,
     has_ids: bool,
 }
 
 impl Pending {
-    fn new(calls: &[ToolCall]) -> Option<Pending> {
+    pub(super) fn new(calls: &[ToolCall]) -> Option<Pending> {
         if calls.is_empty() {
             return None;
         }
@@ -238,7 +238,7 @@ pub fn read_messages(
                 let Some(p) = pending.as_mut() else {
                     continue; // no assistant-with-calls right before: dropped (reference)
                 };
-                let mut results = if sharegpt && role == "tool" {
+                let results = if sharegpt && role == "tool" {
                     hermes::parse_tool(&text_of(body).map_err(|e| at(e.into()))?)
                         .map_err(|e| at(e.into()))?
                 } else if sharegpt && role == "observation" {
@@ -254,21 +254,7 @@ pub fn read_messages(
                 } else {
                     vec![openai_result(&m, body, sharegpt).map_err(|e| at(e.into()))?]
                 };
-                for r in &mut results {
-                    let (name, call_id) = p.pair(&r.tool_call_id, &r.name);
-                    r.name = name;
-                    // LLaMA-Factory's results carry no id: they answer their call's.
-                    if lf
-                        && r.tool_call_id.is_empty()
-                        && let Some(id) = call_id
-                    {
-                        r.tool_call_id = id;
-                    }
-                }
-                match turns.last_mut() {
-                    Some(Turn::Tool(group)) => group.extend(results),
-                    _ => turns.push(Turn::Tool(results)),
-                }
+                push_results(&mut turns, results, p, lf);
             }
             other => return Err(at(BadMessage::UnknownRole(other.to_string()))),
         }
@@ -280,6 +266,32 @@ pub fn read_messages(
         tools: system_tools.or(tools).unwrap_or_default(),
         turns,
     })
+}
+
+/// Pair `results` with the calls of `p` (LLaMA-Factory's results, `lf`, take the id of
+/// the call they answer) and add them to the tool turn at the end of `turns`, or to a new
+/// one.
+pub(super) fn push_results(
+    turns: &mut Vec<Turn>,
+    mut results: Vec<ToolResult>,
+    p: &mut Pending,
+    lf: bool,
+) {
+    for r in &mut results {
+        let (name, call_id) = p.pair(&r.tool_call_id, &r.name);
+        r.name = name;
+        // LLaMA-Factory's results carry no id: they answer their call's.
+        if lf
+            && r.tool_call_id.is_empty()
+            && let Some(id) = call_id
+        {
+            r.tool_call_id = id;
+        }
+    }
+    match turns.last_mut() {
+        Some(Turn::Tool(group)) => group.extend(results),
+        _ => turns.push(Turn::Tool(results)),
+    }
 }
 
 /// True when the message list is in LLaMA-Factory's own spelling: it has a
