@@ -228,7 +228,14 @@ for mode in bare local-pod bwrap-pod local bwrap; do
         *) OF="" ;;
     esac
     printf '| %s | %d | %.0f | %.2f | %s |\n' "$mode" "$NC" "$C" "$(echo "($U + $S) * 1000 / $NC" | bc -l)" "$OF"
+    [[ $mode == bare ]] && { BARE=$C; BARE_MS=$(echo "($U + $S) * 1000 / $NC" | bc -l); }
 done
+echo
+printf 'The physical limit of this row: the command alone (%.2f ms of CPU for `sh` and `wc`)\n' "$BARE_MS"
+printf 'runs %.0f times a second on these %d cores, %.0f%% of the ideal %d, before any model\n' \
+    "$BARE" "$(nproc)" "$(echo "100 * $BARE / $IDEAL2" | bc -l)" "$IDEAL2"
+printf 'request, agent or sandbox; traj-run (bwrap, kept sandboxes) reaches %.0f%% of that rate.\n' \
+    "$(echo "100 * $RATE_TRAJ / $BARE" | bc -l)"
 
 echo
 echo "Agent scenario, per prompt (ideal: 4 x ${LATENCY_MS} ms of model time): $TIMES."
