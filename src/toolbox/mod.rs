@@ -17,6 +17,10 @@
 //!   prompt names an image), or `auto` (bwrap where it works, else local with a
 //!   warning). Per-command timeout kills the whole process group; [`limits`] caps
 //!   memory, processes, file size and CPU of every call.
+//! - [`pod`]: each worker thread keeps its bwrap or local-namespace sandbox between
+//!   tasks (a supervisor as the namespace's first process runs the commands and resets
+//!   the sandbox when a task ends); [`exec`]: one command run to its end (process group,
+//!   output cap, timeout, leftovers); [`bwrap`]: bubblewrap's command line.
 //! - [`beneath`]: opening files under the workspace root from a descriptor, never
 //!   following a link; the file tools ([`fs`]) open everything through it.
 //! - [`reaper`]: in local mode traj is a child subreaper, and a call's orphans
