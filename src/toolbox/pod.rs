@@ -384,18 +384,36 @@ pub(crate) fn empty_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Remove `path` and all below it without following a link; directories a command
-/// made unreadable (`chmod 0`) are opened up first.
+/// Remove `path` and all below it without following a link (std's `remove_dir_all`:
+/// descriptor-relative, so however deep the tree); when a command made directories
+/// unreadable (`chmod 0`), they are opened up and the removal tried again.
 pub(crate) fn remove_tree(path: &Path) -> std::io::Result<()> {
     let md = path.symlink_metadata()?;
     if !md.is_dir() {
         return std::fs::remove_file(path);
     }
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            open_up(path)?;
+            std::fs::remove_dir_all(path)
+        }
+        r => r,
+    }
+}
+
+/// Give the owner full access to every directory under `path` (links not followed).
+fn open_up(path: &Path) -> std::io::Result<()> {
+    let md = path.symlink_metadata()?;
+    if !md.is_dir() {
+        return Ok(());
+    }
     if md.mode() & 0o700 != 0o700 {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
     }
-    empty_dir(path)?;
-    std::fs::remove_dir(path)
+    for e in std::fs::read_dir(path)? {
+        open_up(&e?.path())?;
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------

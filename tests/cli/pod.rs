@@ -80,11 +80,13 @@ fn the_next_task_in_a_kept_sandbox_finds_nothing_of_the_last() {
     for backend in ["local", "bwrap"] {
         let d = tmpdir();
         let bwrap = backend == "bwrap";
-        // Task 0 leaves files (one in a directory it made unreadable), a daemon, and
+        // Task 0 leaves files (one in a directory it made unreadable, and a tree deeper
+        // than PATH_MAX), a daemon, and
         // in bwrap files in /tmp, /dev/shm, / and /dev, and a new mode on /tmp.
         let mut leave = String::from(
             "mkdir -p sub/deep && echo x > sub/deep/f && chmod 000 sub/deep sub; \
-             echo y > top; (setsid sleep 1000 &); echo ws=$PWD; echo root=$(ls -A / | tr '\\n' ,)",
+             echo y > top; (setsid sleep 1000 &); echo ws=$PWD; echo root=$(ls -A / | tr '\\n' ,); \
+             python3 -c \"import os; [(os.mkdir('n'), os.chdir('n')) for _ in range(3000)]\"",
         );
         if bwrap {
             leave.push_str(
