@@ -76,7 +76,7 @@ echo "### Tokenizer back-ends (count only, over-budget corpus)"
 echo
 echo "| tokenizer | tokens | wall s | MB/s | Mtokens/s | CPU s | MB per CPU-s |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
-bytes=$(stat -c %s "$long")
+bytes=$(stat -L -c %s "$long")
 declare -A tokens_of
 for t in o200k_base tiktoken-rs:o200k_base cl100k_base tiktoken-rs:cl100k_base; do
   read -r s c <<< "$(best_of "$bin" --count-only --tokenizer "$t" "$long")"
@@ -102,7 +102,7 @@ echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 run_corpus() {
   local name=$1 file=$2 budget=$3
   local bytes s_cat s_jq s_count c_count s_comp c_comp n rows over
-  bytes=$(stat -c %s "$file")
+  bytes=$(stat -L -c %s "$file")
   read -r s_cat _ <<< "$(best_of cat "$file")"
   if command -v jq > /dev/null; then
     read -r s_jq _ <<< "$(best_of jq -c . "$file")"; s_jq=$(mbs "$bytes" "$s_jq")
@@ -163,10 +163,10 @@ hermes=target/bench/hermes-real-${llm_mb}mb.jsonl
 if [ ! -s "$hermes" ]; then
   target/release/traj-normalize -q --messages-field history tests/fixtures/swe_agent_demo_trajs.jsonl \
     -o "$work/one.jsonl"
-  one=$(stat -c %s "$work/one.jsonl")
+  one=$(stat -L -c %s "$work/one.jsonl")
   for _ in $(seq $(( llm_mb * 1000000 / one + 1 ))); do cat "$work/one.jsonl"; done > "$hermes"
 fi
-hbytes=$(stat -c %s "$hermes")
+hbytes=$(stat -L -c %s "$hermes")
 budget=4000
 
 standin_pid=""

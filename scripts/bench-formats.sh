@@ -38,7 +38,7 @@ best() {
   echo "$b"
 }
 mbs() { awk -v b="$BYTES" -v t="$1" 'BEGIN { printf "%.0f", b / 1e6 / t }'; }
-size() { awk -v s="$(stat -c %s "$1")" 'BEGIN { printf "%.1f", s / 1e6 }'; }
+size() { awk -v s="$(stat -L -c %s "$1")" 'BEGIN { printf "%.1f", s / 1e6 }'; }
 
 # The inputs: the same rows in each format.
 cp "$CORPUS" "$work/in.jsonl"

@@ -43,7 +43,7 @@ if [[ ! -d "$SHARDS" ]]; then
         if (NR % 10 == 0) print > (dir "/batch_" ((NR + 1) % 4) ".jsonl") }' "$CORPUS"
 fi
 BYTES=$(du -cb "$SHARDS"/batch_*.jsonl | tail -n 1 | cut -f1)
-CBYTES=$(stat -c %s "$CORPUS")
+CBYTES=$(stat -L -c %s "$CORPUS")
 ROWS=$(wc -l <"$CORPUS")
 cat "$SHARDS"/batch_*.jsonl "$CORPUS" >/dev/null
 LOAD=$(cut -d" " -f1-3 /proc/loadavg)

@@ -58,7 +58,7 @@ if [ "$real_mb" -gt 0 ]; then
     "$bin" -q --messages-field history tests/fixtures/swe_agent_demo_trajs.jsonl > "$unit"
     cat tests/fixtures/hermes_reason_tool_use_50.jsonl tests/fixtures/hermes_agent_repairs.jsonl >> "$unit"
     : > "$real"
-    while [ "$(stat -c %s "$real")" -lt $((real_mb * 1000000)) ]; do cat "$unit" >> "$real"; done
+    while [ "$(stat -L -c %s "$real")" -lt $((real_mb * 1000000)) ]; do cat "$unit" >> "$real"; done
   fi
   corpora+=("$real")
 fi
@@ -94,7 +94,7 @@ echo
 echo "| corpus | command | seconds | MB/s | vs \`jq -c .\` | CPU s | MB/CPU-s | max RSS |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for corpus in "${corpora[@]}"; do
-  bytes=$(stat -c %s "$corpus")
+  bytes=$(stat -L -c %s "$corpus")
   name=$(basename "$corpus")
   read -r t_cat c_cat r_cat < <(measure "cat $name" "$runs" cat "$corpus")
   read -r t_jq c_jq r_jq < <(measure "jq $name" 1 jq -c . "$corpus")
@@ -111,7 +111,7 @@ done
 if [ -n "$against" ] && [ "$real_mb" -gt 0 ]; then
   old_bin="$against/traj-normalize"
   [ -x "$old_bin" ] || { echo "bench-normalize: $old_bin missing" >&2; exit 1; }
-  bytes=$(stat -c %s "$real")
+  bytes=$(stat -L -c %s "$real")
   echo
   echo "$(basename "$real"), \`$old_bin\` (before) and \`$bin\` (after) in turn, $runs"
   echo "rounds, best of each (wall and CPU s separately); load average $(cut -d' ' -f1-3 /proc/loadavg)"

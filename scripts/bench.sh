@@ -102,7 +102,7 @@ while size < int(sys.argv[1]) * 10**6 // 4:
     line = json.dumps({"prompt": " ".join(random.choice(words) for _ in range(random.randint(10, 120))), "id": i}) + "\n"
     sys.stdout.write(line); size += len(line); i += 1
 ' "$mb" > "$prompts"
-  bytes=$(stat -c %s "$corpus"); pbytes=$(stat -c %s "$prompts")
+  bytes=$(stat -L -c %s "$corpus"); pbytes=$(stat -L -c %s "$prompts")
   cat "$corpus" "$prompts" > /dev/null
   # name | input | command (BIN is the binaries' folder, IN the input, W a scratch folder)
   local -a specs=(
@@ -199,7 +199,7 @@ RS
     tp=$("$probe/plain/target/release/ap-probe-plain" "$TRAJ_BENCH_SHAREGPT"); ta=$("$probe/ap/target/release/ap-probe-ap" "$TRAJ_BENCH_SHAREGPT")
     bp=$(awk -v a="$tp" -v b="$bp" 'BEGIN { print (a < b) ? a : b }'); ba=$(awk -v a="$ta" -v b="$ba" 'BEGIN { print (a < b) ? a : b }')
   done
-  local bytes; bytes=$(stat -c %s "$TRAJ_BENCH_SHAREGPT")
+  local bytes; bytes=$(stat -L -c %s "$TRAJ_BENCH_SHAREGPT")
   echo "**The cost of keeping numbers as written** (serde_json \`arbitrary_precision\`, which the"
   echo "older build lacked): a program that parses every row of the same corpus into"
   echo "\`serde_json::Value\` and writes it back (serde_json $ver, one thread) runs at"
