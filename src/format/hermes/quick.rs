@@ -79,43 +79,17 @@ pub fn parse_system_quick(value: &str) -> Option<Option<Vec<QuickTool>>> {
 }
 
 /// The tool object at `value[i..]`; returns it and the offset after it.
-fn read_tool(value: &str, mut i: usize) -> Option<(QuickTool, usize)> {
+fn read_tool(value: &str, i: usize) -> Option<(QuickTool, usize)> {
     let b = value.as_bytes();
-    if b.get(i) != Some(&b'{') || b.get(i + 1) == Some(&b'}') {
-        return None;
-    }
-    i += 1;
-    let mut keys: Vec<&str> = Vec::new();
+    let (members, i) = object_at(value, i)?;
     let (mut name, mut description, mut parameters) = (None, None, None);
-    loop {
-        let end = as_is_string_end(b, i)?;
-        let key = &value[i + 1..end - 1];
-        if key.contains('\\') || keys.contains(&key) {
-            return None;
-        }
-        keys.push(key);
-        i = end;
-        if !b[i..].starts_with(b": ") {
-            return None;
-        }
-        i += 2;
-        let n = as_is_prefix(&value[i..], DEPTH)?;
-        let span = i..i + n;
-        i += n;
+    for (key, span) in members {
         match key {
             "name" => name = Some(span),
             "description" => description = Some(span),
             "parameters" => parameters = Some(span),
             "function" => return None,
             _ => {}
-        }
-        if b[i..].starts_with(b", ") {
-            i += 2;
-        } else if b.get(i) == Some(&b'}') {
-            i += 1;
-            break;
-        } else {
-            return None;
         }
     }
     let string = |span: Range<usize>| {
@@ -149,6 +123,45 @@ fn read_tool(value: &str, mut i: usize) -> Option<(QuickTool, usize)> {
         },
         i,
     ))
+}
+
+/// An object's keys and the spans of their values, in order.
+type Members<'v> = Vec<(&'v str, Range<usize>)>;
+
+/// The non-empty object in Python's spelling that starts at `i` of `value`: its keys
+/// and the spans of their values, and where it ends. `None` when it is not one this
+/// reading takes: a key with an escape, a key twice, serde_json's private number key
+/// (serde_json reads such an object as a number), other separators than `": "` and
+/// `", "`, or a member nested deeper than [`DEPTH`].
+fn object_at(value: &str, mut i: usize) -> Option<(Members<'_>, usize)> {
+    let b = value.as_bytes();
+    if b.get(i) != Some(&b'{') || b.get(i + 1) == Some(&b'}') {
+        return None;
+    }
+    i += 1;
+    let mut members: Members<'_> = Vec::new();
+    loop {
+        let end = as_is_string_end(b, i)?;
+        let key = &value[i + 1..end - 1];
+        if key.contains('\\') || key == NUMBER_TOKEN || members.iter().any(|(k, _)| *k == key) {
+            return None;
+        }
+        i = end;
+        if !b[i..].starts_with(b": ") {
+            return None;
+        }
+        i += 2;
+        let n = as_is_prefix(&value[i..], DEPTH)?;
+        members.push((key, i..i + n));
+        i += n;
+        if b[i..].starts_with(b", ") {
+            i += 2;
+        } else if b.get(i) == Some(&b'}') {
+            return Some((members, i + 1));
+        } else {
+            return None;
+        }
+    }
 }
 
 /// One result of a tool turn read by [`parse_tool_quick`].
@@ -204,42 +217,16 @@ pub fn parse_tool_quick(value: &str) -> Option<Vec<QuickResult>> {
 
 /// The `{"tool_call_id", "name", "content"}` object at `value[i..]`; returns the result
 /// and the offset after the object.
-fn read_response(value: &str, mut i: usize) -> Option<(QuickResult, usize)> {
+fn read_response(value: &str, i: usize) -> Option<(QuickResult, usize)> {
     let b = value.as_bytes();
-    if b.get(i) != Some(&b'{') || b.get(i + 1) == Some(&b'}') {
-        return None;
-    }
-    i += 1;
-    let mut keys: Vec<&str> = Vec::new();
+    let (members, i) = object_at(value, i)?;
     let (mut id, mut name, mut content) = (None, None, None);
-    loop {
-        let end = as_is_string_end(b, i)?;
-        let key = &value[i + 1..end - 1];
-        if key.contains('\\') || key == NUMBER_TOKEN || keys.contains(&key) {
-            return None;
-        }
-        keys.push(key);
-        i = end;
-        if !b[i..].starts_with(b": ") {
-            return None;
-        }
-        i += 2;
-        let n = as_is_prefix(&value[i..], DEPTH)?;
-        let span = i..i + n;
-        i += n;
+    for (key, span) in members {
         match key {
             "tool_call_id" => id = Some(span),
             "name" => name = Some(span),
             "content" => content = Some(span),
             _ => {}
-        }
-        if b[i..].starts_with(b", ") {
-            i += 2;
-        } else if b.get(i) == Some(&b'}') {
-            i += 1;
-            break;
-        } else {
-            return None;
         }
     }
     // A string member, or "" (the general reader's rule for any other value).
