@@ -157,3 +157,20 @@ pub fn find_on_path(prog: &str, path: &str) -> Option<std::path::PathBuf> {
                 .unwrap_or(false)
         })
 }
+
+/// A new empty directory named `PREFIX…` under `root` (created when missing) or the
+/// system temp dir: a task's or a pod's workspace.
+pub fn new_workspace(root: Option<&Path>, prefix: &str) -> anyhow::Result<tempfile::TempDir> {
+    use anyhow::Context;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix);
+    match root {
+        Some(root) => {
+            std::fs::create_dir_all(root)
+                .with_context(|| format!("cannot create {}", root.display()))?;
+            builder.tempdir_in(root)
+        }
+        None => builder.tempdir(),
+    }
+    .context("cannot create a workspace")
+}

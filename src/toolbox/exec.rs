@@ -51,21 +51,22 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-            continue;
-        };
-        let mut f = rest.split(' ');
-        let state = f.next().unwrap_or("");
-        let pgrp = f.nth(1).and_then(|s| s.parse::<u32>().ok());
-        if pgrp == Some(pgid) && state != "Z" && state != "X" {
+        if let Some((_, pgrp, state)) = reaper::stat_of(pid)
+            && pgrp == pgid
+            && !matches!(state, 'Z' | 'X')
+        {
             out.push(pid);
         }
     }
     out
+}
+
+/// `d` as the timeout of `poll`.
+pub(crate) fn timespec(d: Duration) -> rustix::event::Timespec {
+    rustix::event::Timespec {
+        tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(d.subsec_nanos()),
+    }
 }
 
 /// Output kept from one stream: the first and last `cap / 2` bytes, and a count.
@@ -145,7 +146,7 @@ impl Pipes {
         pidfd: Option<&std::os::fd::OwnedFd>,
         wait: Duration,
     ) {
-        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        use rustix::event::{PollFd, PollFlags, poll};
         let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(3);
         let mut which = [usize::MAX; 2];
         for (i, fd) in self.open.iter().enumerate() {
@@ -158,11 +159,7 @@ impl Pipes {
         if let Some(p) = pidfd {
             fds.push(PollFd::new(p, PollFlags::IN));
         }
-        let ts = Timespec {
-            tv_sec: wait.as_secs() as i64,
-            tv_nsec: i64::from(wait.subsec_nanos()),
-        };
-        if !matches!(poll(&mut fds, Some(&ts)), Ok(n) if n > 0) {
+        if !matches!(poll(&mut fds, Some(&timespec(wait))), Ok(n) if n > 0) {
             return;
         }
         let ready: Vec<usize> = fds[..pipes]

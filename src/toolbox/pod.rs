@@ -288,8 +288,7 @@ fn others() -> Vec<(Pid, bool)> {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&p| p != 1)
         .filter_map(|p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-            let state = stat[stat.rfind(')')? + 2..].chars().next()?;
+            let (_, _, state) = super::reaper::stat_of(p as u32)?;
             Some((Pid::from_raw(p)?, matches!(state, 'Z' | 'X')))
         })
         .collect()
@@ -478,18 +477,7 @@ pub fn give_back(mut pod: Pod) {
 
 impl Pod {
     fn start(key: &PodKey) -> Result<Pod> {
-        let mut builder = tempfile::Builder::new();
-        builder.prefix("traj-pod-");
-        let dir = match &key.root {
-            Some(root) => {
-                std::fs::create_dir_all(root)
-                    .with_context(|| format!("cannot create {}", root.display()))?;
-                builder.tempdir_in(root)
-            }
-            None => builder.tempdir(),
-        }
-        .context("cannot create a workspace")?
-        .keep();
+        let dir = super::config::new_workspace(key.root.as_deref(), "traj-pod-")?.keep();
         let dir = dir.canonicalize()?;
         let started = Self::spawn(key, &dir);
         let (child, to, from) = match started {
@@ -678,14 +666,11 @@ impl Drop for Pod {
 
 /// Whether `from` has something to read (or its end) within `patience`.
 fn wait_readable(from: &ChildStdout, patience: Duration) -> Result<bool> {
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use rustix::event::{PollFd, PollFlags, poll};
     let until = Instant::now() + patience;
     loop {
         let left = until.saturating_duration_since(Instant::now());
-        let ts = Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
+        let ts = super::exec::timespec(left);
         let mut fds = [PollFd::new(from, PollFlags::IN)];
         match poll(&mut fds, Some(&ts)) {
             Ok(0) if left.is_zero() => return Ok(false),

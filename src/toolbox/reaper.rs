@@ -102,7 +102,7 @@ fn all_pids() -> Vec<u32> {
 }
 
 /// `(ppid, pgrp, state)` of a process, from `/proc/PID/stat`.
-fn stat_of(pid: u32) -> Option<(u32, u32, char)> {
+pub(crate) fn stat_of(pid: u32) -> Option<(u32, u32, char)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
     let rest = &stat[stat.rfind(')')? + 2..];

@@ -235,17 +235,7 @@ impl Sandbox {
                 (None, Some(pod), root)
             }
             None => {
-                let mut builder = tempfile::Builder::new();
-                builder.prefix("traj-task-");
-                let dir = match &cfg.root {
-                    Some(root) => {
-                        std::fs::create_dir_all(root)
-                            .with_context(|| format!("cannot create {}", root.display()))?;
-                        builder.tempdir_in(root)
-                    }
-                    None => builder.tempdir(),
-                }
-                .context("cannot create the task's workspace")?;
+                let dir = super::config::new_workspace(cfg.root.as_deref(), "traj-task-")?;
                 let root = dir.path().canonicalize()?;
                 (Some(dir), None, root)
             }
