@@ -262,15 +262,7 @@ fn normalize_row_with(
             }
         }
     }
-    if !stats_done {
-        sep(out);
-        write_stats(out, &stats);
-    }
-    if !errors_done {
-        sep(out);
-        write_error_counts(out, &stats);
-    }
-    out.extend_from_slice(b"}\n");
+    close_row(out, &mut sep, stats_done, errors_done, &stats);
     debug_assert!(out.len() > start);
     Ok(())
 }
@@ -378,6 +370,27 @@ fn write_tool_map(
         out.extend_from_slice(value(c).as_bytes());
     }
     out.push(b'}');
+}
+
+/// The end of a Hermes row: the `tool_stats` and `tool_error_counts` columns when the
+/// row had none to be written in place of (`sep` writes the separator before each), and
+/// the closing brace and newline.
+fn close_row(
+    out: &mut Vec<u8>,
+    sep: &mut impl FnMut(&mut Vec<u8>),
+    stats_done: bool,
+    errors_done: bool,
+    stats: &BTreeMap<String, ToolCount>,
+) {
+    if !stats_done {
+        sep(out);
+        write_stats(out, stats);
+    }
+    if !errors_done {
+        sep(out);
+        write_error_counts(out, stats);
+    }
+    out.extend_from_slice(b"}\n");
 }
 
 fn write_stats(out: &mut Vec<u8>, stats: &BTreeMap<String, ToolCount>) {

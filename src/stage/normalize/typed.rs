@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::error::{BadMessage, BadRow};
 use super::read::{Pending, push_results};
-use super::{AsIs, Columns, Options, Target, write_error_counts, write_stats};
+use super::{AsIs, Columns, Options, Target, close_row, write_error_counts, write_stats};
 use crate::format::hermes::{self, QuickContent};
 use crate::format::jsonscan;
 use crate::format::model::{
@@ -150,15 +150,7 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
             }
         }
     }
-    if !stats_done {
-        sep(out);
-        write_stats(out, &stats);
-    }
-    if !errors_done {
-        sep(out);
-        write_error_counts(out, &stats);
-    }
-    out.extend_from_slice(b"}\n");
+    close_row(out, &mut sep, stats_done, errors_done, &stats);
     done.merge(&made);
     Quick::Done(Ok(()))
 }
