@@ -32,6 +32,10 @@ struct Args {
     /// Script file (JSON, see tests/standin/README.md). Default: answer every prompt.
     #[arg(long)]
     script: Option<std::path::PathBuf>,
+    /// Append one line per chat request to FILE: milliseconds since the start, the
+    /// request's number, its status, a hash of its messages (shared by its retries).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -56,6 +60,7 @@ fn main() -> std::process::ExitCode {
         None => standin::Script::default(),
     };
     script.latency_ms += args.latency_ms;
+    script.trace = args.trace.clone();
     if args.rate_limit_every > 0 {
         script.every = Some(standin::Every {
             n: args.rate_limit_every,

@@ -106,6 +106,11 @@ pub struct Script {
     /// Every `n`th chat request (counted over all requests, retries included) gets
     /// `reply` instead, e.g. a 429 with `Retry-After`.
     pub every: Option<Every>,
+    /// Append one line per chat request to this file: milliseconds since the start,
+    /// the request's number, its status and a hash of its messages (a retry has the
+    /// hash of the request it repeats).
+    #[serde(skip)]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// The reply every `n`th request gets (see [`Script::every`]).
@@ -137,6 +142,9 @@ struct State {
     next_id: AtomicU64,
     /// Chat requests counted for [`Script::every`].
     nth: AtomicU64,
+    /// [`Script::trace`], open, and the time it counts from.
+    trace: Option<Mutex<std::fs::File>>,
+    started: std::time::Instant,
 }
 
 /// A running stand-in; stops (best effort) when dropped.
@@ -162,7 +170,6 @@ impl Standin {
         let addr = listener.local_addr()?;
         let state = Arc::new(State {
             queue: Mutex::new(script.queue.clone().into()),
-            script,
             before_used: Mutex::new(HashMap::new()),
             requests: Mutex::new(Vec::new()),
             image_requests: Mutex::new(Vec::new()),
@@ -172,6 +179,12 @@ impl Standin {
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             nth: AtomicU64::new(0),
+            trace: match &script.trace {
+                Some(p) => Some(Mutex::new(std::fs::File::create(p)?)),
+                None => None,
+            },
+            started: std::time::Instant::now(),
+            script,
         });
         let st = state.clone();
         std::thread::Builder::new()
@@ -379,9 +392,25 @@ fn text_of(v: Option<&Value>) -> String {
 }
 
 fn pick(st: &State, req: &Value) -> Reply {
-    if let Some(e) = &st.script.every
-        && (st.nth.fetch_add(1, Ordering::SeqCst) + 1).is_multiple_of(e.n.max(1))
-    {
+    let nth = st.nth.fetch_add(1, Ordering::SeqCst) + 1;
+    let every = st
+        .script
+        .every
+        .as_ref()
+        .filter(|e| nth.is_multiple_of(e.n.max(1)));
+    if let Some(trace) = &st.trace {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        req.get("messages").map(Value::to_string).hash(&mut h);
+        let status = every.map_or(200, |e| e.reply.status.unwrap_or(200));
+        let line = format!(
+            "{:.1} {nth} {status} {:016x}\n",
+            st.started.elapsed().as_secs_f64() * 1000.0,
+            h.finish()
+        );
+        let _ = trace.lock().unwrap().write_all(line.as_bytes());
+    }
+    if let Some(e) = every {
         return e.reply.clone();
     }
     if let Some(r) = st.queue.lock().unwrap().pop_front() {
