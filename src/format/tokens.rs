@@ -224,19 +224,106 @@ impl BpeOpenai {
         };
         key.with(|t| f(t.pre.as_ref().expect("pre-tokenizer")))
     }
+
+    /// `f` with this thread's pre-tokenizer and piece memo.
+    fn with_split<R>(&self, f: impl FnOnce(&bpe_openai::Pretokenizer, &mut PieceMemo) -> R) -> R {
+        let memo = match self.enc {
+            Encoding::Cl100k => &MEMO_CL100K,
+            Encoding::O200k => &MEMO_O200K,
+        };
+        self.with_pre(|pre| memo.with_borrow_mut(|m| f(pre, m)))
+    }
+}
+
+/// The token counts of the short pieces a thread counted last: a direct-mapped table
+/// (one slot per hash, the newest piece wins it). Text repeats its words, and the BPE
+/// of a piece (two allocations and an automaton search) costs several times a look-up
+/// here; a piece's count never changes, so the memo is exact.
+struct PieceMemo {
+    slots: Box<[MemoSlot]>,
+}
+
+/// One remembered piece: its bytes, their length, its tokens.
+#[derive(Clone, Copy)]
+struct MemoSlot {
+    len: u8,
+    tokens: u8,
+    bytes: [u8; MEMO_PIECE],
+}
+
+/// The longest piece remembered (a slot is 32 bytes); longer pieces are rare and are
+/// counted each time.
+const MEMO_PIECE: usize = 30;
+/// Slots per thread (128 KiB): a power of two.
+const MEMO_SLOTS: usize = 4096;
+
+impl PieceMemo {
+    fn new() -> PieceMemo {
+        let empty = MemoSlot {
+            len: u8::MAX, // no piece has this length: the slot is free
+            tokens: 0,
+            bytes: [0; MEMO_PIECE],
+        };
+        PieceMemo {
+            slots: vec![empty; MEMO_SLOTS].into_boxed_slice(),
+        }
+    }
+
+    /// The tokens of `piece`, from the memo or from `bpe` (then remembered).
+    fn count(
+        &mut self,
+        bpe: &bpe_openai::byte_pair_encoding::BytePairEncoding,
+        piece: &[u8],
+    ) -> usize {
+        if piece.len() > MEMO_PIECE {
+            return bpe.count(piece);
+        }
+        let slot = &mut self.slots[memo_index(piece)];
+        if usize::from(slot.len) == piece.len() && &slot.bytes[..piece.len()] == piece {
+            return usize::from(slot.tokens);
+        }
+        let n = bpe.count(piece);
+        // A piece of at most 30 bytes has at most 30 tokens (each covers a byte).
+        slot.len = piece.len() as u8;
+        slot.tokens = n as u8;
+        slot.bytes[..piece.len()].copy_from_slice(piece);
+        n
+    }
+}
+
+/// The slot of a piece of at most [`MEMO_PIECE`] bytes: its 8-byte words mixed with a
+/// multiply-rotate hash, the top bits taken.
+fn memo_index(piece: &[u8]) -> usize {
+    let mut h = piece.len() as u64;
+    for chunk in piece.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        h = (h.rotate_left(23) ^ u64::from_le_bytes(w)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    (h >> (64 - MEMO_SLOTS.trailing_zeros())) as usize
+}
+
+thread_local! {
+    static MEMO_CL100K: std::cell::RefCell<PieceMemo> = std::cell::RefCell::new(PieceMemo::new());
+    static MEMO_O200K: std::cell::RefCell<PieceMemo> = std::cell::RefCell::new(PieceMemo::new());
 }
 
 impl Tokenizer for BpeOpenai {
     fn count(&self, text: &str) -> usize {
         let bpe = self.bpe();
-        self.with_pre(|pre| pre.split(text).map(|p| bpe.count(p.as_bytes())).sum())
+        self.with_split(|pre, memo| pre.split(text).map(|p| memo.count(bpe, p.as_bytes())).sum())
     }
     fn count_till_limit(&self, text: &str, limit: usize) -> Option<usize> {
         let bpe = self.bpe();
-        self.with_pre(|pre| {
+        self.with_split(|pre, memo| {
             pre.split(text).try_fold(0usize, |used, p| {
-                bpe.count_till_limit(p.as_bytes(), limit - used)
-                    .map(|n| used + n)
+                let left = limit - used;
+                if p.len() > MEMO_PIECE {
+                    bpe.count_till_limit(p.as_bytes(), left).map(|n| used + n)
+                } else {
+                    let n = memo.count(bpe, p.as_bytes());
+                    (n <= left).then_some(used + n)
+                }
             })
         })
     }
@@ -526,6 +613,68 @@ mod tests {
         assert_eq!(t.count("12345678"), 2);
         assert_eq!(t.count("ééé"), 1);
         assert_eq!(t.name(), "chars4");
+    }
+
+    /// The piece memo gives what the BPE gives: over the real fixture rows (far more
+    /// distinct pieces than slots, so slots are taken over again and again), twice in a
+    /// row (the second time mostly from the memo), and for the early stop of
+    /// `count_till_limit`.
+    #[test]
+    fn the_piece_memo_counts_as_the_bpe() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/swe_agent_demo_trajs.jsonl"
+        ))
+        .unwrap();
+        let mut samples: Vec<String> = text.lines().map(str::to_string).collect();
+        // Distinct pieces by the thousand: words, numbers, punctuation runs.
+        let word = |mut i: usize| {
+            let mut w = String::from(" ");
+            while i > 0 {
+                w.push(char::from(b'a' + (i % 26) as u8));
+                i /= 26;
+            }
+            w
+        };
+        samples.push(
+            (1..30_000)
+                .map(|i| format!("{} {i}.{}", word(i), "!".repeat(i % 7)))
+                .collect(),
+        );
+        samples.push(
+            " the quick brown fox, Jumped over 12345 lazy dogs\r\n\t 日本語 🦀🦀🦀 \
+                      supercalifragilisticexpialidocious ::<>?! ';DROP TABLE"
+                .into(),
+        );
+        for enc in [Encoding::O200k, Encoding::Cl100k] {
+            let b = BpeOpenai::new(enc);
+            let bpe = b.bpe();
+            let mut pieces = std::collections::HashSet::new();
+            for round in 0..2 {
+                for s in &samples {
+                    let plain: usize = b.with_pre(|pre| {
+                        pre.split(s)
+                            .map(|p| {
+                                pieces.insert(p.to_string());
+                                bpe.count(p.as_bytes())
+                            })
+                            .sum()
+                    });
+                    assert_eq!(b.count(s), plain, "{enc:?} round {round}");
+                }
+            }
+            assert!(pieces.len() > 4 * MEMO_SLOTS, "{} pieces", pieces.len());
+            let s = samples.last().unwrap();
+            let n = b.count(s);
+            for limit in 0..=n + 1 {
+                let expect = (n <= limit).then_some(n);
+                assert_eq!(
+                    b.count_till_limit(s, limit),
+                    expect,
+                    "{enc:?} limit {limit}"
+                );
+            }
+        }
     }
 
     #[test]
