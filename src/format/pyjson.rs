@@ -2,6 +2,9 @@
 //! traj's rows are byte-identical to the reference's: `", "` between items, `": "` after
 //! keys, non-ASCII as is, and floats as Python's `repr` (`1e-05`, `1e+16`, `100.0`).
 //!
+//! [`write_compact`] writes serde_json's own compact form (`serde_json::to_writer`,
+//! byte for byte) with the same escaping loop, for whole rows.
+//!
 //! [`Style::Envelope`] additionally writes the closing tags of the Hermes envelope that
 //! occur inside JSON strings (`</think>`, `</tool_call>`, `</tool_response>`,
 //! `</tools>`) as `<\/...`: the same string to any JSON parser, but no longer a tag to a
@@ -49,7 +52,7 @@ pub fn write_str_nested(out: &mut Vec<u8>, s: &str, style: Style) {
 /// Append the JSON text of `v`, escaped for the inside of an outer JSON string, in one
 /// pass (no intermediate string).
 pub fn write_value_nested(out: &mut Vec<u8>, v: &Value, style: Style) {
-    write_any::<true>(out, v, style);
+    write_any::<true, false>(out, v, style);
 }
 
 /// The escaping loop. `lt`: escape closing tags as `<\/`; `nested`: escape the escapes
@@ -139,20 +142,21 @@ fn needs_attention(c: u8, lt: bool) -> bool {
 
 /// Append `v` to `out` in the given style.
 pub fn write_value(out: &mut Vec<u8>, v: &Value, style: Style) {
-    write_any::<false>(out, v, style);
+    write_any::<false, false>(out, v, style);
 }
 
-/// The one value writer behind [`write_value`] and [`write_value_nested`]: `NESTED`
-/// only changes how strings (and keys) are written, since null, booleans and numbers
-/// hold nothing to escape. A const parameter, so each form compiles to its own loop.
-fn write_any<const NESTED: bool>(out: &mut Vec<u8>, v: &Value, style: Style) {
-    let string = |out: &mut Vec<u8>, s: &str| {
-        if NESTED {
-            write_str_nested(out, s, style);
-        } else {
-            write_str(out, s, style);
-        }
-    };
+/// Append the object `m` as `serde_json::to_writer` writes it: no white space,
+/// serde_json's escapes. The escaping loop skips plain bytes 16 at a time, where
+/// serde_json looks at each byte.
+pub fn write_compact(out: &mut Vec<u8>, m: &serde_json::Map<String, Value>) {
+    write_object::<false, true>(out, m, Style::Python);
+}
+
+/// The one value writer behind [`write_value`], [`write_value_nested`] and
+/// [`write_compact`]: `NESTED` only changes how strings (and keys) are written, since
+/// null, booleans and numbers hold nothing to escape; `COMPACT` drops the space after
+/// `,` and `:`. Const parameters, so each form compiles to its own loop.
+fn write_any<const NESTED: bool, const COMPACT: bool>(out: &mut Vec<u8>, v: &Value, style: Style) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -162,29 +166,43 @@ fn write_any<const NESTED: bool>(out: &mut Vec<u8>, v: &Value, style: Style) {
         Value::Number(n) => {
             let _ = write!(out, "{n}");
         }
-        Value::String(s) => string(out, s),
+        Value::String(s) => write_string::<NESTED>(out, s, style),
         Value::Array(items) => {
             out.push(b'[');
             for (i, it) in items.iter().enumerate() {
                 if i > 0 {
-                    out.extend_from_slice(b", ");
+                    out.extend_from_slice(if COMPACT { b"," } else { b", " });
                 }
-                write_any::<NESTED>(out, it, style);
+                write_any::<NESTED, COMPACT>(out, it, style);
             }
             out.push(b']');
         }
-        Value::Object(m) => {
-            out.push(b'{');
-            for (i, (k, it)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                string(out, k);
-                out.extend_from_slice(b": ");
-                write_any::<NESTED>(out, it, style);
-            }
-            out.push(b'}');
+        Value::Object(m) => write_object::<NESTED, COMPACT>(out, m, style),
+    }
+}
+
+fn write_object<const NESTED: bool, const COMPACT: bool>(
+    out: &mut Vec<u8>,
+    m: &serde_json::Map<String, Value>,
+    style: Style,
+) {
+    out.push(b'{');
+    for (i, (k, it)) in m.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(if COMPACT { b"," } else { b", " });
         }
+        write_string::<NESTED>(out, k, style);
+        out.extend_from_slice(if COMPACT { b":" } else { b": " });
+        write_any::<NESTED, COMPACT>(out, it, style);
+    }
+    out.push(b'}');
+}
+
+fn write_string<const NESTED: bool>(out: &mut Vec<u8>, s: &str, style: Style) {
+    if NESTED {
+        write_str_nested(out, s, style);
+    } else {
+        write_str(out, s, style);
     }
 }
 
@@ -381,6 +399,37 @@ mod tests {
         }
         let ours = to_string(&Value::String(s.clone()), Style::Python);
         assert_eq!(ours, serde_json::to_string(&s).unwrap());
+    }
+
+    /// `write_compact` is `serde_json::to_writer`, byte for byte: every byte class in
+    /// keys and values, numbers as written, nesting, and every row of the fixtures.
+    #[test]
+    fn compact_writing_equals_serde_json() {
+        let mut s = String::new();
+        for c in (0u32..0x80).chain([0xe9, 0x2028, 0x1f600]) {
+            s.push(char::from_u32(c).unwrap());
+            s.push_str("abcdefghijklmnopq");
+        }
+        let numbers: Value = serde_json::from_str(
+            r#"[0, -1, 1.50, 1e400, 12345678901234567890123456789, -0.0, 2E-7]"#,
+        )
+        .unwrap();
+        let v = json!({s.clone(): [s, numbers, {}, [], null, true, false, {"a": {"b": [1]}}]});
+        let mut rows = vec![v.as_object().unwrap().clone()];
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "jsonl") {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                rows.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()));
+            }
+        }
+        assert!(rows.len() > 100, "{} rows", rows.len());
+        for m in &rows {
+            let mut ours = Vec::new();
+            write_compact(&mut ours, m);
+            assert_eq!(ours, serde_json::to_vec(m).unwrap());
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::Result;
 
+use super::summary::Outcome;
 use super::{Begun, Compressor, Waiting};
 use crate::io::{OnError, Record, Records, Rejects, Select, Source, Summary, Tally, Verdict};
 
@@ -134,6 +135,15 @@ struct Item {
     line: Vec<u8>,
 }
 
+/// What a CPU worker does next: begin a new row, or finish one whose summary came.
+enum Work {
+    Begin(Item),
+    Finish(Box<Finished>),
+}
+
+/// A row back from the summary workers: its summary, for a CPU worker to put in.
+type Finished = (Item, Waiting, Outcome);
+
 /// A row finished: its output and verdict, or a worker's panic.
 enum Msg {
     Done(Item, Vec<u8>, Verdict),
@@ -180,6 +190,7 @@ fn run(
     let stop = AtomicBool::new(false);
     let (cpu_tx, cpu_rx) = crossbeam_channel::unbounded::<Item>();
     let (wait_tx, wait_rx) = crossbeam_channel::unbounded::<(Item, Waiting)>();
+    let (fin_tx, fin_rx) = crossbeam_channel::unbounded::<Box<Finished>>();
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<Msg>();
     let mut tally = Tally::new(cfg.on_error, cfg.drops_are_loss, rejects);
     let mut panicked = None;
@@ -210,16 +221,55 @@ fn run(
             Ok(())
         });
         for _ in 0..cfg.workers.max(1) {
-            let (cpu_rx, wait_tx, done_tx) = (cpu_rx.clone(), wait_tx.clone(), done_tx.clone());
+            let (cpu_rx, fin_rx, done_tx) = (cpu_rx.clone(), fin_rx.clone(), done_tx.clone());
+            let mut wait_tx = Some(wait_tx.clone());
             s.spawn(move || {
-                for item in cpu_rx.iter() {
+                loop {
+                    // A summarised row first: it holds the output behind it.
+                    let work = match fin_rx.try_recv() {
+                        Ok(f) => Work::Finish(f),
+                        Err(_) if wait_tx.is_none() => match fin_rx.recv() {
+                            Ok(f) => Work::Finish(f),
+                            Err(_) => break,
+                        },
+                        Err(_) => crossbeam_channel::select! {
+                            recv(fin_rx) -> f => match f {
+                                Ok(f) => Work::Finish(f),
+                                // No summary worker is left: the run is stopping.
+                                Err(_) => break,
+                            },
+                            recv(cpu_rx) -> item => match item {
+                                Ok(item) => Work::Begin(item),
+                                Err(_) => {
+                                    // No row is left to begin, so none to summarise
+                                    // from here: the summary workers end once every
+                                    // CPU worker has let go of their queue.
+                                    wait_tx = None;
+                                    continue;
+                                }
+                            },
+                        },
+                    };
                     let mut buf = Vec::new();
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        comp.begin(&item.line, &mut buf)
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match work {
+                        Work::Begin(item) => match comp.begin(&item.line, &mut buf) {
+                            Begun::Done(v) => Some((item, v)),
+                            Begun::Wait(w) => {
+                                let queue = wait_tx.as_ref().expect("rows still come");
+                                // A closed queue means the run is stopping.
+                                let _ = queue.send((item, *w));
+                                None
+                            }
+                        },
+                        Work::Finish(f) => {
+                            let (item, w, outcome) = *f;
+                            let v = comp.complete(w, outcome, &item.line, &mut buf);
+                            Some((item, v))
+                        }
                     }));
                     let sent = match r {
-                        Ok(Begun::Done(v)) => done_tx.send(Msg::Done(item, buf, v)).is_ok(),
-                        Ok(Begun::Wait(w)) => wait_tx.send((item, *w)).is_ok(),
+                        Ok(Some((item, v))) => done_tx.send(Msg::Done(item, buf, v)).is_ok(),
+                        Ok(None) => true,
                         Err(p) => {
                             let _ = done_tx.send(Msg::Panic(p));
                             false
@@ -231,34 +281,33 @@ fn run(
                 }
             });
         }
-        drop((cpu_rx, wait_tx));
+        drop((cpu_rx, fin_rx, wait_tx));
         for _ in 0..cfg.concurrent.max(1) {
-            let (wait_rx, done_tx) = (wait_rx.clone(), done_tx.clone());
+            let (wait_rx, fin_tx, done_tx) = (wait_rx.clone(), fin_tx.clone(), done_tx.clone());
             s.spawn(move || {
                 for (item, w) in wait_rx.iter() {
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        let outcome = comp.summarize(&w);
-                        let mut buf = Vec::new();
-                        let v = comp.complete(w, outcome, &item.line, &mut buf);
-                        (buf, v)
-                    }));
-                    let sent = match r {
-                        Ok((buf, v)) => done_tx.send(Msg::Done(item, buf, v)).is_ok(),
+                    // Only the network wait here: the row is finished (counted and
+                    // written) by a CPU worker, whose tokenizer is warm.
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        comp.summarize(&w)
+                    })) {
+                        Ok(outcome) => {
+                            if fin_tx.send(Box::new((item, w, outcome))).is_err() {
+                                break;
+                            }
+                        }
                         Err(p) => {
                             let _ = done_tx.send(Msg::Panic(p));
-                            false
+                            break;
                         }
-                    };
-                    if !sent {
-                        break;
                     }
                 }
             });
         }
-        drop((wait_rx, done_tx));
+        drop((wait_rx, fin_tx, done_tx));
         // The writer: rows back in input order.
         let result = (|| -> Result<()> {
             let mut ahead: BTreeMap<u64, (Item, Vec<u8>, Verdict)> = BTreeMap::new();
@@ -355,6 +404,7 @@ mod tests {
             let first = req.turns[req.start]["value"].as_str().unwrap_or("");
             Outcome {
                 text: Ok(format!("[CONTEXT SUMMARY]: {}", &first[..4])),
+                tokens: None,
                 api_calls: 1,
                 errors: 0,
             }

@@ -297,7 +297,7 @@ impl Compressor {
             if self.settings.per_trajectory_metrics && !m.skipped_under_target {
                 row.obj.insert("compression_metrics".into(), m.to_json());
             }
-            serde_json::to_writer(&mut *out, &row.obj).expect("writing to a Vec");
+            crate::format::pyjson::write_compact(out, &row.obj);
             out.push(b'\n');
         } else {
             push_line(out, line);
@@ -421,8 +421,8 @@ impl Compressor {
         let region_tokens: usize = tokens[start..until].iter().sum();
         m.api_calls = outcome.api_calls;
         m.errors = outcome.errors;
-        let (text, summarizer) = match outcome.text {
-            Ok(t) => (t, self.summarizer.name()),
+        let (text, counted, summarizer) = match outcome.text {
+            Ok(t) => (t, outcome.tokens, self.summarizer.name()),
             Err(f) => {
                 m.summary_failed = true;
                 match self.settings.on_summary_failure {
@@ -434,12 +434,13 @@ impl Compressor {
                     }
                     OnSummaryFailure::Placeholder => {
                         m.reason = Some(f.reason());
-                        (summary::PLACEHOLDER.to_string(), "placeholder".to_string())
+                        let text = summary::PLACEHOLDER.to_string();
+                        (text, None, "placeholder".to_string())
                     }
                 }
             }
         };
-        let summary_tokens = self.tokenizer.count(&text);
+        let summary_tokens = counted.unwrap_or_else(|| self.tokenizer.count(&text));
         if !m.summary_failed && summary_tokens >= region_tokens {
             // The summary would not save anything: keep the turns.
             m.reason = Some(plan::Keep::NoNetSavings.as_str().to_string());

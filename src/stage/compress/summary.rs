@@ -127,6 +127,9 @@ impl Failure {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub text: Result<String, Failure>,
+    /// The tokens of an `Ok` text, when the summarizer counted them with the run's
+    /// tokenizer (the offline one does, to fit its budget); `None`: not counted.
+    pub tokens: Option<usize>,
     /// Attempts sent to the API (0 for the offline summarizer).
     pub api_calls: u32,
     /// Failed attempts.
@@ -238,6 +241,7 @@ impl Summarizer for LlmSummarizer {
             if Instant::now() >= deadline {
                 return Outcome {
                     text: Err(Failure::Timeout),
+                    tokens: None,
                     api_calls: calls,
                     errors,
                 };
@@ -266,6 +270,7 @@ impl Summarizer for LlmSummarizer {
                     }
                     return Outcome {
                         text: Ok(text),
+                        tokens: None,
                         api_calls: calls,
                         errors,
                     };
@@ -276,6 +281,7 @@ impl Summarizer for LlmSummarizer {
                     if e.class == ErrorClass::Timeout && Instant::now() >= deadline {
                         return Outcome {
                             text: Err(Failure::Timeout),
+                            tokens: None,
                             api_calls: calls,
                             errors,
                         };
@@ -294,6 +300,7 @@ impl Summarizer for LlmSummarizer {
         };
         Outcome {
             text,
+            tokens: None,
             api_calls: calls,
             errors,
         }
@@ -451,20 +458,28 @@ fn commands_of(turn: &Value, shape: Shape, out: &mut Vec<String>) {
     }
 }
 
+/// What marks a line of tool output as an error report.
+const ERROR_NEEDLES: [&str; 10] = [
+    "Error",
+    "error:",
+    "ERROR",
+    "Traceback",
+    "Exception",
+    "FAILED",
+    "failed",
+    "No such file",
+    "command not found",
+    "fatal:",
+];
+
 fn is_error_line(l: &str) -> bool {
-    const NEEDLES: [&str; 10] = [
-        "Error",
-        "error:",
-        "ERROR",
-        "Traceback",
-        "Exception",
-        "FAILED",
-        "failed",
-        "No such file",
-        "command not found",
-        "fatal:",
-    ];
-    NEEDLES.iter().any(|n| l.contains(n))
+    // One pass over the line for all the needles (a search per needle cost more than
+    // the rest of the extract on long tool outputs).
+    static NEEDLES: std::sync::LazyLock<aho_corasick::AhoCorasick> =
+        std::sync::LazyLock::new(|| {
+            aho_corasick::AhoCorasick::new(ERROR_NEEDLES).expect("fixed needles")
+        });
+    NEEDLES.is_match(l)
 }
 
 fn looks_like_path(w: &str) -> bool {
@@ -505,20 +520,37 @@ fn files_in_errors(lines: &[&str], out: &mut Vec<String>) {
 /// More file names than fit in any summary budget.
 const MAX_FILES: usize = 64;
 
+/// The words of `text` that look like paths (see [`looks_like_path`]), each once, in
+/// order. A word is a run of alphanumeric characters and `/ . _ -`; only a word with a
+/// `/` or a `.` can be a path, so the scan jumps from one of those to the next and
+/// reads the word around it.
 fn files_in_part(text: &str, out: &mut Vec<String>) {
-    if out.len() >= MAX_FILES {
-        return;
-    }
     let is_word = |c: char| c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-');
-    let mut rest = text;
-    while let Some(start) = rest.find(is_word) {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while out.len() < MAX_FILES {
+        let Some(hit) = memchr::memchr2(b'/', b'.', &bytes[from..]) else {
+            break;
+        };
+        let hit = from + hit;
+        // The word around the hit: back to its first character, on to its end.
+        let start = text[from..hit]
+            .char_indices()
+            .rev()
+            .take_while(|&(_, c)| is_word(c))
+            .last()
+            .map_or(hit, |(i, _)| from + i);
+        let end = text[hit..]
+            .char_indices()
+            .find(|&(_, c)| !is_word(c))
+            .map_or(text.len(), |(i, _)| hit + i);
+        from = end;
         // A word right after `<` is a tag (`</returncode>`), not a path.
-        let tag = rest[..start].ends_with('<');
-        let tail = &rest[start..];
-        let end = tail.find(|c: char| !is_word(c)).unwrap_or(tail.len());
-        let w = tail[..end].trim_matches(|c| c == '.' || c == '-');
-        rest = &tail[end..];
-        if !tag && looks_like_path(w) && out.len() < MAX_FILES && !out.iter().any(|x| x == w) {
+        if start > 0 && bytes[start - 1] == b'<' {
+            continue;
+        }
+        let w = text[start..end].trim_matches(|c| c == '.' || c == '-');
+        if looks_like_path(w) && !out.iter().any(|x| x == w) {
             out.push(w.to_string());
         }
     }
@@ -527,6 +559,11 @@ fn files_in_part(text: &str, out: &mut Vec<String>) {
 impl Extractive {
     /// The summary text (deterministic) within `req.budget` tokens.
     pub fn summary(req: &Request) -> String {
+        Extractive::counted(req).0
+    }
+
+    /// [`Extractive::summary`] and its tokens by `req.tokenizer`.
+    pub fn counted(req: &Request) -> (String, usize) {
         let (mut commands, mut errors, mut results, mut files) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (i, t) in req.turns.iter().enumerate().take(req.until).skip(req.start) {
@@ -618,8 +655,9 @@ impl Extractive {
             s
         };
         let mut text = render(&picked);
+        let mut tokens = tok.count(&text);
         // The per-item estimate can be off by a token at joins: trim until it fits.
-        while tok.count(&text) > budget {
+        while tokens > budget {
             match picked.iter_mut().rev().find(|p| !p.is_empty()) {
                 Some(p) => {
                     p.pop();
@@ -627,8 +665,9 @@ impl Extractive {
                 None => break,
             }
             text = render(&picked);
+            tokens = tok.count(&text);
         }
-        text
+        (text, tokens)
     }
 }
 
@@ -640,8 +679,10 @@ impl Summarizer for Extractive {
         false
     }
     fn summarize(&self, req: &Request) -> Outcome {
+        let (text, tokens) = Extractive::counted(req);
         Outcome {
-            text: Ok(Extractive::summary(req)),
+            text: Ok(text),
+            tokens: Some(tokens),
             api_calls: 0,
             errors: 0,
         }
@@ -793,6 +834,41 @@ mod tests {
     }
 
     /// On real SWE-agent trajectories, `Files:` lists what the agent named or what an
+    /// The words that look like paths, each once and in order, whatever surrounds them
+    /// (tags, punctuation, non-ASCII letters, a path at either end of the text).
+    #[test]
+    fn files_in_part_finds_paths_as_words() {
+        let cases: [(&str, &[&str]); 12] = [
+            ("", &[]),
+            ("no paths here at all", &[]),
+            ("src/main.rs", &["src/main.rs"]),
+            // Dots and dashes are trimmed off both ends of a word.
+            ("edit ./a.py then src/b.rs.", &["/a.py", "src/b.rs"]),
+            ("-./-a/b/c-", &["/-a/b/c"]),
+            ("x.py<y.py a<b/c/d", &["x.py"]),
+            ("日本/語/x.rs", &["日本/語/x.rs"]),
+            ("</returncode> <a/b/c> x/y/z", &["x/y/z"]),
+            ("File \"/tmp/x/ß.py\", line 3", &["/tmp/x/ß.py"]),
+            (
+                "naïve/dir/é.txt, --flag=x.md; http://h/x.py a//b.py",
+                &["naïve/dir/é.txt", "x.md"],
+            ),
+            ("/tmp alone, /usr/bin twice /usr/bin", &["/usr/bin"]),
+            ("end of a sentence. Then...dots.. and .rs", &[]),
+        ];
+        for (text, want) in cases {
+            let mut out = Vec::new();
+            files_in_part(text, &mut out);
+            assert_eq!(out, want, "{text:?}");
+        }
+        // At most MAX_FILES, the first ones.
+        let many: String = (0..100).map(|i| format!("d/f{i}.rs ")).collect();
+        let mut out = Vec::new();
+        files_in_part(&many, &mut out);
+        assert_eq!(out.len(), MAX_FILES);
+        assert_eq!(out[MAX_FILES - 1], format!("d/f{}.rs", MAX_FILES - 1));
+    }
+
     /// error line names: no `</returncode>` tag as `/returncode`, no `ls` listing.
     #[test]
     fn extractive_files_are_not_noise_on_swe_agent_runs() {
