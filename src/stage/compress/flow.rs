@@ -4,17 +4,21 @@
 //! into a bounded reorder [`Window`]; CPU workers parse, count and plan a row
 //! ([`Compressor::begin`]); a row that needs a summary goes to the summary workers (up
 //! to `--max-concurrent-requests` requests in flight across the whole input), which
-//! wait on the network, retries and `Retry-After` included, and then finish it
-//! ([`Compressor::complete`]); rows that need no summary never wait for one. The
-//! writer puts the rows back in input order and applies the bad-line policy
-//! ([`crate::io::Tally`]). A row sleeping on `Retry-After` holds back only the output
-//! behind it, and only once the window is full: the rows in the window, and their
-//! bytes, are bounded ([`Window::admit`]), so memory is too. The output is the one
-//! [`Compressor::line`] makes, row for row.
+//! only wait on the network, retries and `Retry-After` included, and hand the summary
+//! back to the CPU workers, which finish the row ([`Compressor::complete`]) with their
+//! warm tokenizers; rows that need no summary never wait for one. The CPU workers plan
+//! new rows before they finish summarised ones (a row's summary is asked for as soon as
+//! it is planned, and the retries of the last ones asked are what a run waits for at
+//! its end), until a quarter of the window waits to be finished. The writer puts the
+//! rows back in input order and applies the bad-line policy ([`crate::io::Tally`]). A
+//! row sleeping on `Retry-After` holds back only the output behind it, and only once
+//! the window is full: the rows in the window, and their bytes, are bounded
+//! ([`Window::admit`]), so memory is too. The output is the one [`Compressor::line`]
+//! makes, row for row.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::Result;
@@ -132,7 +136,11 @@ struct Item {
     source_index: usize,
     lineno: u64,
     index: u64,
+    /// The line; emptied once the row is written (its output holds what is kept), so
+    /// that only the lines of rows that may go to the rejects stay in the window.
     line: Vec<u8>,
+    /// The line's length.
+    len: usize,
 }
 
 /// What a CPU worker does next: begin a new row, or finish one whose summary came.
@@ -188,6 +196,8 @@ fn run(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary> {
     let stop = AtomicBool::new(false);
+    // Input bytes of the rows summarised and not yet finished.
+    let finishing = AtomicUsize::new(0);
     let (cpu_tx, cpu_rx) = crossbeam_channel::unbounded::<Item>();
     let (wait_tx, wait_rx) = crossbeam_channel::unbounded::<(Item, Waiting)>();
     let (fin_tx, fin_rx) = crossbeam_channel::unbounded::<Box<Finished>>();
@@ -196,7 +206,7 @@ fn run(
     let mut panicked = None;
     let mut read_result: Result<()> = Ok(());
     let write_result = std::thread::scope(|s| {
-        let (stop, window) = (&stop, window);
+        let (stop, window, finishing) = (&stop, window, &finishing);
         let select = cfg.select.clone();
         let reader = s.spawn(move || -> Result<()> {
             let mut records = Records::new(sources, select);
@@ -212,6 +222,7 @@ fn run(
                     lineno: rec.lineno,
                     index: rec.index,
                     line: rec.bytes.to_vec(),
+                    len: rec.bytes.len(),
                 };
                 seq += 1;
                 if cpu_tx.send(item).is_err() {
@@ -220,19 +231,48 @@ fn run(
             }
             Ok(())
         });
+        let bound = window.bound();
+        let (backlog_rows, backlog_bytes) = (bound.rows / 4, bound.bytes / 4);
         for _ in 0..cfg.workers.max(1) {
             let (cpu_rx, fin_rx, done_tx) = (cpu_rx.clone(), fin_rx.clone(), done_tx.clone());
             let mut wait_tx = Some(wait_tx.clone());
             s.spawn(move || {
                 loop {
-                    // A summarised row first: it holds the output behind it.
-                    let work = match fin_rx.try_recv() {
-                        Ok(f) => Work::Finish(f),
-                        Err(_) if wait_tx.is_none() => match fin_rx.recv() {
+                    // New rows first: the sooner a row is planned, the sooner its
+                    // summary is asked for, and a summary's retries are what the run
+                    // waits for at its end. Summarised rows are finished in between,
+                    // first once a quarter of the window waits to be finished (they
+                    // hold the output behind them, and more memory than their line).
+                    let backlog = fin_rx.len() >= backlog_rows
+                        || finishing.load(Ordering::Relaxed) >= backlog_bytes;
+                    let mut next = None;
+                    if backlog && let Ok(f) = fin_rx.try_recv() {
+                        next = Some(Work::Finish(f));
+                    }
+                    if next.is_none() && wait_tx.is_some() {
+                        match cpu_rx.try_recv() {
+                            Ok(item) => next = Some(Work::Begin(item)),
+                            Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                                // No row is left to begin, so none to summarise from
+                                // here: the summary workers end once every CPU worker
+                                // has let go of their queue.
+                                wait_tx = None;
+                            }
+                            Err(crossbeam_channel::TryRecvError::Empty) => {}
+                        }
+                    }
+                    if next.is_none()
+                        && let Ok(f) = fin_rx.try_recv()
+                    {
+                        next = Some(Work::Finish(f));
+                    }
+                    let work = match next {
+                        Some(w) => w,
+                        None if wait_tx.is_none() => match fin_rx.recv() {
                             Ok(f) => Work::Finish(f),
                             Err(_) => break,
                         },
-                        Err(_) => crossbeam_channel::select! {
+                        None => crossbeam_channel::select! {
                             recv(fin_rx) -> f => match f {
                                 Ok(f) => Work::Finish(f),
                                 // No summary worker is left: the run is stopping.
@@ -241,15 +281,15 @@ fn run(
                             recv(cpu_rx) -> item => match item {
                                 Ok(item) => Work::Begin(item),
                                 Err(_) => {
-                                    // No row is left to begin, so none to summarise
-                                    // from here: the summary workers end once every
-                                    // CPU worker has let go of their queue.
                                     wait_tx = None;
                                     continue;
                                 }
                             },
                         },
                     };
+                    if let Work::Finish(f) = &work {
+                        finishing.fetch_sub(f.0.len, Ordering::Relaxed);
+                    }
                     let mut buf = Vec::new();
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match work {
                         Work::Begin(item) => match comp.begin(&item.line, &mut buf) {
@@ -268,7 +308,12 @@ fn run(
                         }
                     }));
                     let sent = match r {
-                        Ok(Some((item, v))) => done_tx.send(Msg::Done(item, buf, v)).is_ok(),
+                        Ok(Some((mut item, v))) => {
+                            if matches!(v, Verdict::Written) {
+                                item.line = Vec::new();
+                            }
+                            done_tx.send(Msg::Done(item, buf, v)).is_ok()
+                        }
                         Ok(None) => true,
                         Err(p) => {
                             let _ = done_tx.send(Msg::Panic(p));
@@ -295,6 +340,7 @@ fn run(
                         comp.summarize(&w)
                     })) {
                         Ok(outcome) => {
+                            finishing.fetch_add(item.len, Ordering::Relaxed);
                             if fin_tx.send(Box::new((item, w, outcome))).is_err() {
                                 break;
                             }
@@ -334,8 +380,8 @@ fn run(
                     if written {
                         out.write_all(&buf)?;
                     }
-                    progress(item.line.len() as u64 + 1);
-                    window.release(item.line.len());
+                    progress(item.len as u64 + 1);
+                    window.release(item.len);
                     next += 1;
                 }
             }

@@ -297,6 +297,8 @@ impl Compressor {
             if self.settings.per_trajectory_metrics && !m.skipped_under_target {
                 row.obj.insert("compression_metrics".into(), m.to_json());
             }
+            // A row rewritten is seldom longer than it came: room for that, at once.
+            out.reserve(line.len() + 1);
             crate::format::pyjson::write_compact(out, &row.obj);
             out.push(b'\n');
         } else {
