@@ -18,7 +18,9 @@
 //!
 //! Threads: the BPE tables are shared; what holds per-search caches (the pre-tokenizer
 //! regex) is built once per thread, because one shared regex serialises the threads on
-//! its cache pool (see `performance-notes.md`, "Share tokenizers across threads").
+//! its cache pool (see `performance-notes.md`, "Share tokenizers across threads"). Each
+//! thread also remembers the counts of the short pieces it split last (`PieceMemo`):
+//! text repeats its words, and a look-up costs a fraction of the BPE.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
