@@ -390,13 +390,19 @@ mod tests {
         );
     }
 
-    #[test]
-    fn escaping_matches_serde_on_every_byte_class() {
+    /// Every ASCII byte and a few longer characters, each followed by `filler`.
+    fn every_byte_class(filler: &str) -> String {
         let mut s = String::new();
         for c in (0u32..0x80).chain([0xe9, 0x2028, 0x1f600]) {
             s.push(char::from_u32(c).unwrap());
-            s.push_str("abcdefgh");
+            s.push_str(filler);
         }
+        s
+    }
+
+    #[test]
+    fn escaping_matches_serde_on_every_byte_class() {
+        let s = every_byte_class("abcdefgh");
         let ours = to_string(&Value::String(s.clone()), Style::Python);
         assert_eq!(ours, serde_json::to_string(&s).unwrap());
     }
@@ -405,11 +411,7 @@ mod tests {
     /// keys and values, numbers as written, nesting, and every row of the fixtures.
     #[test]
     fn compact_writing_equals_serde_json() {
-        let mut s = String::new();
-        for c in (0u32..0x80).chain([0xe9, 0x2028, 0x1f600]) {
-            s.push(char::from_u32(c).unwrap());
-            s.push_str("abcdefghijklmnopq");
-        }
+        let s = every_byte_class("abcdefghijklmnopq");
         let numbers: Value = serde_json::from_str(
             r#"[0, -1, 1.50, 1e400, 12345678901234567890123456789, -0.0, 2E-7]"#,
         )
