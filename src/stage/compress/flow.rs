@@ -152,6 +152,67 @@ enum Work {
 /// A row back from the summary workers: its summary, for a CPU worker to put in.
 type Finished = (Item, Waiting, Outcome);
 
+/// Where one CPU worker takes its work from, and sends the rows it planned to be
+/// summarised.
+struct Queues<'a> {
+    rows: crossbeam_channel::Receiver<Item>,
+    finished: crossbeam_channel::Receiver<Box<Finished>>,
+    /// `None` once no row is left to begin, so none to summarise from here: the summary
+    /// workers end once every CPU worker has let go of their queue.
+    summarise: Option<crossbeam_channel::Sender<(Item, Waiting)>>,
+    /// Input bytes of the rows summarised and not yet finished.
+    finishing: &'a AtomicUsize,
+    /// From how many waiting rows, or their bytes, finishing comes first.
+    backlog: Bound,
+}
+
+impl Queues<'_> {
+    /// The next work: a new row first (the sooner a row is planned, the sooner its
+    /// summary is asked for, and a summary's retries are what the run waits for at its
+    /// end), a summarised row when no new row is there, or first once the backlog is
+    /// reached (those rows hold the output behind them, and more memory than their
+    /// line). `None`: nothing is left, or the run is stopping.
+    fn next(&mut self) -> Option<Work> {
+        loop {
+            let backlog = self.finished.len() >= self.backlog.rows
+                || self.finishing.load(Ordering::Relaxed) >= self.backlog.bytes;
+            if backlog && let Ok(f) = self.finished.try_recv() {
+                return Some(self.finish(f));
+            }
+            if self.summarise.is_some() {
+                match self.rows.try_recv() {
+                    Ok(item) => return Some(Work::Begin(item)),
+                    Err(crossbeam_channel::TryRecvError::Disconnected) => self.summarise = None,
+                    Err(crossbeam_channel::TryRecvError::Empty) => {}
+                }
+            }
+            if let Ok(f) = self.finished.try_recv() {
+                return Some(self.finish(f));
+            }
+            if self.summarise.is_none() {
+                return self.finished.recv().ok().map(|f| self.finish(f));
+            }
+            // Wait for either; a closed `finished` means no summary worker is left: the
+            // run is stopping.
+            let no_rows = crossbeam_channel::select! {
+                recv(self.finished) -> f => return f.ok().map(|f| self.finish(f)),
+                recv(self.rows) -> item => match item {
+                    Ok(item) => return Some(Work::Begin(item)),
+                    Err(_) => true,
+                },
+            };
+            if no_rows {
+                self.summarise = None;
+            }
+        }
+    }
+
+    fn finish(&self, f: Box<Finished>) -> Work {
+        self.finishing.fetch_sub(f.0.len, Ordering::Relaxed);
+        Work::Finish(f)
+    }
+}
+
 /// A row finished: its output and verdict, or a worker's panic.
 enum Msg {
     Done(Item, Vec<u8>, Verdict),
@@ -232,70 +293,26 @@ fn run(
             Ok(())
         });
         let bound = window.bound();
-        let (backlog_rows, backlog_bytes) = (bound.rows / 4, bound.bytes / 4);
         for _ in 0..cfg.workers.max(1) {
-            let (cpu_rx, fin_rx, done_tx) = (cpu_rx.clone(), fin_rx.clone(), done_tx.clone());
-            let mut wait_tx = Some(wait_tx.clone());
+            let mut queues = Queues {
+                rows: cpu_rx.clone(),
+                finished: fin_rx.clone(),
+                summarise: Some(wait_tx.clone()),
+                finishing,
+                backlog: Bound {
+                    rows: bound.rows / 4,
+                    bytes: bound.bytes / 4,
+                },
+            };
+            let done_tx = done_tx.clone();
             s.spawn(move || {
-                loop {
-                    // New rows first: the sooner a row is planned, the sooner its
-                    // summary is asked for, and a summary's retries are what the run
-                    // waits for at its end. Summarised rows are finished in between,
-                    // first once a quarter of the window waits to be finished (they
-                    // hold the output behind them, and more memory than their line).
-                    let backlog = fin_rx.len() >= backlog_rows
-                        || finishing.load(Ordering::Relaxed) >= backlog_bytes;
-                    let mut next = None;
-                    if backlog && let Ok(f) = fin_rx.try_recv() {
-                        next = Some(Work::Finish(f));
-                    }
-                    if next.is_none() && wait_tx.is_some() {
-                        match cpu_rx.try_recv() {
-                            Ok(item) => next = Some(Work::Begin(item)),
-                            Err(crossbeam_channel::TryRecvError::Disconnected) => {
-                                // No row is left to begin, so none to summarise from
-                                // here: the summary workers end once every CPU worker
-                                // has let go of their queue.
-                                wait_tx = None;
-                            }
-                            Err(crossbeam_channel::TryRecvError::Empty) => {}
-                        }
-                    }
-                    if next.is_none()
-                        && let Ok(f) = fin_rx.try_recv()
-                    {
-                        next = Some(Work::Finish(f));
-                    }
-                    let work = match next {
-                        Some(w) => w,
-                        None if wait_tx.is_none() => match fin_rx.recv() {
-                            Ok(f) => Work::Finish(f),
-                            Err(_) => break,
-                        },
-                        None => crossbeam_channel::select! {
-                            recv(fin_rx) -> f => match f {
-                                Ok(f) => Work::Finish(f),
-                                // No summary worker is left: the run is stopping.
-                                Err(_) => break,
-                            },
-                            recv(cpu_rx) -> item => match item {
-                                Ok(item) => Work::Begin(item),
-                                Err(_) => {
-                                    wait_tx = None;
-                                    continue;
-                                }
-                            },
-                        },
-                    };
-                    if let Work::Finish(f) = &work {
-                        finishing.fetch_sub(f.0.len, Ordering::Relaxed);
-                    }
+                while let Some(work) = queues.next() {
                     let mut buf = Vec::new();
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match work {
                         Work::Begin(item) => match comp.begin(&item.line, &mut buf) {
                             Begun::Done(v) => Some((item, v)),
                             Begun::Wait(w) => {
-                                let queue = wait_tx.as_ref().expect("rows still come");
+                                let queue = queues.summarise.as_ref().expect("rows still come");
                                 // A closed queue means the run is stopping.
                                 let _ = queue.send((item, *w));
                                 None
