@@ -557,13 +557,9 @@ fn files_in_part(text: &str, out: &mut Vec<String>) {
 }
 
 impl Extractive {
-    /// The summary text (deterministic) within `req.budget` tokens.
-    pub fn summary(req: &Request) -> String {
-        Extractive::counted(req).0
-    }
-
-    /// [`Extractive::summary`] and its tokens by `req.tokenizer`.
-    pub fn counted(req: &Request) -> (String, usize) {
+    /// The summary text (deterministic) within `req.budget` tokens, and its tokens by
+    /// `req.tokenizer`.
+    pub fn summary(req: &Request) -> (String, usize) {
         let (mut commands, mut errors, mut results, mut files) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (i, t) in req.turns.iter().enumerate().take(req.until).skip(req.start) {
@@ -679,7 +675,7 @@ impl Summarizer for Extractive {
         false
     }
     fn summarize(&self, req: &Request) -> Outcome {
-        let (text, tokens) = Extractive::counted(req);
+        let (text, tokens) = Extractive::summary(req);
         Outcome {
             text: Ok(text),
             tokens: Some(tokens),
@@ -814,8 +810,10 @@ mod tests {
             budget: 200,
             tokenizer: &CharsPerToken4,
         };
-        let a = Extractive::summary(&req);
-        assert_eq!(a, Extractive::summary(&req));
+        let (a, tokens) = Extractive::summary(&req);
+        assert_eq!(a, Extractive::summary(&req).0);
+        // The count it hands on is the tokenizer's count of the text.
+        assert_eq!(tokens, CharsPerToken4.count(&a));
         assert!(a.starts_with(PREFIX));
         assert!(a.contains("terminal: cat src/main.py"), "{a}");
         assert!(a.contains("write_file: src/main.py"), "{a}");
@@ -824,7 +822,8 @@ mod tests {
         assert!(!a.contains("<tool_"), "{a}");
         assert!(CharsPerToken4.count(&a) <= 200);
         for budget in [30, 50, 80] {
-            let s = Extractive::summary(&Request { budget, ..req });
+            let (s, tokens) = Extractive::summary(&Request { budget, ..req });
+            assert_eq!(tokens, CharsPerToken4.count(&s), "{budget}");
             assert!(
                 CharsPerToken4.count(&s)
                     <= budget.max(CharsPerToken4.count(s.lines().next().unwrap())),
@@ -893,7 +892,7 @@ mod tests {
                 budget: 2000,
                 tokenizer: &CharsPerToken4,
             };
-            let s = Extractive::summary(&req);
+            let s = Extractive::summary(&req).0;
             let Some((_, files)) = s.split_once("\nFiles:") else {
                 continue;
             };
