@@ -24,6 +24,8 @@
 pub mod cli;
 pub mod cmd;
 pub mod error;
+#[cfg(test)]
+mod fixtures;
 pub mod format;
 pub mod io;
 pub mod llm;

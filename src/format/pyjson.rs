@@ -418,13 +418,9 @@ mod tests {
         .unwrap();
         let v = json!({s.clone(): [s, numbers, {}, [], null, true, false, {"a": {"b": [1]}}]});
         let mut rows = vec![v.as_object().unwrap().clone()];
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "jsonl") {
-                let text = std::fs::read_to_string(&p).unwrap_or_default();
-                rows.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()));
-            }
+        for p in crate::fixtures::jsonl_files() {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            rows.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()));
         }
         assert!(rows.len() > 100, "{} rows", rows.len());
         for m in &rows {

@@ -623,12 +623,7 @@ mod tests {
     /// `count_till_limit`.
     #[test]
     fn the_piece_memo_counts_as_the_bpe() {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/swe_agent_demo_trajs.jsonl"
-        ))
-        .unwrap();
-        let mut samples: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut samples = crate::fixtures::lines(&["swe_agent_demo_trajs.jsonl"]);
         // Distinct pieces by the thousand: words, numbers, punctuation runs.
         let word = |mut i: usize| {
             let mut w = String::from(" ");

@@ -176,23 +176,7 @@ fn system_prompt_round_trips_tools() {
 /// `parse_system`'s, and the prompt written from them is the same bytes.
 #[test]
 fn quick_tool_list_is_the_general_one() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut texts: Vec<String> = Vec::new();
-    for f in [
-        "hermes_reason_tool_use_50.jsonl",
-        "hermes_agent_repairs.jsonl",
-    ] {
-        for line in std::fs::read_to_string(dir.join(f)).unwrap().lines() {
-            let Ok(Value::Object(row)) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            for m in row["conversations"].as_array().into_iter().flatten() {
-                if m["from"] == "system" {
-                    texts.push(m["value"].as_str().unwrap().to_string());
-                }
-            }
-        }
-    }
+    let mut texts = crate::fixtures::hermes_turns("system");
     let tools = vec![ToolSpec {
         name: "t</tool_call>".into(),
         description: "d\n\"x\"".into(),
@@ -285,23 +269,7 @@ fn tags_are_listed_in_discriminant_order() {
 /// content and its outcome is `classify_result`'s.
 #[test]
 fn quick_tool_results_are_the_general_ones() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut texts: Vec<String> = Vec::new();
-    for f in [
-        "hermes_reason_tool_use_50.jsonl",
-        "hermes_agent_repairs.jsonl",
-    ] {
-        for line in std::fs::read_to_string(dir.join(f)).unwrap().lines() {
-            let Ok(Value::Object(row)) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            for m in row["conversations"].as_array().into_iter().flatten() {
-                if m["from"] == "tool" {
-                    texts.push(m["value"].as_str().unwrap().to_string());
-                }
-            }
-        }
-    }
+    let mut texts = crate::fixtures::hermes_turns("tool");
     let contents = [
         json!({"error": null, "output": "ok"}),
         json!({"error": "boom"}),

@@ -671,14 +671,8 @@ mod tests {
                 ..Options::default()
             },
         ];
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect();
-        files.sort();
-        assert!(files.len() >= 5, "fixtures missing in {}", dir.display());
+        let files = crate::fixtures::jsonl_files();
+        assert!(files.len() >= 5, "fixtures missing: {files:?}");
         let (mut lines, mut in_part) = (0, 0);
         for f in &files {
             for raw in std::fs::read(f).unwrap().split(|&b| b == b'\n') {

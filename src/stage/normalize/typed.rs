@@ -492,15 +492,7 @@ mod tests {
     /// takes a line, its bytes, verdict and repairs are the general path's.
     #[test]
     fn the_quick_path_is_the_general_path() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        let mut lines: Vec<String> = Vec::new();
-        for f in [
-            "hermes_reason_tool_use_50.jsonl",
-            "hermes_agent_repairs.jsonl",
-        ] {
-            let text = std::fs::read_to_string(dir.join(f)).unwrap();
-            lines.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
-        }
+        let lines = crate::fixtures::lines(&crate::fixtures::HERMES);
         let edits: &[(&str, &str)] = &[
             ("\"from\": \"human\"", "\"from\": \"user\""),
             ("\"from\": \"human\"", "\"from\": \"ipython\""),
