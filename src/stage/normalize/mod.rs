@@ -220,18 +220,12 @@ fn normalize_row_with(
 
     let start = out.len();
     out.push(b'{');
-    let mut first = true;
-    let mut sep = |out: &mut Vec<u8>| {
-        if !first {
-            out.extend_from_slice(b", ");
-        }
-        first = false;
-    };
+    let mut sep = Members::default();
     let mut stats_done = false;
     let mut errors_done = false;
     for (i, (k, v)) in row.iter().enumerate() {
         if k == key {
-            sep(out);
+            sep.next(out);
             pyjson::write_str(out, new_key, Style::Python);
             out.extend_from_slice(b": ");
             if let Err(e) = write_list(&traj, opts, out) {
@@ -245,15 +239,15 @@ fn normalize_row_with(
         } else if k == "tools" {
             continue;
         } else if k == "tool_stats" {
-            sep(out);
+            sep.next(out);
             write_stats(out, &stats);
             stats_done = true;
         } else if k == "tool_error_counts" {
-            sep(out);
+            sep.next(out);
             write_error_counts(out, &stats);
             errors_done = true;
         } else {
-            sep(out);
+            sep.next(out);
             pyjson::write_str(out, k, Style::Python);
             out.extend_from_slice(b": ");
             match raw.get(i).copied().flatten() {
@@ -377,20 +371,36 @@ fn write_tool_map(
 /// the closing brace and newline.
 fn close_row(
     out: &mut Vec<u8>,
-    sep: &mut impl FnMut(&mut Vec<u8>),
+    sep: &mut Members,
     stats_done: bool,
     errors_done: bool,
     stats: &BTreeMap<String, ToolCount>,
 ) {
     if !stats_done {
-        sep(out);
+        sep.next(out);
         write_stats(out, stats);
     }
     if !errors_done {
-        sep(out);
+        sep.next(out);
         write_error_counts(out, stats);
     }
     out.extend_from_slice(b"}\n");
+}
+
+/// The separators of a row's members: none before the first, `", "` before each other.
+#[derive(Default)]
+struct Members {
+    started: bool,
+}
+
+impl Members {
+    /// Before the next member.
+    fn next(&mut self, out: &mut Vec<u8>) {
+        if self.started {
+            out.extend_from_slice(b", ");
+        }
+        self.started = true;
+    }
 }
 
 fn write_stats(out: &mut Vec<u8>, stats: &BTreeMap<String, ToolCount>) {

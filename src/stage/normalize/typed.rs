@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::error::{BadMessage, BadRow};
 use super::read::{Pending, push_results};
-use super::{AsIs, Columns, Options, Target, close_row, write_error_counts, write_stats};
+use super::{AsIs, Columns, Members, Options, Target, close_row, write_error_counts, write_stats};
 use crate::format::hermes::{self, QuickContent};
 use crate::format::jsonscan;
 use crate::format::model::{
@@ -116,16 +116,10 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
     let stats = tool_stats(traj, known);
     let start = out.len();
     out.push(b'{');
-    let mut first = true;
-    let mut sep = |out: &mut Vec<u8>| {
-        if !first {
-            out.extend_from_slice(b", ");
-        }
-        first = false;
-    };
+    let mut sep = Members::default();
     let (mut stats_done, mut errors_done) = (false, false);
     for (k, f) in &row.fields {
-        sep(out);
+        sep.next(out);
         match f {
             Field::List => {
                 out.extend_from_slice(b"\"conversations\": ");
