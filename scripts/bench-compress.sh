@@ -46,15 +46,9 @@ oa=${TRAJ_BENCH_OPENAI:-target/bench/openai-${mb}mb.jsonl}
 # best_of CMD...: "wall cpu" seconds of the fastest of $repeat runs (cpu = user + sys);
 # the run's stdout is kept in $work/last.out.
 best_of() {
-  local best="" cpu="" line r u s
-  for _ in $(seq "$repeat"); do
-    line=$( { TIMEFORMAT='%R %U %S'; time "$@" > "$work/last.out" 2>> "$work/stderr"; } 2>&1 )
-    read -r r u s <<< "$line"
-    if [ -z "$best" ] || awk -v t="$r" -v b="$best" 'BEGIN { exit !(t < b) }'; then
-      best=$r; cpu=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')
-    fi
-  done
-  echo "$best $cpu"
+  local best=""
+  for _ in $(seq "$repeat"); do best=$(min_of "$best" "$(timeit "$@")"); done
+  echo "$best"
 }
 # timeit CMD...: "wall cpu" seconds of one run; its stdout goes to $work/last.out.
 timeit() {
