@@ -59,3 +59,13 @@ pub fn hermes_turns(from: &str) -> Vec<String> {
     }
     texts
 }
+
+/// `text` as it is, then with each edit `(from, to)` made once and made everywhere.
+pub fn edited(text: &str, edits: &[(&str, &str)]) -> Vec<String> {
+    let mut variants = vec![text.to_string()];
+    for (from, to) in edits {
+        variants.push(text.replacen(from, to, 1));
+        variants.push(text.replace(from, to));
+    }
+    variants
+}

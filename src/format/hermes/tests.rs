@@ -216,12 +216,7 @@ fn quick_tool_list_is_the_general_one() {
     ];
     let (mut read, mut tried) = (0, 0);
     for text in &texts {
-        let mut variants = vec![text.clone()];
-        for (from, to) in edits {
-            variants.push(text.replacen(from, to, 1));
-            variants.push(text.replace(from, to));
-        }
-        for v in &variants {
+        for v in &crate::fixtures::edited(text, edits) {
             tried += 1;
             let Some(quick) = parse_system_quick(v) else {
                 continue;
@@ -316,12 +311,7 @@ fn quick_tool_results_are_the_general_ones() {
     ];
     let (mut read, mut tried, mut texts_kept, mut failed) = (0, 0, 0, 0);
     for text in &texts {
-        let mut variants = vec![text.clone()];
-        for (from, to) in edits {
-            variants.push(text.replacen(from, to, 1));
-            variants.push(text.replace(from, to));
-        }
-        for v in &variants {
+        for v in &crate::fixtures::edited(text, edits) {
             tried += 1;
             let Some(quick) = parse_tool_quick(v) else {
                 continue;

@@ -545,11 +545,8 @@ mod tests {
         ];
         let (mut tried, mut quick_rows, mut refused) = (0, 0, 0);
         for line in &lines {
-            let mut variants = vec![line.clone(), format!("{line} ")];
-            for (from, to) in edits {
-                variants.push(line.replacen(from, to, 1));
-                variants.push(line.replace(from, to));
-            }
+            let mut variants = crate::fixtures::edited(line, edits);
+            variants.insert(1, format!("{line} "));
             for v in &variants {
                 for o in &sets {
                     tried += 1;
