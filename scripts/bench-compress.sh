@@ -63,6 +63,8 @@ min_of() {
 }
 mbs() { awk -v b="$1" -v t="$2" 'BEGIN { printf "%.1f", b / 1e6 / t }'; }
 mtoks() { awk -v n="$1" -v t="$2" 'BEGIN { printf "%.2f", n / 1e6 / t }'; }
+# median_pct R...: the median of the ratios R, as a percentage.
+median_pct() { printf '%s\n' "$@" | sort -g | awk '{ r[NR] = $1 } END { m = NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2; printf "%.0f%%", 100 * m }'; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", 100 * b / a }'; }
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 metric() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d[sys.argv[2]][sys.argv[3]])' "$1" "$2" "$3"; }
@@ -117,19 +119,24 @@ run_corpus() {
   fi
   # Counting alone and compressing, in turn (count, compress, count, ...), the best of
   # each kept: a machine whose speed drifts slows both alike.
-  local count="" comp=""
+  # The share of count only is the median of the pairs' own ratios, so that one run
+  # caught by a busy moment moves neither side alone.
+  local count="" comp="" one two ratios=""
   for _ in $(seq "$repeat"); do
-    count=$(min_of "$count" "$(timeit "$bin" --count-only "$file")")
+    one=$(timeit "$bin" --count-only "$file")
     cp "$work/last.out" "$work/count.out"
-    comp=$(min_of "$comp" "$(timeit "$bin" -q "$file" --target-max-tokens "$budget" \
-      -o "$work/out.jsonl" --stats "$work/m.json")")
+    two=$(timeit "$bin" -q "$file" --target-max-tokens "$budget" \
+      -o "$work/out.jsonl" --stats "$work/m.json")
+    count=$(min_of "$count" "$one")
+    comp=$(min_of "$comp" "$two")
+    ratios="$ratios $(awk -v a="${one%% *}" -v b="${two%% *}" 'BEGIN { printf "%.4f", a / b }')"
   done
   read -r s_count c_count <<< "$count"
   read -r s_comp c_comp <<< "$comp"
   n=$(field "$work/count.out" tokens)
   rows=$(field "$work/count.out" rows)
   over=$(( $(metric "$work/m.json" summary total_trajectories) - $(metric "$work/m.json" summary trajectories_skipped_under_target) ))
-  echo "| $name | $budget | $rows | $over | $(awk -v b="$bytes" 'BEGIN { printf "%.0f", b / 1e6 }') | $(mbs "$bytes" "$s_cat") | $s_jq | $(mbs "$bytes" "$s_count") | $(mbs "$bytes" "$s_comp") | $(mtoks "$n" "$s_comp") | $(pct "$s_comp" "$s_count") | $(mbs "$bytes" "$c_count") | $(mbs "$bytes" "$c_comp") |"
+  echo "| $name | $budget | $rows | $over | $(awk -v b="$bytes" 'BEGIN { printf "%.0f", b / 1e6 }') | $(mbs "$bytes" "$s_cat") | $s_jq | $(mbs "$bytes" "$s_count") | $(mbs "$bytes" "$s_comp") | $(mtoks "$n" "$s_comp") | $(median_pct $ratios) | $(mbs "$bytes" "$c_count") | $(mbs "$bytes" "$c_comp") |"
 }
 run_corpus over "$long" 15250
 run_corpus mixed "$sg" 15250
@@ -139,7 +146,8 @@ run_corpus openai "$oa" 15250
 echo
 echo "\"over budget\": rows over the budget (the metrics' total minus skipped under target)."
 echo "\"of count only\": traj-compress's throughput as a share of counting alone on the same"
-echo "corpus. Mtokens/s: the corpus's o200k tokens over traj-compress's wall time. MB/CPU-s:"
+echo "corpus, the median of the $repeat pairs' own ratios (wall time of count only over that of"
+echo "the traj-compress run right after it); the MB/s columns are each side's best run. Mtokens/s: the corpus's o200k tokens over traj-compress's wall time. MB/CPU-s:"
 echo "input MB per second of CPU (user + sys), which a busy shared machine disturbs less"
 echo "than wall time."
 

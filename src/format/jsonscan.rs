@@ -66,6 +66,35 @@ pub(crate) fn object_members_with<'b>(
     }
 }
 
+/// The spans of the elements of the array at `b[i..]` (each walked by `value`, which
+/// returns the offset after the element or where it is wrong), and the offset after the
+/// array.
+pub(crate) fn array_items(
+    b: &[u8],
+    i: usize,
+    value: impl Fn(&[u8], usize) -> Result<usize, usize>,
+) -> Result<(Vec<(usize, usize)>, usize), usize> {
+    let mut i = skip_ws(b, i);
+    if b.get(i) != Some(&b'[') {
+        return Err(i);
+    }
+    let mut items = Vec::new();
+    i = skip_ws(b, i + 1);
+    if b.get(i) == Some(&b']') {
+        return Ok((items, i + 1));
+    }
+    loop {
+        let end = value(b, i)?;
+        items.push((i, end));
+        i = skip_ws(b, end);
+        match b.get(i) {
+            Some(b',') => i = skip_ws(b, i + 1),
+            Some(b']') => return Ok((items, i + 1)),
+            _ => return Err(i),
+        }
+    }
+}
+
 /// Decode raw JSON text that is a string (validated), borrowing when it has no escape.
 ///
 /// Escapes are dense in tool output embedded as JSON (one every few bytes), so plain
@@ -344,7 +373,6 @@ fn scan_string_with<const SPELLING: bool>(
     mut i: usize,
     as_is: &mut bool,
 ) -> Result<usize, usize> {
-    const EVEN: u64 = 0x5555_5555_5555_5555;
     let mut esc_in = 0u64; // 1: b[i] is escaped by a backslash run ending at i - 1
     let mut tail;
     loop {
@@ -359,15 +387,7 @@ fn scan_string_with<const SPELLING: bool>(
             &tail
         };
         let m = masks(block);
-        let (escaped, carry) = if m.backslash == 0 && esc_in == 0 {
-            (0, false)
-        } else {
-            let starts = m.backslash & !esc_in;
-            let follows = (starts << 1) | esc_in;
-            let odd_starts = starts & !EVEN & !follows;
-            let (even_seq, carry) = odd_starts.overflowing_add(starts);
-            ((EVEN ^ (even_seq << 1)) & follows, carry)
-        };
+        let (escaped, carry) = escaped_bytes(m.backslash, esc_in);
         let quotes = m.quote & !escaped;
         // bytes up to and including the closing quote (all of them when it is not here)
         let upto = quotes ^ quotes.wrapping_sub(1);
@@ -421,6 +441,89 @@ fn scan_string_with<const SPELLING: bool>(
         esc_in = u64::from(carry);
         i += 64;
     }
+}
+
+/// The bytes of a 64-byte block escaped by a backslash (bit k: byte k follows an odd
+/// run of backslashes), given its backslashes and whether its first byte is escaped
+/// by a run that ended the block before; and whether a run goes on into the next block.
+#[inline(always)]
+fn escaped_bytes(backslash: u64, esc_in: u64) -> (u64, bool) {
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    if backslash == 0 && esc_in == 0 {
+        return (0, false);
+    }
+    let starts = backslash & !esc_in;
+    let follows = (starts << 1) | esc_in;
+    let odd_starts = starts & !EVEN & !follows;
+    let (even_seq, carry) = odd_starts.overflowing_add(starts);
+    ((EVEN ^ (even_seq << 1)) & follows, carry)
+}
+
+/// The offset after the closing quote of the string whose body starts at `b[i]`, in
+/// text already known to be valid JSON: 64 bytes at a time, nothing checked (`b.len()`
+/// when there is no closing quote).
+fn skip_string(b: &[u8], mut i: usize) -> usize {
+    let mut esc_in = 0u64;
+    let mut tail;
+    loop {
+        let avail = b.len().saturating_sub(i);
+        let block: &[u8; 64] = if avail >= 64 {
+            b[i..i + 64].try_into().expect("64 bytes")
+        } else {
+            tail = [b' '; 64];
+            tail[..avail].copy_from_slice(&b[i..]);
+            &tail
+        };
+        let m = masks(block);
+        let (escaped, carry) = escaped_bytes(m.backslash, esc_in);
+        let quotes = m.quote & !escaped;
+        if quotes != 0 {
+            return i + quotes.trailing_zeros() as usize + 1;
+        }
+        if avail <= 64 {
+            return b.len();
+        }
+        esc_in = u64::from(carry);
+        i += 64;
+    }
+}
+
+/// The offset after the JSON value at `b[i..]` (after optional white space), in text
+/// already known to be valid JSON (a line serde_json parsed): strings are skipped 64
+/// bytes at a time, nothing is checked. Never past `b.len()`.
+pub(crate) fn skip_value(b: &[u8], i: usize) -> usize {
+    let mut i = skip_ws(b, i);
+    match b.get(i) {
+        Some(b'"') => return skip_string(b, i + 1),
+        Some(b'{' | b'[') => {}
+        // A number or a literal: up to what ends it.
+        Some(_) => {
+            return b[i..]
+                .iter()
+                .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .map_or(b.len(), |k| i + k);
+        }
+        None => return i,
+    }
+    let mut depth = 0usize;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'"' => {
+                i = skip_string(b, i + 1);
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
 }
 
 /// Where the byte-wise scanner stopped.
@@ -676,6 +779,45 @@ fn scan_new_key(
 #[cfg(test)]
 mod validator_tests {
     use super::*;
+
+    /// On valid JSON, skipping a value ends where validating it ends: every member of
+    /// every fixture row, and values of each kind at the top.
+    #[test]
+    fn skip_value_ends_where_scan_value_ends() {
+        let mut n = 0;
+        for p in crate::fixtures::jsonl_files() {
+            let text = std::fs::read_to_string(&p).expect("fixture");
+            for line in text.lines().filter(|l| json_is_valid(l.as_bytes())) {
+                let b = line.as_bytes();
+                let _ = object_members(b, 0, |_, vs, ve| {
+                    assert_eq!(skip_value(b, vs), ve, "{}", &line[vs..]);
+                    if b[vs] == b'[' {
+                        let (items, end) =
+                            array_items(b, vs, |b, i| scan_value_at(b, i, 2)).expect("valid");
+                        let skipped = array_items(b, vs, |b, i| Ok(skip_value(b, i)));
+                        assert_eq!(skipped, Ok((items, end)));
+                    }
+                    n += 1;
+                });
+            }
+        }
+        assert!(n > 1000, "{n} members");
+        let quote_run = format!("\"{}\\\\\"", "x".repeat(62));
+        for v in [
+            "1",
+            "-2.5e3 ",
+            "true,",
+            "null]",
+            "\"a\\\"b\"x",
+            "[]",
+            "{}",
+            " [1, {\"a\": [\"]\"]}] ,",
+            quote_run.as_str(),
+        ] {
+            let b = v.as_bytes();
+            assert_eq!(skip_value(b, 0), scan_value(b, 0).expect(v), "{v}");
+        }
+    }
 
     /// Assert that `line` is valid exactly when serde_json parses it, and that the
     /// string at `value` (the raw value of `key`) decodes as serde_json decodes it.

@@ -152,6 +152,11 @@ pub fn write_compact(out: &mut Vec<u8>, m: &serde_json::Map<String, Value>) {
     write_object::<false, true>(out, m, Style::Python);
 }
 
+/// Append the value `v` as [`write_compact`] writes the values of an object.
+pub fn write_compact_value(out: &mut Vec<u8>, v: &Value) {
+    write_any::<false, true>(out, v, Style::Python);
+}
+
 /// The one value writer behind [`write_value`], [`write_value_nested`] and
 /// [`write_compact`]: `NESTED` only changes how strings (and keys) are written, since
 /// null, booleans and numbers hold nothing to escape; `COMPACT` drops the space after
@@ -427,6 +432,12 @@ mod tests {
             let mut ours = Vec::new();
             write_compact(&mut ours, m);
             assert_eq!(ours, serde_json::to_vec(m).unwrap());
+        }
+        // A value on its own, as serde_json writes it.
+        for v in [&v, &numbers, &json!([{"k": "v\n"}, "s", 1])] {
+            let mut ours = Vec::new();
+            write_compact_value(&mut ours, v);
+            assert_eq!(ours, serde_json::to_vec(v).unwrap());
         }
     }
 

@@ -1036,3 +1036,96 @@ fn over_budget_truncate_and_reject_fit_the_chat_template_budget() {
     assert!(over["truncate"].1 < keep_over / 4, "{over:?}");
     assert_eq!(over["reject"], (0, keep_over), "{over:?}");
 }
+
+/// The members of a row as written: each key with its value's raw text.
+fn raw_members(line: &str) -> Vec<(String, String)> {
+    let m: serde_json::Map<String, Value> = serde_json::from_str(line).unwrap();
+    let raw: std::collections::HashMap<String, &serde_json::value::RawValue> =
+        serde_json::from_str(line).unwrap();
+    m.keys()
+        .map(|k| (k.clone(), raw[k].get().to_string()))
+        .collect()
+}
+
+/// The turns of a row as written.
+fn raw_turns(line: &str) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Turns<'a> {
+        #[serde(borrow)]
+        conversations: Vec<&'a serde_json::value::RawValue>,
+    }
+    let t: Turns = serde_json::from_str(line).unwrap();
+    t.conversations
+        .iter()
+        .map(|r| r.get().to_string())
+        .collect()
+}
+
+/// A compressed row is its input line with only the region, the notice and its metrics
+/// written anew: on the SWE-agent runs written as Python writes them (`", "`, `\"`
+/// inside values, an `\u00e9` escape and a `1.50`), every kept turn, every other member
+/// and the separators between kept turns keep their bytes.
+#[test]
+fn compressed_rows_keep_the_bytes_of_what_they_keep() {
+    let dir = tmpdir();
+    let input: String = swe_sharegpt_rows()
+        .iter()
+        .map(|r| {
+            let line = traj::format::pyjson::dumps(r);
+            format!("{{\"note\": \"caf\\u00e9\", \"w\": 1.50, {}\n", &line[1..])
+        })
+        .collect();
+    std::fs::write(dir.path().join("in.jsonl"), &input).unwrap();
+    let mut c = cmd(BIN, dir.path());
+    c.args(["in.jsonl", "-o", "out.jsonl", "--target-max-tokens", "4000"]);
+    c.arg("--per-trajectory-metrics");
+    let o = run(c);
+    assert_code(&o, 0);
+    let output = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
+    let mut compressed = 0;
+    for (k, (inl, outl)) in input.lines().zip(output.lines()).enumerate() {
+        let m = &serde_json::from_str::<Value>(outl).unwrap()["compression_metrics"];
+        if m["was_compressed"] != true {
+            continue;
+        }
+        compressed += 1;
+        let (start, until) = (
+            m["compression_region"]["start_idx"].as_u64().unwrap() as usize,
+            m["compression_region"]["end_idx"].as_u64().unwrap() as usize,
+        );
+        let (tin, tout) = (raw_turns(inl), raw_turns(outl));
+        assert_eq!(tout.len(), tin.len() - (until - start) + 1, "row {k}");
+        // The head (the system turn got the notice), then the tail, byte for byte.
+        for i in 0..start {
+            let (a, b): (Value, Value) = (
+                serde_json::from_str(&tin[i]).unwrap(),
+                serde_json::from_str(&tout[i]).unwrap(),
+            );
+            if a["from"] == "system" {
+                let (a, b) = (a["value"].as_str().unwrap(), b["value"].as_str().unwrap());
+                assert!(b.starts_with(a) && b.len() > a.len(), "row {k}: the notice");
+            } else {
+                assert_eq!(tout[i], tin[i], "row {k} turn {i}");
+            }
+        }
+        assert_eq!(tout[start + 1..], tin[until..], "row {k}");
+        let tail = tin[until..].join(", ");
+        assert!(
+            outl.contains(&tail),
+            "row {k}: the tail with its separators"
+        );
+        // Every member but the turns and the new metrics, as written.
+        let (min, mout) = (raw_members(inl), raw_members(outl));
+        let others = |ms: &[(String, String)]| -> Vec<(String, String)> {
+            ms.iter()
+                .filter(|(k, _)| k != "conversations" && k != "compression_metrics")
+                .cloned()
+                .collect()
+        };
+        assert_eq!(others(&mout), others(&min), "row {k}");
+        assert_eq!(mout.last().unwrap().0, "compression_metrics");
+        assert!(inl.contains("\\\"") && outl.starts_with(&inl[..inl.find('[').unwrap()]));
+        assert!(outl.starts_with("{\"note\": \"caf\\u00e9\", \"w\": 1.50, \"id\": "));
+    }
+    assert!(compressed >= 4, "{compressed} rows compressed");
+}

@@ -149,16 +149,12 @@ pub fn truncate(
             done[i] = true;
             continue;
         }
-        let turns = row
-            .obj
-            .get_mut(row.key)
-            .and_then(Value::as_array_mut)
-            .expect("located");
-        if !cut_turn(&mut turns[i], shape, keep as f64 / t as f64) {
+        if !cut_turn(&mut row.turns_mut()[i], shape, keep as f64 / t as f64) {
             done[i] = true;
             continue;
         }
-        let now = turn_tokens(comp, &turns[i], shape);
+        row.mark_changed(i);
+        let now = turn_tokens(comp, &row.turns()[i], shape);
         if now >= t {
             done[i] = true;
         }

@@ -11,6 +11,8 @@
 //! - [`run`]: a whole run over its jobs (pipeline, progress, metrics file, count-only).
 //! - [`flow`]: the LLM path: rows through a bounded reorder window, each waiting only
 //!   for its own summary.
+//! - [`splice`]: writing a changed row as its input line with only what changed
+//!   written anew.
 //! - [`fit`]: `--over-budget truncate`: shortening the longest tool outputs until a row fits.
 //!
 //! With a chat-template tokenizer (an HF tokenizer directory), a row's total is the
@@ -20,7 +22,8 @@
 //!
 //! One line in, one line out, always: rows under the budget, rows that cannot be
 //! compressed and rows whose summary failed are written unchanged (never dropped).
-//! Unchanged rows are written as their original bytes.
+//! Unchanged rows are written as their original bytes; a changed row keeps the bytes
+//! of all it did not change ([`splice`]).
 //!
 //! Cost per row: a row is parsed and tokenized once; after compression only the summary
 //! and the system turns that got the notice are counted again (the other turns' counts
@@ -37,11 +40,10 @@ pub mod plan;
 pub mod row;
 pub mod run;
 pub mod select;
+pub mod splice;
 pub mod summary;
 
 use std::sync::{Arc, Mutex};
-
-use serde_json::Value;
 
 use crate::format::tokens::Tokenizer;
 use crate::io::Verdict;
@@ -153,6 +155,9 @@ pub struct Compressor {
     pub summarizer: Arc<dyn Summarizer>,
     agg: Mutex<Aggregate>,
 }
+
+/// The member a row's own metrics are written to (`--per-trajectory-metrics`).
+const METRICS_KEY: &str = "compression_metrics";
 
 fn push_line(out: &mut Vec<u8>, line: &[u8]) {
     out.extend_from_slice(line);
@@ -266,7 +271,7 @@ impl Compressor {
     }
 
     /// Apply `--over-budget`, record the metrics, append the row (its original bytes
-    /// when unchanged).
+    /// when unchanged, else its line with what changed spliced in).
     fn emit(
         &self,
         mut row: Row,
@@ -293,14 +298,14 @@ impl Compressor {
             }
         }
         self.record(|a| a.add(&m));
-        if rewritten || (self.settings.per_trajectory_metrics && !m.skipped_under_target) {
-            if self.settings.per_trajectory_metrics && !m.skipped_under_target {
-                row.obj.insert("compression_metrics".into(), m.to_json());
+        let with_metrics = self.settings.per_trajectory_metrics && !m.skipped_under_target;
+        if rewritten || with_metrics {
+            let mut changed = Vec::new();
+            if with_metrics {
+                row.obj.insert(METRICS_KEY.into(), m.to_json());
+                changed.push(METRICS_KEY);
             }
-            // A row rewritten is seldom longer than it came: room for that, at once.
-            out.reserve(line.len() + 1);
-            crate::format::pyjson::write_compact(out, &row.obj);
-            out.push(b'\n');
+            splice::write_row(line, &row, &changed, out);
         } else {
             push_line(out, line);
         }
@@ -452,31 +457,30 @@ impl Compressor {
         }
         // Assemble: head (notice on its system turns), summary, the rest.
         let shape = row.shape;
-        let turns = std::mem::take(
-            row.obj
-                .get_mut(row.key)
-                .and_then(Value::as_array_mut)
-                .expect("located"),
-        );
+        let (turns, was) = row.take_turns();
         let mut new_total = total - region_tokens + summary_tokens;
         let mut out = Vec::with_capacity(n - (until - start) + 1);
-        for (i, mut t) in turns.into_iter().enumerate() {
+        let mut origin = Vec::with_capacity(out.capacity());
+        for (i, (mut t, mut from)) in turns.into_iter().zip(was).enumerate() {
             if i == start {
                 out.push(row::summary_turn(&text, shape));
+                origin.push(None);
             }
             if i >= start && i < until {
                 continue;
             }
             if i < start && self.settings.add_summary_notice && roles[i] == Role::System {
                 row::append_notice(&mut t, shape, &self.settings.summary_notice_text);
+                from = None;
                 let mut c = 0;
                 row::for_each_text(&t, shape, &mut |s| c += self.tokenizer.count(s));
                 new_total = new_total + c - tokens[i];
             }
             out.push(t);
+            origin.push(from);
         }
         m.compressed_turns = out.len();
-        row.obj.insert(row.key.to_string(), Value::Array(out));
+        row.put_turns(out, origin);
         if chat.is_some() {
             new_total = self.chat_total(row).unwrap_or(new_total + overhead);
         }

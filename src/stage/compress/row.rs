@@ -49,6 +49,10 @@ pub struct Row {
     /// `conversations` or `messages`.
     pub key: &'static str,
     pub shape: Shape,
+    /// For each turn now in the list, the input turn it still is unchanged (`None`:
+    /// new or changed); `None` while the list is as it came. The writer copies the
+    /// input bytes of every unchanged turn ([`super::splice`]).
+    origin: Option<Vec<Option<usize>>>,
 }
 
 impl Row {
@@ -69,11 +73,58 @@ impl Row {
             _ if key == "messages" => Shape::OpenAi,
             _ => Shape::ShareGpt,
         };
-        Some(Row { obj, key, shape })
+        Some(Row {
+            obj,
+            key,
+            shape,
+            origin: None,
+        })
     }
 
     pub fn turns(&self) -> &[Value] {
         self.obj[self.key].as_array().expect("checked")
+    }
+
+    /// The turn list, to change in place: mark each turn changed with
+    /// [`Row::mark_changed`].
+    pub fn turns_mut(&mut self) -> &mut Vec<Value> {
+        self.obj
+            .get_mut(self.key)
+            .and_then(Value::as_array_mut)
+            .expect("checked")
+    }
+
+    /// Turn `i` (of the list as it is now) no longer holds its input bytes.
+    pub fn mark_changed(&mut self, i: usize) {
+        let n = self.turns().len();
+        let origin = self
+            .origin
+            .get_or_insert_with(|| (0..n).map(Some).collect());
+        origin[i] = None;
+    }
+
+    /// Take the turn list out with, for each turn, the input turn it is (see
+    /// [`Row::origin`]); give it back with [`Row::put_turns`].
+    pub fn take_turns(&mut self) -> (Vec<Value>, Vec<Option<usize>>) {
+        let turns = std::mem::take(self.turns_mut());
+        let origin = self
+            .origin
+            .take()
+            .unwrap_or_else(|| (0..turns.len()).map(Some).collect());
+        (turns, origin)
+    }
+
+    /// Put a turn list in, `origin[j]` the input turn that turn `j` is unchanged.
+    pub fn put_turns(&mut self, turns: Vec<Value>, origin: Vec<Option<usize>>) {
+        debug_assert_eq!(turns.len(), origin.len());
+        *self.turns_mut() = turns;
+        self.origin = Some(origin);
+    }
+
+    /// For each turn, the input turn it still is unchanged; `None` while the list is as
+    /// it came.
+    pub fn origin(&self) -> Option<&[Option<usize>]> {
+        self.origin.as_deref()
     }
 
     pub fn roles(&self) -> Vec<Role> {

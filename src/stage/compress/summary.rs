@@ -376,11 +376,37 @@ fn window(text: &str) -> [&str; 2] {
     }
 }
 
+/// The words of the head of `s` (Unicode white space between them), joined by one space.
 fn one_line(s: &str) -> String {
-    prefix(s, MAX_ITEM_CHARS * 8)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+    let p = prefix(s, MAX_ITEM_CHARS * 8);
+    let mut out = String::with_capacity(p.len());
+    let mut push = |w: &str| {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    };
+    if p.is_ascii() {
+        // The white space of `char::is_whitespace` in ASCII: U+0009..U+000D and space.
+        let ws = |c: u8| matches!(c, b'\t'..=b'\r' | b' ');
+        let b = p.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            while i < b.len() && ws(b[i]) {
+                i += 1;
+            }
+            let start = i;
+            while i < b.len() && !ws(b[i]) {
+                i += 1;
+            }
+            if start < i {
+                push(&p[start..i]);
+            }
+        }
+    } else {
+        p.split_whitespace().for_each(push);
+    }
+    out
 }
 
 /// Commands in a gpt turn: OpenAI `tool_calls`, `<tool_call>` blocks, or the last fenced
@@ -572,7 +598,10 @@ impl Extractive {
                         commands.extend(c.into_iter().map(|c| format!("[{i}] {c}")));
                     }
                     if let Some(calls) = t.get("tool_calls") {
-                        files_in(&calls.to_string(), &mut files);
+                        // The list as JSON text (serde_json's bytes, written faster).
+                        let mut json = Vec::new();
+                        crate::format::pyjson::write_compact_value(&mut json, calls);
+                        files_in(&String::from_utf8_lossy(&json), &mut files);
                     }
                     files_in(&turn_text(t, req.shape), &mut files);
                 }
@@ -835,6 +864,32 @@ mod tests {
     /// On real SWE-agent trajectories, `Files:` lists what the agent named or what an
     /// The words that look like paths, each once and in order, whatever surrounds them
     /// (tags, punctuation, non-ASCII letters, a path at either end of the text).
+    #[test]
+    fn one_line_joins_the_words_as_split_whitespace_does() {
+        let long = "x ".repeat(MAX_ITEM_CHARS * 8);
+        for s in [
+            "",
+            "  a\tb\n\nc \x0b d\x0ce\r",
+            "one",
+            "\u{a0}non\u{2003}ascii\u{3000} caf\u{e9}\n",
+            "a\u{85}b",
+            long.as_str(),
+        ] {
+            let want = prefix(s, MAX_ITEM_CHARS * 8)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert_eq!(one_line(s), want, "{s:?}");
+        }
+        for t in crate::fixtures::hermes_turns("gpt").iter().take(200) {
+            let want = prefix(t, MAX_ITEM_CHARS * 8)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert_eq!(one_line(t), want);
+        }
+    }
+
     #[test]
     fn files_in_part_finds_paths_as_words() {
         let cases: [(&str, &[&str]); 12] = [
