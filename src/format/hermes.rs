@@ -759,12 +759,16 @@ pub fn tools_closing(v: &str, start: usize) -> Option<usize> {
 
 /// `s` without the tags that frame calls and responses (`<tool_call>`, `</tool_call>`,
 /// `<tool_response>`, `</tool_response>`), so that a quote of it never holds a call
-/// without its response.
-pub fn remove_call_tags(s: &str) -> String {
-    let mut s = s.to_string();
+/// without its response; borrowed when it has none.
+pub fn remove_call_tags(s: &str) -> std::borrow::Cow<'_, str> {
+    let mut s = std::borrow::Cow::Borrowed(s);
+    // Every tag opens with `<`: most texts have none, and are given back as they are.
+    if memchr::memchr(b'<', s.as_bytes()).is_none() {
+        return s;
+    }
     for tag in [Tag::CallOpen, Tag::CallClose, Tag::RespOpen, Tag::RespClose] {
         if s.contains(tag.text()) {
-            s = s.replace(tag.text(), "");
+            s = std::borrow::Cow::Owned(s.replace(tag.text(), ""));
         }
     }
     s

@@ -2,6 +2,7 @@
 //! prompt (§4.3), the post-processing of a reply (§4.4), the LLM summarizer with its
 //! retries (§4.5), and the offline extractive summarizer used without an API key.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -326,7 +327,7 @@ const MAX_ITEMS: usize = 200;
 
 /// Drop the tags that frame calls and responses, so that a summary never holds a
 /// `<tool_call>` without its response (nor teaches the model to write one).
-fn untag(s: &str) -> String {
+fn untag(s: &str) -> Cow<'_, str> {
     crate::format::hermes::remove_call_tags(s)
 }
 
