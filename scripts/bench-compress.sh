@@ -147,7 +147,8 @@ echo
 echo "\"over budget\": rows over the budget (the metrics' total minus skipped under target)."
 echo "\"of count only\": traj-compress's throughput as a share of counting alone on the same"
 echo "corpus, the median of the $repeat pairs' own ratios (wall time of count only over that of"
-echo "the traj-compress run right after it); the MB/s columns are each side's best run. Mtokens/s: the corpus's o200k tokens over traj-compress's wall time. MB/CPU-s:"
+echo "the traj-compress run right after it); the MB/s columns are each side's best run."
+echo "Mtokens/s: the corpus's o200k tokens over traj-compress's wall time. MB/CPU-s:"
 echo "input MB per second of CPU (user + sys), which a busy shared machine disturbs less"
 echo "than wall time."
 
