@@ -374,21 +374,16 @@ fn scan_string_with<const SPELLING: bool>(
     as_is: &mut bool,
 ) -> Result<usize, usize> {
     let mut esc_in = 0u64; // 1: b[i] is escaped by a backslash run ending at i - 1
-    let mut tail;
+    let mut tail = std::mem::MaybeUninit::uninit();
     loop {
-        let avail = b.len().saturating_sub(i);
-        let block: &[u8; 64] = if avail >= 64 {
-            b[i..i + 64].try_into().expect("64 bytes")
-        } else {
-            // The last bytes, padded with spaces: neither quotes, nor backslashes,
-            // nor control bytes (an escaped space is an invalid escape: byte-wise).
-            tail = [b' '; 64];
-            tail[..avail].copy_from_slice(&b[i..]);
-            &tail
-        };
-        let m = masks(block);
-        let (escaped, carry) = escaped_bytes(m.backslash, esc_in);
-        let quotes = m.quote & !escaped;
+        let Block {
+            block,
+            avail,
+            m,
+            escaped,
+            carry,
+            quotes,
+        } = Block::at(b, i, esc_in, &mut tail);
         // bytes up to and including the closing quote (all of them when it is not here)
         let upto = quotes ^ quotes.wrapping_sub(1);
         let mut rare = m.control & upto != 0;
@@ -443,6 +438,54 @@ fn scan_string_with<const SPELLING: bool>(
     }
 }
 
+/// The 64 bytes of a string's body from one offset, read for the string scanners.
+struct Block<'a> {
+    block: &'a [u8; 64],
+    /// The bytes of the text from the offset on (fewer than 64 in the last block).
+    avail: usize,
+    m: Masks,
+    /// The bytes escaped by a backslash, and whether a backslash run goes on past them.
+    escaped: u64,
+    carry: bool,
+    /// The quotes not escaped: the first one closes the string.
+    quotes: u64,
+}
+
+impl<'a> Block<'a> {
+    /// The block of `b` at `i`; `esc_in` is 1 when `b[i]` is escaped by a run that
+    /// ended the block before. The last bytes are copied into `tail` and padded with
+    /// spaces: neither quotes, nor backslashes, nor control bytes (an escaped space is
+    /// an invalid escape: byte-wise).
+    #[inline(always)]
+    fn at(
+        b: &'a [u8],
+        i: usize,
+        esc_in: u64,
+        tail: &'a mut std::mem::MaybeUninit<[u8; 64]>,
+    ) -> Block<'a> {
+        let avail = b.len().saturating_sub(i);
+        let block: &[u8; 64] = if avail >= 64 {
+            b[i..i + 64].try_into().expect("64 bytes")
+        } else {
+            // Written only here: most strings end in a whole block.
+            let tail = tail.write([b' '; 64]);
+            tail[..avail].copy_from_slice(&b[i..]);
+            tail
+        };
+        let m = masks(block);
+        let (escaped, carry) = escaped_bytes(m.backslash, esc_in);
+        let quotes = m.quote & !escaped;
+        Block {
+            block,
+            avail,
+            m,
+            escaped,
+            carry,
+            quotes,
+        }
+    }
+}
+
 /// The bytes of a 64-byte block escaped by a backslash (bit k: byte k follows an odd
 /// run of backslashes), given its backslashes and whether its first byte is escaped
 /// by a run that ended the block before; and whether a run goes on into the next block.
@@ -464,19 +507,14 @@ fn escaped_bytes(backslash: u64, esc_in: u64) -> (u64, bool) {
 /// when there is no closing quote).
 fn skip_string(b: &[u8], mut i: usize) -> usize {
     let mut esc_in = 0u64;
-    let mut tail;
+    let mut tail = std::mem::MaybeUninit::uninit();
     loop {
-        let avail = b.len().saturating_sub(i);
-        let block: &[u8; 64] = if avail >= 64 {
-            b[i..i + 64].try_into().expect("64 bytes")
-        } else {
-            tail = [b' '; 64];
-            tail[..avail].copy_from_slice(&b[i..]);
-            &tail
-        };
-        let m = masks(block);
-        let (escaped, carry) = escaped_bytes(m.backslash, esc_in);
-        let quotes = m.quote & !escaped;
+        let Block {
+            avail,
+            carry,
+            quotes,
+            ..
+        } = Block::at(b, i, esc_in, &mut tail);
         if quotes != 0 {
             return i + quotes.trailing_zeros() as usize + 1;
         }
