@@ -71,11 +71,11 @@ pub fn head_tail(s: &str, keep: usize) -> Option<String> {
     Some(out)
 }
 
-/// The string of a turn that truncation shortens, with a way to put it back.
-fn cut_turn(turn: &mut Value, shape: Shape, keep_ratio: f64) -> bool {
-    let key = shape.text_key();
-    let Some(Value::String(text)) = turn.get_mut(key) else {
-        return false;
+/// The shortened text of a turn (its `value` / `content` string), keeping about
+/// `keep_ratio` of it; `None` when it has no such string or cannot be shortened.
+fn cut_text(turn: &Value, shape: Shape, keep_ratio: f64) -> Option<String> {
+    let Some(Value::String(text)) = turn.get(shape.text_key()) else {
+        return None;
     };
     // A Hermes tool turn: one <tool_response> block around a JSON object.
     if shape == Shape::ShareGpt
@@ -86,22 +86,13 @@ fn cut_turn(turn: &mut Value, shape: Shape, keep_ratio: f64) -> bool {
         && let Some(Value::String(content)) = obj.get("content")
     {
         let keep = (content.chars().count() as f64 * keep_ratio) as usize;
-        let Some(short) = head_tail(content, keep) else {
-            return false;
-        };
+        let short = head_tail(content, keep)?;
         obj.insert("content".into(), Value::String(short));
         let body = pyjson::to_string(&Value::Object(obj), pyjson::Style::Envelope);
-        *text = format!("<tool_response>\n{body}\n</tool_response>");
-        return true;
+        return Some(format!("<tool_response>\n{body}\n</tool_response>"));
     }
     let keep = (text.chars().count() as f64 * keep_ratio) as usize;
-    match head_tail(text, keep) {
-        Some(short) => {
-            *text = short;
-            true
-        }
-        None => false,
-    }
+    head_tail(text, keep)
 }
 
 fn turn_tokens(comp: &Compressor, turn: &Value, shape: Shape) -> usize {
@@ -149,11 +140,11 @@ pub fn truncate(
             done[i] = true;
             continue;
         }
-        if !cut_turn(&mut row.turns_mut()[i], shape, keep as f64 / t as f64) {
+        let Some(short) = cut_text(&row.turns()[i], shape, keep as f64 / t as f64) else {
             done[i] = true;
             continue;
-        }
-        row.mark_changed(i);
+        };
+        row.turn_mut(i)[shape.text_key()] = Value::String(short);
         let now = turn_tokens(comp, &row.turns()[i], shape);
         if now >= t {
             done[i] = true;
@@ -202,7 +193,9 @@ mod tests {
         let content = "line\n".repeat(200);
         let body = pyjson::dumps(&serde_json::json!({"name": "ls", "content": content}));
         let mut turn = serde_json::json!({"from": "tool", "value": format!("<tool_response>\n{body}\n</tool_response>")});
-        assert!(cut_turn(&mut turn, Shape::ShareGpt, 0.1));
+        let short = cut_text(&turn, Shape::ShareGpt, 0.1);
+        assert!(short.is_some());
+        turn["value"] = Value::String(short.unwrap());
         let v = turn["value"].as_str().unwrap();
         let inner = &v["<tool_response>\n".len()..v.len() - "\n</tool_response>".len()];
         let obj: Value = serde_json::from_str(inner).unwrap();

@@ -51,7 +51,9 @@ pub struct Row {
     pub shape: Shape,
     /// For each turn now in the list, the input turn it still is unchanged (`None`:
     /// new or changed); `None` while the list is as it came. The writer copies the
-    /// input bytes of every unchanged turn ([`super::splice`]).
+    /// input bytes of every unchanged turn ([`super::splice`]), so the turns are changed
+    /// only through [`Row::turn_mut`] or [`Row::take_turns`] and [`Row::put_turns`],
+    /// which keep it.
     origin: Option<Vec<Option<usize>>>,
 }
 
@@ -85,28 +87,26 @@ impl Row {
         self.obj[self.key].as_array().expect("checked")
     }
 
-    /// The turn list, to change in place: mark each turn changed with
-    /// [`Row::mark_changed`].
-    pub fn turns_mut(&mut self) -> &mut Vec<Value> {
+    /// Turn `i`, to change in place: it is marked changed (the writer writes it from
+    /// the row, no longer copies its input bytes).
+    pub fn turn_mut(&mut self, i: usize) -> &mut Value {
+        let n = self.turns().len();
+        self.origin
+            .get_or_insert_with(|| (0..n).map(Some).collect())[i] = None;
+        &mut self.list_mut()[i]
+    }
+
+    fn list_mut(&mut self) -> &mut Vec<Value> {
         self.obj
             .get_mut(self.key)
             .and_then(Value::as_array_mut)
             .expect("checked")
     }
 
-    /// Turn `i` (of the list as it is now) no longer holds its input bytes.
-    pub fn mark_changed(&mut self, i: usize) {
-        let n = self.turns().len();
-        let origin = self
-            .origin
-            .get_or_insert_with(|| (0..n).map(Some).collect());
-        origin[i] = None;
-    }
-
     /// Take the turn list out with, for each turn, the input turn it is (see
     /// [`Row::origin`]); give it back with [`Row::put_turns`].
     pub fn take_turns(&mut self) -> (Vec<Value>, Vec<Option<usize>>) {
-        let turns = std::mem::take(self.turns_mut());
+        let turns = std::mem::take(self.list_mut());
         let origin = self
             .origin
             .take()
@@ -117,7 +117,7 @@ impl Row {
     /// Put a turn list in, `origin[j]` the input turn that turn `j` is unchanged.
     pub fn put_turns(&mut self, turns: Vec<Value>, origin: Vec<Option<usize>>) {
         debug_assert_eq!(turns.len(), origin.len());
-        *self.turns_mut() = turns;
+        *self.list_mut() = turns;
         self.origin = Some(origin);
     }
 

@@ -230,10 +230,8 @@ mod tests {
             };
             let mut r = row(&line);
             if changed {
-                r.turns_mut()[0]["value"] = json!("s2");
-                r.mark_changed(0);
-                r.turns_mut()[4]["value"] = json!("z2");
-                r.mark_changed(4);
+                r.turn_mut(0)["value"] = json!("s2");
+                r.turn_mut(4)["value"] = json!("z2");
             }
             r.obj.insert(
                 "compression_metrics".into(),
@@ -278,8 +276,7 @@ mod tests {
         // The key spelled with an escape: serde_json reads `conversations`.
         let line = LINE.replace("\"conversations\"", "\"conversation\\u0073\"");
         let mut r = row(&line);
-        r.mark_changed(1);
-        r.turns_mut()[1]["value"] = json!("x");
+        r.turn_mut(1)["value"] = json!("x");
         assert_eq!(written(&line, &r, &[]), whole(&r));
     }
 
