@@ -306,8 +306,8 @@ fn memo_index(piece: &[u8]) -> usize {
 }
 
 thread_local! {
-    static MEMO_CL100K: std::cell::RefCell<PieceMemo> = std::cell::RefCell::new(PieceMemo::new());
-    static MEMO_O200K: std::cell::RefCell<PieceMemo> = std::cell::RefCell::new(PieceMemo::new());
+    static MEMO_CL100K: RefCell<PieceMemo> = RefCell::new(PieceMemo::new());
+    static MEMO_O200K: RefCell<PieceMemo> = RefCell::new(PieceMemo::new());
 }
 
 impl Tokenizer for BpeOpenai {

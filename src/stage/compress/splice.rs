@@ -17,13 +17,13 @@ use serde_json::Value;
 
 use super::row::Row;
 use crate::format::jsonscan::{array_items, object_members_with, skip_value};
-use crate::format::pyjson::{write_compact, write_compact_value};
+use crate::format::pyjson::{Style, write_compact, write_compact_value, write_str};
 
 /// Append `row`, then a newline, to `out`: `line` (the row as it came, which parsed as
-/// JSON) with the turns
-/// [`Row::origin`] marks changed and the members named in `changed` written from the
-/// row. A line the scanner cannot walk so (a key written with escapes, say) is written
-/// whole from the row instead: the same JSON, in serde_json's spelling.
+/// JSON) with the turns [`Row::origin`] marks changed and the members named in
+/// `changed` written from the row. A line the scanner cannot walk so (a key written
+/// with escapes, say) is written whole from the row instead: the same JSON, in
+/// serde_json's spelling.
 pub fn write_row(line: &[u8], row: &Row, changed: &[&str], out: &mut Vec<u8>) {
     let start = out.len();
     // A row rewritten is seldom longer than it came: room for that, at once.
@@ -62,6 +62,11 @@ fn splice(line: &[u8], row: &Row, changed: &[&str], out: &mut Vec<u8>) -> bool {
     let Ok(end) = walked else {
         return false;
     };
+    // Keys are matched by their bytes as written: a key written with an escape could
+    // match another key's text, so such a line goes to the whole-row writer.
+    if members.iter().any(|m| m.key.contains(&b'\\')) {
+        return false;
+    }
     // Each member of the row is one of the line, but for the changed ones it adds.
     let find = |k: &str| members.iter().find(|m| m.key == k.as_bytes());
     let mut found = 0;
@@ -72,7 +77,7 @@ fn splice(line: &[u8], row: &Row, changed: &[&str], out: &mut Vec<u8>) -> bool {
             return false;
         }
     }
-    if found != members.len() || members.iter().any(|m| m.key.contains(&b'\\')) {
+    if found != members.len() {
         return false;
     }
     let Some(turns) = find(row.key) else {
@@ -108,7 +113,7 @@ fn splice(line: &[u8], row: &Row, changed: &[&str], out: &mut Vec<u8>) -> bool {
     for (k, v) in &row.obj {
         if changed.contains(&k.as_str()) && find(k).is_none() {
             out.push(b',');
-            write_compact_value(out, &Value::String(k.clone()));
+            write_str(out, k, Style::Python);
             out.push(b':');
             write_compact_value(out, v);
         }

@@ -862,11 +862,17 @@ mod tests {
         }
     }
 
-    /// On real SWE-agent trajectories, `Files:` lists what the agent named or what an
-    /// The words that look like paths, each once and in order, whatever surrounds them
-    /// (tags, punctuation, non-ASCII letters, a path at either end of the text).
+    /// `one_line` joins the words of the head as `split_whitespace` splits them: ASCII
+    /// white space of every kind, Unicode white space, the cut at the head's end, and
+    /// real model turns.
     #[test]
     fn one_line_joins_the_words_as_split_whitespace_does() {
+        let want = |s: &str| {
+            prefix(s, MAX_ITEM_CHARS * 8)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         let long = "x ".repeat(MAX_ITEM_CHARS * 8);
         for s in [
             "",
@@ -876,21 +882,15 @@ mod tests {
             "a\u{85}b",
             long.as_str(),
         ] {
-            let want = prefix(s, MAX_ITEM_CHARS * 8)
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ");
-            assert_eq!(one_line(s), want, "{s:?}");
+            assert_eq!(one_line(s), want(s), "{s:?}");
         }
         for t in crate::fixtures::hermes_turns("gpt").iter().take(200) {
-            let want = prefix(t, MAX_ITEM_CHARS * 8)
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ");
-            assert_eq!(one_line(t), want);
+            assert_eq!(one_line(t), want(t));
         }
     }
 
+    /// The words that look like paths, each once and in order, whatever surrounds them
+    /// (tags, punctuation, non-ASCII letters, a path at either end of the text).
     #[test]
     fn files_in_part_finds_paths_as_words() {
         let cases: [(&str, &[&str]); 12] = [
@@ -924,6 +924,7 @@ mod tests {
         assert_eq!(out[MAX_FILES - 1], format!("d/f{}.rs", MAX_FILES - 1));
     }
 
+    /// On real SWE-agent trajectories, `Files:` lists what the agent named or what an
     /// error line names: no `</returncode>` tag as `/returncode`, no `ls` listing.
     #[test]
     fn extractive_files_are_not_noise_on_swe_agent_runs() {
