@@ -8,8 +8,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::util::{
-    assert_code, cmd, fixture, parse_jsonl, read_jsonl, rejected_token_counts, run, run_with_stdin,
-    stderr, stdout, tmpdir, transformers_python,
+    assert_code, cmd, fixture, parse_jsonl, raw_fields, read_jsonl, rejected_token_counts, run,
+    run_with_stdin, stderr, stdout, tmpdir, transformers_python,
 };
 
 use crate::standin;
@@ -1037,28 +1037,17 @@ fn over_budget_truncate_and_reject_fit_the_chat_template_budget() {
     assert_eq!(over["reject"], (0, keep_over), "{over:?}");
 }
 
-/// The members of a row as written: each key with its value's raw text.
-fn raw_members(line: &str) -> Vec<(String, String)> {
+/// The member names of a row, in order.
+fn keys(line: &str) -> Vec<String> {
     let m: serde_json::Map<String, Value> = serde_json::from_str(line).unwrap();
-    let raw: std::collections::HashMap<String, &serde_json::value::RawValue> =
-        serde_json::from_str(line).unwrap();
-    m.keys()
-        .map(|k| (k.clone(), raw[k].get().to_string()))
-        .collect()
+    m.keys().cloned().collect()
 }
 
 /// The turns of a row as written.
 fn raw_turns(line: &str) -> Vec<String> {
-    #[derive(serde::Deserialize)]
-    struct Turns<'a> {
-        #[serde(borrow)]
-        conversations: Vec<&'a serde_json::value::RawValue>,
-    }
-    let t: Turns = serde_json::from_str(line).unwrap();
-    t.conversations
-        .iter()
-        .map(|r| r.get().to_string())
-        .collect()
+    let list = &raw_fields(line)["conversations"];
+    let turns: Vec<&serde_json::value::RawValue> = serde_json::from_str(list).unwrap();
+    turns.iter().map(|r| r.get().to_string()).collect()
 }
 
 /// A compressed row is its input line with only the region, the notice and its metrics
@@ -1114,16 +1103,17 @@ fn compressed_rows_keep_the_bytes_of_what_they_keep() {
             outl.contains(&tail),
             "row {k}: the tail with its separators"
         );
-        // Every member but the turns and the new metrics, as written.
-        let (min, mout) = (raw_members(inl), raw_members(outl));
-        let others = |ms: &[(String, String)]| -> Vec<(String, String)> {
-            ms.iter()
-                .filter(|(k, _)| k != "conversations" && k != "compression_metrics")
-                .cloned()
-                .collect()
-        };
-        assert_eq!(others(&mout), others(&min), "row {k}");
-        assert_eq!(mout.last().unwrap().0, "compression_metrics");
+        // Every member but the turns and the new metrics, as written, in its place;
+        // the metrics last.
+        let (mut min, mut mout) = (raw_fields(inl), raw_fields(outl));
+        for m in [&mut min, &mut mout] {
+            m.remove("conversations");
+            m.remove("compression_metrics");
+        }
+        assert_eq!(mout, min, "row {k}");
+        let mut order = keys(inl);
+        order.push("compression_metrics".into());
+        assert_eq!(keys(outl), order, "row {k}");
         assert!(inl.contains("\\\"") && outl.starts_with(&inl[..inl.find('[').unwrap()]));
         assert!(outl.starts_with("{\"note\": \"caf\\u00e9\", \"w\": 1.50, \"id\": "));
     }

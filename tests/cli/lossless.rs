@@ -8,12 +8,10 @@
 //! `arbitrary_precision` rewrites (`1.10`, `1E+2`, `-0`, 30-digit integers): they fail
 //! until every stage keeps numbers as written (issue 12). They are not weakened.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
-use serde_json::value::RawValue;
 
 use crate::util::*;
 
@@ -214,14 +212,6 @@ fn tokens(text: &str) -> Vec<Tok> {
         }
     }
     out
-}
-
-/// The top-level fields of a row, each as its raw text.
-fn raw_fields(line: &str) -> BTreeMap<String, String> {
-    let m: BTreeMap<String, &RawValue> = serde_json::from_str(line).expect("a JSON object");
-    m.into_iter()
-        .map(|(k, v)| (k, v.get().to_string()))
-        .collect()
 }
 
 /// The JSON text of the first `<tool_call>` of the row's first gpt turn.

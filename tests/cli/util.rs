@@ -147,3 +147,12 @@ pub fn transformers_python() -> String {
     }
     panic!("no Python with transformers among {candidates:?}: run scripts/setup.sh");
 }
+
+/// The top-level fields of a row, each as its raw text.
+pub fn raw_fields(line: &str) -> std::collections::BTreeMap<String, String> {
+    let m: std::collections::BTreeMap<String, &serde_json::value::RawValue> =
+        serde_json::from_str(line).expect("a JSON object");
+    m.into_iter()
+        .map(|(k, v)| (k, v.get().to_string()))
+        .collect()
+}
