@@ -509,19 +509,14 @@ fn skip_string(b: &[u8], mut i: usize) -> usize {
     let mut esc_in = 0u64;
     let mut tail = std::mem::MaybeUninit::uninit();
     loop {
-        let Block {
-            avail,
-            carry,
-            quotes,
-            ..
-        } = Block::at(b, i, esc_in, &mut tail);
-        if quotes != 0 {
-            return i + quotes.trailing_zeros() as usize + 1;
+        let block = Block::at(b, i, esc_in, &mut tail);
+        if block.quotes != 0 {
+            return i + block.quotes.trailing_zeros() as usize + 1;
         }
-        if avail <= 64 {
+        if block.avail <= 64 {
             return b.len();
         }
-        esc_in = u64::from(carry);
+        esc_in = u64::from(block.carry);
         i += 64;
     }
 }
