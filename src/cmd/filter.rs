@@ -14,6 +14,7 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use crate::cli::{IoArgs, Status, note};
+use crate::format::outcome::{self, Outcomes};
 use crate::format::tokens::Tokenizer;
 use crate::io::passthru;
 use crate::io::{Output, PipeConfig, Rejects, Summary, Verdict};
@@ -84,6 +85,12 @@ pub struct Args {
     #[arg(long, help_heading = "Predicates")]
     pub no_partial: bool,
 
+    /// Drop rows the provider cut short: `stop_reason` `length` (token limit),
+    /// `content_filter` or `malformed_call` (raw records, and normalized rows, which keep
+    /// the field; under `traj-normalize --columns core` it is inside `metadata`).
+    #[arg(long, help_heading = "Predicates")]
+    pub no_truncated: bool,
+
     /// Drop rows with no tool call.
     #[arg(long, help_heading = "Predicates")]
     pub has_tool_calls: bool,
@@ -120,7 +127,10 @@ pub struct Args {
     #[arg(long)]
     pub invert: bool,
 
-    /// Write counts (read, kept, dropped per reason, bad) as JSON to FILE.
+    /// Write counts (read, kept, dropped per reason, bad, and the rows read per
+    /// `stop_reason` and per failure `class`) as JSON to FILE (`-`: stdout). The
+    /// overview of a run directory:
+    /// `traj-filter data/run1/*.jsonl -o /dev/null --stats -`.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
 }
@@ -155,6 +165,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         well_formed: args.well_formed,
         completed: args.completed,
         no_partial: args.no_partial,
+        no_truncated: args.no_truncated,
         has_tool_calls: args.has_tool_calls,
         min_turns: args.min_turns,
         max_turns: args.max_turns,
@@ -185,16 +196,29 @@ pub fn run_cli(args: Args) -> Result<Status> {
     };
     let invert = args.invert;
     let tk = tokenizer.as_deref();
+    // Stop reasons and failure classes of the rows read (only for --stats).
+    let outcomes = std::sync::Mutex::new(Outcomes::default());
+    let count = |line: &[u8]| {
+        if args.stats.is_some()
+            && let Some(o) = outcome::of_line(line)
+        {
+            outcomes.lock().unwrap_or_else(|e| e.into_inner()).add(&o);
+        }
+    };
     let summary =
         if preds.is_empty() {
             passthru::run(&cfg, sources, &mut out, &mut rejects, |line| {
                 match filter::validate_object(line) {
-                    Ok(()) => Verdict::Written,
+                    Ok(()) => {
+                        count(line);
+                        Verdict::Written
+                    }
                     Err(e) => Verdict::Bad(e.to_string()),
                 }
             })?
         } else {
             passthru::run(&cfg, sources, &mut out, &mut rejects, |line| {
+                count(line);
                 let row = match filter::parse_row(line) {
                     Ok(r) => r,
                     Err(e) => return Verdict::Bad(e.to_string()),
@@ -212,10 +236,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 }
             })?
         };
-    out.commit()?;
-    rejects.finish()?;
+    crate::io::commit(out, rejects)?;
 
     let per_reason = by_category(&summary);
+    let outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
     if let Some(path) = &args.stats {
         let stats = serde_json::json!({
             "read": summary.read,
@@ -224,6 +248,8 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "dropped_by_reason": per_reason,
             "bad": summary.bad,
             "inverted": invert,
+            "stop_reasons": outcomes.stop_reasons,
+            "failure_classes": outcomes.failure_classes,
         });
         let mut o = Output::create(Some(path))?;
         serde_json::to_writer_pretty(&mut o, &stats)?;

@@ -97,8 +97,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open("merge", args.io.rejects.as_deref())?;
     let s = crate::stage::merge::merge(&cfg, sources, &mut out, &mut rejects)?;
-    out.commit()?;
-    rejects.finish()?;
+    crate::io::commit(out, rejects)?;
     if !args.io.quiet {
         note(NAME, &summary_text(&s, &args));
     }

@@ -3,5 +3,6 @@ pub mod compress;
 pub mod filter;
 pub mod merge;
 pub mod normalize;
+pub mod report;
 pub mod run;
 pub mod sample;

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::cli::{IoArgs, Status};
 use crate::format::repair::{Repair, Repairs};
 use crate::io::{Rejects, Verdict};
-use crate::stage::normalize::{self, Arguments, Columns, Options, Target, ToolsAs};
+use crate::stage::normalize::{self, Arguments, Bridge, Columns, Options, Target, ToolsAs};
 
 const NAME: &str = "traj-normalize";
 
@@ -30,6 +30,8 @@ Examples:
   traj-normalize --to openai --arguments object --tools-as string hermes.jsonl
   # LLaMA-Factory's own turns (sharegpt or openai formatting), any mix of sources
   traj-normalize --to llamafactory --columns core hermes.jsonl -o trajectories_lf.jsonl
+  # hermes-agent 0.21+ rows: bridge calls as the model made them (default: the real tool)
+  traj-normalize --bridge keep batch_0.jsonl -o hermes.jsonl
 
 Input shapes (detected per row): traj-run raw records and OpenAI `messages` datasets
 (tool_calls, function_call, role tool/function, typed content parts, reasoning fields);
@@ -109,6 +111,14 @@ pub struct Args {
     /// cannot be repaired without a guess are rejected either way.
     #[arg(long)]
     pub no_repair: bool,
+
+    /// What the Hermes text shows of a hermes-agent `tool_call` bridge call (0.21+):
+    /// `resolve` (default) writes the real tool it ran, with its arguments, and its
+    /// result under that name, keeping each original call in the row's `bridge_calls`
+    /// (so `--to openai` and a second normalize give it back); `keep` writes the bridge
+    /// call as the model made it. tool_stats count the real tools either way.
+    #[arg(long, value_enum, default_value_t = Bridge::Resolve, value_name = "HOW")]
+    pub bridge: Bridge,
 
     /// Write counts (read, written, bad, envelope repairs per kind) as JSON to FILE.
     #[arg(long, value_name = "FILE")]
@@ -199,6 +209,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         arguments: args.arguments,
         tools_as: args.tools_as,
         no_repair: args.no_repair,
+        bridge: args.bridge,
     };
     if args.arguments == Arguments::Object && args.to != Target::OpenAi {
         crate::usage_bail!(
@@ -218,8 +229,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let summary = crate::io::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
         convert_line_counted(line, &opts, buf, &tally)
     })?;
-    out.commit()?;
-    rejects.finish()?;
+    crate::io::commit(out, rejects)?;
     let repairs = *tally.lock().expect("repair tally");
     if let Some(path) = &args.stats {
         let per: serde_json::Map<String, Value> = Repair::ALL

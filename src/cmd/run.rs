@@ -137,6 +137,16 @@ pub struct Args {
     /// Stop the run cleanly once the provider-reported cost reaches this many dollars.
     #[arg(long, value_name = "DOLLARS")]
     pub max_cost: Option<f64>,
+    /// Largest reply read, in MiB: a larger one fails its prompt as `response_too_large`
+    /// (not retried; refused unread when its Content-Length says so).
+    #[arg(long, default_value_t = 16.0, value_name = "MB")]
+    pub max_response_mb: f64,
+    /// Out of credits (HTTP 402, or a body saying so): `stop` ends the run as
+    /// --max-cost does (nothing marked failed; --resume after a top-up continues);
+    /// `wait` pauses every worker and probes with one request at the Retry-After pace
+    /// (at most --retry-max-delay) until the provider answers again.
+    #[arg(long, value_enum, default_value_t = OnPaymentArg::Stop, value_name = "WHAT")]
+    pub on_payment: OnPaymentArg,
     /// Answer identical requests from DIR and store new answers there.
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
@@ -176,6 +186,13 @@ pub struct Args {
 
     #[command(flatten)]
     pub tools: ToolArgs,
+}
+
+/// `--on-payment`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnPaymentArg {
+    Stop,
+    Wait,
 }
 
 /// Validated agent settings, from flags and files.
@@ -259,6 +276,11 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
         max_attempts: args.max_attempts,
         max_rps: args.max_rps,
         max_cost: args.max_cost,
+        max_response: config::megabytes(args.max_response_mb, "--max-response-mb")?,
+        on_payment: match args.on_payment {
+            OnPaymentArg::Stop => crate::llm::OnPayment::Stop,
+            OnPaymentArg::Wait => crate::llm::OnPayment::Wait,
+        },
         cache: args.cache.clone(),
         toolsets: split_list(args.toolsets.as_deref()),
         distribution: args.distribution.clone(),
@@ -270,6 +292,19 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
         sandbox: Default::default(),
     }
     .validated()
+}
+
+/// A flag SIGINT, SIGTERM and SIGHUP set: the engine then stops cleanly (prompts in
+/// flight run again on resume). A second signal while stopping is ignored: files are
+/// being closed.
+fn stop_on_signals() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(sig, flag.clone())
+            .context("cannot install the signal handler")?;
+    }
+    Ok(flag)
 }
 
 /// Run traj-run.
@@ -291,7 +326,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     cfg.sandbox = SandboxUsed::of(&sandbox);
     let hosts = hosts::host_factory(&tool_config, sandbox, cfg.toolsets.as_deref())
         .map_err(|e| usage(e.into()))?;
-    let ending = engine::run(&cfg, hosts, &tool_config).map_err(usage)?;
+    let ending = engine::run(&cfg, hosts, &tool_config, stop_on_signals()?).map_err(usage)?;
     Ok(if ending.ok() {
         Status::Ok
     } else {

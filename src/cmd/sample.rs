@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::cli::{IoArgs, Status, UsageError, note, summary_line};
 use crate::io::{Output, Rejects};
@@ -102,8 +102,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let (shard, on_error) = (args.shard.shard, args.io.on_error);
     let summary = sample_rows(&plan, sources, shard, on_error, &mut out, &mut rejects)?;
-    out.commit().context("writing the output")?;
-    rejects.finish()?;
+    crate::io::commit(out, rejects)?;
     if !args.io.quiet {
         note(NAME, &summary_line(&summary));
     }

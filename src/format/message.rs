@@ -4,6 +4,13 @@
 //!
 //! One rule for the text of `content`, read two ways: [`content_text`] from a `Value`
 //! (traj-compress, traj-run) and [`content_text_raw`] from raw JSON (traj-filter).
+//!
+//! One rule for what each typed part of a `content` list is ([`part`]: text, reasoning,
+//! a tool call, an image) and for the calls a tool-call part holds ([`part_calls`]):
+//! traj-normalize reads a message's reasoning and calls from its parts by it, and
+//! traj-filter's predicates judge a raw row's parts by it, so both agree on what a
+//! LLaMA-Factory `{"type": "reasoning", "value": ...}` or `{"type": "tool_call",
+//! "value": ...}` part holds.
 
 use std::borrow::Cow;
 
@@ -96,6 +103,83 @@ pub fn reasoning_text(message: &Value) -> Option<String> {
         }
     }
     None
+}
+
+/// What one typed part of a `content` list is (see [`part`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part<'a> {
+    /// A text part's text (a bare string is a text part).
+    Text(&'a str),
+    /// A reasoning part's text.
+    Reasoning(&'a str),
+    /// A tool-call part (its calls: [`part_calls`]).
+    ToolCall(&'a Value),
+    /// An image part.
+    Image,
+    /// A part not understood.
+    Unknown(BadPart),
+}
+
+/// A content part that is not understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadPart {
+    #[error("a text part without text")]
+    TextWithoutText,
+    #[error("a reasoning part without text")]
+    ReasoningWithoutText,
+    #[error("unsupported part type {0:?}")]
+    Unsupported(String),
+}
+
+/// The `type` of a part (`"?"` without one).
+pub fn part_type(p: &Value) -> &str {
+    p.get("type").and_then(Value::as_str).unwrap_or("?")
+}
+
+/// The string under the first of `keys` that holds one.
+fn part_str<'a>(p: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter().find_map(|k| p.get(*k).and_then(Value::as_str))
+}
+
+/// THE rule for a typed part: `text`/`input_text`/`output_text` (text under `text`,
+/// `value` or `content`), `reasoning`/`thinking`/`reasoning_text` (under `reasoning`,
+/// `thinking`, `text`, `value` or `content`), `tool_call`/`tool_use`/`function_call`,
+/// `image_url`/`image`/`input_image`; a bare string is text.
+pub fn part(p: &Value) -> Part<'_> {
+    if let Value::String(s) = p {
+        return Part::Text(s);
+    }
+    match part_type(p) {
+        "text" | "input_text" | "output_text" => match part_str(p, &["text", "value", "content"]) {
+            Some(t) => Part::Text(t),
+            None => Part::Unknown(BadPart::TextWithoutText),
+        },
+        "reasoning" | "thinking" | "reasoning_text" => {
+            match part_str(p, &["reasoning", "thinking", "text", "value", "content"]) {
+                Some(t) => Part::Reasoning(t),
+                None => Part::Unknown(BadPart::ReasoningWithoutText),
+            }
+        }
+        "tool_call" | "tool_use" | "function_call" => Part::ToolCall(p),
+        "image_url" | "image" | "input_image" => Part::Image,
+        other => Part::Unknown(BadPart::Unsupported(other.to_string())),
+    }
+}
+
+/// The calls a tool-call part holds, each a call object (`{"name", "arguments"}` or
+/// OpenAI's `{"function": {...}}`): LLaMA-Factory's `{"type": "tool_call", "value":
+/// "<JSON call or list of calls>"}` (the JSON of its `value` or `text` string), else
+/// the part itself (`{"type": "tool_use", "name", "input"}`). Err: serde_json's message
+/// for a string that is not JSON.
+pub fn part_calls(p: &Value) -> Result<Vec<Cow<'_, Value>>, String> {
+    let inner = match part_str(p, &["value", "text"]) {
+        Some(s) => serde_json::from_str::<Value>(s).map_err(|e| e.to_string())?,
+        None => return Ok(vec![Cow::Borrowed(p)]),
+    };
+    Ok(match inner {
+        Value::Array(l) => l.into_iter().map(Cow::Owned).collect(),
+        one => vec![Cow::Owned(one)],
+    })
 }
 
 /// [`content_text`] of a raw `content` value, borrowed when it is a string without
@@ -201,6 +285,32 @@ mod tests {
         // Blank reasoning is no text; the first field that holds some is the reasoning.
         let m = json!({"content": "x", "reasoning": " ", "reasoning_content": "y"});
         assert_eq!(pieces(&m), ["x", "y"]);
+    }
+
+    #[test]
+    fn typed_parts_by_one_rule() {
+        assert_eq!(
+            part(&json!({"type": "reasoning", "value": "R"})),
+            Part::Reasoning("R")
+        );
+        assert_eq!(
+            part(&json!({"type": "text", "value": "T"})),
+            Part::Text("T")
+        );
+        assert_eq!(part(&json!("s")), Part::Text("s"));
+        assert_eq!(part(&json!({"type": "image_url"})), Part::Image);
+        assert_eq!(
+            part(&json!({"type": "text"})),
+            Part::Unknown(BadPart::TextWithoutText)
+        );
+        let p = json!({"type": "tool_call", "value": "[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\"}]"});
+        assert!(matches!(part(&p), Part::ToolCall(_)));
+        let calls = part_calls(&p).unwrap();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[1]["name"], "b");
+        let u = json!({"type": "tool_use", "name": "c", "input": {}});
+        assert_eq!(part_calls(&u).unwrap()[0]["name"], "c");
+        assert!(part_calls(&json!({"type": "tool_call", "value": "{"})).is_err());
     }
 
     fn raw(s: &str) -> Box<RawValue> {

@@ -368,7 +368,9 @@ pub struct ToolCount {
 ///
 /// A result counts for the first not-yet-answered call of the preceding `Gpt` turn
 /// whose name equals the result's name; a result that answers no call (for example
-/// `"unknown"`) adds nothing, and a call without a result adds to `count` only.
+/// `"unknown"`) adds nothing, and a call without a result adds to `count` only. A
+/// `tool_call` bridge call that names one real tool counts (with its result) for that
+/// tool ([`crate::format::bridge::counted_name`]).
 pub fn tool_stats<'a>(
     traj: &Trajectory,
     known: impl IntoIterator<Item = &'a str>,
@@ -381,11 +383,16 @@ pub fn tool_stats<'a>(
         stats.entry(t.name.clone()).or_default();
     }
     let mut prev_calls: &[ToolCall] = &[];
+    // The name each call of `prev_calls` counts under (a bridge call: its real tool).
+    let mut counted: Vec<String> = Vec::new();
     for turn in &traj.turns {
         match turn {
             Turn::Gpt(g) => {
+                counted.clear();
                 for c in &g.tool_calls {
-                    stats.entry(c.name.clone()).or_default().count += 1;
+                    let name = crate::format::bridge::counted_name(&c.name, &c.arguments);
+                    stats.entry(name.to_string()).or_default().count += 1;
+                    counted.push(name.into_owned());
                 }
                 prev_calls = &g.tool_calls;
             }
@@ -398,7 +405,7 @@ pub fn tool_stats<'a>(
                         .position(|(k, c)| !answered[k] && c.name == r.name);
                     if let Some(k) = slot {
                         answered[k] = true;
-                        let e = stats.entry(r.name.clone()).or_default();
+                        let e = stats.entry(counted[k].clone()).or_default();
                         match classify_result(&r.content) {
                             Outcome::Success => e.success += 1,
                             Outcome::Failure => e.failure += 1,

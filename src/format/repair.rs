@@ -8,8 +8,15 @@
 //! Hermes tag scanner ([`hermes::next_tag`]) and applies exactly these repairs
 //! ([`Repair`]):
 //!
-//! - [`Repair::StrayClose`]: a `</think>`, `</tool_call>` or `</tool_response>` with no
-//!   opening tag is removed, with the white space right before it (so
+//! - [`Repair::ReasoningAfterEmptyThink`]: an empty `<think>` block (the runner's),
+//!   then text without tags, then a `</think>` with no opening tag: the model wrote its
+//!   reasoning and closed it itself. The empty block's white space and `</think>` are
+//!   removed, so the text becomes the block's reasoning and the model's own `</think>`
+//!   closes it (`<think>\n</think>\nR\n</think>\n\nX` becomes
+//!   `<think>\nR\n</think>\n\nX`); every other byte stays. Only when no `<think>`
+//!   came before (after one, the empty block is a duplicate, below).
+//! - [`Repair::StrayClose`]: any other `</think>`, `</tool_call>` or `</tool_response>`
+//!   with no opening tag is removed, with the white space right before it (so
 //!   `<think>\n</think>\n</think>\nX` becomes `<think>\n</think>\nX`); the text around
 //!   it stays as it was.
 //! - [`Repair::DuplicateEmptyThink`]: a `<think>` block holding only white space, beside
@@ -41,17 +48,23 @@ use crate::format::hermes::{self, Tag, TagError};
 pub enum Repair {
     StrayClose,
     DuplicateEmptyThink,
+    ReasoningAfterEmptyThink,
 }
 
 impl Repair {
     /// Every kind, in the order they are reported.
-    pub const ALL: [Repair; 2] = [Repair::StrayClose, Repair::DuplicateEmptyThink];
+    pub const ALL: [Repair; 3] = [
+        Repair::StrayClose,
+        Repair::DuplicateEmptyThink,
+        Repair::ReasoningAfterEmptyThink,
+    ];
 
     /// The kind's name on stderr and in `--stats`.
     pub const fn name(self) -> &'static str {
         match self {
             Repair::StrayClose => "stray_closing_tag",
             Repair::DuplicateEmptyThink => "duplicate_empty_think",
+            Repair::ReasoningAfterEmptyThink => "reasoning_after_empty_think",
         }
     }
 
@@ -62,7 +75,7 @@ impl Repair {
 
 /// Repairs made, counted by kind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Repairs([u64; 2]);
+pub struct Repairs([u64; Repair::ALL.len()]);
 
 impl Repairs {
     pub fn add(&mut self, kind: Repair) {
@@ -220,7 +233,21 @@ fn repair_once<'a>(
                     hermes::next_tag(v, end),
                     Some((n, Tag::ThinkOpen)) if !seen_call && blank(&v[end..n])
                 );
-                if empty && (seen_think || next_is_think) {
+                // The model's own reasoning after the runner's empty block, closed by
+                // the model's `</think>`: that close ends the block instead.
+                let own_close = match hermes::next_tag(v, end) {
+                    Some((q2, Tag::ThinkClose)) if !blank(&v[end..q2]) => Some(q2),
+                    _ => None,
+                };
+                if let Some(q2) = own_close.filter(|_| empty && !seen_think) {
+                    want(Repair::ReasoningAfterEmptyThink, &|| {
+                        "reasoning after an empty <think> block, closed by a </think> of its own"
+                            .into()
+                    })?;
+                    b.cut(start, end, false);
+                    seen_think = true;
+                    pos = q2 + Tag::ThinkClose.text().len();
+                } else if empty && (seen_think || next_is_think) {
                     want(Repair::DuplicateEmptyThink, &|| {
                         "an empty <think> block beside another <think> block".into()
                     })?;
@@ -283,11 +310,51 @@ mod tests {
         let (out, r) = fix("<think>\n</think>\n</think>\nThe answer");
         assert_eq!(out, "<think>\n</think>\nThe answer");
         assert_eq!(r.get(Repair::StrayClose), 1);
-        let (out, _) = fix("<think>\n</think>\nI reason here.\n</think>\n\nThe answer");
-        assert_eq!(out, "<think>\n</think>\nI reason here.\n\nThe answer");
+        let (out, r) = fix("I reason here.\n</think>\n\nThe answer");
+        assert_eq!(out, "I reason here.\n\nThe answer");
+        assert_eq!(r.get(Repair::StrayClose), 1);
         let (out, r) = fix("a </tool_call> b </tool_response>");
         assert_eq!(out, "a b");
         assert_eq!(r.get(Repair::StrayClose), 2);
+    }
+
+    #[test]
+    fn reasoning_closed_by_its_own_tag_after_an_empty_think_becomes_the_reasoning() {
+        let (out, r) = fix("<think>\n</think>\nI reason here.\n</think>\n\nThe answer");
+        assert_eq!(out, "<think>\nI reason here.\n</think>\n\nThe answer");
+        assert_eq!(r.get(Repair::ReasoningAfterEmptyThink), 1);
+        assert_eq!(r.total(), 1);
+        let (out, r) = fix(
+            "<think>\n\n</think>\n\nR\n</think>\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>",
+        );
+        assert_eq!(
+            out,
+            "<think>\n\nR\n</think>\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>"
+        );
+        assert_eq!(r.get(Repair::ReasoningAfterEmptyThink), 1);
+        // After an OpenAI reply's reasoning the empty block is a duplicate, and the
+        // text stays content.
+        let mut r = Repairs::default();
+        let out = repair_gpt(
+            "<think>\n</think>\nR\n</think>\nX",
+            true,
+            Mode::Repair,
+            &mut r,
+        );
+        assert_eq!(out.unwrap(), "R\nX");
+        assert_eq!(r.get(Repair::ReasoningAfterEmptyThink), 0);
+        let mut r = Repairs::default();
+        let e = repair_gpt(
+            "<think>\n</think>\nR\n</think>\nX",
+            false,
+            Mode::Refuse,
+            &mut r,
+        );
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("closed by a </think> of its own")
+        );
     }
 
     #[test]
@@ -369,6 +436,8 @@ mod tests {
             "<think>\nR\n</think>\n</think>\n<tool_call>\n{}\n</tool_call>\n</tool_call>",
             "<think>\n</think>\n</think>\n<think>\nR\n</think>",
             "</think>\n<think>\nR\n</think>",
+            "<think>\n</think>\nR\n</think>\n\nx</think>",
+            "<think> </think>R</think><think>\n</think>\nS\n</think>",
         ] {
             let (once, _) = fix(v);
             let (twice, r) = fix(&once);

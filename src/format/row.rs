@@ -56,6 +56,8 @@ pub struct RowView<'a> {
     pub messages: Option<Vec<Message<'a>>>,
     pub completed: Option<&'a str>,
     pub partial: Option<&'a str>,
+    /// `stop_reason` of a traj-run record (raw JSON text).
+    pub stop_reason: Option<&'a str>,
     /// Tool schemas stored on the row (raw records; some datasets store a JSON string).
     pub tools: Option<&'a str>,
 }
@@ -82,6 +84,9 @@ pub struct Message<'a> {
     pub tool_calls: Option<Vec<CallEntry<'a>>>,
     #[serde(borrow, default)]
     pub tool_call_id: Option<Cow<'a, str>>,
+    /// OpenAI's legacy single call (`{"name", "arguments"}`).
+    #[serde(borrow, default)]
+    pub function_call: Option<&'a RawValue>,
 }
 
 /// An entry of an OpenAI `tool_calls` list.
@@ -187,6 +192,7 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
             },
             b"completed" => row.completed = Some(raw),
             b"partial" => row.partial = Some(raw),
+            b"stop_reason" => row.stop_reason = Some(raw),
             b"tools" => row.tools = Some(raw),
             _ => {}
         }

@@ -15,6 +15,24 @@ use serde_json::Value;
 /// One UTF-8 check of the whole line (SIMD), then serde_json's `StrRead`, which does not
 /// re-validate each string, into a value built by [`Strict`] (which sees duplicates).
 pub fn parse_object(bytes: &[u8]) -> std::result::Result<serde_json::Map<String, Value>, String> {
+    match parse_value(bytes)? {
+        Value::Object(m) => Ok(m),
+        other => Err(format!(
+            "expected a JSON object, found {}",
+            json_kind(&other)
+        )),
+    }
+}
+
+/// True when `bytes` are one JSON value by the rules of [`parse_object`] (any value,
+/// not only an object): what a rejects file may embed as JSON, so that every reader of
+/// the rejects (jq, Python) reads each of them.
+pub fn is_json(bytes: &[u8]) -> bool {
+    parse_value(bytes).is_ok()
+}
+
+/// One JSON value by the row rules (UTF-8, no key twice, the depth limit).
+fn parse_value(bytes: &[u8]) -> std::result::Result<Value, String> {
     let text = match simdutf8::basic::from_utf8(bytes) {
         Ok(text) => text,
         Err(_) => {
@@ -25,18 +43,12 @@ pub fn parse_object(bytes: &[u8]) -> std::result::Result<serde_json::Map<String,
         }
     };
     let mut de = serde_json::Deserializer::from_str(text);
-    let parsed = serde::de::DeserializeSeed::deserialize(Strict, &mut de).and_then(|v| {
-        de.end()?;
-        Ok(v)
-    });
-    match parsed {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(other) => Err(format!(
-            "expected a JSON object, found {}",
-            json_kind(&other)
-        )),
-        Err(e) => Err(format!("invalid JSON: {e}")),
-    }
+    serde::de::DeserializeSeed::deserialize(Strict, &mut de)
+        .and_then(|v| {
+            de.end()?;
+            Ok(v)
+        })
+        .map_err(|e| format!("invalid JSON: {e}"))
 }
 
 /// A row read in part by [`parse_object_in_part`]: `map` has every top-level field in

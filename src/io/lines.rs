@@ -1,6 +1,8 @@
 //! The one line splitter: how every stage turns bytes into lines (LF, CR before LF
 //! and a UTF-8 BOM on line 1 removed; a missing final newline tolerated; blank lines
-//! skipped), and the serial [`LineReader`] that keeps each line's source and number.
+//! skipped), how a line was ended ([`Cut`]: whether its bytes and one LF are the input's
+//! bytes, whether a CR was cut, which a reject gives back), and the serial
+//! [`LineReader`] that keeps each line's source and number.
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -9,15 +11,29 @@ use anyhow::{Context, Result};
 
 use super::source::{Source, open_source};
 
-/// The part of a raw line (as `read_until(b'\n')` or a split at a newline gives it)
-/// that is the line: without the LF, a CR before it, and on the first line of a source
-/// a UTF-8 BOM.
-pub fn line_range(raw: &[u8], first_line: bool) -> std::ops::Range<usize> {
+/// How one raw line (as `read_until(b'\n')` or a split after a newline gives it) is
+/// cut: the one rule every reader of lines applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    /// The line as every stage judges it: without the LF, one CR before it (or at the
+    /// end of an unterminated last line), and on the first line of a source a UTF-8 BOM.
+    pub line: std::ops::Range<usize>,
+    /// A CR was cut after `line` (the input line is `line` and `\r`).
+    pub cr: bool,
+    /// `line`'s bytes and one LF are the rest of the raw line exactly (no CR was cut and
+    /// the LF is there): such a line may be copied from the input as it is.
+    pub lf: bool,
+}
+
+/// Cut a raw line ([`Cut`]).
+pub fn cut_line(raw: &[u8], first_line: bool) -> Cut {
     let mut end = raw.len();
-    if end > 0 && raw[end - 1] == b'\n' {
+    let has_lf = end > 0 && raw[end - 1] == b'\n';
+    if has_lf {
         end -= 1;
     }
-    if end > 0 && raw[end - 1] == b'\r' {
+    let cr = end > 0 && raw[end - 1] == b'\r';
+    if cr {
         end -= 1;
     }
     let start = if first_line && raw[..end].starts_with(b"\xEF\xBB\xBF") {
@@ -25,7 +41,32 @@ pub fn line_range(raw: &[u8], first_line: bool) -> std::ops::Range<usize> {
     } else {
         0
     };
-    start..end
+    Cut {
+        line: start..end,
+        cr,
+        lf: has_lf && !cr,
+    }
+}
+
+/// The part of a raw line that is the line ([`Cut::line`]).
+pub fn line_range(raw: &[u8], first_line: bool) -> std::ops::Range<usize> {
+    cut_line(raw, first_line).line
+}
+
+/// An input line as a rejects file keeps it: its bytes as the stage judged them and
+/// whether a CR was cut before its LF, so that the reject gives back the exact bytes
+/// that stood before the LF (a BOM on line 1 is the file's, not the line's).
+#[derive(Debug, Clone, Copy)]
+pub struct Raw<'a> {
+    pub bytes: &'a [u8],
+    pub cr: bool,
+}
+
+impl<'a> Raw<'a> {
+    /// A line that had no CR.
+    pub fn plain(bytes: &'a [u8]) -> Raw<'a> {
+        Raw { bytes, cr: false }
+    }
 }
 
 /// [`line_range`] as a slice.
@@ -39,6 +80,8 @@ pub struct LineReader {
     next: usize,
     cur: Option<(Arc<str>, Box<dyn BufRead + Send>)>,
     lineno: u64,
+    /// The last line read had a CR cut before its LF.
+    cr: bool,
 }
 
 /// One line as read: its source, its 1-based number, and its bytes without the line
@@ -57,7 +100,13 @@ impl LineReader {
             next: 0,
             cur: None,
             lineno: 0,
+            cr: false,
         }
+    }
+
+    /// Whether a CR was cut before the LF of the last line read ([`Cut::cr`]).
+    pub fn cut_cr(&self) -> bool {
+        self.cr
     }
 
     /// Index (in the list given to [`LineReader::new`]) of the source of the last line
@@ -90,9 +139,10 @@ impl LineReader {
                 continue;
             }
             self.lineno += 1;
-            let keep = line_range(buf, self.lineno == 1);
-            buf.truncate(keep.end);
-            buf.drain(..keep.start);
+            let keep = cut_line(buf, self.lineno == 1);
+            self.cr = keep.cr;
+            buf.truncate(keep.line.end);
+            buf.drain(..keep.line.start);
             return Ok(Some((name.clone(), self.lineno)));
         }
     }
@@ -114,9 +164,12 @@ impl Iterator for LineReader {
     }
 }
 
-/// True when a line holds only white space: such lines are skipped by every stage.
+/// True when a line holds only JSON white space (space, tab, CR): such lines are
+/// skipped by every stage. Any other byte (a form feed, a vertical tab) makes the line
+/// a line to judge, which every stage refuses as not JSON.
 pub fn is_blank(line: &[u8]) -> bool {
-    line.iter().all(|b| b.is_ascii_whitespace())
+    line.iter()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
 }
 
 #[cfg(test)]
@@ -137,5 +190,21 @@ mod tests {
             (lines[2].lineno, lines[2].bytes.as_slice()),
             (3, &b"{\"b\":2}"[..])
         );
+    }
+
+    #[test]
+    fn cuts_say_how_a_line_ended() {
+        fn cut(raw: &[u8], first: bool) -> (&[u8], bool, bool) {
+            let c = cut_line(raw, first);
+            (&raw[c.line.clone()], c.cr, c.lf)
+        }
+        assert_eq!(cut(b"ab\n", false), (&b"ab"[..], false, true));
+        assert_eq!(cut(b"ab\r\n", false), (&b"ab"[..], true, false));
+        assert_eq!(cut(b"ab", false), (&b"ab"[..], false, false));
+        assert_eq!(cut(b"ab\r", false), (&b"ab"[..], true, false));
+        assert_eq!(cut(b"ab\r\r\n", false), (&b"ab\r"[..], true, false));
+        assert_eq!(cut(b"\xEF\xBB\xBFab\n", true), (&b"ab"[..], false, true));
+        assert_eq!(cut(b"\xEF\xBB\xBFab\n", false).0, b"\xEF\xBB\xBFab");
+        assert!(is_blank(b" \t\r") && !is_blank(b"\x0c") && !is_blank(b"\x0b"));
     }
 }

@@ -3,7 +3,8 @@
 //! [`parquet`]: Parquet in and out),
 //! how bytes become lines ([`lines`]), the one rule for a line as a JSON object
 //! ([`json`]), the bad-line policy ([`policy`]), rejects ([`rejects`]), atomic output
-//! ([`output`]), the serial reader ([`records`]), and the two ordered parallel pipelines: [`pipeline`] for stages that
+//! ([`output`]: a run's outputs committed together), temp files named after their
+//! process and removed on signals or, stale, by a later run ([`temp`]), the serial reader ([`records`]), and the two ordered parallel pipelines: [`pipeline`] for stages that
 //! rewrite lines, [`passthru`] (zero-copy) for stages that keep or drop them.
 
 pub mod json;
@@ -18,10 +19,11 @@ pub mod policy;
 pub mod records;
 pub mod rejects;
 pub mod source;
+pub mod temp;
 
 pub use json::{PartRow, json_kind, parse_object, parse_object_in_part};
-pub use lines::{Line, LineReader, is_blank, line_range, trim_line};
-pub use output::{Compression, Output, Sink};
+pub use lines::{Cut, Line, LineReader, Raw, cut_line, is_blank, line_range, trim_line};
+pub use output::{Commit, Compression, Output, Sink, commit};
 pub(crate) use pipeline::{Panic, in_order};
 pub use pipeline::{PipeConfig, process};
 pub use policy::{LineError, OnError, Select, Shard, Summary, Verdict};

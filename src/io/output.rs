@@ -3,7 +3,10 @@
 //!
 //! The file is created with the mode the umask gives (`0666 & !umask`, as `>` does),
 //! and every temp file still open is listed, so that a signal handler can remove them
-//! ([`remove_live_temps`]): an interrupted run leaves nothing behind.
+//! ([`remove_live_temps`]): an interrupted run leaves nothing behind; one killed
+//! outright leaves a temp file named after its process, which the next run writing
+//! beside it removes ([`super::temp`]). A run's outputs are put in place together or
+//! not at all ([`Commit`]); an error writing any of them names it.
 //!
 //! Durability costs what the disk needs, not a second pass: a file output is written
 //! behind ([`WriteBehind`]): every [`SYNC_EVERY`] bytes a background thread flushes what
@@ -31,36 +34,32 @@ fn is_special_file(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// The temp files of the outputs not yet committed or dropped.
-static LIVE_TEMPS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+use super::temp::Listed;
+pub use super::temp::remove_live_temps;
 
-/// Remove every temp file of an output that is not committed yet (from a signal
-/// handler, just before the process dies).
-pub fn remove_live_temps() {
-    let temps = LIVE_TEMPS.lock().unwrap_or_else(|e| e.into_inner());
-    for p in temps.iter() {
-        let _ = std::fs::remove_file(p);
+/// The name of an output in messages: its path as given, or `stdout`.
+fn output_name(path: Option<&Path>) -> std::sync::Arc<str> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => p.display().to_string().into(),
+        _ => "stdout".into(),
     }
 }
 
-/// Lists a temp file in [`LIVE_TEMPS`] while it lives.
-struct Listed(PathBuf);
-
-impl Listed {
-    fn new(p: &Path) -> Listed {
-        let mut temps = LIVE_TEMPS.lock().unwrap_or_else(|e| e.into_inner());
-        temps.push(p.to_path_buf());
-        Listed(p.to_path_buf())
-    }
-}
-
-impl Drop for Listed {
-    fn drop(&mut self) {
-        let mut temps = LIVE_TEMPS.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = temps.iter().position(|p| *p == self.0) {
-            temps.swap_remove(i);
+/// An error of writing to an output, which names it (`out.jsonl: write error: No space
+/// left on device`); the kind of the error is kept (a broken pipe is still one).
+fn named(name: &str, e: io::Error) -> io::Error {
+    #[derive(Debug)]
+    struct Named(String);
+    impl std::fmt::Display for Named {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
         }
     }
+    impl std::error::Error for Named {}
+    if e.get_ref().is_some_and(|inner| inner.is::<Named>()) {
+        return e;
+    }
+    io::Error::new(e.kind(), Named(format!("{name}: write error: {e}")))
 }
 
 /// Where a pipeline writes: any [`Write`], and, when it is a pipe, the pipe itself, so
@@ -98,6 +97,8 @@ pub struct Output {
     inner: OutputKind,
     /// Stdout or the special file is a pipe ([`Sink::splice_target`]).
     pipe: bool,
+    /// The path as given, or `stdout`, for messages.
+    name: std::sync::Arc<str>,
 }
 
 enum OutputKind {
@@ -272,6 +273,7 @@ impl Output {
                 Ok(Output {
                     inner: OutputKind::Special(BufWriter::with_capacity(BUF_SIZE, f)),
                     pipe,
+                    name: output_name(Some(p)),
                 })
             }
             Some(p) => {
@@ -279,10 +281,12 @@ impl Output {
                     Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
                     _ => PathBuf::from("."),
                 };
+                // Temp files of runs that died (`kill -9`) beside it go first.
+                super::temp::remove_stale(&dir, TEMP_PREFIX, TEMP_SUFFIX);
                 // The mode open(2) is given is masked by the umask, as for `>`.
                 let tmp = tempfile::Builder::new()
-                    .prefix(".traj-")
-                    .suffix(".tmp")
+                    .prefix(&super::temp::name_prefix(TEMP_PREFIX))
+                    .suffix(TEMP_SUFFIX)
                     .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
                     .tempfile_in(&dir)
                     .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
@@ -294,6 +298,7 @@ impl Output {
                         listed,
                     },
                     pipe: false,
+                    name: output_name(Some(p)),
                 })
             }
         }
@@ -305,41 +310,107 @@ impl Output {
         Output {
             inner: OutputKind::Stdout(BufWriter::with_capacity(BUF_SIZE, out)),
             pipe,
+            name: output_name(None),
         }
+    }
+
+    /// The output's name in messages: its path as given, or `stdout`.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// Flush everything; for a file, fsync it (most of it is on the disk already:
     /// [`WriteBehind`]), rename it into place and fsync its folder, so that the new name
-    /// survives a crash too.
+    /// survives a crash too. A stage with a rejects file commits both with [`commit`].
     pub fn commit(self) -> Result<()> {
+        Commit::default().output(self)?.done()
+    }
+
+    /// Write out everything (a file: to its temp file, on the disk): what a [`Commit`]
+    /// does before it renames anything.
+    fn finish(self) -> Result<Option<Ready>> {
+        let name = self.name;
+        let wrote = |e: io::Error| anyhow::Error::new(named(&name, e));
         match self.inner {
-            OutputKind::Stdout(mut w) => {
-                w.flush()?;
-                Ok(())
-            }
-            OutputKind::Special(mut w) => {
-                w.flush()?;
-                Ok(())
-            }
+            OutputKind::Stdout(mut w) => w.flush().map(|()| None).map_err(wrote),
+            OutputKind::Special(mut w) => w.flush().map(|()| None).map_err(wrote),
             OutputKind::File { w, path, listed } => {
-                let tmp = w.finish()?;
-                tmp.as_file().sync_all()?;
-                tmp.persist(&path)
-                    .map_err(|e| e.error)
-                    .with_context(|| format!("cannot rename output into {}", path.display()))?;
-                drop(listed);
-                let dir = match path.parent() {
-                    Some(d) if !d.as_os_str().is_empty() => d,
-                    _ => Path::new("."),
-                };
-                // Some file systems cannot sync a folder: the file itself is safe.
-                if let Ok(d) = File::open(dir) {
-                    let _ = d.sync_all();
-                }
-                Ok(())
+                let tmp = w.finish().map_err(wrote)?;
+                tmp.as_file().sync_all().map_err(wrote)?;
+                Ok(Some(Ready {
+                    tmp: tmp.into_temp_path(),
+                    path,
+                    _listed: listed,
+                }))
             }
         }
     }
+}
+
+/// The prefix and suffix of the temp file of an output (with the process in between:
+/// [`super::temp`]).
+const TEMP_PREFIX: &str = ".traj-";
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// An output file written in full and on the disk, under its temp name.
+struct Ready {
+    tmp: tempfile::TempPath,
+    path: PathBuf,
+    _listed: Listed,
+}
+
+/// The outputs of one run, put in place together or not at all: each is written out
+/// first (an error there, a full disk for one of them, leaves every file as it was
+/// and removes the temp files), then all are renamed into place, the rejects file
+/// first, so that an output never stands without the rejects of the same run.
+#[derive(Default)]
+pub struct Commit {
+    /// Renamed in this order.
+    ready: Vec<Ready>,
+}
+
+impl Commit {
+    /// Write out `out` (stdout and special files: flushed; they cannot wait).
+    pub fn output(mut self, out: Output) -> Result<Commit> {
+        if let Some(r) = out.finish()? {
+            self.ready.push(r);
+        }
+        Ok(self)
+    }
+
+    /// Write out the rejects file, to be renamed before the outputs.
+    pub fn rejects(mut self, rejects: super::Rejects) -> Result<Commit> {
+        if let Some(out) = rejects.into_output()
+            && let Some(r) = out.finish()?
+        {
+            self.ready.insert(0, r);
+        }
+        Ok(self)
+    }
+
+    /// Rename every file into place and fsync its folder.
+    pub fn done(self) -> Result<()> {
+        for Ready { tmp, path, _listed } in self.ready {
+            tmp.persist(&path)
+                .map_err(|e| e.error)
+                .with_context(|| format!("cannot rename output into {}", path.display()))?;
+            drop(_listed);
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            // Some file systems cannot sync a folder: the file itself is safe.
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Commit a stage's output and its rejects file together ([`Commit`]).
+pub fn commit(out: Output, rejects: super::Rejects) -> Result<()> {
+    Commit::default().output(out)?.rejects(rejects)?.done()
 }
 
 impl Sink for Output {
@@ -368,6 +439,7 @@ impl Write for Output {
             OutputKind::Special(w) => w.write(buf),
             OutputKind::File { w, .. } => w.writer().write(buf),
         }
+        .map_err(|e| named(&self.name, e))
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match &mut self.inner {
@@ -375,6 +447,7 @@ impl Write for Output {
             OutputKind::Special(w) => w.write_all(buf),
             OutputKind::File { w, .. } => w.writer().write_all(buf),
         }
+        .map_err(|e| named(&self.name, e))
     }
     fn flush(&mut self) -> io::Result<()> {
         match &mut self.inner {
@@ -382,6 +455,7 @@ impl Write for Output {
             OutputKind::Special(w) => w.flush(),
             OutputKind::File { w, .. } => w.writer().flush(),
         }
+        .map_err(|e| named(&self.name, e))
     }
 }
 

@@ -36,8 +36,8 @@ use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use crate::io::{
-    PipeConfig, Rejects, Select, Sink, Source, Summary, Verdict, is_blank, line_range, open_source,
-    raw_file,
+    Cut, PipeConfig, Rejects, Select, Sink, Source, Summary, Verdict, cut_line, is_blank,
+    open_source, raw_file,
 };
 
 /// Bytes read per chunk (a chunk grows to hold a longer line).
@@ -72,6 +72,8 @@ struct Event {
     rel_line: u64,
     start: usize,
     end: usize,
+    /// A CR was cut after `end` (a reject gives it back).
+    cr: bool,
     /// Output pieces that come before this line.
     pieces_before: usize,
     verdict: Verdict,
@@ -268,7 +270,7 @@ fn read_chunks(
                 // A selection names non-blank lines by their number across all inputs:
                 // the workers need each chunk's starting count.
                 nonblank += lines(&data, first)
-                    .filter(|(l, _)| !is_blank(&data[l.clone()]))
+                    .filter(|(c, _)| !is_blank(&data[c.line.clone()]))
                     .count() as u64;
             }
             let chunk = Chunk {
@@ -289,9 +291,9 @@ fn read_chunks(
     Ok(())
 }
 
-/// The lines of a chunk: for each, the range of its bytes (a BOM on line 1 of a source
-/// and a CR before the LF left out) and the offset of the next line.
-fn lines(data: &[u8], first: bool) -> impl Iterator<Item = (std::ops::Range<usize>, usize)> + '_ {
+/// The lines of a chunk: for each, how it is cut ([`cut_line`], its range in `data`)
+/// and the offset of the next line.
+fn lines(data: &[u8], first: bool) -> impl Iterator<Item = (Cut, usize)> + '_ {
     let mut pos = 0;
     std::iter::from_fn(move || {
         if pos >= data.len() {
@@ -300,9 +302,9 @@ fn lines(data: &[u8], first: bool) -> impl Iterator<Item = (std::ops::Range<usiz
         let line_start = pos;
         let nl = memchr::memchr(b'\n', &data[pos..]).map(|k| pos + k);
         pos = nl.map_or(data.len(), |k| k + 1);
-        let r = line_range(&data[line_start..pos], first && line_start == 0);
-        let (start, end) = (line_start + r.start, line_start + r.end);
-        Some((start..end, pos))
+        let mut cut = cut_line(&data[line_start..pos], first && line_start == 0);
+        cut.line = line_start + cut.line.start..line_start + cut.line.end;
+        Some((cut, pos))
     })
 }
 
@@ -318,10 +320,10 @@ where
     let mut nonblank = chunk.nonblank_before;
     // `open`: the chunk range being extended by adjacent kept lines.
     let mut open: Option<(usize, usize)> = None;
-    for (range, next) in self::lines(data, chunk.first) {
-        let (start, end) = (range.start, range.end);
+    for (cut, next) in self::lines(data, chunk.first) {
+        let (start, end) = (cut.line.start, cut.line.end);
         // whether the line's own LF directly follows its bytes (no CR was cut)
-        let own_lf = data.get(end) == Some(&b'\n');
+        let own_lf = cut.lf;
         lines += 1;
         let line = &data[start..end];
         if is_blank(line) {
@@ -364,6 +366,7 @@ where
                     rel_line: lines,
                     start,
                     end,
+                    cr: cut.cr,
                     pieces_before: pieces.len(),
                     verdict: v,
                 });
@@ -472,11 +475,11 @@ fn write_in_order(
             }
             summary.read += d.read;
             for ev in &d.events {
-                let at = (
-                    &d.chunk.source,
-                    base + ev.rel_line,
-                    &d.chunk.data[ev.start..ev.end],
-                );
+                let line = crate::io::Raw {
+                    bytes: &d.chunk.data[ev.start..ev.end],
+                    cr: ev.cr,
+                };
+                let at = (&d.chunk.source, base + ev.rel_line, line);
                 if let Some(err) = summary.not_written(cfg.policy(), rejects, at, &ev.verdict)? {
                     // Everything before the bad line is written; nothing after.
                     write_pieces(out, &mut splicing, &d, &d.pieces[..ev.pieces_before])?;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use super::lines::{is_blank, line_range};
+use super::lines::{Raw, cut_line, is_blank};
 use super::policy::{OnError, Select, Summary, Verdict};
 use super::rejects::Rejects;
 use super::source::{Source, open_source};
@@ -60,6 +60,8 @@ struct Batch {
     data: Vec<u8>,
     /// end offset of each line in `data`.
     ends: Vec<usize>,
+    /// Whether a CR was cut before each line's LF (a reject gives it back).
+    crs: Vec<bool>,
 }
 
 struct Done {
@@ -231,6 +233,7 @@ fn read_batches(
             data.reserve(BATCH_BYTES + BATCH_BYTES / 2);
             let mut ends = Vec::new();
             let mut first_lineno = Vec::new();
+            let mut crs = Vec::new();
             let mut eof = false;
             while data.len() < BATCH_BYTES && ends.len() < batch_lines {
                 // Each line is read straight into the batch, then cut to the line.
@@ -243,8 +246,8 @@ fn read_batches(
                     break;
                 }
                 lineno += 1;
-                let l = line_range(&data[at..], lineno == 1);
-                let (start, end) = (at + l.start, at + l.end);
+                let cut = cut_line(&data[at..], lineno == 1);
+                let (start, end) = (at + cut.line.start, at + cut.line.end);
                 if is_blank(&data[start..end]) {
                     data.truncate(at);
                     continue;
@@ -260,6 +263,7 @@ fn read_batches(
                 data.truncate(at + (end - start));
                 ends.push(data.len());
                 first_lineno.push(lineno);
+                crs.push(cut.cr);
             }
             if !ends.is_empty() {
                 let b = Batch {
@@ -268,6 +272,7 @@ fn read_batches(
                     first_lineno,
                     data,
                     ends,
+                    crs,
                 };
                 seq += 1;
                 if stop.load(std::sync::atomic::Ordering::Relaxed)
@@ -353,7 +358,10 @@ fn write_in_order(
             summary.read += batch.ends.len() as u64;
             for (i, v) in verdicts {
                 let start = if i == 0 { 0 } else { batch.ends[i - 1] };
-                let line = &batch.data[start..batch.ends[i]];
+                let line = Raw {
+                    bytes: &batch.data[start..batch.ends[i]],
+                    cr: batch.crs[i],
+                };
                 let at = (&batch.source, batch.first_lineno[i], line);
                 if let Some(err) = summary.not_written(cfg.policy(), rejects, at, &v)? {
                     // Everything before the bad line is written; nothing after.

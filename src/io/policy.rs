@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
+use super::lines::Raw;
 use super::rejects::Rejects;
 
 /// What to do with a line that cannot be turned into output.
@@ -72,7 +73,7 @@ impl Summary {
         &mut self,
         (on_error, drops_are_loss): (OnError, bool),
         rejects: &mut Rejects,
-        (source, lineno, line): (&Arc<str>, u64, &[u8]),
+        (source, lineno, line): (&Arc<str>, u64, Raw<'_>),
         verdict: &Verdict,
     ) -> Result<Option<LineError>> {
         match verdict {
@@ -83,7 +84,8 @@ impl Summary {
                     *self.dropped.entry(r.clone()).or_default() += 1;
                 }
                 if rejects.is_kept() {
-                    rejects.write(source, lineno, reasons, line)?;
+                    // A drop is a judgement of a row: the line was read as one.
+                    rejects.write(source, lineno, reasons, line, true)?;
                 } else if drops_are_loss {
                     self.lost += 1;
                 }
@@ -102,7 +104,7 @@ impl Summary {
                     self.first_bad = Some(err.to_string());
                 }
                 if rejects.is_kept() {
-                    rejects.write(source, lineno, std::slice::from_ref(reason), line)?;
+                    rejects.write(source, lineno, std::slice::from_ref(reason), line, false)?;
                 } else {
                     self.lost += 1;
                 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use super::lines::{LineReader, is_blank};
+use super::lines::{LineReader, Raw, is_blank};
 use super::policy::{OnError, Select, Summary, Verdict};
 use super::rejects::Rejects;
 use super::source::Source;
@@ -26,6 +26,18 @@ pub struct Record<'a> {
     pub index: u64,
     /// The line without its line ending.
     pub bytes: &'a [u8],
+    /// A CR was cut before its LF ([`crate::io::Cut::cr`]): a reject gives it back.
+    pub cr: bool,
+}
+
+impl Record<'_> {
+    /// The line as a rejects file keeps it.
+    pub fn raw(&self) -> Raw<'_> {
+        Raw {
+            bytes: self.bytes,
+            cr: self.cr,
+        }
+    }
 }
 
 /// Reads the non-blank lines of `sources` in order, skipping those `select` leaves out.
@@ -72,6 +84,7 @@ impl Records {
                 lineno,
                 index,
                 bytes: &self.buf,
+                cr: self.reader.cut_cr(),
             }));
         }
     }
@@ -121,7 +134,7 @@ impl<'r> Tally<'r> {
             self.summary.written += 1;
             return Ok(());
         }
-        let at = (rec.source, rec.lineno, rec.bytes);
+        let at = (rec.source, rec.lineno, rec.raw());
         match self.summary.not_written(
             (self.on_error, self.drops_are_loss),
             self.rejects,

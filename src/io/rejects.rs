@@ -5,15 +5,19 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use super::lines::Raw;
 use super::output::Output;
 
 /// The rejects file: one JSON object per line that was not passed on.
 ///
 /// Each reject is `{"stage", "source", "line", "reasons": [...], "raw": "<the line>",
-/// "record": <the line as JSON>}`: `raw` is the exact input line as a JSON string
-/// (`jq -r .raw` restores it byte for byte), or `raw_base64` instead where the line is
-/// not valid UTF-8; `record` is there too when the line is valid JSON (`jq -c .record`
-/// gives back the rows, `jq .record.id` reads a field).
+/// "record": <the line as JSON>}`: `raw` is the exact input line (every byte before its
+/// LF, a CR included) as a JSON string (`jq -r .raw` restores the lines byte for byte),
+/// or `raw_base64` instead where the line is not valid UTF-8; `record` is there too
+/// when the line is valid JSON by the rule every stage reads rows with
+/// ([`super::json::is_json`]: no key twice, no lone surrogate, less than 128 levels),
+/// so that any JSON reader reads every reject (`jq -c .record` gives back the rows,
+/// `jq .record.id` reads a field).
 pub struct Rejects {
     stage: &'static str,
     out: Option<Output>,
@@ -40,55 +44,70 @@ impl Rejects {
         self.out.is_some()
     }
 
-    /// Write one reject; `line` is the raw input line.
+    /// Write one reject; `line` is the input line. `is_row`: the stage read the line as
+    /// a row (a drop, a duplicate), so it is embedded as `record` without a second look.
     pub fn write(
         &mut self,
         source: &str,
         lineno: u64,
         reasons: &[String],
-        line: &[u8],
+        line: Raw<'_>,
+        is_row: bool,
     ) -> Result<()> {
         let Some(out) = self.out.as_mut() else {
             return Ok(());
         };
         self.buf.clear();
-        reject_into(&mut self.buf, self.stage, source, lineno, reasons, line);
+        let record = is_row || super::json::is_json(line.bytes);
+        reject_into(
+            &mut self.buf,
+            (self.stage, source, lineno),
+            reasons,
+            line,
+            record,
+        );
         out.write_all(&self.buf)?;
         Ok(())
     }
 
-    /// Flush and move the rejects file into place.
+    /// The rejects file's output, to be committed with the stage's output
+    /// ([`super::output::commit`]).
+    pub(crate) fn into_output(self) -> Option<Output> {
+        self.out
+    }
+
+    /// Flush and move the rejects file into place (a stage that has no other output;
+    /// one that has commits both with [`super::output::commit`]).
     pub fn finish(self) -> Result<()> {
-        if let Some(out) = self.out {
-            out.commit()?;
-        }
-        Ok(())
+        super::output::Commit::default().rejects(self)?.done()
     }
 }
 
-/// Build one reject line (with its trailing newline).
+/// Build one reject line (with its trailing newline), `record` as [`Rejects::write`]
+/// decides it for a line not read as a row.
 pub fn reject_line(
     stage: &str,
     source: &str,
     lineno: u64,
     reasons: &[String],
-    line: &[u8],
+    line: Raw<'_>,
 ) -> Vec<u8> {
     let mut v = Vec::new();
-    reject_into(&mut v, stage, source, lineno, reasons, line);
+    let record = super::json::is_json(line.bytes);
+    reject_into(&mut v, (stage, source, lineno), reasons, line, record);
     v
 }
 
 /// Append one reject line to `v`: reserved once for the line twice over (as `raw`, a
-/// little longer for its escapes, and as `record`).
+/// little longer for its escapes, and as `record`, when `record`).
 fn reject_into(
     v: &mut Vec<u8>,
-    stage: &str,
-    source: &str,
-    lineno: u64,
+    (stage, source, lineno): (&str, &str, u64),
     reasons: &[String],
-    line: &[u8],
+    raw: Raw<'_>,
+    record: bool,
 ) {
+    let line = raw.bytes;
     v.reserve(2 * line.len() + line.len() / 8 + 256);
     v.extend_from_slice(b"{\"stage\":");
     serde_json::to_writer(&mut *v, stage).expect("write to Vec");
@@ -100,18 +119,26 @@ fn reject_into(
         Ok(text) => {
             v.extend_from_slice(b",\"raw\":");
             serde_json::to_writer(&mut *v, text).expect("write to Vec");
+            if raw.cr {
+                v.pop(); // the closing quote
+                v.extend_from_slice(b"\\r\"");
+            }
             // Only a line that is all valid JSON is embedded as such.
-            if !line.is_empty() && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
+            if record {
                 v.extend_from_slice(b",\"record\":");
                 v.extend_from_slice(line);
             }
         }
         Err(_) => {
             use base64::Engine as _;
+            let mut bytes = std::borrow::Cow::Borrowed(line);
+            if raw.cr {
+                bytes.to_mut().push(b'\r');
+            }
             v.extend_from_slice(b",\"raw_base64\":\"");
             v.extend_from_slice(
                 base64::engine::general_purpose::STANDARD
-                    .encode(line)
+                    .encode(&bytes)
                     .as_bytes(),
             );
             v.push(b'"');
@@ -128,12 +155,21 @@ mod tests {
     fn reject_of_invalid_utf8_stays_utf8_and_keeps_the_bytes() {
         use base64::Engine as _;
         let line = b"{\"a\":\"\xff\"}";
-        let r = reject_line("test", "x", 1, &["bad".to_string()], line);
+        let r = reject_line("test", "x", 1, &["bad".to_string()], Raw::plain(line));
         let v: Value = serde_json::from_slice(&r).expect("valid UTF-8 JSON");
         assert!(v.get("raw").is_none() && v.get("record").is_none());
         let b = v["raw_base64"].as_str().unwrap();
         let back = base64::engine::general_purpose::STANDARD.decode(b).unwrap();
         assert_eq!(back, line);
+        let crlf = Raw {
+            bytes: line,
+            cr: true,
+        };
+        let r = reject_line("test", "x", 1, &["bad".to_string()], crlf);
+        let v: Value = serde_json::from_slice(&r).unwrap();
+        let b = v["raw_base64"].as_str().unwrap();
+        let back = base64::engine::general_purpose::STANDARD.decode(b).unwrap();
+        assert_eq!(back, b"{\"a\":\"\xff\"}\r");
     }
 
     #[test]
@@ -144,11 +180,32 @@ mod tests {
             b"[1,2",
             b"{\"a\":\"\\u00e9\"}",
         ] {
-            let r = reject_line("test", "x", 1, &["bad".to_string()], line);
+            for cr in [false, true] {
+                let raw = Raw { bytes: line, cr };
+                let r = reject_line("test", "x", 1, &["bad".to_string()], raw);
+                let v: Value = serde_json::from_slice(&r).unwrap();
+                let mut want = line.to_vec();
+                want.extend(cr.then_some(b'\r'));
+                assert_eq!(v["raw"].as_str().unwrap().as_bytes(), want);
+                let is_json = serde_json::from_slice::<Value>(line).is_ok();
+                assert_eq!(v.get("record").is_some(), is_json, "{v}");
+            }
+        }
+    }
+
+    /// JSON that the row rule refuses is not embedded: every reject stays readable.
+    #[test]
+    fn record_only_for_json_by_the_row_rule() {
+        let deep = format!("{{\"d\":{}{}}}", "[".repeat(200), "]".repeat(200));
+        for line in [
+            &br#"{"a":"\ud800"}"#[..],
+            br#"{"a":1,"a":2}"#,
+            deep.as_bytes(),
+        ] {
+            let r = reject_line("test", "x", 1, &["bad".to_string()], Raw::plain(line));
             let v: Value = serde_json::from_slice(&r).unwrap();
+            assert!(v.get("record").is_none(), "{v}");
             assert_eq!(v["raw"].as_str().unwrap().as_bytes(), line);
-            let is_json = serde_json::from_slice::<Value>(line).is_ok();
-            assert_eq!(v.get("record").is_some(), is_json, "{v}");
         }
     }
 }

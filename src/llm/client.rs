@@ -1,10 +1,13 @@
 //! The OpenAI-compatible chat client shared by traj-run and traj-compress.
 //!
 //! One retry layer: 429, 5xx, timeouts and transport errors are retried with jittered
-//! exponential backoff that honours `Retry-After`; 400/401/402/403/404 and
-//! context-length errors are classified and returned at once. Reasoning is read from
-//! `reasoning`, `reasoning_content` or `reasoning_details`, whichever the provider sends.
+//! exponential backoff that honours `Retry-After`; 400/401/402/403/404, context-length
+//! errors and replies over the size limit are classified and returned at once. A 429
+//! (and a 402 under [`OnPayment::Wait`]) pauses every clone of the client together
+//! ([`super::pause`]). Reasoning is read from `reasoning`, `reasoning_content` or
+//! `reasoning_details`, whichever the provider sends.
 
+use super::pause::Pause;
 use super::rate::RateLimiter;
 use crate::format::message::{content_text, reasoning_text};
 use std::sync::Arc;
@@ -57,9 +60,27 @@ pub enum ErrorClass {
     NotFound,
     ContextLength,
     InvalidResponse,
+    /// The reply was larger than the client's limit (`--max-response-mb`).
+    ResponseTooLarge,
 }
 
 impl ErrorClass {
+    /// Every class, in order (for tables and tests).
+    pub const ALL: [ErrorClass; 12] = [
+        ErrorClass::RateLimited,
+        ErrorClass::Server,
+        ErrorClass::Transport,
+        ErrorClass::Timeout,
+        ErrorClass::BadRequest,
+        ErrorClass::Auth,
+        ErrorClass::PaymentRequired,
+        ErrorClass::Forbidden,
+        ErrorClass::NotFound,
+        ErrorClass::ContextLength,
+        ErrorClass::InvalidResponse,
+        ErrorClass::ResponseTooLarge,
+    ];
+
     /// Retried by the client (and on resume).
     pub fn retryable(self) -> bool {
         matches!(
@@ -86,6 +107,7 @@ impl ErrorClass {
             ErrorClass::NotFound => "not_found",
             ErrorClass::ContextLength => "context_length",
             ErrorClass::InvalidResponse => "invalid_response",
+            ErrorClass::ResponseTooLarge => "response_too_large",
         }
     }
 
@@ -96,7 +118,19 @@ impl ErrorClass {
             || lower.contains("context_length")
             || lower.contains("maximum context")
             || lower.contains("too many tokens");
+        // Out of credits, whatever the status says (OpenAI sends it as a 429,
+        // Anthropic as a 400, OpenRouter and DeepSeek as a 402).
+        let payment = [
+            "insufficient credits",
+            "insufficient_quota",
+            "insufficient balance",
+            "credit balance is too low",
+            "requires more credits",
+        ]
+        .iter()
+        .any(|p| lower.contains(p));
         match status {
+            400..=499 if payment => ErrorClass::PaymentRequired,
             429 => ErrorClass::RateLimited,
             400 | 413 if context => ErrorClass::ContextLength,
             400 | 413 | 422 => ErrorClass::BadRequest,
@@ -172,6 +206,9 @@ pub struct ChatResponse {
     pub reasoning: Option<String>,
     /// `choices[0].finish_reason`.
     pub finish_reason: Option<String>,
+    /// `choices[0].native_finish_reason`: the upstream provider's own reason, which
+    /// OpenRouter passes on (e.g. Gemini's `MALFORMED_FUNCTION_CALL`).
+    pub native_finish_reason: Option<String>,
     /// `usage`, zero when absent.
     pub usage: Usage,
     /// Attempts it took (1 = first try).
@@ -197,10 +234,9 @@ impl ChatResponse {
         }
         let content = content_text(message.get("content").unwrap_or(&Value::Null));
         let reasoning = reasoning_text(&message);
-        let finish_reason = choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let reason = |k: &str| choice.get(k).and_then(Value::as_str).map(str::to_string);
+        let finish_reason = reason("finish_reason");
+        let native_finish_reason = reason("native_finish_reason");
         let usage = raw.get("usage").map(Usage::from_json).unwrap_or_default();
         Some(ChatResponse {
             raw,
@@ -208,9 +244,50 @@ impl ChatResponse {
             content,
             reasoning,
             finish_reason,
+            native_finish_reason,
             usage,
             attempts,
         })
+    }
+
+    /// How the reply ended, read from both finish reasons (see [`ReplyEnd`]).
+    pub fn end(&self) -> ReplyEnd {
+        let reasons = [&self.finish_reason, &self.native_finish_reason];
+        let mut end = ReplyEnd::Normal;
+        for r in reasons.into_iter().flatten() {
+            end = end.max(ReplyEnd::of(r));
+        }
+        end
+    }
+}
+
+/// How a reply ended, as far as keeping it is concerned. Ordered: when the two finish
+/// reasons disagree, the later variant wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ReplyEnd {
+    /// `stop`, `tool_calls`, or a reason not listed below.
+    Normal,
+    /// Cut by the token limit: `length`, `max_tokens`, `MAX_TOKENS`.
+    Length,
+    /// Withheld or cut by the provider's filter: `content_filter`, `refusal`, and
+    /// Gemini's `SAFETY`, `RECITATION`, `PROHIBITED_CONTENT`, `BLOCKLIST`, `SPII`,
+    /// `IMAGE_SAFETY`.
+    ContentFilter,
+    /// The model produced a tool call the provider could not parse: Gemini's
+    /// `MALFORMED_FUNCTION_CALL` and `UNEXPECTED_TOOL_CALL`. Worth asking again.
+    MalformedCall,
+}
+
+impl ReplyEnd {
+    /// The end one finish-reason string means (case-insensitive).
+    pub fn of(reason: &str) -> ReplyEnd {
+        match reason.to_ascii_lowercase().as_str() {
+            "length" | "max_tokens" | "max_output_tokens" => ReplyEnd::Length,
+            "content_filter" | "refusal" | "safety" | "recitation" | "prohibited_content"
+            | "blocklist" | "spii" | "image_safety" => ReplyEnd::ContentFilter,
+            "malformed_function_call" | "unexpected_tool_call" => ReplyEnd::MalformedCall,
+            _ => ReplyEnd::Normal,
+        }
     }
 }
 
@@ -227,29 +304,74 @@ pub struct CallOptions<'a> {
     pub stop: Option<&'a AtomicBool>,
 }
 
-/// A blocking OpenAI-compatible client; cheap to share between threads.
+/// What a client does when the provider says the account is out of credits (402).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnPayment {
+    /// Return the error at once (`payment_required`, not retried); traj-run then
+    /// stops the whole run.
+    #[default]
+    Stop,
+    /// Pause every clone of the client and probe with one request at the
+    /// `Retry-After` pace (at most the largest backoff) until the provider answers.
+    /// The waits use none of the request's retries.
+    Wait,
+}
+
+/// The default reply size limit (`--max-response-mb`): 16 MiB, some hundred times the
+/// largest real completion.
+pub const DEFAULT_MAX_RESPONSE: u64 = 16 << 20;
+
+/// A blocking OpenAI-compatible client; cheap to share between threads. Clones share
+/// the connection pool and the back-off ([`Pause`]).
 #[derive(Clone)]
 pub struct Client {
     agent: ureq::Agent,
     cfg: ClientConfig,
     rate: Option<Arc<RateLimiter>>,
     meter: Option<Arc<super::Meter>>,
+    pause: Arc<Pause>,
+    max_response: u64,
+    on_payment: OnPayment,
 }
 
 impl Client {
     pub fn new(cfg: ClientConfig) -> Client {
-        let agent = ureq::AgentBuilder::new()
-            .timeout(cfg.timeout)
-            .timeout_connect(Duration::from_secs(30).min(cfg.timeout))
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(cfg.timeout))
+            .timeout_connect(Some(Duration::from_secs(30).min(cfg.timeout)))
             .max_idle_connections(4096)
             .max_idle_connections_per_host(4096)
-            .build();
+            .build()
+            .new_agent();
         Client {
             agent,
             cfg,
             rate: None,
             meter: None,
+            pause: Arc::new(Pause::default()),
+            max_response: DEFAULT_MAX_RESPONSE,
+            on_payment: OnPayment::Stop,
         }
+    }
+
+    /// Refuse replies larger than `bytes` (class `response_too_large`, not retried),
+    /// read no further than that, and refuse at once a reply whose `Content-Length`
+    /// says it is larger.
+    pub fn with_max_response(mut self, bytes: u64) -> Client {
+        self.max_response = bytes.max(1);
+        self
+    }
+
+    /// What a 402 does (see [`OnPayment`]).
+    pub fn with_on_payment(mut self, on_payment: OnPayment) -> Client {
+        self.on_payment = on_payment;
+        self
+    }
+
+    /// The shared back-off of this client and its clones.
+    pub fn pause(&self) -> &Pause {
+        &self.pause
     }
 
     /// Count this client's requests and spend in `meter`, and wait for the meter's rate
@@ -314,6 +436,7 @@ impl Client {
             "{}/chat/completions",
             self.cfg.base_url.trim_end_matches('/')
         );
+        let payload = serde_json::to_vec(body).unwrap_or_default();
         let stopped = |attempts| LlmError {
             class: ErrorClass::Transport,
             status: None,
@@ -328,23 +451,35 @@ impl Client {
             attempts,
             deadline: true,
         };
+        let gave_up = |attempts| {
+            if is_set(opts.stop) {
+                stopped(attempts)
+            } else {
+                past_deadline(attempts)
+            }
+        };
+        let keep_waiting =
+            |next: Instant| !is_set(opts.stop) && opts.deadline.is_none_or(|d| next < d);
         let mut attempt = 0u32;
+        // 402s waited out under `OnPayment::Wait` (they use no retries).
+        let mut payment_waits = 0u32;
         loop {
             attempt += 1;
+            let Some(turn) = self.pause.wait(&keep_waiting) else {
+                return Err(gave_up(attempt - 1));
+            };
             if let Some(rate) = self.rate_limiter() {
                 let slot = rate.reserve();
                 if !sleep_until(slot, opts) {
-                    return Err(if is_set(opts.stop) {
-                        stopped(attempt - 1)
-                    } else {
-                        past_deadline(attempt - 1)
-                    });
+                    self.pause.abandoned(turn);
+                    return Err(gave_up(attempt - 1));
                 }
             }
             let timeout = match opts.deadline {
                 Some(d) => {
                     let left = d.saturating_duration_since(Instant::now());
                     if left.is_zero() {
+                        self.pause.abandoned(turn);
                         return Err(past_deadline(attempt - 1));
                     }
                     left.min(self.cfg.timeout)
@@ -354,8 +489,9 @@ impl Client {
             if let Some(m) = &self.meter {
                 m.count_request();
             }
-            let (mut err, retry_after) = match self.once(&url, body, attempt, timeout) {
+            let (mut err, retry_after) = match self.once(&url, &payload, attempt, timeout) {
                 Ok(resp) => {
+                    self.pause.answered(turn);
                     if let Some(m) = &self.meter {
                         m.record(resp.usage.cost);
                     }
@@ -363,6 +499,25 @@ impl Client {
                 }
                 Err(e) => e,
             };
+            let waiting_payment =
+                err.class == ErrorClass::PaymentRequired && self.on_payment == OnPayment::Wait;
+            let shared = err.class == ErrorClass::RateLimited || waiting_payment;
+            if shared {
+                // The back-off grows with this request's refusals and with the
+                // pause's, whichever is further along.
+                let n = if waiting_payment {
+                    payment_waits += 1;
+                    payment_waits
+                } else {
+                    attempt
+                };
+                let n = n.max(self.pause.strikes() + 1);
+                self.pause.refused(turn, self.backoff(n, retry_after));
+            } else if err.status.is_some() {
+                self.pause.answered(turn);
+            } else {
+                self.pause.abandoned(turn);
+            }
             if err.class == ErrorClass::Timeout
                 && opts.deadline.is_some_and(|d| Instant::now() >= d)
             {
@@ -370,11 +525,24 @@ impl Client {
                 err.deadline = true;
                 return Err(err);
             }
+            if waiting_payment {
+                // Not an attempt of this request: the account is empty, not the
+                // request wrong. The wait is the pause's, at the top of the loop.
+                attempt -= 1;
+                if let Some(f) = opts.on_retry {
+                    f(&err);
+                }
+                continue;
+            }
             if !err.class.retryable() || attempt > self.cfg.max_retries {
                 return Err(err);
             }
             if let Some(f) = opts.on_retry {
                 f(&err);
+            }
+            if shared {
+                // The wait is the shared pause's, at the top of the loop.
+                continue;
             }
             let wait = self.backoff(attempt, retry_after);
             if !sleep_until(Instant::now() + wait, opts) {
@@ -394,7 +562,7 @@ impl Client {
         let exp = self
             .cfg
             .backoff_base
-            .saturating_mul(1u32 << (attempt - 1).min(16));
+            .saturating_mul(1u32 << (attempt.max(1) - 1).min(16));
         let capped = exp.min(self.cfg.backoff_max);
         let jittered = capped.mul_f64(0.5 + fastrand::f64() * 0.5);
         match retry_after {
@@ -407,17 +575,16 @@ impl Client {
     fn once(
         &self,
         url: &str,
-        body: &Value,
+        payload: &[u8],
         attempt: u32,
         timeout: Duration,
     ) -> Result<ChatResponse, (LlmError, Option<Duration>)> {
         let mut req = self
             .agent
             .post(url)
-            .timeout(timeout)
-            .set("Content-Type", "application/json");
+            .header("Content-Type", "application/json");
         if let Some(key) = &self.cfg.api_key {
-            req = req.set("Authorization", &format!("Bearer {key}"));
+            req = req.header("Authorization", format!("Bearer {key}"));
         }
         let fail = |class, status, message: String| LlmError {
             class,
@@ -426,78 +593,90 @@ impl Client {
             attempts: attempt,
             deadline: false,
         };
-        match req.send_json(body) {
-            Ok(resp) => {
-                // A body still arriving when the timeout fires is a timeout, not transport.
-                let text = resp.into_string().map_err(|e| {
-                    let class = match e.kind() {
-                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                            ErrorClass::Timeout
-                        }
-                        _ => ErrorClass::Transport,
-                    };
-                    (fail(class, Some(200), e.to_string()), None)
-                })?;
-                let raw: Value = serde_json::from_str(&text).map_err(|e| {
-                    (
-                        fail(
-                            ErrorClass::InvalidResponse,
-                            Some(200),
-                            format!("body is not JSON: {e}"),
-                        ),
-                        None,
-                    )
-                })?;
-                if let Some(err) = raw.get("error").filter(|e| !e.is_null()) {
-                    // Some providers answer 200 with an error object.
-                    let code = err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
-                    let msg = err
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("error")
-                        .to_string();
-                    return Err((
-                        fail(ErrorClass::from_status(code, &msg), Some(code), msg),
-                        None,
-                    ));
-                }
-                ChatResponse::from_body(raw, attempt).ok_or_else(|| {
-                    (
-                        fail(
-                            ErrorClass::InvalidResponse,
-                            Some(200),
-                            "no choices[0].message".into(),
-                        ),
-                        None,
-                    )
-                })
-            }
-            Err(ureq::Error::Status(code, resp)) => {
-                let retry_after = resp.header("retry-after").and_then(parse_retry_after);
-                let text = resp.into_string().unwrap_or_default();
-                let msg = serde_json::from_str::<Value>(&text)
-                    .ok()
-                    .and_then(|v| {
-                        v.pointer("/error/message")
-                            .and_then(Value::as_str)
-                            .map(str::to_string)
-                    })
-                    .unwrap_or_else(|| text.chars().take(500).collect());
-                Err((
-                    fail(ErrorClass::from_status(code, &msg), Some(code), msg),
-                    retry_after,
-                ))
-            }
-            Err(ureq::Error::Transport(t)) => {
-                let msg = t.to_string();
-                let class = if is_timeout(&t) {
-                    ErrorClass::Timeout
-                } else {
-                    ErrorClass::Transport
-                };
-                Err((fail(class, None, msg), None))
-            }
+        let mut resp = req
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
+            .send(payload)
+            .map_err(|e| (fail(transport_class(&e), None, e.to_string()), None))?;
+        let code = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let limit = self.max_response;
+        let too_large = |len: String| {
+            fail(
+                ErrorClass::ResponseTooLarge,
+                Some(code),
+                format!(
+                    "the reply is {len} bytes, over the limit of {} MiB (--max-response-mb)",
+                    limit as f64 / (1u64 << 20) as f64
+                ),
+            )
+        };
+        if let Some(len) = resp.body().content_length().filter(|&n| n > limit) {
+            return Err((too_large(len.to_string()), None));
         }
+        // A body still arriving when the timeout fires is a timeout, not transport.
+        let bytes = resp
+            .body_mut()
+            .with_config()
+            .limit(limit)
+            .read_to_vec()
+            .map_err(|e| match e {
+                ureq::Error::BodyExceedsLimit(_) => (too_large(format!("more than {limit}")), None),
+                e => (fail(transport_class(&e), Some(code), e.to_string()), None),
+            })?;
+        if !(200..300).contains(&code) {
+            let text = String::from_utf8_lossy(&bytes);
+            let msg = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| {
+                    v.pointer("/error/message")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .unwrap_or_else(|| text.chars().take(500).collect());
+            return Err((
+                fail(ErrorClass::from_status(code, &msg), Some(code), msg),
+                retry_after,
+            ));
+        }
+        let raw: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            (
+                fail(
+                    ErrorClass::InvalidResponse,
+                    Some(code),
+                    format!("body is not JSON: {e}"),
+                ),
+                None,
+            )
+        })?;
+        if let Some(err) = raw.get("error").filter(|e| !e.is_null()) {
+            // Some providers answer 200 with an error object.
+            let code = err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("error")
+                .to_string();
+            return Err((
+                fail(ErrorClass::from_status(code, &msg), Some(code), msg),
+                retry_after,
+            ));
+        }
+        ChatResponse::from_body(raw, attempt).ok_or_else(|| {
+            (
+                fail(
+                    ErrorClass::InvalidResponse,
+                    Some(code),
+                    "no choices[0].message".into(),
+                ),
+                None,
+            )
+        })
     }
 }
 
@@ -531,21 +710,36 @@ fn sleep_until(when: Instant, opts: &CallOptions) -> bool {
     }
 }
 
-fn is_timeout(t: &ureq::Transport) -> bool {
+/// The class of a request that got no complete reply: a timeout, or transport.
+fn transport_class(e: &ureq::Error) -> ErrorClass {
     use std::error::Error;
-    let mut src: Option<&(dyn Error + 'static)> = t.source();
-    while let Some(e) = src {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
+    if matches!(e, ureq::Error::Timeout(_)) {
+        return ErrorClass::Timeout;
+    }
+    if matches!(e, ureq::Error::BodyExceedsLimit(_)) {
+        return ErrorClass::ResponseTooLarge;
+    }
+    let mut src: Option<&(dyn Error + 'static)> = Some(e);
+    while let Some(err) = src {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
             && matches!(
                 io.kind(),
                 std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
             )
         {
-            return true;
+            return ErrorClass::Timeout;
         }
-        src = e.source();
+        src = err.source();
     }
-    t.to_string().to_ascii_lowercase().contains("timed out")
+    if let ureq::Error::Io(io) = e
+        && matches!(
+            io.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+        )
+    {
+        return ErrorClass::Timeout;
+    }
+    ErrorClass::Transport
 }
 
 /// `Retry-After` as seconds or as an HTTP date.

@@ -1,10 +1,11 @@
 //! The OpenAI-compatible chat client ([`client`]), its on-disk response cache
-//! ([`cache`]), the run's meter of requests and spend ([`meter`]) and its rate cap
-//! ([`rate`]).
+//! ([`cache`]), the run's meter of requests and spend ([`meter`]), its rate cap
+//! ([`rate`]) and the back-off its clones share ([`pause`]).
 
 pub mod cache;
 pub mod client;
 pub mod meter;
+pub mod pause;
 pub mod rate;
 
 pub use client::*;

@@ -9,8 +9,14 @@
 //! - An unknown tool name or arguments that are not a JSON object get one corrective tool
 //!   result (an error the model can read); the call counts against the cap. A second
 //!   invalid turn ends the prompt as `partial`.
-//! - `finish_reason: length` ends the prompt as `partial` (the truncated message is left
-//!   out); on the very first call it is a failure (`length`).
+//! - A reply cut by the token limit (`finish_reason: length`) ends the prompt as
+//!   `partial`, stop reason `length` (the truncated message is left out); on the very
+//!   first call it is a failure (`length`). A reply the provider's filter withheld or
+//!   cut (`content_filter`) ends it as `partial`, stop reason `content_filter` (its text,
+//!   if any, is kept). A tool call the provider could not parse (Gemini's
+//!   `MALFORMED_FUNCTION_CALL`) is asked again up to [`MALFORMED_RETRIES`] times, then
+//!   ends the prompt as `partial`, stop reason `malformed_call`. Each call's finish
+//!   reasons (and the provider's `native_finish_reason`) are kept in `calls`.
 //! - The ephemeral system prompt and the prefill messages are sent, never stored.
 //! - A wall-clock deadline per prompt ends it as a `prompt_timeout` failure; the stop flag
 //!   (Ctrl-C, spend cap, closed stdout) abandons it.
@@ -20,13 +26,16 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use super::record::FailureClass;
-use crate::llm::{ChatResponse, LlmError, Usage};
+use crate::llm::{ChatResponse, LlmError, ReplyEnd, Usage};
 use crate::toolbox::ToolHost;
 
 /// The user message sent when the turn cap is reached.
 pub const FINAL_REQUEST: &str = "You have used all the tool-calling turns available for \
 this task. Do not call any more tools: give your final answer now, based on what you \
 have found so far.";
+
+/// Times a reply with a malformed tool call is asked again (the same request).
+pub const MALFORMED_RETRIES: usize = 2;
 
 /// How requests are built and how long a prompt may run.
 #[derive(Debug, Clone)]
@@ -103,6 +112,10 @@ pub enum StopReason {
     Length,
     /// A second turn of invalid tool calls.
     InvalidToolCalls,
+    /// A reply was withheld or cut by the provider's content filter.
+    ContentFilter,
+    /// The provider could not parse the model's tool call, again after the retries.
+    MalformedCall,
 }
 
 impl StopReason {
@@ -113,7 +126,15 @@ impl StopReason {
             StopReason::TurnCap => "turn_cap",
             StopReason::Length => "length",
             StopReason::InvalidToolCalls => "invalid_tool_calls",
+            StopReason::ContentFilter => "content_filter",
+            StopReason::MalformedCall => "malformed_call",
         }
+    }
+
+    /// The trajectory is `partial`: it ended on something other than an answer or the
+    /// turn cap.
+    pub fn partial(self) -> bool {
+        !matches!(self, StopReason::Answer | StopReason::TurnCap)
     }
 }
 
@@ -124,18 +145,24 @@ pub struct CallInfo {
     pub latency_ms: u64,
     pub http_attempts: u32,
     pub finish_reason: Option<String>,
+    /// The upstream provider's own reason, when the endpoint passed one on.
+    pub native_finish_reason: Option<String>,
     pub cached: bool,
 }
 
 impl CallInfo {
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "usage": usage_json(&self.usage),
             "latency_ms": self.latency_ms,
             "http_attempts": self.http_attempts,
             "finish_reason": self.finish_reason,
             "cached": self.cached,
-        })
+        });
+        if let Some(n) = &self.native_finish_reason {
+            v["native_finish_reason"] = json!(n);
+        }
+        v
     }
 }
 
@@ -416,6 +443,7 @@ pub fn run_prompt(
                     latency_ms: call.latency.as_millis() as u64,
                     http_attempts: r.attempts,
                     finish_reason: r.finish_reason.clone(),
+                    native_finish_reason: r.native_finish_reason.clone(),
                     cached: call.cached,
                 });
                 Ok(r)
@@ -440,7 +468,9 @@ pub fn run_prompt(
     };
 
     let mut stop = None;
-    while (calls.len() as u32) < cfg.max_turns {
+    // Calls asked again for a malformed tool call: they use no turn.
+    let mut retried = 0;
+    while ((calls.len() - retried) as u32) < cfg.max_turns {
         let r = match call_model(
             &messages,
             Some(&schemas),
@@ -451,8 +481,9 @@ pub fn run_prompt(
             Ok(r) => r,
             Err(o) => return o,
         };
-        if r.finish_reason.as_deref() == Some("length") {
-            if calls.len() == 1 {
+        match r.end() {
+            ReplyEnd::Normal => {}
+            ReplyEnd::Length if calls.len() - retried == 1 => {
                 return Outcome::Failed(Failure {
                     class: FailureClass::Length,
                     retryable: false,
@@ -460,12 +491,27 @@ pub fn run_prompt(
                         .into(),
                     status: None,
                     http_attempts: r.attempts,
-                    api_calls: 1,
+                    api_calls: calls.len() as u32,
                     usage,
                 });
             }
-            stop = Some(StopReason::Length);
-            break;
+            ReplyEnd::Length => {
+                stop = Some(StopReason::Length);
+                break;
+            }
+            ReplyEnd::ContentFilter => {
+                messages.push(r.message);
+                stop = Some(StopReason::ContentFilter);
+                break;
+            }
+            ReplyEnd::MalformedCall if retried < MALFORMED_RETRIES => {
+                retried += 1;
+                continue;
+            }
+            ReplyEnd::MalformedCall => {
+                stop = Some(StopReason::MalformedCall);
+                break;
+            }
         }
         let mut r = r;
         ensure_call_ids(&mut r.message, calls.len());
@@ -521,20 +567,28 @@ pub fn run_prompt(
         None => {
             // The cap was hit with tool calls still coming: ask once for an answer.
             messages.push(json!({"role": "user", "content": FINAL_REQUEST}));
-            match call_model(&messages, None, &mut calls, &mut usage, &mut llm_time) {
-                Ok(r) => messages.push(r.message),
+            let r = match call_model(&messages, None, &mut calls, &mut usage, &mut llm_time) {
+                Ok(r) => r,
                 Err(o) => return o,
+            };
+            match r.end() {
+                ReplyEnd::Normal => {
+                    messages.push(r.message);
+                    StopReason::TurnCap
+                }
+                ReplyEnd::ContentFilter => {
+                    messages.push(r.message);
+                    StopReason::ContentFilter
+                }
+                ReplyEnd::Length => StopReason::Length,
+                ReplyEnd::MalformedCall => StopReason::MalformedCall,
             }
-            StopReason::TurnCap
         }
     };
     Outcome::Done(Box::new(Trajectory {
         messages,
         completed: stop == StopReason::Answer,
-        partial: matches!(
-            stop,
-            StopReason::Length | StopReason::InvalidToolCalls | StopReason::EmptyAnswer
-        ),
+        partial: stop.partial(),
         api_calls: calls.len() as u32,
         stop_reason: stop,
         calls,
@@ -777,6 +831,54 @@ mod tests {
             Outcome::Failed(f) => assert_eq!(f.class.as_str(), "length"),
             o => panic!("{o:?}"),
         }
+    }
+
+    fn ended(text: &str, finish: &str, native: Option<&str>) -> Result<Value, LlmError> {
+        let mut choice =
+            json!({"message": {"role": "assistant", "content": text}, "finish_reason": finish});
+        if let Some(n) = native {
+            choice["native_finish_reason"] = json!(n);
+        }
+        Ok(json!({"choices": [choice]}))
+    }
+
+    #[test]
+    fn filtered_and_malformed_replies_are_partial_with_their_own_reason() {
+        // A filtered answer keeps its text but is no success.
+        let chat = Scripted::new(vec![
+            tool("echo", "{}"),
+            ended("I can't", "content_filter", None),
+        ]);
+        let t = done(run_prompt(&cfg(5), &chat, &mut Echo(Vec::new()), "q"));
+        assert!(t.partial && !t.completed);
+        assert_eq!(t.stop_reason, StopReason::ContentFilter);
+        assert_eq!(t.messages.last().unwrap()["content"], "I can't");
+        assert_eq!(
+            t.calls.last().unwrap().to_json()["finish_reason"],
+            "content_filter"
+        );
+        // Gemini's reason, passed on as native_finish_reason: asked again, then it works.
+        let malformed = ended("", "stop", Some("MALFORMED_FUNCTION_CALL"));
+        let chat = Scripted::new(vec![malformed.clone(), answer("fine")]);
+        let t = done(run_prompt(&cfg(1), &chat, &mut Echo(Vec::new()), "q"));
+        assert!(t.completed, "the retry uses no turn: {:?}", t.stop_reason);
+        assert_eq!(t.api_calls, 2);
+        assert_eq!(
+            t.calls[0].to_json()["native_finish_reason"],
+            "MALFORMED_FUNCTION_CALL"
+        );
+        assert_eq!(t.messages.len(), 2, "the malformed reply is not a turn");
+        // Malformed every time: partial after the retries.
+        let chat = Scripted::new(vec![malformed; MALFORMED_RETRIES + 1]);
+        let t = done(run_prompt(&cfg(3), &chat, &mut Echo(Vec::new()), "q"));
+        assert_eq!(t.stop_reason, StopReason::MalformedCall);
+        assert!(t.partial && !t.completed);
+        assert_eq!(t.api_calls as usize, MALFORMED_RETRIES + 1);
+        // The final-answer request cut by the token limit is no turn-cap success.
+        let chat = Scripted::new(vec![tool("echo", "{}"), ended("half", "length", None)]);
+        let t = done(run_prompt(&cfg(1), &chat, &mut Echo(Vec::new()), "q"));
+        assert_eq!(t.stop_reason, StopReason::Length);
+        assert!(t.partial);
     }
 
     #[test]

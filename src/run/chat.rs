@@ -1,5 +1,7 @@
 //! The real [`Chat`] of a run: the HTTP client, the optional response cache, the spend
-//! cap and the stop flag, shared by every worker.
+//! cap and the stop flag, shared by every worker. Running out of credits (a
+//! `payment_required` answer, which the client returns only under
+//! `--on-payment stop`) stops the run like the spend cap.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,7 +11,7 @@ use serde_json::Value;
 
 use super::agent::{Call, Chat};
 use crate::llm::cache::Cache;
-use crate::llm::{CallOptions, ChatResponse, Client, LlmError};
+use crate::llm::{CallOptions, ChatResponse, Client, ErrorClass, LlmError};
 
 /// The real [`Chat`]: the HTTP client, the optional cache, the spend cap and the stop
 /// flag, shared by every worker of a run.
@@ -63,11 +65,14 @@ impl Llm {
         self.stop.store(true, Ordering::SeqCst);
     }
 
+    /// Why the run stopped: the reason given to [`Llm::request_stop`], or
+    /// `interrupted` when the stop flag was set from outside (a signal).
     pub fn stop_reason(&self) -> Option<String> {
         self.stop_reason
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+            .or_else(|| self.stopping().then(|| "interrupted".to_string()))
     }
 }
 
@@ -96,7 +101,21 @@ impl Chat for Llm {
             deadline,
             stop: Some(&self.stop),
         };
-        let response = self.client.chat_opts(body, &opts)?;
+        let response = match self.client.chat_opts(body, &opts) {
+            Ok(r) => r,
+            Err(e) => {
+                if e.class == ErrorClass::PaymentRequired {
+                    // Out of credits: every prompt would fail the same way. Stop the run
+                    // as the spend cap does; the prompts in flight run again on resume.
+                    let status = e.status.map(|s| format!(", HTTP {s}")).unwrap_or_default();
+                    self.request_stop(&format!(
+                        "out of credits (payment_required{status}): {}",
+                        e.message
+                    ));
+                }
+                return Err(e);
+            }
+        };
         if let Some(cost) = response.usage.cost.filter(|c| *c > 0.0) {
             let micro = (cost * 1e6).round() as u64;
             let total = self.spent_micro.fetch_add(micro, Ordering::Relaxed) + micro;

@@ -97,6 +97,10 @@ pub struct RunConfig {
     pub max_attempts: u32,
     pub max_rps: Option<f64>,
     pub max_cost: Option<f64>,
+    /// Largest reply read, in bytes (`--max-response-mb`).
+    pub max_response: u64,
+    /// What a 402 (out of credits) does: stop the run, or pause it and probe.
+    pub on_payment: crate::llm::OnPayment,
     pub cache: Option<PathBuf>,
     /// Toolsets of rows without a `toolsets` field.
     pub toolsets: Option<Vec<String>>,
@@ -133,6 +137,14 @@ impl RunConfig {
         }
         Ok(self)
     }
+}
+
+/// `mb` MiB (a flag's value) in bytes; it must be > 0.
+pub fn megabytes(mb: f64, flag: &str) -> Result<u64, ConfigError> {
+    if !(mb > 0.0 && mb.is_finite()) {
+        return Err(ConfigError::Invalid(format!("{flag} must be > 0")));
+    }
+    Ok((mb * (1u64 << 20) as f64).round().max(1.0) as u64)
 }
 
 /// The request fields that depend on the endpoint: OpenRouter takes `provider`,

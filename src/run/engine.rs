@@ -28,6 +28,7 @@ use super::rundir::{self, Checkpoint, Stats};
 use super::scheduler::{self, Done, Shared};
 use super::tasks::read_tasks;
 use super::writer::Writer;
+use crate::format::outcome::{self, Outcomes};
 use crate::format::time::{utc_iso, utc_now};
 use crate::io::Output;
 use crate::llm::cache::Cache;
@@ -56,8 +57,16 @@ impl Ending {
     }
 }
 
-/// Run `cfg` with the task hosts of `hosts`.
-pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -> Result<Ending> {
+/// Run `cfg` with the task hosts of `hosts`. Setting `stop` (the binary's signal
+/// handler does, on SIGINT, SIGTERM or SIGHUP) ends the run as an interruption: agents
+/// abandon their prompts, which run again on resume. The engine sets it too, with its
+/// reason (spend cap, out of credits, stdout closed).
+pub fn run(
+    cfg: &RunConfig,
+    hosts: Box<HostFactory>,
+    tool_config: &ToolConfig,
+    stop: Arc<AtomicBool>,
+) -> Result<Ending> {
     let started_wall = SystemTime::now();
     let started = Instant::now();
     let dir = cfg.run_dir.clone();
@@ -105,8 +114,9 @@ pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -
         ));
     }
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let client = Client::new(cfg.client.clone());
+    let client = Client::new(cfg.client.clone())
+        .with_max_response(cfg.max_response)
+        .with_on_payment(cfg.on_payment);
     let client = match cfg.max_rps {
         Some(r) => client.with_rate_limit(Arc::new(RateLimiter::new(r))),
         None => client,
@@ -129,12 +139,6 @@ pub fn run(cfg: &RunConfig, hosts: Box<HostFactory>, tool_config: &ToolConfig) -
         },
         live: Mutex::new(HashMap::new()),
     });
-    {
-        let s = shared.clone();
-        // SIGINT, SIGTERM and SIGHUP (ctrlc's `termination`) stop the run the same way;
-        // a second signal while stopping is ignored: files are being closed.
-        let _ = ctrlc::set_handler(move || s.llm.request_stop("interrupted"));
-    }
     let weak = Arc::downgrade(&shared);
     let on_cap = move |why: &str| {
         if let Some(s) = weak.upgrade() {
@@ -265,6 +269,46 @@ fn count_batches(dir: &Path) -> usize {
         .unwrap_or(0)
 }
 
+/// Records per stop reason over every batch file of `dir` (one scan of each line's
+/// top-level members; a line that cannot be read counts as `unreadable`).
+fn count_stop_reasons(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+    use std::io::BufRead;
+    let mut all = Outcomes::default();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return all.stop_reasons;
+    };
+    let mut line = Vec::new();
+    for e in rd.flatten() {
+        if e.file_name()
+            .to_str()
+            .and_then(rundir::batch_number)
+            .is_none()
+        {
+            continue;
+        }
+        let Ok(f) = std::fs::File::open(e.path()) else {
+            continue;
+        };
+        let mut r = std::io::BufReader::with_capacity(1 << 20, f);
+        loop {
+            line.clear();
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let text = line.strip_suffix(b"\n").unwrap_or(&line);
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match outcome::of_line(text) {
+                Some(o) => all.add(&o),
+                None => *all.stop_reasons.entry("unreadable".into()).or_default() += 1,
+            }
+        }
+    }
+    all.stop_reasons
+}
+
 /// What `statistics.json` is made of.
 pub struct Totals<'a> {
     pub run_name: &'a str,
@@ -304,6 +348,7 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
         records: stats.records,
         completed: stats.completed,
         partial: stats.partial,
+        stop_reasons: count_stop_reasons(&cfg.run_dir),
         prompts_done: t.checkpoint.completed_prompts.len(),
         prompts_failed: t.checkpoint.failed_prompts.len(),
         failures: stats.failure_lines,

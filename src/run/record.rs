@@ -255,6 +255,8 @@ pub struct Statistics {
     pub records: u64,
     pub completed: u64,
     pub partial: u64,
+    /// Records per `stop_reason`, over every batch file of the run directory.
+    pub stop_reasons: BTreeMap<String, u64>,
     pub prompts_done: usize,
     pub prompts_failed: usize,
     pub failures: u64,
@@ -282,19 +284,7 @@ mod tests {
 
     #[test]
     fn failure_class_names_match_serde_and_the_client() {
-        for c in [
-            ErrorClass::RateLimited,
-            ErrorClass::Server,
-            ErrorClass::Transport,
-            ErrorClass::Timeout,
-            ErrorClass::BadRequest,
-            ErrorClass::Auth,
-            ErrorClass::PaymentRequired,
-            ErrorClass::Forbidden,
-            ErrorClass::NotFound,
-            ErrorClass::ContextLength,
-            ErrorClass::InvalidResponse,
-        ] {
+        for c in ErrorClass::ALL {
             let f = FailureClass::from(c);
             assert_eq!(f.as_str(), c.as_str());
             assert_eq!(serde_json::to_value(f).unwrap(), json!(c.as_str()));

@@ -5,4 +5,5 @@ pub mod compress;
 pub mod filter;
 pub mod merge;
 pub mod normalize;
+pub mod report;
 pub mod sample;

@@ -82,28 +82,33 @@ pub fn generate(
     }
     meter.count_request();
     let url = format!("{}/images/generations", cfg.base_url.trim_end_matches('/'));
-    let agent = ureq::AgentBuilder::new().timeout(cfg.timeout).build();
-    let mut req = agent.post(&url);
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(cfg.timeout))
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut req = agent.post(&url).header("Content-Type", "application/json");
     if let Some(k) = &cfg.api_key {
-        req = req.set("Authorization", &format!("Bearer {k}"));
+        req = req.header("Authorization", format!("Bearer {k}"));
     }
     let body = json!({"model": cfg.model, "prompt": prompt, "n": 1, "size": size});
-    let resp = req.send_json(body).map_err(|e| match e {
-        ureq::Error::Status(code, r) => {
-            let text = r.into_string().unwrap_or_default();
-            ImageError::Http(format!(
-                "HTTP {code}: {}",
-                text.chars().take(300).collect::<String>()
-            ))
-        }
-        ureq::Error::Transport(t) => ImageError::Http(t.to_string()),
-    })?;
+    let mut resp = req
+        .send(body.to_string())
+        .map_err(|e| ImageError::Http(e.to_string()))?;
     let mut raw = Vec::new();
     std::io::Read::read_to_end(
-        &mut std::io::Read::take(resp.into_reader(), MAX_RESPONSE),
+        &mut std::io::Read::take(resp.body_mut().as_reader(), MAX_RESPONSE),
         &mut raw,
     )
     .map_err(|e| ImageError::Http(e.to_string()))?;
+    let code = resp.status().as_u16();
+    if !(200..300).contains(&code) {
+        let text = String::from_utf8_lossy(&raw);
+        return Err(ImageError::Http(format!(
+            "HTTP {code}: {}",
+            text.chars().take(300).collect::<String>()
+        )));
+    }
     let v: Value =
         serde_json::from_slice(&raw).map_err(|e| ImageError::Http(format!("not JSON: {e}")))?;
     meter.record(

@@ -8,7 +8,11 @@
 
 use crate::toolbox::ToolError;
 use std::io::Read;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::IpAddr;
+
+use ureq::ResponseExt;
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
 use serde_json::{Value, json};
 
@@ -50,21 +54,33 @@ pub fn is_private(ip: IpAddr) -> bool {
     }
 }
 
+/// The default resolver, keeping only public addresses.
 struct PublicOnly;
 
-impl ureq::Resolver for PublicOnly {
-    fn resolve(&self, netloc: &str) -> std::io::Result<Vec<SocketAddr>> {
-        let addrs: Vec<SocketAddr> = netloc.to_socket_addrs()?.collect();
-        let public: Vec<SocketAddr> = addrs
-            .iter()
-            .copied()
-            .filter(|a| !is_private(a.ip()))
-            .collect();
-        if public.is_empty() && !addrs.is_empty() {
-            return Err(std::io::Error::new(
+impl std::fmt::Debug for PublicOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PublicOnly")
+    }
+}
+
+impl Resolver for PublicOnly {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let addrs = DefaultResolver::default().resolve(uri, config, timeout)?;
+        let mut public = self.empty();
+        for a in addrs.iter().filter(|a| !is_private(a.ip())) {
+            public.push(*a);
+        }
+        if public.is_empty() {
+            let host = uri.host().unwrap_or("");
+            return Err(ureq::Error::Io(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
-                format!("{netloc} is a local or private address; refused"),
-            ));
+                format!("{host} is a local or private address; refused"),
+            )));
         }
         Ok(public)
     }
@@ -72,33 +88,39 @@ impl ureq::Resolver for PublicOnly {
 
 /// The HTTP agent of the web tools.
 pub fn agent(cfg: &ToolConfig) -> ureq::Agent {
-    let b = ureq::AgentBuilder::new()
-        .timeout(cfg.web_timeout)
-        .redirects(5)
+    let config = ureq::Agent::config_builder()
+        .timeout_global(Some(cfg.web_timeout))
+        .max_redirects(5)
         .user_agent(concat!(
             "traj/",
             env!("CARGO_PKG_VERSION"),
             " (+web_extract)"
-        ));
+        ))
+        .build();
     if cfg.allow_private_addresses {
-        b.build()
+        ureq::Agent::new_with_config(config)
     } else {
-        b.resolver(PublicOnly).build()
+        ureq::Agent::with_parts(config, DefaultConnector::default(), PublicOnly)
     }
 }
 
 fn http_error(url: &str, e: ureq::Error) -> String {
     match e {
-        ureq::Error::Status(code, resp) => {
-            format!("{url}: HTTP {code} {}", resp.status_text())
+        ureq::Error::StatusCode(code) => {
+            let text = ureq::http::StatusCode::from_u16(code)
+                .ok()
+                .and_then(|c| c.canonical_reason())
+                .unwrap_or("");
+            format!("{url}: HTTP {code} {text}")
         }
-        ureq::Error::Transport(t) => format!("{url}: {t}"),
+        e => format!("{url}: {e}"),
     }
 }
 
-fn read_body(resp: ureq::Response) -> Result<String, ToolError> {
+fn read_body(mut resp: ureq::http::Response<ureq::Body>) -> Result<String, ToolError> {
     let mut bytes = Vec::new();
-    resp.into_reader()
+    resp.body_mut()
+        .as_reader()
         .take(MAX_BODY)
         .read_to_end(&mut bytes)
         .map_err(|e| ToolError::from(format!("reading the response: {e}")))?;
@@ -127,14 +149,14 @@ pub fn extract_one(agent: &ureq::Agent, url: &str) -> Result<Value, ToolError> {
     }
     let resp = agent
         .get(url)
-        .set(
+        .header(
             "Accept",
             "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
         )
         .call()
         .map_err(|e| http_error(url, e))?;
-    let final_url = resp.get_url().to_string();
-    let ctype = resp.content_type().to_ascii_lowercase();
+    let final_url = resp.get_uri().to_string();
+    let ctype = resp.body().mime_type().unwrap_or("").to_ascii_lowercase();
     let body = read_body(resp)?;
     let (title, content) =
         if ctype.contains("html") || (ctype.is_empty() && body.trim_start().starts_with('<')) {
@@ -223,7 +245,7 @@ pub fn web_search(
                 .get(&url)
                 .query("q", query)
                 .query("format", "json")
-                .set("Accept", "application/json")
+                .header("Accept", "application/json")
                 .call();
             (url, r)
         }
@@ -232,9 +254,9 @@ pub fn web_search(
             let r = agent
                 .get(&url)
                 .query("q", query)
-                .query("count", &limit.to_string())
-                .set("Accept", "application/json")
-                .set("X-Subscription-Token", key)
+                .query("count", limit.to_string())
+                .header("Accept", "application/json")
+                .header("X-Subscription-Token", key)
                 .call();
             (url, r)
         }
@@ -242,8 +264,9 @@ pub fn web_search(
             let url = format!("{base}/search");
             let r = agent
                 .post(&url)
-                .set("Authorization", &format!("Bearer {key}"))
-                .send_json(json!({"query": query, "max_results": limit}));
+                .header("Authorization", format!("Bearer {key}"))
+                .header("Content-Type", "application/json")
+                .send(json!({"query": query, "max_results": limit}).to_string());
             (url, r)
         }
     };

@@ -34,6 +34,14 @@ pub struct Reply {
     pub tool_calls: Vec<ToolCall>,
     /// Default: `tool_calls` when there are tool calls, else `stop`.
     pub finish_reason: Option<String>,
+    /// `native_finish_reason` of the choice (OpenRouter passes the upstream
+    /// provider's own reason on, e.g. Gemini's `MALFORMED_FUNCTION_CALL`).
+    pub native_finish_reason: Option<String>,
+    /// Pad the content with this many `x` bytes (a huge reply).
+    pub content_bytes: Option<usize>,
+    /// Send the reply without `Content-Length` (chunked transfer encoding).
+    #[serde(default)]
+    pub chunked: bool,
     /// Replaces the computed usage (chars / 4).
     pub usage: Option<Value>,
     /// Added to usage as `cost`.
@@ -106,6 +114,9 @@ pub struct Script {
     /// Every `n`th chat request (counted over all requests, retries included) gets
     /// `reply` instead, e.g. a 429 with `Retry-After`.
     pub every: Option<Every>,
+    /// A wave of refusals across all clients (429s, 402s): once `after` chat requests
+    /// were answered, every request gets `wave.reply` for `for_ms` (forever without).
+    pub wave: Option<Wave>,
     /// Append one line per chat request to this file: milliseconds since the start,
     /// the request's number, its status and a hash of its messages (a retry has the
     /// hash of the request it repeats).
@@ -118,6 +129,18 @@ pub struct Script {
 #[serde(deny_unknown_fields)]
 pub struct Every {
     pub n: u64,
+    pub reply: Reply,
+}
+
+/// The reply of every request of the wave (see [`Script::wave`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wave {
+    /// Requests answered normally before the wave starts.
+    #[serde(default)]
+    pub after: u64,
+    /// How long the wave lasts from its first request (absent: to the end).
+    pub for_ms: Option<u64>,
     pub reply: Reply,
 }
 
@@ -142,6 +165,10 @@ struct State {
     next_id: AtomicU64,
     /// Chat requests counted for [`Script::every`].
     nth: AtomicU64,
+    /// When the wave's first request came (for [`Script::wave`]).
+    first: Mutex<Option<std::time::Instant>>,
+    /// Chat requests answered, by status.
+    statuses: Mutex<std::collections::BTreeMap<u16, u64>>,
     /// [`Script::trace`], open, and the time it counts from.
     trace: Option<Mutex<std::fs::File>>,
     started: std::time::Instant,
@@ -179,6 +206,8 @@ impl Standin {
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             nth: AtomicU64::new(0),
+            first: Mutex::new(None),
+            statuses: Mutex::new(std::collections::BTreeMap::new()),
             trace: match &script.trace {
                 Some(p) => Some(Mutex::new(std::fs::File::create(p)?)),
                 None => None,
@@ -227,6 +256,17 @@ impl Standin {
     /// How many chat requests arrived.
     pub fn count(&self) -> u64 {
         self.state.count.load(Ordering::Relaxed)
+    }
+
+    /// How many chat requests were answered with `status`.
+    pub fn count_status(&self, status: u16) -> u64 {
+        self.state
+            .statuses
+            .lock()
+            .unwrap()
+            .get(&status)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The most chat requests that were being answered at the same time.
@@ -372,6 +412,27 @@ fn respond(
     w.write_all(&buf).is_ok() && w.flush().is_ok() && !close
 }
 
+/// A 200 reply in 64 KiB chunks, without `Content-Length`; the connection closes.
+fn respond_chunked(w: &mut TcpStream, body: &str) -> bool {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    if w.write_all(head.as_bytes()).is_err() {
+        return false;
+    }
+    for part in body.as_bytes().chunks(64 << 10) {
+        let size = format!("{:x}\r\n", part.len());
+        if w.write_all(size.as_bytes()).is_err()
+            || w.write_all(part).is_err()
+            || w.write_all(b"\r\n").is_err()
+        {
+            // The client stopped reading (a size limit): fine.
+            return false;
+        }
+    }
+    let _ = w.write_all(b"0\r\n\r\n");
+    let _ = w.flush();
+    false
+}
+
 fn first_user(messages: &[Value]) -> String {
     messages
         .iter()
@@ -412,6 +473,18 @@ fn pick(st: &State, req: &Value) -> Reply {
     }
     if let Some(e) = every {
         return e.reply.clone();
+    }
+    if let Some(w) = st.script.wave.as_ref().filter(|w| nth > w.after) {
+        let first = *st
+            .first
+            .lock()
+            .unwrap()
+            .get_or_insert_with(std::time::Instant::now);
+        if w.for_ms
+            .is_none_or(|ms| first.elapsed() < Duration::from_millis(ms))
+        {
+            return w.reply.clone();
+        }
     }
     if let Some(r) = st.queue.lock().unwrap().pop_front() {
         return r;
@@ -512,6 +585,11 @@ fn answer(w: &mut TcpStream, st: &State, req: &Request) -> bool {
         st.requests.lock().unwrap().push(body.clone());
     }
     let reply = pick(st, &body);
+    *st.statuses
+        .lock()
+        .unwrap()
+        .entry(reply.status.unwrap_or(200))
+        .or_insert(0) += 1;
     let delay = st.script.latency_ms + reply.delay_ms.unwrap_or(0);
     if delay > 0 {
         std::thread::sleep(Duration::from_millis(delay));
@@ -570,10 +648,15 @@ fn answer(w: &mut TcpStream, st: &State, req: &Request) -> bool {
         .map(|m| text_of(m.get("content")))
         .unwrap_or_default();
     let mut message = json!({"role": "assistant"});
-    let content = reply
+    let mut content = reply
         .content
         .as_deref()
         .map(|c| fill(c, &prompt, turn, &tool_output));
+    if let Some(n) = reply.content_bytes {
+        content
+            .get_or_insert_with(String::new)
+            .push_str(&"x".repeat(n));
+    }
     message["content"] = content.clone().map(Value::String).unwrap_or(Value::Null);
     if let Some(r) = &reply.reasoning {
         let r = fill(r, &prompt, turn, &tool_output);
@@ -631,6 +714,13 @@ fn answer(w: &mut TcpStream, st: &State, req: &Request) -> bool {
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": usage,
     });
+    let mut resp = resp;
+    if let Some(n) = &reply.native_finish_reason {
+        resp["choices"][0]["native_finish_reason"] = json!(n);
+    }
+    if reply.chunked {
+        return respond_chunked(w, &resp.to_string());
+    }
     respond(w, 200, &[], &resp.to_string(), req.close)
 }
 

@@ -141,6 +141,8 @@ struct Item {
     line: Vec<u8>,
     /// The line's length.
     len: usize,
+    /// A CR was cut before its LF (a reject gives it back).
+    cr: bool,
 }
 
 /// What a CPU worker does next: begin a new row, or finish one whose summary came.
@@ -284,6 +286,7 @@ fn run(
                     index: rec.index,
                     line: rec.bytes.to_vec(),
                     len: rec.bytes.len(),
+                    cr: rec.cr,
                 };
                 seq += 1;
                 if cpu_tx.send(item).is_err() {
@@ -391,6 +394,7 @@ fn run(
                         lineno: item.lineno,
                         index: item.index,
                         bytes: &item.line,
+                        cr: item.cr,
                     };
                     let written = matches!(v, Verdict::Written);
                     tally.account(&rec, v)?;

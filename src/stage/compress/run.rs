@@ -144,6 +144,8 @@ pub fn compress(comp: &Compressor, jobs: Vec<Job>, cfg: &RunConfig) -> Result<Re
     let started = Instant::now();
     let mut rejects = Rejects::open(STAGE, cfg.rejects.as_deref())?;
     let mut total = Summary::default();
+    // Every output and the rejects file are put in place together, at the end.
+    let mut commit = crate::io::Commit::default();
     for job in jobs {
         if let Some(p) = &job.output
             && let Some(dir) = p.parent()
@@ -181,10 +183,10 @@ pub fn compress(comp: &Compressor, jobs: Vec<Job>, cfg: &RunConfig) -> Result<Re
             };
             crate::io::process(&job.pipe(&cfg.pipe), job.sources, &mut out, &mut rejects, f)?
         };
-        out.commit()?;
+        commit = commit.output(out)?;
         add_summary(&mut total, s);
     }
-    rejects.finish()?;
+    commit.rejects(rejects)?.done()?;
     if let Some(pb) = &pb {
         pb.finish_and_clear();
     }
@@ -249,7 +251,6 @@ pub fn count_only(
         })?;
         add_summary(&mut total, s);
     }
-    rejects.finish()?;
     let secs = started.elapsed().as_secs_f64();
     let doc = json!({
         "rows": rows.load(Ordering::Relaxed),
@@ -262,6 +263,6 @@ pub fn count_only(
     let mut out = Output::create(output)?;
     serde_json::to_writer(&mut out, &doc)?;
     out.write_all(b"\n")?;
-    out.commit()?;
+    crate::io::commit(out, rejects)?;
     Ok(total)
 }

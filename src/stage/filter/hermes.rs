@@ -85,6 +85,7 @@ pub(super) fn facts(
         let n = i + 1;
         let from: &str = &turn.from;
         let needs_value = from == "gpt"
+            || from == "function_call"
             || (from == "system" && need_tools)
             || (from == "tool" && p.well_formed)
             || p.needs_tokens();
@@ -131,7 +132,8 @@ pub(super) fn facts(
             "human" => {}
             "gpt" => {
                 let g = scan_gpt(&value);
-                f.reasoning |= g.reasoning;
+                // A turn traj-normalize repairs has the reasoning of its repaired text.
+                f.reasoning |= g.reasoning || (g.error.is_some() && repaired_reasoning(&value));
                 f.calls += g.calls.len();
                 if p.well_formed
                     && let Some(e) = &g.error
@@ -170,6 +172,27 @@ pub(super) fn facts(
                 }
                 pending_turn = n;
             }
+            // LLaMA-Factory's ShareGPT turns (its glaive-style datasets): the calls of a
+            // `function_call` turn, read as traj-normalize reads them.
+            "function_call" => {
+                let fc = crate::format::llamafactory::parse_function_call(&value);
+                f.reasoning |= fc.reasoning.is_some_and(|r| !r.trim().is_empty())
+                    || scan_gpt(fc.content).reasoning;
+                let calls = super::json_calls(fc.calls);
+                f.calls += calls.len();
+                if p.valid_tools {
+                    if offered.is_none() {
+                        offered = Some(Offered::of_row(row.tools, NoToolList::NoSystemTools));
+                    }
+                    let o = offered.as_ref().expect("set above");
+                    for c in &calls {
+                        if let Err(e) = c.check(o) {
+                            set_once(&mut f.invalid_tool, || format!("turn {n}: {e}"));
+                        }
+                    }
+                }
+            }
+            "observation" if !p.well_formed => {}
             "tool" => {
                 if p.well_formed {
                     if pending_calls.is_empty() {
@@ -202,6 +225,14 @@ pub(super) fn facts(
         });
     }
     Ok(f)
+}
+
+/// The repaired text of a gpt turn with a tag error ([`crate::format::repair`], as
+/// traj-normalize repairs it) holds reasoning.
+fn repaired_reasoning(value: &str) -> bool {
+    use crate::format::repair::{Mode, Repairs, repair_gpt};
+    repair_gpt(value, false, Mode::Repair, &mut Repairs::default())
+        .is_ok_and(|v| scan_gpt(&v).reasoning)
 }
 
 /// Pair the `<tool_response>` blocks of tool turn `n` with the pending calls' names.

@@ -36,6 +36,8 @@ pub struct Predicates {
     pub well_formed: bool,
     pub completed: bool,
     pub no_partial: bool,
+    /// Drop rows whose `stop_reason` says the provider cut them short.
+    pub no_truncated: bool,
     pub has_tool_calls: bool,
     pub min_turns: Option<usize>,
     pub max_turns: Option<usize>,
@@ -53,6 +55,7 @@ impl Predicates {
             || self.well_formed
             || self.completed
             || self.no_partial
+            || self.no_truncated
             || self.has_tool_calls
             || self.min_turns.is_some()
             || self.max_turns.is_some()
@@ -72,6 +75,7 @@ pub mod reason {
     pub const MALFORMED: &str = "malformed";
     pub const NOT_COMPLETED: &str = "not-completed";
     pub const PARTIAL: &str = "partial";
+    pub const TRUNCATED: &str = "truncated";
     pub const NO_TOOL_CALLS: &str = "no-tool-calls";
     pub const TOO_FEW_TURNS: &str = "too-few-turns";
     pub const TOO_MANY_TURNS: &str = "too-many-turns";
@@ -105,6 +109,14 @@ pub fn evaluate(
     }
     if p.no_partial && is_true(row.partial) {
         reasons.push(format!("{}: `partial` is true", reason::PARTIAL));
+    }
+    if p.no_truncated
+        && let Some(r) = row
+            .stop_reason
+            .and_then(crate::format::jsonscan::decode_str)
+        && crate::format::outcome::TRUNCATED.contains(&r.as_ref())
+    {
+        reasons.push(format!("{}: `stop_reason` is {r}", reason::TRUNCATED));
     }
     let mut facts = match (&row.conversations, &row.messages) {
         (Some(turns), _) => hermes::facts(turns, row, p, tokenizer)?,
@@ -221,6 +233,12 @@ enum BadCall {
     NoArguments(String),
     #[error("call {0} has no function name")]
     NoFunctionName(usize),
+    #[error("{0}")]
+    Bridge(crate::format::bridge::BridgeError),
+    #[error("tool_call runs {0:?}, which was not offered")]
+    BridgedUnknown(String),
+    #[error("no tool list to judge {0:?}, run through tool_call ({1})")]
+    BridgedUnjudged(String, NoToolList),
 }
 
 /// Tool names from a row's own `tools` field: a JSON list, or a string holding one.
@@ -265,7 +283,9 @@ impl Offered<'_> {
         }
     }
 
-    /// [`Offered::check`], then the arguments: a JSON object (`as_object` reads them).
+    /// [`Offered::check`], then the arguments: a JSON object (`as_object` reads them);
+    /// a `tool_call` bridge call must also name tools that were offered, by the one
+    /// bridge rule ([`crate::format::bridge::entries`]).
     fn check_call(
         &self,
         name: &str,
@@ -273,12 +293,77 @@ impl Offered<'_> {
         as_object: fn(&RawValue) -> bool,
     ) -> Result<(), BadCall> {
         self.check(name)?;
-        match args {
-            Some(a) if as_object(a) => Ok(()),
-            Some(_) => Err(BadCall::ArgsNotAnObject(name.into())),
-            None => Err(BadCall::NoArguments(name.into())),
+        let a = match args {
+            Some(a) if as_object(a) => a,
+            Some(_) => return Err(BadCall::ArgsNotAnObject(name.into())),
+            None => return Err(BadCall::NoArguments(name.into())),
+        };
+        if name != crate::format::bridge::CALL {
+            return Ok(());
+        }
+        let entries = crate::format::bridge::entries(&args_value(a)).map_err(BadCall::Bridge)?;
+        for e in entries {
+            match self.check(&e.name) {
+                Ok(()) => {}
+                Err(BadCall::Unjudged(n, why)) => return Err(BadCall::BridgedUnjudged(n, why)),
+                Err(_) => return Err(BadCall::BridgedUnknown(e.name)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A call written as JSON (a typed content part's, a LLaMA-Factory `function_call`
+/// turn's): its name and arguments, or why it names no tool.
+enum JsonCall {
+    Named(String, Option<Box<RawValue>>),
+    /// Not JSON, or a call that names no tool.
+    Bad(String),
+}
+
+impl JsonCall {
+    /// A call object (`{"name", "arguments"}`, OpenAI's `{"function": {...}}`, or
+    /// `{"name", "input"}`), by the one name rule ([`crate::format::model::function_part`]).
+    fn of(c: &serde_json::Value) -> JsonCall {
+        match crate::format::model::function_part(c, "tool call") {
+            Ok(f) => {
+                let args = f
+                    .function
+                    .get("arguments")
+                    .or_else(|| f.function.get("input"));
+                let raw = args.and_then(|a| RawValue::from_string(a.to_string()).ok());
+                JsonCall::Named(f.name, raw)
+            }
+            Err(e) => JsonCall::Bad(e.to_string()),
         }
     }
+
+    fn check(&self, o: &Offered<'_>) -> Result<(), String> {
+        match self {
+            JsonCall::Named(name, args) => o
+                .check_call(name, args.as_deref(), raw::args_are_object)
+                .map_err(|e| e.to_string()),
+            JsonCall::Bad(e) => Err(e.clone()),
+        }
+    }
+}
+
+/// The calls of JSON text holding one call or a list of calls.
+fn json_calls(text: &str) -> Vec<JsonCall> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Array(list)) => list.iter().map(JsonCall::of).collect(),
+        Ok(one) => vec![JsonCall::of(&one)],
+        Err(e) => vec![JsonCall::Bad(format!("calls are not JSON: {e}"))],
+    }
+}
+
+/// Call arguments as a value: an object, or (OpenAI) a string holding one.
+fn args_value(a: &RawValue) -> serde_json::Value {
+    let text = match crate::format::row::raw_str(a) {
+        Some(inner) => inner.into_owned(),
+        None => a.get().to_string(),
+    };
+    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
 }
 
 #[cfg(test)]

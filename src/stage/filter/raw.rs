@@ -1,13 +1,18 @@
 //! The predicates' reading of raw run records (OpenAI `messages`): reasoning from the
-//! reasoning fields or the content's tags, offered tools from the row's `tools` (or
-//! `--tools FILE`), and calls paired with tool results by id.
+//! reasoning fields, the content's reasoning parts or its tags, calls from `tool_calls`
+//! and the content's tool-call parts (typed parts read by the one message rule,
+//! [`message::part`], as traj-normalize reads them), offered tools from the row's
+//! `tools` (or `--tools FILE`), and calls paired with tool results by id (calls of
+//! parts carry none: the results without an id that follow answer them).
 
 use std::borrow::Cow;
 
+use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{BadCall, Facts, NoToolList, Offered, Predicates, set_once};
+use super::{BadCall, Facts, JsonCall, NoToolList, Offered, Predicates, set_once};
 use crate::format::hermes::scan_gpt;
+use crate::format::message::{self, Part};
 use crate::format::row::{BadRow, Message, RowView, raw_str};
 use crate::format::tokens::Tokenizer;
 
@@ -34,9 +39,14 @@ pub(super) fn facts(
     // Ids of the calls of the last assistant message still waiting for a tool result.
     let mut open: Vec<String> = Vec::new();
     let mut open_at = 0;
+    // The last assistant message had tool-call parts (answered by results without ids).
+    let mut parts_pending = false;
     for (i, m) in msgs.iter().enumerate() {
         let n = i + 1;
         let role: &str = &m.role;
+        if role != "tool" {
+            parts_pending = false;
+        }
         let text = if role == "assistant" || tokenizer.is_some() {
             crate::format::message::content_text_raw(m.content)
         } else {
@@ -56,11 +66,34 @@ pub(super) fn facts(
         }
         match role {
             "assistant" => {
-                let g = scan_gpt(&text);
+                let parts = Parts::of(m.content);
+                let body = parts.as_ref().map_or(&*text, |p| p.text.as_str());
+                let g = scan_gpt(body);
                 f.reasoning |= nonblank_str(m.reasoning)
                     || nonblank_str(m.reasoning_content)
+                    || parts.as_ref().is_some_and(|p| p.reasoning)
                     || g.reasoning
-                    || crate::format::hermes::scratchpad_reasoning(&text);
+                    || crate::format::hermes::scratchpad_reasoning(body);
+                if let Some(p) = &parts {
+                    f.calls += p.calls.len();
+                    if let Some(o) = &offered {
+                        for c in &p.calls {
+                            if let Err(e) = c.check(o) {
+                                set_once(&mut f.invalid_tool, || format!("message {n}: {e}"));
+                            }
+                        }
+                    }
+                    parts_pending = !p.calls.is_empty();
+                }
+                // OpenAI's legacy `function_call` (an object) is one call.
+                if let Some(fc) = m.function_call.filter(|v| v.get().starts_with('{')) {
+                    f.calls += 1;
+                    if let (Some(o), Ok(v)) = (&offered, serde_json::from_str::<Value>(fc.get()))
+                        && let Err(e) = JsonCall::of(&v).check(o)
+                    {
+                        set_once(&mut f.invalid_tool, || format!("message {n}: {e}"));
+                    }
+                }
                 let calls = m.tool_calls.as_deref().unwrap_or(&[]);
                 f.calls += calls.len();
                 for (k, c) in calls.iter().enumerate() {
@@ -95,6 +128,8 @@ pub(super) fn facts(
                     Some(k) => {
                         open.remove(k);
                     }
+                    // Calls of typed parts carry no ids: results without one answer them.
+                    None if id.is_empty() && parts_pending => {}
                     None => set_once(&mut f.malformed, || {
                         format!("message {n}: tool result {id:?} answers no pending call")
                     }),
@@ -118,9 +153,50 @@ pub(super) fn facts(
     Ok(f)
 }
 
+/// A typed `content` list, read by the one part rule ([`message::part`]).
+struct Parts {
+    /// The text parts, joined with `\n` (as traj-normalize joins them).
+    text: String,
+    /// A reasoning part holds text that is not blank.
+    reasoning: bool,
+    calls: Vec<JsonCall>,
+}
+
+impl Parts {
+    /// `None` unless `content` is a list.
+    fn of(content: Option<&RawValue>) -> Option<Parts> {
+        let raw = content.filter(|c| c.get().starts_with('['))?;
+        let Ok(Value::Array(list)) = serde_json::from_str::<Value>(raw.get()) else {
+            return None;
+        };
+        let mut out = Parts {
+            text: String::new(),
+            reasoning: false,
+            calls: Vec::new(),
+        };
+        let mut texts: Vec<&str> = Vec::new();
+        for (k, p) in list.iter().enumerate() {
+            match message::part(p) {
+                Part::Text(t) => texts.push(t),
+                Part::Reasoning(r) => out.reasoning |= !r.trim().is_empty(),
+                Part::ToolCall(p) => match message::part_calls(p) {
+                    Ok(calls) => out.calls.extend(calls.iter().map(|c| JsonCall::of(c))),
+                    Err(e) => out.calls.push(JsonCall::Bad(format!(
+                        "tool-call part {}: not JSON: {e}",
+                        k + 1
+                    ))),
+                },
+                Part::Image | Part::Unknown(_) => {}
+            }
+        }
+        out.text = texts.join("\n");
+        Some(out)
+    }
+}
+
 /// OpenAI arguments are a JSON string holding an object (or, from some servers, the
 /// object itself).
-fn args_are_object(a: &RawValue) -> bool {
+pub(super) fn args_are_object(a: &RawValue) -> bool {
     a.get().starts_with('{')
         || raw_str(a).is_some_and(|inner| {
             serde_json::from_str::<&RawValue>(&inner).is_ok_and(|v| v.get().starts_with('{'))

@@ -24,7 +24,8 @@
 //! plain file, the row's bytes for other sources), plus the dedup index, about 64 bytes
 //! per distinct key (1 million rows: ~64 MB), plus 64 KiB per run being merged and a
 //! read window of up to 1 MiB per open plain file (at most 64 open). Disk: the spilled
-//! runs in the temp directory while merging (rows of plain files: their offsets only).
+//! runs in the temp directory while merging (rows of plain files: their offsets only),
+//! removed at the end and on SIGINT, SIGTERM and SIGHUP ([`crate::io::temp`]).
 //! A plain file that changes during the merge stops it with [`Changed`].
 
 mod reread;
@@ -42,7 +43,7 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::format::row::{self, BadRow};
-use crate::io::{OnError, Rejects, Source, Verdict, is_blank};
+use crate::io::{OnError, Raw, Rejects, Source, Verdict, is_blank};
 pub use reread::Changed;
 use reread::{FileLines, Rereader};
 use runs::{Body, Rec};
@@ -163,7 +164,8 @@ fn fields_of(line: &[u8]) -> Result<Fields<'_>, BadRow> {
         fields.insert(key, &text[vs..ve]);
     })
     .map_err(bad)?;
-    if !line[end..].iter().all(|b| b.is_ascii_whitespace()) {
+    // JSON's white space only, as every stage reads a row (a form feed is not).
+    if crate::format::jsonscan::skip_ws(line, end) != line.len() {
         return Err(bad(end));
     }
     Ok(fields)
@@ -266,7 +268,7 @@ struct Sorter<'c> {
     buf: Vec<Rec>,
     buf_bytes: usize,
     runs: Vec<PathBuf>,
-    tmp: tempfile::TempDir,
+    tmp: crate::io::temp::TempDir,
     seq: u64,
 }
 
@@ -285,13 +287,14 @@ impl Sorter<'_> {
         &mut self,
         rejects: &mut Rejects,
         (name, src, lineno): (&Arc<str>, u32, u64),
-        line: &[u8],
+        raw: Raw<'_>,
     ) -> Result<Option<Kept>> {
         self.s.lines.read += 1;
+        let line = raw.bytes;
         match parse_line(line, &self.cfg.key) {
             Err(reason) => {
                 let bad = Verdict::Bad(reason.to_string());
-                let at = (name, lineno, line);
+                let at = (name, lineno, raw);
                 match self
                     .s
                     .lines
@@ -303,7 +306,7 @@ impl Sorter<'_> {
             }
             Ok(Parsed::Tombstone(reason)) => {
                 self.s.tombstones += 1;
-                rejects.write(name, lineno, &[reason], line)?;
+                rejects.write(name, lineno, &[reason], raw, true)?;
                 Ok(None)
             }
             Ok(Parsed::Row { index, key, label }) => {
@@ -372,11 +375,10 @@ pub fn merge(
     rejects: &mut Rejects,
 ) -> Result<MergeSummary> {
     let names: Vec<Arc<str>> = sources.iter().map(|s| Arc::from(s.name())).collect();
-    let tmp = match &cfg.tmp_dir {
-        Some(d) => tempfile::Builder::new().prefix("traj-merge-").tempdir_in(d),
-        None => tempfile::Builder::new().prefix("traj-merge-").tempdir(),
-    }
-    .context("cannot create a temp directory for spill files")?;
+    // Removed when the merge ends, on SIGINT, SIGTERM and SIGHUP, and (stale, left by
+    // a merge killed outright) by the next merge using the same folder.
+    let tmp = crate::io::temp::temp_dir(cfg.tmp_dir.as_deref(), "traj-merge-")
+        .context("cannot create a temp directory for spill files")?;
     let mut st = Sorter {
         cfg,
         s: MergeSummary {
@@ -403,7 +405,11 @@ pub fn merge(
                 if is_blank(l.bytes) {
                     continue;
                 }
-                if let Some(k) = st.judge(rejects, (name, src, l.lineno), l.bytes)? {
+                let raw = Raw {
+                    bytes: l.bytes,
+                    cr: l.cr,
+                };
+                if let Some(k) = st.judge(rejects, (name, src, l.lineno), raw)? {
                     let body = Body::At {
                         offset: l.offset,
                         len: l.bytes.len() as u64,
@@ -416,9 +422,15 @@ pub fn merge(
         } else {
             let mut reader = crate::io::Records::new(vec![source], None);
             while let Some(rec) = reader.next_record()? {
-                let lineno = rec.lineno;
-                let line = reader.take_line();
-                if let Some(k) = st.judge(rejects, (name, src, lineno), &line)? {
+                let (lineno, cr) = (rec.lineno, rec.cr);
+                let mut line = reader.take_line();
+                let raw = Raw { bytes: &line, cr };
+                if let Some(k) = st.judge(rejects, (name, src, lineno), raw)? {
+                    // The line as it was (its CR kept for a rejects file; the writer
+                    // cuts it by the line rule).
+                    if cr {
+                        line.push(b'\r');
+                    }
                     st.push(k, (src, lineno), Body::Bytes(line))?;
                 }
             }
@@ -455,7 +467,7 @@ pub fn merge(
             );
             s.duplicates += 1;
             let line = reread.line(&r, out)?;
-            rejects.write(&names[r.src as usize], r.lineno, &[reason], line)?;
+            rejects.write(&names[r.src as usize], r.lineno, &[reason], line, true)?;
         }
         Ok(())
     };

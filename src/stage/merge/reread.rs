@@ -20,6 +20,7 @@ use std::time::SystemTime;
 use anyhow::{Context, Result};
 
 use super::runs::{Body, Rec};
+use crate::io::Raw;
 
 /// First read size of [`FileLines`] (it grows for longer lines).
 const CHUNK: usize = 4 << 20;
@@ -45,8 +46,10 @@ pub(super) struct Located<'a> {
     pub lineno: u64,
     pub offset: u64,
     pub bytes: &'a [u8],
-    /// The line ends with a lone `\n` right after `bytes`.
+    /// The line ends with a lone `\n` right after `bytes` ([`crate::io::Cut::lf`]).
     pub lf: bool,
+    /// A CR was cut after `bytes` ([`crate::io::Cut::cr`]).
+    pub cr: bool,
 }
 
 /// Reads the lines of a plain file in large chunks, in place.
@@ -92,15 +95,15 @@ impl FileLines {
         };
         let raw = &self.buf[self.pos..raw_end];
         self.lineno += 1;
-        let r = crate::io::line_range(raw, self.lineno == 1);
-        let lf = r.end + 1 == raw.len() && raw[r.end] == b'\n';
-        let (start, end) = (self.pos + r.start, self.pos + r.end);
+        let cut = crate::io::cut_line(raw, self.lineno == 1);
+        let (start, end) = (self.pos + cut.line.start, self.pos + cut.line.end);
         self.pos = raw_end;
         Ok(Some(Located {
             lineno: self.lineno,
             offset: self.base + start as u64,
             bytes: &self.buf[start..end],
-            lf,
+            lf: cut.lf,
+            cr: cut.cr,
         }))
     }
 
@@ -290,15 +293,18 @@ impl Rereader {
     /// Write the row and its `\n` to `out`.
     pub fn write(&mut self, r: &Rec, out: &mut dyn Write) -> Result<()> {
         let (offset, len, lf) = match &r.body {
-            Body::Bytes(line) => {
+            Body::Bytes(raw) => {
                 self.flush(out)?;
-                out.write_all(line)?;
+                out.write_all(crate::io::trim_line(raw, false))?;
                 return Ok(out.write_all(b"\n")?);
             }
             Body::At { offset, len, lf } => (*offset, *len as usize, *lf),
         };
         let n = len + lf as usize;
-        if let Some((src, range)) = &mut self.pending
+        // Only a row whose bytes and LF are the file's joins the pending run of bytes;
+        // any other is written with the LF it lacks.
+        if lf
+            && let Some((src, range)) = &mut self.pending
             && *src == r.src as usize
         {
             let f = self.files[*src].as_mut().expect("pending file is open");
@@ -320,15 +326,25 @@ impl Rereader {
         Ok(())
     }
 
-    /// The row's bytes (without the line ending), for a rejects file.
-    pub fn line<'a>(&'a mut self, r: &'a Rec, out: &mut dyn Write) -> Result<&'a [u8]> {
+    /// The row as the input had it, for a rejects file.
+    pub fn line<'a>(&'a mut self, r: &'a Rec, out: &mut dyn Write) -> Result<Raw<'a>> {
         match &r.body {
-            Body::Bytes(line) => Ok(line),
-            Body::At { offset, len, .. } => {
+            Body::Bytes(raw) => Ok(Raw {
+                bytes: crate::io::trim_line(raw, false),
+                cr: raw.last() == Some(&b'\r'),
+            }),
+            Body::At { offset, len, lf } => {
                 self.flush(out)?;
                 let f = self.file(r.src)?;
-                let at = f.load(*offset, *len as usize)?;
-                Ok(&f.win[at..at + *len as usize])
+                let len = *len as usize;
+                // Without its own LF, the line was cut before a CR or at the end.
+                let cr_at = offset + len as u64;
+                let more = (!lf && cr_at < f.stamp.len) as usize;
+                let at = f.load(*offset, len + more)?;
+                Ok(Raw {
+                    bytes: &f.win[at..at + len],
+                    cr: more == 1 && f.win[at + len] == b'\r',
+                })
             }
         }
     }
@@ -390,6 +406,15 @@ mod tests {
         }
         assert_eq!(got, want);
         assert_eq!(lfs, [false, true, false, false]);
+        let crs: Vec<bool> = {
+            let mut lines = FileLines::new(File::open(&p).unwrap(), Arc::from("a.jsonl"));
+            let mut v = Vec::new();
+            while let Some(l) = lines.next_line().unwrap() {
+                v.push(l.cr);
+            }
+            v
+        };
+        assert_eq!(crs, [true, false, false, false, true, false]);
         lines.finish(p).unwrap();
     }
 

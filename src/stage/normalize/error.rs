@@ -18,6 +18,9 @@ pub enum BadLine {
 /// Why a row cannot be normalised.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BadRow {
+    /// The row's `bridge_calls` do not fit its calls.
+    #[error(transparent)]
+    Bridge(#[from] crate::format::bridge::RestoreError),
     /// The message list field holds something else.
     #[error("`{0}` must be a list of messages, found {1}")]
     NotAList(String, &'static str),
@@ -102,13 +105,5 @@ pub enum BadBody {
     NotTextOrParts(&'static str),
 }
 
-/// A content part that is not understood.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BadPart {
-    #[error("a text part without text")]
-    TextWithoutText,
-    #[error("a reasoning part without text")]
-    ReasoningWithoutText,
-    #[error("unsupported part type {0:?}")]
-    Unsupported(String),
-}
+/// A content part that is not understood (the message rule's, [`crate::format::message::part`]).
+pub use crate::format::message::BadPart;

@@ -15,6 +15,7 @@
 //! With [`Columns::Core`] the row is exactly the message list, `tools`, `tool_stats`,
 //! `tool_error_counts` and `metadata` (see [`shape`]).
 
+mod bridged;
 pub mod error;
 pub mod read;
 pub mod shape;
@@ -92,6 +93,18 @@ pub struct Options {
     /// Refuse gpt turns whose tags need a repair instead of repairing them
     /// (`--no-repair`, [`crate::format::repair`]).
     pub no_repair: bool,
+    /// What the Hermes text shows of a `tool_call` bridge call (`--bridge`).
+    pub bridge: Bridge,
+}
+
+/// What the Hermes text shows of a `tool_call` bridge call ([`crate::format::bridge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Bridge {
+    /// The call as the model made it: `tool_call` with the real call inside.
+    Keep,
+    /// The real tool it ran, with its arguments (the original kept in `bridge_calls`).
+    #[default]
+    Resolve,
 }
 
 impl Options {
@@ -153,7 +166,8 @@ pub fn normalize_line(
             matches!(
                 k,
                 "conversations" | "messages" | "tools" | "tool_stats" | "tool_error_counts"
-            ) || opts.messages_field.as_deref() == Some(k)
+            ) || k == crate::format::bridge::FIELD
+                || opts.messages_field.as_deref() == Some(k)
                 || opts.set_fields.iter().any(|(s, _)| s == k)
         };
         // The row is level 1: a kept value may hold 126 levels (io::parse_object's limit).
@@ -205,6 +219,7 @@ fn normalize_row_with(
     if opts.merge_consecutive {
         shape::merge_consecutive(&mut traj);
     }
+    let bridge_calls = bridged::apply(&row, &mut traj, opts)?;
     let new_key = opts.target.list_key();
     if key != new_key && row.contains_key(new_key) {
         return Err(BadRow::BothLists(key.to_string(), new_key));
@@ -215,8 +230,10 @@ fn normalize_row_with(
     }
     let stats = tool_stats(&traj, known);
     if opts.columns == Columns::Core {
+        bridged::set_field(&mut row, bridge_calls);
         return write_core(&row, key, new_key, &traj, &stats, opts, out);
     }
+    let mut bridge_calls = bridge_calls;
 
     let start = out.len();
     out.push(b'{');
@@ -236,7 +253,8 @@ fn normalize_row_with(
                 out.extend_from_slice(b", \"tools\": ");
                 write_tools(out, &traj, opts.tools_as());
             }
-        } else if k == "tools" {
+            bridged::write_field(out, bridge_calls.take());
+        } else if k == "tools" || k == crate::format::bridge::FIELD {
             continue;
         } else if k == "tool_stats" {
             sep.next(out);
@@ -328,6 +346,7 @@ fn write_core(
     };
     let unpacked = own.is_some();
     let mut meta: Map<String, Value> = own.unwrap_or_default();
+    meta.shift_remove(crate::format::bridge::FIELD); // the row's own (bridged::apply) counts
     for (k, v) in row {
         let consumed = k.as_str() == key
             || k.as_str() == new_key

@@ -24,7 +24,7 @@
 
 use serde_json::{Map, Value};
 
-use super::error::{BadBody, BadMessage, BadPart, BadRow, ToolsField};
+use super::error::{BadBody, BadMessage, BadRow, ToolsField};
 use crate::format::model::{DeclError, json_kind};
 use crate::format::model::{
     GptTurn, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
@@ -358,6 +358,7 @@ struct Body {
 /// as [`IMAGE_PLACEHOLDER`]), or null (empty). Reasoning and tool-call parts are only
 /// allowed when `assistant`.
 fn read_body(body: Option<Value>, assistant: bool) -> Result<Body, BadBody> {
+    use crate::format::message::{Part, part, part_calls, part_type};
     let mut out = Body::default();
     match body {
         None | Some(Value::Null) => {}
@@ -365,24 +366,15 @@ fn read_body(body: Option<Value>, assistant: bool) -> Result<Body, BadBody> {
         Some(Value::Array(parts)) => {
             let mut texts = Vec::new();
             for (k, p) in parts.iter().enumerate() {
-                match part_kind(p) {
-                    Part::Text(t) => texts.push(t),
+                match part(p) {
+                    Part::Text(t) => texts.push(t.to_string()),
                     Part::Image => texts.push(IMAGE_PLACEHOLDER.to_string()),
                     Part::Reasoning(_) | Part::ToolCall(_) if !assistant => {
                         return Err(BadBody::AssistantOnly(k + 1, part_type(p).to_string()));
                     }
-                    Part::Reasoning(r) => out.reasoning.push(r),
+                    Part::Reasoning(r) => out.reasoning.push(r.to_string()),
                     Part::ToolCall(p) => {
-                        // LLaMA-Factory: {"type": "tool_call", "value": "<JSON call(s)>"}.
-                        let inner = match part_text(p, &["value", "text"]) {
-                            Some(s) => serde_json::from_str::<Value>(&s)
-                                .map_err(|e| BadBody::CallPartNotJson(k + 1, e.to_string()))?,
-                            None => p.clone(),
-                        };
-                        let list = match inner {
-                            Value::Array(l) => l,
-                            one => vec![one],
-                        };
+                        let list = part_calls(p).map_err(|e| BadBody::CallPartNotJson(k + 1, e))?;
                         for c in &list {
                             out.calls
                                 .push(call_object(c).map_err(|e| BadBody::CallPart(k + 1, e))?);
@@ -398,48 +390,6 @@ fn read_body(body: Option<Value>, assistant: bool) -> Result<Body, BadBody> {
         }
     }
     Ok(out)
-}
-
-enum Part<'a> {
-    Text(String),
-    Reasoning(String),
-    ToolCall(&'a Value),
-    Image,
-    Unknown(BadPart),
-}
-
-fn part_type(p: &Value) -> &str {
-    p.get("type").and_then(Value::as_str).unwrap_or("?")
-}
-
-/// The text of a part under the first of `keys` that holds a string.
-fn part_text(p: &Value, keys: &[&str]) -> Option<String> {
-    keys.iter()
-        .find_map(|k| p.get(*k).and_then(Value::as_str))
-        .map(str::to_string)
-}
-
-fn part_kind(p: &Value) -> Part<'_> {
-    if let Value::String(s) = p {
-        return Part::Text(s.clone());
-    }
-    match part_type(p) {
-        "text" | "input_text" | "output_text" => {
-            match part_text(p, &["text", "value", "content"]) {
-                Some(t) => Part::Text(t),
-                None => Part::Unknown(BadPart::TextWithoutText),
-            }
-        }
-        "reasoning" | "thinking" | "reasoning_text" => {
-            match part_text(p, &["reasoning", "thinking", "text", "value", "content"]) {
-                Some(t) => Part::Reasoning(t),
-                None => Part::Unknown(BadPart::ReasoningWithoutText),
-            }
-        }
-        "tool_call" | "tool_use" | "function_call" => Part::ToolCall(p),
-        "image_url" | "image" | "input_image" => Part::Image,
-        other => Part::Unknown(BadPart::Unsupported(other.to_string())),
-    }
 }
 
 /// Arguments as given: a JSON string is parsed (not JSON → `{}`, the reference's rule),

@@ -107,6 +107,10 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
         None => return Quick::No,
     };
     let traj = &read.traj;
+    // Bridge calls to resolve: the general path's (one hook, `super::bridged`).
+    if opts.bridge == super::Bridge::Resolve && super::bridged::resolvable(traj) {
+        return Quick::No;
+    }
     let mut known: Vec<&str> = opts.known_tools.iter().map(String::as_str).collect();
     for (_, f) in &row.fields {
         if let Field::Stats(names) = f {
@@ -183,7 +187,7 @@ fn read_row(text: &str) -> Option<Row<'_>> {
                 list = true;
                 Field::List
             }
-            "messages" | "tools" => return None,
+            "messages" | "tools" | crate::format::bridge::FIELD => return None,
             _ => {
                 let n = pyjson::as_is_prefix(&text[i..], 126)?;
                 let v = &text[i..i + n];

@@ -1,0 +1,279 @@
+//! What one input line tells the report: a trajectory row (its lengths, tools, status,
+//! compression metrics, run usage, reward), a reject of an earlier stage, or a failure
+//! line of traj-run. Every rule is the format layer's or the stage's that wrote the row:
+//! turns and tool calls are read as traj-normalize reads them
+//! ([`crate::stage::normalize::read`]), tokens are counted as traj-compress counts a
+//! turn ([`crate::stage::compress::row::for_each_text`], so the budget line compares
+//! like with like), tool errors by the reference's success rule
+//! ([`crate::format::model::tool_stats`]).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::format::model::{Trajectory, Turn, tool_stats};
+use crate::format::repair::{Mode, Repairs};
+use crate::format::tokens::Tokenizer;
+use crate::stage::compress::row::{Row, for_each_text, turn_text};
+use crate::stage::compress::summary::PREFIX;
+use crate::stage::normalize::read::{read_messages, row_tools};
+
+/// What the line is.
+pub enum Line {
+    Row(Box<RowLine>),
+    Reject(RejectLine),
+    Failure(FailureLine),
+}
+
+/// A trajectory row: its facts and the row itself (rendered only if it is embedded).
+pub struct RowLine {
+    pub facts: Facts,
+    pub row: Row,
+    /// The turns read as a trajectory, or why they cannot be.
+    pub traj: Result<Trajectory, String>,
+}
+
+/// A line of a rejects file (`{"stage", "source", "line", "reasons", "raw"...}`).
+pub struct RejectLine {
+    pub stage: String,
+    /// The category of each reason (the text before `: `, as traj-filter's `--stats`).
+    pub reasons: Vec<String>,
+}
+
+/// A line of traj-run's `failures.jsonl`.
+pub struct FailureLine {
+    pub class: String,
+    pub error: String,
+    pub prompt_key: Option<String>,
+}
+
+/// Compression facts of a row that carries `compression_metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct Compression {
+    pub before: u64,
+    pub after: u64,
+    pub was_compressed: bool,
+    pub still_over: bool,
+    pub reason: Option<String>,
+    /// `compression_region` (start, end) in the uncompressed turns.
+    pub region: Option<(usize, usize)>,
+}
+
+/// Run facts of a raw traj-run record.
+#[derive(Debug, Clone, Default)]
+pub struct Usage {
+    pub tokens: Option<u64>,
+    pub cost: Option<f64>,
+    pub api_calls: Option<u64>,
+    pub duration_ms: Option<u64>,
+}
+
+/// The facts of one trajectory row.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Entries of the message list (what traj-filter's --max-turns counts).
+    pub turns: u64,
+    pub tokens: u64,
+    pub calls: u64,
+    pub assistant_turns: u64,
+    pub reasoning_turns: u64,
+    /// Per tool: calls, results that failed, results that succeeded.
+    pub tools: BTreeMap<String, (u64, u64, u64)>,
+    pub tool_errors: u64,
+    pub completed: Option<bool>,
+    pub partial: Option<bool>,
+    pub stop_reason: Option<String>,
+    pub compression: Option<Compression>,
+    /// Index in the message list of the `[CONTEXT SUMMARY]:` turn.
+    pub summary_at: Option<usize>,
+    pub reward: Option<f64>,
+    pub rollout_index: Option<i64>,
+    /// What groups the rollouts of one prompt (pass@k).
+    pub prompt_key: Option<String>,
+    pub usage: Option<Usage>,
+    /// Why the turns could not be read as a trajectory (counted, shown raw).
+    pub unreadable: Option<String>,
+}
+
+impl Facts {
+    /// `completed`, `partial`, `not completed` or `unknown` (no `completed` field).
+    pub fn status(&self) -> &'static str {
+        match (self.completed, self.partial) {
+            (_, Some(true)) => "partial",
+            (Some(true), _) => "completed",
+            (Some(false), _) => "not completed",
+            (None, _) => "unknown",
+        }
+    }
+
+    /// Share of assistant turns with reasoning, in percent (`None` without any).
+    pub fn reasoning_pct(&self) -> Option<i64> {
+        (self.assistant_turns > 0)
+            .then(|| (self.reasoning_turns * 100 / self.assistant_turns) as i64)
+    }
+}
+
+/// Read one line (already a JSON object) for the report; `Err` says why it is none of
+/// a row, a reject or a failure line.
+pub fn read_line(obj: Map<String, Value>, tk: &dyn Tokenizer) -> Result<Line, String> {
+    let is_list = |k: &str| obj.get(k).is_some_and(Value::is_array);
+    if is_list("conversations") || is_list("messages") {
+        return Ok(Line::Row(Box::new(read_row(obj, tk))));
+    }
+    if is_list("reasons") && (obj.contains_key("raw") || obj.contains_key("raw_base64")) {
+        let stage = str_field(&obj, "stage").unwrap_or_else(|| "?".into());
+        let reasons = obj["reasons"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let r = r.as_str().unwrap_or("?");
+                crate::stage::filter::category(r).to_string()
+            })
+            .collect();
+        return Ok(Line::Reject(RejectLine { stage, reasons }));
+    }
+    if let Some(class) = str_field(&obj, "class")
+        && (obj.contains_key("prompt_hash") || obj.contains_key("error"))
+    {
+        return Ok(Line::Failure(FailureLine {
+            class,
+            error: str_field(&obj, "error").unwrap_or_default(),
+            prompt_key: prompt_key(&obj),
+        }));
+    }
+    Err(
+        match ["history", "trajectory", "chat", "dialog"]
+            .into_iter()
+            .find(|k| is_list(k))
+        {
+            Some(k) => format!(
+                "row has neither `conversations` nor `messages` (its turns look like `{k}`: run traj-normalize --messages-field {k} first)"
+            ),
+            None => "not a row (no `conversations` or `messages` list), a reject or a failure line"
+                .into(),
+        },
+    )
+}
+
+fn str_field(obj: &Map<String, Value>, k: &str) -> Option<String> {
+    obj.get(k).and_then(Value::as_str).map(str::to_string)
+}
+
+fn u64_field(obj: &Map<String, Value>, k: &str) -> Option<u64> {
+    obj.get(k).and_then(Value::as_u64)
+}
+
+/// The prompt a rollout answers: `prompt_hash`, `prompt_index`, `task_key` or `prompt`
+/// (the first present, as JSON text).
+fn prompt_key(obj: &Map<String, Value>) -> Option<String> {
+    ["prompt_hash", "prompt_index", "task_key", "prompt"]
+        .iter()
+        .find_map(|k| obj.get(*k).filter(|v| !v.is_null()))
+        .map(|v| format!("{v}"))
+}
+
+fn read_row(obj: Map<String, Value>, tk: &dyn Tokenizer) -> RowLine {
+    let mut f = Facts {
+        completed: obj.get("completed").and_then(Value::as_bool),
+        partial: obj.get("partial").and_then(Value::as_bool),
+        stop_reason: str_field(&obj, "stop_reason"),
+        reward: obj.get("reward").and_then(Value::as_f64),
+        rollout_index: obj.get("rollout_index").and_then(Value::as_i64),
+        prompt_key: prompt_key(&obj),
+        compression: obj
+            .get("compression_metrics")
+            .and_then(Value::as_object)
+            .map(compression),
+        usage: usage(&obj),
+        ..Facts::default()
+    };
+    let tools = row_tools(&obj);
+    let row = Row::locate(obj).expect("checked: a message list");
+    let shape = row.shape;
+    f.turns = row.turns().len() as u64;
+    for t in row.turns() {
+        for_each_text(t, shape, &mut |s| f.tokens += tk.count(s) as u64);
+    }
+    f.summary_at = row
+        .turns()
+        .iter()
+        .position(|t| turn_text(t, shape).trim_start().starts_with(PREFIX));
+    let traj = match tools {
+        Err(e) => Err(format!("`tools`: {e}")),
+        Ok(tools) => read_messages(
+            row.turns().to_vec(),
+            tools,
+            Mode::Repair,
+            &mut Repairs::default(),
+        )
+        .map_err(|e| e.to_string()),
+    };
+    match &traj {
+        Ok(t) => {
+            for turn in &t.turns {
+                if let Turn::Gpt(g) = turn {
+                    f.assistant_turns += 1;
+                    f.calls += g.tool_calls.len() as u64;
+                    if g.reasoning.as_deref().is_some_and(|r| !r.trim().is_empty()) {
+                        f.reasoning_turns += 1;
+                    }
+                }
+            }
+            for (name, c) in tool_stats(t, []) {
+                if c.count > 0 || c.failure > 0 || c.success > 0 {
+                    f.tool_errors += c.failure;
+                    f.tools.insert(name, (c.count, c.failure, c.success));
+                }
+            }
+        }
+        Err(e) => f.unreadable = Some(e.clone()),
+    }
+    RowLine {
+        facts: f,
+        row,
+        traj,
+    }
+}
+
+fn compression(m: &Map<String, Value>) -> Compression {
+    let b = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let region = m
+        .get("compression_region")
+        .and_then(Value::as_object)
+        .and_then(|r| {
+            let s = r.get("start_idx")?.as_i64()?;
+            let e = r.get("end_idx")?.as_i64()?;
+            (s >= 0 && e >= s).then_some((s as usize, e as usize))
+        });
+    Compression {
+        before: u64_field(m, "original_tokens").unwrap_or(0),
+        after: u64_field(m, "compressed_tokens").unwrap_or(0),
+        was_compressed: b("was_compressed"),
+        still_over: b("still_over_limit"),
+        reason: str_field(m, "still_over_limit_reason"),
+        region,
+    }
+}
+
+/// `usage`, `api_calls` and `timings.duration_ms` of a traj-run record.
+fn usage(obj: &Map<String, Value>) -> Option<Usage> {
+    let u = obj.get("usage").and_then(Value::as_object);
+    let tokens = u.and_then(|u| {
+        u64_field(u, "total_tokens").or_else(|| {
+            let p = u64_field(u, "prompt_tokens")?;
+            Some(p + u64_field(u, "completion_tokens").unwrap_or(0))
+        })
+    });
+    let usage = Usage {
+        tokens,
+        cost: u.and_then(|u| u.get("cost")).and_then(Value::as_f64),
+        api_calls: u64_field(obj, "api_calls"),
+        duration_ms: obj
+            .get("timings")
+            .and_then(|t| t.get("duration_ms"))
+            .and_then(Value::as_u64),
+    };
+    (usage.tokens.is_some() || usage.api_calls.is_some() || usage.duration_ms.is_some())
+        .then_some(usage)
+}

@@ -1,0 +1,509 @@
+//! The overview as a list of figures: an id, a group, a label, a format and one value
+//! per dataset. The page's tables and `--summary`'s text table show this one list, so a
+//! figure reads the same in both; with two datasets (`--compare`) each row also has the
+//! difference (B - A; percentage points for shares).
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// How a figure's value is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fmt {
+    /// A count.
+    Int,
+    /// A mean or other real number (one decimal).
+    Num,
+    /// A share (0..1) written as a percentage.
+    Pct,
+    /// Dollars.
+    Usd,
+    /// Seconds.
+    Secs,
+}
+
+/// One figure of the overview.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    /// Stable id (the page's `data-fig` attribute): `rows`, `tool.terminal.calls`, ...
+    pub id: String,
+    pub group: &'static str,
+    pub label: String,
+    pub fmt: Fmt,
+    /// One value per dataset; `None` where the dataset has no such figure.
+    pub v: Vec<Option<f64>>,
+}
+
+fn num(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+/// The figures of `overviews` (one per dataset), groups without any value left out.
+pub fn list(overviews: &[&Value]) -> Vec<Figure> {
+    let mut out = Vec::new();
+    let mut add = |id: String, group, label: String, fmt, get: &dyn Fn(&Value) -> Option<f64>| {
+        let v: Vec<Option<f64>> = overviews.iter().map(|o| get(o)).collect();
+        out.push(Figure {
+            id,
+            group,
+            label,
+            fmt,
+            v,
+        });
+    };
+    let keys = |path: &[&str]| -> BTreeSet<String> {
+        overviews
+            .iter()
+            .filter_map(|o| path.iter().try_fold(*o, |v, k| v.get(k)))
+            .filter_map(Value::as_object)
+            .flat_map(|m| m.keys().cloned())
+            .collect()
+    };
+    use Fmt::*;
+    let rows = "Rows";
+    add("rows".into(), rows, "rows".into(), Int, &|o| {
+        num(&o["rows"])
+    });
+    for s in ["completed", "partial", "not completed", "unknown"] {
+        add(
+            format!("status.{s}"),
+            rows,
+            format!("status: {s}"),
+            Int,
+            &|o| Some(o["status"].get(s).and_then(Value::as_f64).unwrap_or(0.0)),
+        );
+    }
+    add(
+        "unreadable".into(),
+        rows,
+        "turns not readable as a trajectory".into(),
+        Int,
+        &|o| num(&o["unreadable"]),
+    );
+    add(
+        "bad_lines".into(),
+        rows,
+        "bad lines skipped".into(),
+        Int,
+        &|o| num(&o["bad_lines"]),
+    );
+    add(
+        "failures".into(),
+        rows,
+        "failure lines (traj-run)".into(),
+        Int,
+        &|o| num(&o["failures"]),
+    );
+    add(
+        "reject_lines".into(),
+        rows,
+        "reject lines".into(),
+        Int,
+        &|o| num(&o["reject_lines"]),
+    );
+    for s in keys(&["stop_reasons"]) {
+        add(format!("stop.{s}"), "Stop reasons", s.clone(), Int, &|o| {
+            Some(
+                o["stop_reasons"]
+                    .get(&s)
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0),
+            )
+        });
+    }
+    for s in keys(&["failure_classes"]) {
+        add(
+            format!("class.{s}"),
+            "Failure classes",
+            s.clone(),
+            Int,
+            &|o| {
+                Some(
+                    o["failure_classes"]
+                        .get(&s)
+                        .and_then(Value::as_f64)
+                        .unwrap_or(0.0),
+                )
+            },
+        );
+    }
+    let rejects: BTreeSet<(String, String)> = overviews
+        .iter()
+        .flat_map(|o| o["rejects"].as_array().cloned().unwrap_or_default())
+        .map(|r| {
+            (
+                r["stage"].as_str().unwrap_or("?").to_string(),
+                r["reason"].as_str().unwrap_or("?").to_string(),
+            )
+        })
+        .collect();
+    for (stage, reason) in rejects {
+        add(
+            format!("reject.{stage}.{reason}"),
+            "Rejects",
+            format!("{stage}: {reason}"),
+            Int,
+            &|o| {
+                Some(
+                    o["rejects"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|r| r["stage"] == stage.as_str() && r["reason"] == reason.as_str())
+                        .and_then(|r| r["count"].as_f64())
+                        .unwrap_or(0.0),
+                )
+            },
+        );
+    }
+    let dist =
+        |add: &mut dyn FnMut(String, &'static str, String, Fmt, &dyn Fn(&Value) -> Option<f64>),
+         group: &'static str,
+         key: &'static [&'static str],
+         stats: &[&'static str],
+         fmt: Fmt| {
+            for s in stats {
+                let get = |o: &Value| {
+                    let d = key.iter().fold(o, |v, k| &v[*k]);
+                    let scale = d["scale"].as_f64().unwrap_or(1.0);
+                    let x = if *s == "sum" {
+                        d["sum"].as_f64()
+                    } else {
+                        d[*s].as_f64()
+                    };
+                    x.map(|x| x / scale)
+                };
+                add(
+                    format!("{}.{s}", key.join(".")),
+                    group,
+                    s.to_string(),
+                    fmt,
+                    &get,
+                );
+            }
+        };
+    dist(
+        &mut add,
+        "Tokens per row",
+        &["tokens"],
+        &["mean", "p50", "p90", "p99", "max"],
+        Num,
+    );
+    add(
+        "over_budget".into(),
+        "Tokens per row",
+        "over the budget".into(),
+        Int,
+        &|o| num(&o["over_budget"]),
+    );
+    dist(
+        &mut add,
+        "Turns per row",
+        &["turns"],
+        &["mean", "p50", "max"],
+        Num,
+    );
+    dist(
+        &mut add,
+        "Tool calls per row",
+        &["tool_calls"],
+        &["sum", "mean", "max"],
+        Num,
+    );
+    let r = "Reasoning";
+    add(
+        "reasoning.assistant_turns".into(),
+        r,
+        "assistant turns".into(),
+        Int,
+        &|o| num(&o["reasoning"]["assistant_turns"]),
+    );
+    add(
+        "reasoning.share".into(),
+        r,
+        "assistant turns with reasoning".into(),
+        Pct,
+        &|o| {
+            let a = o["reasoning"]["assistant_turns"].as_f64()?;
+            (a > 0.0).then(|| o["reasoning"]["with_reasoning"].as_f64().unwrap_or(0.0) / a)
+        },
+    );
+    add(
+        "reasoning.rows".into(),
+        r,
+        "rows with reasoning".into(),
+        Int,
+        &|o| num(&o["reasoning"]["rows_with_reasoning"]),
+    );
+    let tools: BTreeSet<String> = overviews
+        .iter()
+        .flat_map(|o| o["tools"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect();
+    for t in tools {
+        let of = |o: &Value, k: &str| {
+            o["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|x| x["name"] == t.as_str())
+                .and_then(|x| x[k].as_f64())
+        };
+        add(
+            format!("tool.{t}.calls"),
+            "Tools",
+            format!("{t}: calls"),
+            Int,
+            &|o| of(o, "calls"),
+        );
+        add(
+            format!("tool.{t}.failed"),
+            "Tools",
+            format!("{t}: failed results"),
+            Int,
+            &|o| of(o, "failed"),
+        );
+        add(
+            format!("tool.{t}.error_rate"),
+            "Tools",
+            format!("{t}: error rate"),
+            Pct,
+            &|o| of(o, "error_rate"),
+        );
+    }
+    let c = "Compression";
+    let comp_rows = |o: &Value| o["compression"]["rows"].as_f64().filter(|n| *n > 0.0);
+    add(
+        "compression.rows".into(),
+        c,
+        "rows with compression metrics".into(),
+        Int,
+        &|o| comp_rows(o),
+    );
+    add(
+        "compression.before".into(),
+        c,
+        "tokens before".into(),
+        Int,
+        &|o| comp_rows(o).and(o["compression"]["before"]["sum"].as_f64()),
+    );
+    add(
+        "compression.after".into(),
+        c,
+        "tokens after".into(),
+        Int,
+        &|o| comp_rows(o).and(o["compression"]["after"]["sum"].as_f64()),
+    );
+    add(
+        "compression.saved".into(),
+        c,
+        "tokens saved".into(),
+        Pct,
+        &|o| {
+            let b = o["compression"]["before"]["sum"]
+                .as_f64()
+                .filter(|b| *b > 0.0)?;
+            let a = o["compression"]["after"]["sum"].as_f64()?;
+            Some((b - a) / b)
+        },
+    );
+    add(
+        "compression.compressed".into(),
+        c,
+        "compressed".into(),
+        Int,
+        &|o| comp_rows(o).and(o["compression"]["compressed"].as_f64()),
+    );
+    add(
+        "compression.with_summary".into(),
+        c,
+        "rows with a summary turn".into(),
+        Int,
+        &|o| num(&o["compression"]["with_summary"]),
+    );
+    add(
+        "compression.still_over".into(),
+        c,
+        "still over the budget".into(),
+        Int,
+        &|o| comp_rows(o).and(o["compression"]["still_over"].as_f64()),
+    );
+    for s in keys(&["compression", "still_over_reasons"]) {
+        add(
+            format!("compression.reason.{s}"),
+            c,
+            format!("still over: {s}"),
+            Int,
+            &|o| {
+                Some(
+                    o["compression"]["still_over_reasons"]
+                        .get(&s)
+                        .and_then(Value::as_f64)
+                        .unwrap_or(0.0),
+                )
+            },
+        );
+    }
+    let run = "Run";
+    let run_rows = |o: &Value| o["run"]["rows"].as_f64().filter(|n| *n > 0.0);
+    add(
+        "run.rows".into(),
+        run,
+        "records with usage".into(),
+        Int,
+        &|o| run_rows(o),
+    );
+    add("run.tokens".into(), run, "API tokens".into(), Int, &|o| {
+        run_rows(o).and(o["run"]["tokens"]["sum"].as_f64())
+    });
+    add("run.cost".into(), run, "cost".into(), Usd, &|o| {
+        let d = &o["run"]["cost"];
+        d["sum"]
+            .as_f64()
+            .map(|s| s / d["scale"].as_f64().unwrap_or(1.0))
+    });
+    add(
+        "run.cost_mean".into(),
+        run,
+        "cost per prompt".into(),
+        Usd,
+        &|o| {
+            let d = &o["run"]["cost"];
+            d["mean"]
+                .as_f64()
+                .map(|s| s / d["scale"].as_f64().unwrap_or(1.0))
+        },
+    );
+    add("run.api_calls".into(), run, "API calls".into(), Int, &|o| {
+        run_rows(o).and(o["run"]["api_calls"]["sum"].as_f64())
+    });
+    add(
+        "run.secs_mean".into(),
+        run,
+        "time per prompt (mean)".into(),
+        Secs,
+        &|o| o["run"]["duration_ms"]["mean"].as_f64().map(|x| x / 1000.0),
+    );
+    add(
+        "run.secs_p90".into(),
+        run,
+        "time per prompt (p90)".into(),
+        Secs,
+        &|o| o["run"]["duration_ms"]["p90"].as_f64().map(|x| x / 1000.0),
+    );
+    let ro = "Rollouts";
+    add(
+        "rollouts.rows".into(),
+        ro,
+        "rows with a reward".into(),
+        Int,
+        &|o| num(&o["rollouts"]["rows"]).filter(|n| *n > 0.0),
+    );
+    add(
+        "rollouts.mean".into(),
+        ro,
+        "mean reward".into(),
+        Num,
+        &|o| {
+            let d = &o["rollouts"]["reward"];
+            d["mean"]
+                .as_f64()
+                .map(|m| m / d["scale"].as_f64().unwrap_or(1.0))
+        },
+    );
+    add("rollouts.prompts".into(), ro, "prompts".into(), Int, &|o| {
+        num(&o["rollouts"]["prompts"]).filter(|n| *n > 0.0)
+    });
+    for k in keys(&["rollouts", "pass_at_k"]) {
+        add(
+            format!("rollouts.pass@{k}"),
+            ro,
+            format!("pass@{k}"),
+            Pct,
+            &|o| num(&o["rollouts"]["pass_at_k"][&k]),
+        );
+    }
+    drop(add);
+    // A group whose figures are all absent or zero says nothing; the Rows group stays.
+    let shown: BTreeSet<&'static str> = out
+        .iter()
+        .filter(|f| f.group == rows || f.v.iter().any(|v| v.is_some_and(|x| x != 0.0)))
+        .map(|f| f.group)
+        .collect();
+    out.retain(|f| shown.contains(f.group));
+    out
+}
+
+/// `v` written as its format writes it (`-` when absent).
+pub fn show(v: Option<f64>, fmt: Fmt) -> String {
+    let Some(x) = v else { return "-".into() };
+    match fmt {
+        Fmt::Int => format!("{}", x.round() as i64),
+        Fmt::Num => format!("{x:.1}"),
+        Fmt::Pct => format!("{:.1}%", x * 100.0),
+        Fmt::Usd => format!("${x:.4}"),
+        Fmt::Secs => format!("{x:.1}s"),
+    }
+}
+
+/// B - A, written as the figure's format (percentage points for shares).
+pub fn diff(v: &[Option<f64>], fmt: Fmt) -> String {
+    match (v.first().copied().flatten(), v.get(1).copied().flatten()) {
+        (Some(a), Some(b)) => {
+            let d = b - a;
+            let sign = if d > 0.0 { "+" } else { "" };
+            match fmt {
+                Fmt::Pct => format!("{sign}{:.1} pp", d * 100.0),
+                _ => format!("{sign}{}", show(Some(d), fmt)),
+            }
+        }
+        _ => "-".into(),
+    }
+}
+
+/// The figures as a text table: a header of dataset names, one line per figure under
+/// its group, and a difference column with two datasets.
+pub fn table(names: &[String], figs: &[Figure]) -> String {
+    let label_w = figs
+        .iter()
+        .map(|f| f.label.chars().count() + 2)
+        .max()
+        .unwrap_or(10)
+        .max(10);
+    let col_w = names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(8)
+        .clamp(12, 40);
+    let mut s = String::new();
+    let mut line = format!("{:label_w$}", "");
+    for n in names {
+        line.push_str(&format!("  {n:>col_w$}"));
+    }
+    if names.len() == 2 {
+        line.push_str(&format!("  {:>12}", "B - A"));
+    }
+    s.push_str(line.trim_end());
+    s.push('\n');
+    let mut group = "";
+    for f in figs {
+        if f.group != group {
+            group = f.group;
+            s.push_str(group);
+            s.push('\n');
+        }
+        let mut line = format!("  {:w$}", f.label, w = label_w - 2);
+        for v in &f.v {
+            line.push_str(&format!("  {:>col_w$}", show(*v, f.fmt)));
+        }
+        if names.len() == 2 {
+            line.push_str(&format!("  {:>12}", diff(&f.v, f.fmt)));
+        }
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s
+}

@@ -1,0 +1,93 @@
+//! What a report reads from its arguments: files as every stage reads them, directories
+//! of data files, and traj-run directories.
+//!
+//! A directory holding `statistics.json` or `checkpoint.json` is a traj-run directory:
+//! its rows are the raw records (`batch_N.jsonl`, in natural order) and `failures.jsonl`;
+//! `statistics.json` is read as JSON for the run's totals; the stage outputs a pipeline
+//! may have left beside them are not read (name them as files to include them). In any
+//! other directory the data files are read ([`crate::io::data_files_in`], `--glob`),
+//! except the JSON documents of the stages (`statistics.json`, `checkpoint.json`,
+//! `*metrics.json`, `*stats.json`), which are not rows.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::io::{Glob, Source, data_files_in, natural_cmp, sources_matching};
+
+/// The sources of one dataset.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    pub sources: Vec<Source>,
+    /// `statistics.json` of each traj-run directory.
+    pub statistics: Vec<PathBuf>,
+    /// The arguments as given (the page names the dataset by them).
+    pub names: Vec<String>,
+}
+
+/// True for the JSON documents stages write beside their rows.
+fn is_side_file(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    matches!(name, "statistics.json" | "checkpoint.json")
+        || name.ends_with("metrics.json")
+        || name.ends_with("stats.json")
+}
+
+fn is_run_dir(d: &Path) -> bool {
+    d.join("statistics.json").is_file() || d.join("checkpoint.json").is_file()
+}
+
+/// The rows of a traj-run directory: `batch_N.jsonl` in natural order, then
+/// `failures.jsonl`.
+fn run_dir_files(d: &Path) -> Result<Vec<PathBuf>> {
+    let mut batches = Vec::new();
+    for e in std::fs::read_dir(d).with_context(|| d.display().to_string())? {
+        let p = e?.path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with("batch_") && name.ends_with(".jsonl") && p.is_file() {
+            batches.push(p);
+        }
+    }
+    batches.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
+    let failures = d.join("failures.jsonl");
+    if failures.is_file() {
+        batches.push(failures);
+    }
+    Ok(batches)
+}
+
+/// The inputs `args` name; none means stdin.
+pub fn resolve(args: &[String], glob: Option<&Glob>) -> Result<Inputs> {
+    let mut out = Inputs {
+        names: args.to_vec(),
+        ..Inputs::default()
+    };
+    if args.is_empty() {
+        out.sources.push(Source::Stdin);
+        out.names.push("<stdin>".into());
+        return Ok(out);
+    }
+    for a in args {
+        let p = Path::new(a);
+        if a != "-" && p.is_dir() && is_run_dir(p) && glob.is_none() {
+            out.sources
+                .extend(run_dir_files(p)?.into_iter().map(Source::File));
+            let s = p.join("statistics.json");
+            if s.is_file() {
+                out.statistics.push(s);
+            }
+        } else if a != "-" && p.is_dir() {
+            let files = data_files_in(p, glob)?;
+            out.sources.extend(
+                files
+                    .into_iter()
+                    .filter(|f| glob.is_some() || !is_side_file(f))
+                    .map(Source::File),
+            );
+        } else {
+            out.sources
+                .extend(sources_matching(std::slice::from_ref(a), "", glob)?);
+        }
+    }
+    Ok(out)
+}

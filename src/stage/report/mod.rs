@@ -1,0 +1,233 @@
+//! traj-report's engine: one self-contained HTML page (or a text table) that shows a
+//! dataset or a run before anyone trains on it.
+//!
+//! - [`inputs`]: files, data directories and traj-run directories as sources.
+//! - [`facts`]: what one line tells (a row, a reject, a failure), by the rules of the
+//!   stages that wrote it.
+//! - [`dist`]: exact distributions with memory bounded by distinct values.
+//! - [`overview`]: every row counted, as the page's figures.
+//! - [`sample`]: the reproducible sample of rows the page embeds, extremes included.
+//! - [`view`]: one row as the viewer shows it.
+//! - [`page`]: the HTML page (its script and styles inline, from files beside this one).
+//! - [`figures`]: the overview as a list of named figures, one value per dataset, and
+//!   as the plain text table of `--summary` (the page shows the same list).
+//!
+//! Rows are read one at a time ([`crate::io::Records`], the bad-line policy of every
+//! stage through [`crate::io::Tally`]); only the sampled rows' views are kept.
+
+pub mod dist;
+pub mod facts;
+pub mod figures;
+pub mod inputs;
+pub mod overview;
+pub mod page;
+pub mod sample;
+pub mod view;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::Result;
+use serde_json::{Map, Value, json};
+
+use crate::format::tokens::Tokenizer;
+use crate::io::{OnError, Records, Rejects, Source, Summary, Tally, Verdict, parse_object};
+use crate::stage::compress::row::Row;
+use facts::Line;
+use inputs::Inputs;
+use overview::Overview;
+use sample::{Measures, Sample};
+
+/// Settings of one report.
+pub struct Config {
+    pub tokenizer: Arc<dyn Tokenizer>,
+    /// The token budget drawn on the tokens plot (`--budget`).
+    pub budget: Option<u64>,
+    /// Rows embedded per dataset (`--max-rows`).
+    pub max_rows: usize,
+    pub seed: u64,
+    pub on_error: OnError,
+}
+
+/// One dataset read: its overview, its embedded rows, the line counts.
+pub struct Dataset {
+    pub name: String,
+    pub inputs: Vec<String>,
+    pub overview: Value,
+    pub rows: Vec<Value>,
+    pub summary: Summary,
+    /// Rows (trajectories and failure lines) seen, embedded or not.
+    pub viewable: u64,
+}
+
+/// The key that pairs a compressed row with its uncompressed one (`--before`): its
+/// `id`, `prompt_index`, `prompt_hash` or `task_key`, else its number among the rows.
+fn pair_key(obj: &Map<String, Value>, n: u64) -> String {
+    ["id", "prompt_index", "prompt_hash", "task_key"]
+        .iter()
+        .find_map(|k| obj.get(*k).filter(|v| !v.is_null()))
+        .map_or_else(|| format!("#{n}"), |v| format!("{v}"))
+}
+
+fn measures(f: &facts::Facts) -> Measures {
+    let r = f
+        .reward
+        .map(|r| (r * overview::REWARD_SCALE as f64).round() as i64);
+    [
+        Some(f.tokens as i64),
+        Some(f.tokens as i64),
+        Some(f.turns as i64),
+        Some(f.calls as i64),
+        Some(f.tool_errors as i64),
+        r,
+        r,
+    ]
+}
+
+/// Read one dataset. `before`: the uncompressed rows of a compressed dataset, read in a
+/// second pass for the embedded rows that hold a summary. Bad lines follow
+/// `cfg.on_error`, kept in `rejects`.
+pub fn read_dataset(
+    name: &str,
+    inputs: Inputs,
+    before: Option<Vec<Source>>,
+    cfg: &Config,
+    rejects: &mut Rejects,
+) -> Result<Dataset> {
+    let tk = cfg.tokenizer.as_ref();
+    let mut ov = Overview::new(cfg.budget);
+    let mut sample = Sample::new(cfg.max_rows, cfg.seed);
+    let mut tally = Tally::new(cfg.on_error, true, rejects);
+    let mut records = Records::new(inputs.sources, None);
+    let (mut viewable, mut rows) = (0u64, 0u64);
+    while let Some(rec) = records.next_record()? {
+        let at = format!("{}:{}", rec.source, rec.lineno);
+        let line = parse_object(rec.bytes).and_then(|obj| facts::read_line(obj, tk));
+        let verdict = match line {
+            Err(e) => Verdict::Bad(e),
+            Ok(Line::Row(rl)) => {
+                ov.add_row(&rl.facts);
+                let key = pair_key(&rl.row.obj, rows);
+                rows += 1;
+                sample.offer(viewable, &measures(&rl.facts), || {
+                    let mut v = view::row(viewable, &at, &rl);
+                    v["key"] = key.into();
+                    v["sum_at"] = json!(rl.facts.summary_at);
+                    v["region"] = json!(rl.facts.compression.as_ref().and_then(|c| c.region));
+                    v
+                });
+                viewable += 1;
+                Verdict::Written
+            }
+            Ok(Line::Reject(r)) => {
+                ov.add_reject(&r);
+                Verdict::Written
+            }
+            Ok(Line::Failure(f)) => {
+                ov.add_failure(&f);
+                let none: Measures = [None; sample::EXTREMES.len()];
+                sample.offer(viewable, &none, || view::failure(viewable, &at, &f));
+                viewable += 1;
+                Verdict::Written
+            }
+        };
+        tally.account(&rec, verdict)?;
+    }
+    let mut embedded = sample.finish();
+    if let Some(b) = before {
+        attach_replaced(&mut embedded, b, &mut tally)?;
+    }
+    let stats = inputs
+        .statistics
+        .iter()
+        .map(|p| run_statistics(p))
+        .collect::<Result<Vec<_>>>()?;
+    let summary = tally.summary;
+    Ok(Dataset {
+        name: name.to_string(),
+        inputs: inputs.names,
+        overview: ov.to_json(summary.bad, &stats),
+        rows: embedded,
+        summary,
+        viewable,
+    })
+}
+
+/// Read `--before` and give each embedded summary turn the turns it replaced: the
+/// `compression_region` of the row's metrics when it has one, else the turns between
+/// the kept head (the turns before the summary) and the kept tail (those after it).
+fn attach_replaced(embedded: &mut [Value], before: Vec<Source>, tally: &mut Tally) -> Result<()> {
+    let mut want: HashMap<String, usize> = HashMap::new();
+    for (i, v) in embedded.iter().enumerate() {
+        if v["sum_at"].is_u64()
+            && let Some(k) = v["key"].as_str()
+        {
+            want.insert(k.to_string(), i);
+        }
+    }
+    let mut records = Records::new(before, None);
+    let mut n = 0u64;
+    while let Some(rec) = records.next_record()? {
+        let obj = match parse_object(rec.bytes) {
+            Ok(o) => o,
+            Err(e) => {
+                tally.account(&rec, Verdict::Bad(format!("--before: {e}")))?;
+                continue;
+            }
+        };
+        let key = pair_key(&obj, n);
+        n += 1;
+        let Some(&i) = want.get(&key) else { continue };
+        let Some(row) = Row::locate(obj) else {
+            continue;
+        };
+        let v = &mut embedded[i];
+        let s = v["sum_at"].as_u64().unwrap_or(0) as usize;
+        let kept_tail = (v["turns"].as_u64().unwrap_or(0) as usize).saturating_sub(s + 1);
+        let (start, end) = match v["region"].as_array() {
+            Some(r) => (
+                r[0].as_u64().unwrap_or(0) as usize,
+                r[1].as_u64().unwrap_or(0) as usize,
+            ),
+            None => (s, row.turns().len().saturating_sub(kept_tail)),
+        };
+        let all = view::raw_turns(&row);
+        let replaced: Vec<Value> = all
+            .get(start.min(all.len())..end.min(all.len()))
+            .unwrap_or(&[])
+            .to_vec();
+        if let Some(t) = v["t"]
+            .as_array_mut()
+            .and_then(|t| t.iter_mut().find(|t| t["r"] == "summary"))
+        {
+            t["rep"] = json!({"from": start, "to": end, "turns": replaced});
+        }
+    }
+    Ok(())
+}
+
+/// The totals of a traj-run directory's `statistics.json` the page shows.
+fn run_statistics(p: &std::path::Path) -> Result<Value> {
+    let text = std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: not JSON: {e}", p.display()))?;
+    let mut m = Map::new();
+    m.insert("file".into(), p.display().to_string().into());
+    for k in [
+        "run_name",
+        "model",
+        "total_prompts",
+        "prompts_done",
+        "prompts_failed",
+        "records",
+        "api_calls",
+        "duration_seconds",
+        "usage",
+        "failure_classes",
+    ] {
+        if let Some(x) = v.get(k) {
+            m.insert(k.into(), x.clone());
+        }
+    }
+    Ok(Value::Object(m))
+}

@@ -1,0 +1,147 @@
+//! One row as the page's viewer shows it: the system prompt apart, each turn with its
+//! role, `<think>` reasoning apart from the text, tool calls as name and arguments, tool
+//! results with their name, size and the success rule's verdict, and the context
+//! summary marked. Texts longer than [`EMBED_BYTES`] are cut in the page (the full size
+//! is shown; the data file is never changed).
+
+use serde_json::{Map, Value, json};
+
+use super::facts::{FailureLine, RowLine};
+use crate::format::model::{Outcome, Turn, classify_result};
+use crate::stage::compress::row::{Row, turn_text};
+use crate::stage::compress::summary::PREFIX;
+
+/// Bytes of one text kept in the page; the rest is replaced by a note of its size.
+pub const EMBED_BYTES: usize = 6000;
+
+/// `s` cut to [`EMBED_BYTES`] (at a character boundary) with a note of what was left out.
+pub fn cap(s: &str) -> String {
+    if s.len() <= EMBED_BYTES {
+        return s.to_string();
+    }
+    let mut end = EMBED_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[... {} more bytes not embedded in this page]",
+        &s[..end],
+        s.len() - end
+    )
+}
+
+/// The facts the viewer's list and filters use.
+fn header(n: u64, at: &str, rl: &RowLine) -> Map<String, Value> {
+    let f = &rl.facts;
+    let mut m = Map::new();
+    m.insert("n".into(), n.into());
+    m.insert("at".into(), at.into());
+    m.insert("tokens".into(), f.tokens.into());
+    m.insert("turns".into(), f.turns.into());
+    m.insert("calls".into(), f.calls.into());
+    m.insert("errors".into(), f.tool_errors.into());
+    m.insert("status".into(), f.status().into());
+    m.insert("class".into(), json!(f.stop_reason));
+    m.insert("reward".into(), json!(f.reward));
+    m.insert(
+        "tools".into(),
+        f.tools.keys().cloned().collect::<Vec<_>>().into(),
+    );
+    if let Some(c) = &f.compression {
+        m.insert(
+            "comp".into(),
+            json!({"before": c.before, "after": c.after, "still_over": c.still_over,
+                   "reason": c.reason}),
+        );
+    }
+    if let Some(e) = &f.unreadable {
+        m.insert("unreadable".into(), e.as_str().into());
+    }
+    m
+}
+
+/// A row's entry in the page.
+pub fn row(n: u64, at: &str, rl: &RowLine) -> Value {
+    let mut m = header(n, at, rl);
+    let shape = rl.row.shape;
+    let role = |t: &Value| {
+        t.get(shape.role_key())
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string()
+    };
+    let system = rl
+        .row
+        .turns()
+        .iter()
+        .find(|t| matches!(role(t).as_str(), "system" | "developer"))
+        .map(|t| cap(&turn_text(t, shape)));
+    m.insert("sys".into(), json!(system));
+    let turns: Vec<Value> = match &rl.traj {
+        Ok(t) => t.turns.iter().map(turn).collect(),
+        Err(_) => raw_turns(&rl.row),
+    };
+    m.insert("t".into(), turns.into());
+    Value::Object(m)
+}
+
+/// Turns as the row spells them (role and text), for rows whose turns are not a
+/// trajectory, and for the turns a summary replaced (`--before`).
+pub fn raw_turns(row: &Row) -> Vec<Value> {
+    let shape = row.shape;
+    row.turns()
+        .iter()
+        .map(|t| {
+            let r = t
+                .get(shape.role_key())
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            json!({"r": "raw", "role": r, "x": cap(&turn_text(t, shape))})
+        })
+        .collect()
+}
+
+fn turn(t: &Turn) -> Value {
+    match t {
+        Turn::Human(s) if s.trim_start().starts_with(PREFIX) => {
+            json!({"r": "summary", "x": cap(s)})
+        }
+        Turn::Human(s) => json!({"r": "human", "x": cap(s)}),
+        Turn::Gpt(g) => {
+            let calls: Vec<Value> = g
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    let args = serde_json::to_string_pretty(&c.arguments)
+                        .unwrap_or_else(|_| c.arguments.to_string());
+                    json!({"n": c.name, "a": cap(&args)})
+                })
+                .collect();
+            json!({"r": "gpt", "x": cap(&g.content), "k": g.reasoning.as_deref().map(cap),
+                   "c": calls})
+        }
+        Turn::Tool(results) => {
+            let res: Vec<Value> = results
+                .iter()
+                .map(|r| {
+                    let text = match &r.content {
+                        Value::String(s) => s.clone(),
+                        v => v.to_string(),
+                    };
+                    json!({"n": r.name, "b": text.len(), "x": cap(&text),
+                           "ok": classify_result(&r.content) == Outcome::Success})
+                })
+                .collect();
+            json!({"r": "tool", "res": res})
+        }
+    }
+}
+
+/// A failure line's entry: no turns, its class and error.
+pub fn failure(n: u64, at: &str, f: &FailureLine) -> Value {
+    json!({
+        "n": n, "at": at, "tokens": 0, "turns": 0, "calls": 0, "errors": 0,
+        "status": "failed", "class": f.class, "reward": null, "tools": [],
+        "sys": null, "t": [{"r": "error", "x": cap(&f.error)}],
+    })
+}
