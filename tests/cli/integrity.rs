@@ -319,27 +319,27 @@ fn temp_files_of_killed_runs_are_removed_by_the_next_run() {
     let d = tmpdir();
     std::fs::write(d.path().join("in.jsonl"), format!("{ROW}\n")).unwrap();
     for (i, (stage, extra)) in STAGES.iter().enumerate() {
-        // The killed run.
-        let (mut dead, stdin) = running(stage, extra, d.path());
+        // A run still going, started first so that it has no stale file to sweep.
+        let (mut live, stdin) = running(stage, extra, d.path());
         assert!(
             wait_for(|| entries(d.path(), ".traj-").len() == 1),
             "{stage}"
         );
-        dead.kill().unwrap();
-        dead.wait().unwrap();
-        drop(stdin);
-        let stale = entries(d.path(), ".traj-");
-        assert_eq!(stale.len(), 1, "{stage}: kill -9 left its temp file");
-        // A run still going.
-        let (mut live, stdin) = running(stage, extra, d.path());
+        let live_temp = entries(d.path(), ".traj-");
+        // The killed run.
+        let (mut dead, dead_stdin) = running(stage, extra, d.path());
         assert!(
             wait_for(|| entries(d.path(), ".traj-").len() == 2),
             "{stage}"
         );
-        let live_temp: Vec<String> = entries(d.path(), ".traj-")
-            .into_iter()
-            .filter(|n| *n != stale[0])
-            .collect();
+        dead.kill().unwrap();
+        dead.wait().unwrap();
+        drop(dead_stdin);
+        assert_eq!(
+            entries(d.path(), ".traj-").len(),
+            2,
+            "{stage}: kill -9 left its temp file"
+        );
         // The next run of another stage, beside them.
         let (next, next_extra) = STAGES[(i + 1) % STAGES.len()];
         let mut c = cmd(next, d.path());
@@ -407,7 +407,16 @@ fn merge_spill_folder_never_outlives_the_merge() {
         if sig == "KILL" {
             assert_eq!(left.len(), 1, "kill -9 leaves its folder");
             let mut c = cmd("traj-merge", d.path());
-            c.args(["--buffer-size", "1K", "--tmp-dir", "spill", "-q", "-"]);
+            c.args([
+                "--buffer-size",
+                "1K",
+                "--tmp-dir",
+                "spill",
+                "-q",
+                "-o",
+                "out.jsonl",
+                "-",
+            ]);
             let o = run_with_stdin(c, rows.as_bytes());
             assert_code(&o, 0);
             assert!(

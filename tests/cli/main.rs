@@ -8,6 +8,7 @@ mod util;
 mod standin;
 
 mod compress;
+mod conservation;
 mod core;
 mod demo;
 mod filter;
