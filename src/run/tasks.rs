@@ -1,7 +1,10 @@
 //! The task reader of traj-run: the input lines that become prompts to run, checked
-//! (a non-empty `prompt` string, an optional non-negative `prompt_index`), with the
-//! error policy, `--rejects`, `--max-samples` and `--shard` applied.
+//! (a non-empty `prompt` string, an optional non-negative `prompt_index` used by no
+//! other row), with the error policy, `--rejects`, `--max-samples` and `--shard`
+//! applied, and each row's identity: its content keys and its copy number among the
+//! rows of identical content (see [`rundir::task_uid`]).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -27,14 +30,33 @@ pub struct TaskSource {
 /// A valid task row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
-    /// `prompt_index`, or the row's number among the valid rows.
+    /// The row's own `prompt_index`, else its number among the valid rows (the plan
+    /// may give it another one: see [`super::plan`]).
     pub index: u64,
+    /// `index` is the row's own `prompt_index`.
+    pub explicit: bool,
     /// [`rundir::prompt_hash`] of the prompt.
     pub hash: String,
     /// [`rundir::task_key`] of the row.
     pub key: String,
+    /// [`rundir::task_uid`] of the row: its whole content and its copy number.
+    pub uid: String,
+    /// Where the row was read (`file:line`).
+    pub place: String,
     /// The task row, as read.
     pub line: Box<str>,
+}
+
+/// The valid rows of this shard, and what the rows of every shard claim.
+#[derive(Debug, Default)]
+pub struct Tasks {
+    pub rows: Vec<Row>,
+    /// The explicit `prompt_index` of every valid row (all shards).
+    pub explicit: std::collections::BTreeSet<u64>,
+    /// Valid rows read (all shards): positions `0..positions` are the default indices.
+    pub positions: u64,
+    /// Bad rows skipped without `--rejects`.
+    pub lost: u64,
 }
 
 /// Why a line is not a task row.
@@ -50,18 +72,25 @@ pub enum BadTask {
     PromptType(&'static str),
     #[error("no prompt field")]
     NoPrompt,
+    #[error("prompt_index {0} is also the prompt_index of {1}")]
+    IndexTaken(u64, String),
 }
 
-/// Read and check the task rows (strict unless `on_error` is skip). Returns the rows
-/// and the number of bad rows lost (skipped without `--rejects`).
-pub fn read_tasks(src: &TaskSource) -> Result<(Vec<Row>, u64)> {
+/// Read and check the task rows (strict unless `on_error` is skip): the rows of this
+/// shard, the indices every row claims, and the bad rows lost (skipped without
+/// `--rejects`). Two rows with the same `prompt_index` are an error at the second,
+/// naming the first.
+pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
     let sources = crate::io::sources_from_args(&src.inputs)?;
     let mut rejects = Rejects::open(NAME, src.rejects.as_deref())?;
     // No selection in the reader: valid rows outside this shard still count for the
     // default prompt_index, so shards keep global indices.
     let mut records = Records::new(sources, None);
-    let mut rows = Vec::new();
+    let mut t = Tasks::default();
     let mut valid = 0u64;
+    // Where each explicit prompt_index was first seen; copies of each row content.
+    let mut first_at: HashMap<u64, String> = HashMap::new();
+    let mut copies: HashMap<String, u32> = HashMap::new();
     let summary = {
         let mut tally = Tally::new(src.on_error, false, &mut rejects);
         while let Some(rec) = records.next_record()? {
@@ -69,17 +98,37 @@ pub fn read_tasks(src: &TaskSource) -> Result<(Vec<Row>, u64)> {
                 break;
             }
             let in_shard = src.shard.is_none_or(|sh| sh.holds(rec.index));
-            let verdict = match check(rec.bytes, valid) {
-                Ok((index, hash, key)) => {
-                    valid += 1;
+            let place = format!("{}:{}", rec.source, rec.lineno);
+            let checked = check(rec.bytes).and_then(|c| match c.index {
+                Some(i) => match first_at.get(&i) {
+                    Some(first) => Err(BadTask::IndexTaken(i, first.clone())),
+                    None => {
+                        first_at.insert(i, place.clone());
+                        Ok(c)
+                    }
+                },
+                None => Ok(c),
+            });
+            let verdict = match checked {
+                Ok(c) => {
+                    let copy = copies.entry(c.content.clone()).or_default();
+                    let uid = rundir::task_uid(&c.content, *copy, 0);
+                    *copy += 1;
+                    if let Some(i) = c.index {
+                        t.explicit.insert(i);
+                    }
                     if in_shard {
-                        rows.push(Row {
-                            index,
-                            hash,
-                            key,
+                        t.rows.push(Row {
+                            index: c.index.unwrap_or(valid),
+                            explicit: c.index.is_some(),
+                            hash: c.hash,
+                            key: c.key,
+                            uid,
+                            place,
                             line: String::from_utf8_lossy(rec.bytes).into(),
                         });
                     }
+                    valid += 1;
                     Verdict::Written
                 }
                 Err(reason) => Verdict::Bad(reason.to_string()),
@@ -94,12 +143,23 @@ pub fn read_tasks(src: &TaskSource) -> Result<(Vec<Row>, u64)> {
     if summary.bad > 0 {
         super::note(&format!("{} bad task rows skipped", summary.bad));
     }
-    Ok((rows, summary.lost))
+    t.positions = valid;
+    t.lost = summary.lost;
+    Ok(t)
 }
 
-/// The `prompt_index` (`valid` when absent), prompt hash and task key of a task row,
-/// or why the line is not one.
-fn check(line: &[u8], valid: u64) -> Result<(u64, String, String), BadTask> {
+/// What [`check`] reads of a task row.
+struct Checked {
+    /// Its own `prompt_index`.
+    index: Option<u64>,
+    hash: String,
+    key: String,
+    /// [`rundir::row_key`]: the whole row's content.
+    content: String,
+}
+
+/// The `prompt_index`, prompt hash and keys of a task row, or why the line is not one.
+fn check(line: &[u8]) -> Result<Checked, BadTask> {
     let row = crate::io::parse_object(line).map_err(BadTask::Json)?;
     let prompt = match row.get("prompt") {
         Some(Value::String(p)) if !p.trim().is_empty() => p,
@@ -108,10 +168,15 @@ fn check(line: &[u8], valid: u64) -> Result<(u64, String, String), BadTask> {
         None => return Err(BadTask::NoPrompt),
     };
     let index = match row.get("prompt_index") {
-        None => valid,
-        Some(v) => v.as_u64().ok_or(BadTask::Index)?,
+        None => None,
+        Some(v) => Some(v.as_u64().ok_or(BadTask::Index)?),
     };
-    Ok((index, rundir::prompt_hash(prompt), rundir::task_key(&row)))
+    Ok(Checked {
+        index,
+        hash: rundir::prompt_hash(prompt),
+        key: rundir::task_key(&row),
+        content: rundir::row_key(&row),
+    })
 }
 
 #[cfg(test)]
