@@ -152,15 +152,27 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::rundir::FailState;
+    use crate::run::rundir::{Claim, FailState};
 
-    /// A row whose content key is `k<text>`.
+    /// A row at `index` (its position) whose content key is `k<text>`.
     fn row(index: u64, text: &str) -> Row {
         Row {
             index,
+            explicit: false,
             hash: text.into(),
             key: format!("k{text}"),
+            uid: format!("u{text}:{index}"),
+            place: format!("t.jsonl:{}", index + 1),
             line: format!("{{\"prompt\": \"{text}\"}}").into(),
+        }
+    }
+
+    fn tasks(rows: Vec<Row>) -> Tasks {
+        Tasks {
+            explicit: rows.iter().filter(|r| r.explicit).map(|r| r.index).collect(),
+            positions: rows.len() as u64,
+            rows,
+            lost: 0,
         }
     }
 
@@ -188,7 +200,7 @@ mod tests {
             row(3, "d"),
             row(5, "e"),
         ];
-        let p = plan(rows, &scan, 3, 2);
+        let p = plan(tasks(rows), &scan, 3, 2).unwrap();
         assert_eq!(p.already_done, 1);
         assert_eq!(p.given_up, 2);
         let got: Vec<(u64, u64, u32)> = p
@@ -205,9 +217,66 @@ mod tests {
         let mut scan = Scan::default();
         scan.done.insert(legacy_key(3, "x"), 1);
         scan.failed.insert(legacy_key(4, "y"), fail(1, false));
-        let p = plan(vec![row(3, "x"), row(4, "y"), row(5, "x")], &scan, 3, 10);
+        let rows = vec![row(3, "x"), row(4, "y"), row(5, "x")];
+        let p = plan(tasks(rows), &scan, 3, 10).unwrap();
         assert_eq!((p.already_done, p.given_up), (1, 1));
         assert_eq!(p.tasks.len(), 1);
         assert_eq!(p.tasks[0].index, 5);
+    }
+
+    #[test]
+    fn uids_and_prompt_texts_match_and_indices_in_use_move_or_fail() {
+        let claim = |key: &str, record: bool| Claim {
+            key: key.into(),
+            place: "run/batch_0.jsonl:1".into(),
+            record,
+        };
+        let mut scan = Scan::default();
+        // A record by uid at index 0, a reference row (prompt text) at index 1, a
+        // retryable failure of "f" at index 9.
+        scan.done.insert("ua:0".into(), 1);
+        scan.claims.insert(0, claim("ua:0", true));
+        scan.done.insert(foreign_key(" ref "), 1);
+        scan.claims.insert(1, claim(&foreign_key("ref"), true));
+        scan.failed.insert("uf:2".into(), fail(1, true));
+        scan.failed_index.insert("uf:2".into(), 9);
+        scan.claims.insert(9, claim("uf:2", false));
+        // Reordered: "a" and "ref" are done; "n" stands where "a"'s record is.
+        let rows = vec![row(2, "a"), row(0, "n"), row(3, "ref"), row(4, "m")];
+        let rows: Vec<Row> = rows
+            .into_iter()
+            .map(|mut r| {
+                if r.hash == "a" {
+                    r.uid = "ua:0".into();
+                }
+                r
+            })
+            .collect();
+        let mut rows = rows;
+        rows.push(Row {
+            uid: "uf:2".into(),
+            ..row(1, "f")
+        });
+        let p = plan(tasks(rows), &scan, 3, 10).unwrap();
+        assert_eq!(p.already_done, 2);
+        let got: Vec<(&str, u64, u32)> = p
+            .tasks
+            .iter()
+            .map(|t| (t.hash.as_str(), t.index, t.attempt))
+            .collect();
+        // "n": its position 0 is held, so the next free index past all in use (10);
+        // "m" keeps its position; "f" retries under its old index.
+        assert_eq!(got, [("n", 10, 1), ("m", 4, 1), ("f", 9, 2)]);
+        assert_eq!(p.renumbered, 1);
+        // A row's own index held by another task's record is an error naming both.
+        let mut own = row(0, "x");
+        own.explicit = true;
+        let e = plan(tasks(vec![own]), &scan, 3, 10).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.jsonl:1: prompt_index 0 already belongs to another task in the run directory \
+             (run/batch_0.jsonl:1); give the row another prompt_index, or remove it to keep \
+             that record"
+        );
     }
 }

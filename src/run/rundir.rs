@@ -79,21 +79,31 @@ pub fn foreign_key(text: &str) -> Key {
     format!("text:{}", prompt_hash(text.trim()))
 }
 
-/// The prompt text of a row the way the newest reference finds it on resume.
+/// The prompt text of a row the way the newest reference finds it on resume: `prompt`,
+/// else the first human turn of `conversations` (ShareGPT `from`/`value`, or chat
+/// `role`/`content`), else the first user message of `messages`.
 pub fn prompt_text_of(v: &Value) -> Option<&str> {
     if let Some(p) = v.get("prompt").and_then(Value::as_str) {
         return Some(p);
     }
-    let first = |list: &str, who: &str, role: &str, text: &str| {
-        v.get(list)?
-            .as_array()?
-            .iter()
-            .find(|m| m.get(who).and_then(Value::as_str) == Some(role))?
-            .get(text)?
-            .as_str()
+    let first = |list: &str| {
+        v.get(list)?.as_array()?.iter().find_map(|m| {
+            let human = |who: &str| {
+                matches!(
+                    m.get(who).and_then(Value::as_str),
+                    Some("human" | "user")
+                )
+            };
+            if human("from") {
+                m.get("value")?.as_str()
+            } else if human("role") {
+                m.get("content")?.as_str()
+            } else {
+                None
+            }
+        })
     };
-    first("conversations", "from", "human", "value")
-        .or_else(|| first("messages", "role", "user", "content"))
+    first("conversations").or_else(|| first("messages"))
 }
 
 fn hex16(text: &str) -> String {
@@ -613,6 +623,7 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn tool_success_rule() {
@@ -657,5 +668,43 @@ mod tests {
         std::fs::write(&p, "{}\nnot json\n{}\n").unwrap();
         let e = scan(d.path(), true).unwrap_err().to_string();
         assert!(e.contains("batch_3.jsonl:2: invalid JSON"), "{e}");
+    }
+
+    /// The newest reference's `_entry_prompt_text` cases, and what a scan makes of its
+    /// rows: tombstones are done and counted, `failed` rows are not done.
+    #[test]
+    fn reference_rows_are_found_by_prompt_text() {
+        let text = |v: Value| prompt_text_of(&v).map(str::to_string);
+        assert_eq!(text(json!({"prompt": "flat"})).as_deref(), Some("flat"));
+        let sharegpt = json!({"conversations": [{"from": "system", "value": "s"},
+            {"from": "human", "value": "sg"}]});
+        assert_eq!(text(sharegpt).as_deref(), Some("sg"));
+        let chat = json!({"conversations": [{"role": "user", "content": "chat"}]});
+        assert_eq!(text(chat).as_deref(), Some("chat"));
+        let msgs = json!({"messages": [{"role": "system", "content": "s"}, 7,
+            {"role": "user", "content": "m"}]});
+        assert_eq!(text(msgs).as_deref(), Some("m"));
+        assert_eq!(text(json!({})), None);
+        assert_eq!(foreign_key("  padded  "), foreign_key("padded"));
+
+        let d = tempfile::tempdir().unwrap();
+        let rows = [
+            json!({"prompt_index": 0, "discarded": "no_reasoning", "prompt": "tombstoned q"}),
+            json!({"prompt_index": 1, "conversations": [{"from": "human", "value": "normal q"}]}),
+            json!({"prompt_index": 2, "failed": true, "prompt": "failed q"}),
+        ];
+        let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(d.path().join("batch_0.jsonl"), text + "42\n").unwrap();
+        let s = scan(d.path(), false).unwrap();
+        let mut done: Vec<&Key> = s.done.keys().collect();
+        done.sort();
+        let mut want = vec![foreign_key("tombstoned q"), foreign_key("normal q")];
+        want.sort();
+        assert_eq!(done, want.iter().collect::<Vec<_>>());
+        assert_eq!(s.discarded, 1);
+        assert_eq!(s.batch_stats[&0].discarded_no_reasoning, 1);
+        assert_eq!(s.stats.records, 2, "the tombstone is no record (the failed row is one)");
+        assert_eq!(s.done_indices.iter().copied().collect::<Vec<_>>(), [0, 1]);
+        assert!(s.claims[&1].place.ends_with("batch_0.jsonl:2"));
     }
 }

@@ -72,14 +72,16 @@ pub enum BadTask {
     PromptType(&'static str),
     #[error("no prompt field")]
     NoPrompt,
-    #[error("prompt_index {0} is also the prompt_index of {1}")]
-    IndexTaken(u64, String),
+    /// Two rows claim one `prompt_index` (a row's own, or the position of a row
+    /// without one): the message names the first.
+    #[error("{0}")]
+    IndexTaken(String),
 }
 
 /// Read and check the task rows (strict unless `on_error` is skip): the rows of this
 /// shard, the indices every row claims, and the bad rows lost (skipped without
-/// `--rejects`). Two rows with the same `prompt_index` are an error at the second,
-/// naming the first.
+/// `--rejects`). Two rows with the same `prompt_index` (a row's own, or the position
+/// of a row without one) are an error at the second, naming the first.
 pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
     let sources = crate::io::sources_from_args(&src.inputs)?;
     let mut rejects = Rejects::open(NAME, src.rejects.as_deref())?;
@@ -88,8 +90,10 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
     let mut records = Records::new(sources, None);
     let mut t = Tasks::default();
     let mut valid = 0u64;
-    // Where each explicit prompt_index was first seen; copies of each row content.
+    // Where each explicit prompt_index was seen, where each row without one stood (its
+    // position is its default index); copies of each row content.
     let mut first_at: HashMap<u64, String> = HashMap::new();
+    let mut position_at: HashMap<u64, String> = HashMap::new();
     let mut copies: HashMap<String, u32> = HashMap::new();
     let summary = {
         let mut tally = Tally::new(src.on_error, false, &mut rejects);
@@ -99,15 +103,36 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
             }
             let in_shard = src.shard.is_none_or(|sh| sh.holds(rec.index));
             let place = format!("{}:{}", rec.source, rec.lineno);
-            let checked = check(rec.bytes).and_then(|c| match c.index {
-                Some(i) => match first_at.get(&i) {
-                    Some(first) => Err(BadTask::IndexTaken(i, first.clone())),
-                    None => {
-                        first_at.insert(i, place.clone());
-                        Ok(c)
-                    }
-                },
-                None => Ok(c),
+            let checked = check(rec.bytes).and_then(|c| {
+                // The index this row claims: its own, else its position.
+                let i = c.index.unwrap_or(valid);
+                let taken = match c.index {
+                    Some(_) => first_at
+                        .get(&i)
+                        .map(|at| format!("prompt_index {i} is also the prompt_index of {at}"))
+                        .or_else(|| {
+                            position_at.get(&i).map(|at| {
+                                format!(
+                                    "prompt_index {i} is also the position of {at} \
+                                     (a row without prompt_index)"
+                                )
+                            })
+                        }),
+                    None => first_at.get(&i).map(|at| {
+                        format!(
+                            "this row's position (prompt_index {i} of a row without one) \
+                             is the prompt_index of {at}"
+                        )
+                    }),
+                };
+                if let Some(why) = taken {
+                    return Err(BadTask::IndexTaken(why));
+                }
+                match c.index {
+                    Some(_) => first_at.insert(i, place.clone()),
+                    None => position_at.insert(i, place.clone()),
+                };
+                Ok(c)
             });
             let verdict = match checked {
                 Ok(c) => {
@@ -183,7 +208,7 @@ fn check(line: &[u8]) -> Result<Checked, BadTask> {
 mod tests {
     use super::*;
 
-    fn read(text: &str, src: TaskSource) -> Result<(Vec<Row>, u64)> {
+    fn read(text: &str, src: TaskSource) -> Result<Tasks> {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("t.jsonl");
         std::fs::write(&p, text).unwrap();
@@ -205,12 +230,14 @@ mod tests {
             on_error: OnError::Skip,
             ..TaskSource::default()
         };
-        let (rows, lost) = read(text, skip.clone()).unwrap();
-        assert_eq!(lost, 1);
-        let idx: Vec<u64> = rows.iter().map(|r| r.index).collect();
-        assert_eq!(idx, [0, 9, 2]);
-        assert_eq!(rows[0].hash, rundir::prompt_hash("a"));
-        let (rows, _) = read(
+        let t = read(text, skip.clone()).unwrap();
+        assert_eq!((t.lost, t.positions), (1, 3));
+        assert_eq!(t.explicit.iter().copied().collect::<Vec<_>>(), [9]);
+        let idx: Vec<(u64, bool)> = t.rows.iter().map(|r| (r.index, r.explicit)).collect();
+        assert_eq!(idx, [(0, false), (9, true), (2, false)]);
+        assert_eq!(t.rows[0].hash, rundir::prompt_hash("a"));
+        assert!(t.rows[1].place.ends_with("t.jsonl:3"), "{}", t.rows[1].place);
+        let t = read(
             text,
             TaskSource {
                 shard: Some(Shard { index: 1, count: 2 }),
@@ -219,9 +246,10 @@ mod tests {
         )
         .unwrap();
         // Non-blank lines 1 and 3 (0-based), with global indices.
-        let idx: Vec<u64> = rows.iter().map(|r| r.index).collect();
+        let idx: Vec<u64> = t.rows.iter().map(|r| r.index).collect();
         assert_eq!(idx, [9, 2]);
-        let (rows, _) = read(
+        assert_eq!(t.positions, 3);
+        let t = read(
             text,
             TaskSource {
                 max_samples: Some(2),
@@ -229,6 +257,63 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(rows.len(), 2);
+        assert_eq!(t.rows.len(), 2);
+    }
+
+    #[test]
+    fn identical_rows_are_copies_and_claimed_indices_collide() {
+        let t = read(
+            "{\"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n{\"prompt\": \"a\"}\n",
+            TaskSource::default(),
+        )
+        .unwrap();
+        let uids: Vec<&str> = t.rows.iter().map(|r| r.uid.as_str()).collect();
+        assert!(uids[0].ends_with(":0:0") && uids[2].ends_with(":1:0"), "{uids:?}");
+        assert_eq!(uids[0][..16], uids[2][..16]);
+        assert_ne!(uids[0][..16], uids[1][..16]);
+        // The same task key (the prompt), another row key: the row's own fields count.
+        assert_eq!(t.rows[0].key, t.rows[2].key);
+        // Two rows with one explicit index: an error at the second naming the first.
+        let e = read(
+            "{\"prompt\": \"a\", \"prompt_index\": 7}\n{\"prompt\": \"b\", \"prompt_index\": 7}\n",
+            TaskSource::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("t.jsonl:2: prompt_index 7 is also the prompt_index of ")
+                && e.ends_with("t.jsonl:1"),
+            "{e}"
+        );
+        // An explicit index that is a row's position, in either order.
+        let e = read(
+            "{\"prompt\": \"a\"}\n{\"prompt\": \"b\", \"prompt_index\": 0}\n",
+            TaskSource::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("t.jsonl:2: prompt_index 0 is also the position of ")
+                && e.contains("t.jsonl:1 (a row without prompt_index)"),
+            "{e}"
+        );
+        let e = read(
+            "{\"prompt\": \"a\", \"prompt_index\": 1}\n{\"prompt\": \"b\"}\n",
+            TaskSource::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("t.jsonl:2: this row's position (prompt_index 1 of a row without one)")
+                && e.ends_with("t.jsonl:1"),
+            "{e}"
+        );
+        // A row's own index equal to its own position is no collision.
+        let t = read(
+            "{\"prompt\": \"a\"}\n{\"prompt\": \"b\", \"prompt_index\": 1}\n",
+            TaskSource::default(),
+        )
+        .unwrap();
+        assert_eq!(t.rows.len(), 2);
     }
 }
