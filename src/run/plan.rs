@@ -169,7 +169,11 @@ mod tests {
 
     fn tasks(rows: Vec<Row>) -> Tasks {
         Tasks {
-            explicit: rows.iter().filter(|r| r.explicit).map(|r| r.index).collect(),
+            explicit: rows
+                .iter()
+                .filter(|r| r.explicit)
+                .map(|r| r.index)
+                .collect(),
             positions: rows.len() as u64,
             rows,
             lost: 0,

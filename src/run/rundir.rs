@@ -88,12 +88,8 @@ pub fn prompt_text_of(v: &Value) -> Option<&str> {
     }
     let first = |list: &str| {
         v.get(list)?.as_array()?.iter().find_map(|m| {
-            let human = |who: &str| {
-                matches!(
-                    m.get(who).and_then(Value::as_str),
-                    Some("human" | "user")
-                )
-            };
+            let human =
+                |who: &str| matches!(m.get(who).and_then(Value::as_str), Some("human" | "user"));
             if human("from") {
                 m.get("value")?.as_str()
             } else if human("role") {
@@ -703,7 +699,10 @@ mod tests {
         assert_eq!(done, want.iter().collect::<Vec<_>>());
         assert_eq!(s.discarded, 1);
         assert_eq!(s.batch_stats[&0].discarded_no_reasoning, 1);
-        assert_eq!(s.stats.records, 2, "the tombstone is no record (the failed row is one)");
+        assert_eq!(
+            s.stats.records, 2,
+            "the tombstone is no record (the failed row is one)"
+        );
         assert_eq!(s.done_indices.iter().copied().collect::<Vec<_>>(), [0, 1]);
         assert!(s.claims[&1].place.ends_with("batch_0.jsonl:2"));
     }

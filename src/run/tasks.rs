@@ -236,7 +236,11 @@ mod tests {
         let idx: Vec<(u64, bool)> = t.rows.iter().map(|r| (r.index, r.explicit)).collect();
         assert_eq!(idx, [(0, false), (9, true), (2, false)]);
         assert_eq!(t.rows[0].hash, rundir::prompt_hash("a"));
-        assert!(t.rows[1].place.ends_with("t.jsonl:3"), "{}", t.rows[1].place);
+        assert!(
+            t.rows[1].place.ends_with("t.jsonl:3"),
+            "{}",
+            t.rows[1].place
+        );
         let t = read(
             text,
             TaskSource {
@@ -268,7 +272,10 @@ mod tests {
         )
         .unwrap();
         let uids: Vec<&str> = t.rows.iter().map(|r| r.uid.as_str()).collect();
-        assert!(uids[0].ends_with(":0:0") && uids[2].ends_with(":1:0"), "{uids:?}");
+        assert!(
+            uids[0].ends_with(":0:0") && uids[2].ends_with(":1:0"),
+            "{uids:?}"
+        );
         assert_eq!(uids[0][..16], uids[2][..16]);
         assert_ne!(uids[0][..16], uids[1][..16]);
         // The same task key (the prompt), another row key: the row's own fields count.

@@ -75,7 +75,9 @@ fn shard_split_in_two_and_merged_back_is_the_original() {
     );
     assert_code(&o, 0);
     assert!(stdout(&o) == original);
-    assert!(stderr(&o).contains("25 duplicates dropped (kept the first of each task (task_uid, else prompt_index))"));
+    assert!(stderr(&o).contains(
+        "25 duplicates dropped (kept the first of each task (task_uid, else prompt_index))"
+    ));
 }
 
 #[test]
@@ -196,7 +198,10 @@ fn rows_without_index_are_never_deduplicated_unless_key_asks() {
         assert_eq!(tags(&o), ["i1", "z1", "a1", "z2", "m", "m"]);
         let err = stderr(&o);
         assert!(err.contains("0 duplicates dropped"), "{err}");
-        assert!(err.contains("5 rows without a task_uid or prompt_index key"), "{err}");
+        assert!(
+            err.contains("5 rows without a task_uid or prompt_index key"),
+            "{err}"
+        );
 
         // --key prompt: the first human turn (trimmed) identifies a row; the winner
         // of "zeta" is its last row, placed where that row was read

@@ -564,7 +564,10 @@ fn duplicate_prompts_each_get_a_record_and_resume_keeps_them() {
     assert_code(&run(c), 0);
     let recs = records(&d.path().join("data/t"));
     assert_eq!(recs.len(), 2);
-    let mut uids: Vec<&str> = recs.iter().map(|r| r["task_uid"].as_str().unwrap()).collect();
+    let mut uids: Vec<&str> = recs
+        .iter()
+        .map(|r| r["task_uid"].as_str().unwrap())
+        .collect();
     uids.sort();
     assert!(
         uids[0][..16] == uids[1][..16] && uids[0].ends_with(":0:0") && uids[1].ends_with(":1:0"),
@@ -590,7 +593,8 @@ fn two_rows_with_one_explicit_prompt_index_are_an_error_naming_both_lines() {
     let o = run(c);
     assert_code(&o, 1);
     assert!(
-        stderr(&o).contains("tasks.jsonl:4: prompt_index 7 is also the prompt_index of tasks.jsonl:1"),
+        stderr(&o)
+            .contains("tasks.jsonl:4: prompt_index 7 is also the prompt_index of tasks.jsonl:1"),
         "{}",
         stderr(&o)
     );
@@ -603,7 +607,12 @@ fn two_rows_with_one_explicit_prompt_index_are_an_error_naming_both_lines() {
     assert_code(&run(c), 0);
     let mut got: Vec<(u64, String)> = records(&d.path().join("data/t2"))
         .iter()
-        .map(|r| (r["prompt_index"].as_u64().unwrap(), r["prompt"].as_str().unwrap().into()))
+        .map(|r| {
+            (
+                r["prompt_index"].as_u64().unwrap(),
+                r["prompt"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     got.sort();
     assert_eq!(got, [(3, "b".to_string()), (7, "a".to_string())]);

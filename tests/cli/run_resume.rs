@@ -81,7 +81,10 @@ fn assert_counts_match_files(run: &Path) {
         let lines = parse_jsonl(std::str::from_utf8(bytes).unwrap());
         let bs = &stats[&n.to_string()];
         assert_eq!(bs["processed"], lines.len(), "batch {n}");
-        let d = lines.iter().filter(|r| r.get("discarded").is_some()).count();
+        let d = lines
+            .iter()
+            .filter(|r| r.get("discarded").is_some())
+            .count();
         assert_eq!(bs["discarded_no_reasoning"], d, "batch {n}");
         discarded += d;
     }
@@ -120,7 +123,9 @@ fn kill_9_then_resume_reversed_with_duplicates_gives_every_task_one_record() {
     let s = Standin::json(json!({"latency_ms": 120, "record": false,
         "default": {"content": "done {prompt}", "reasoning": "r"}}));
     let tasks = d.path().join("tasks.jsonl");
-    let mut prompts: Vec<Value> = (0..20).map(|i| json!({"prompt": format!("task {i}")})).collect();
+    let mut prompts: Vec<Value> = (0..20)
+        .map(|i| json!({"prompt": format!("task {i}")}))
+        .collect();
     write_rows(&tasks, &prompts);
     let run_dir = d.path().join("data/r");
     let mut c = traj_run(d.path(), &s, "data/r");
@@ -138,7 +143,10 @@ fn kill_9_then_resume_reversed_with_duplicates_gives_every_task_one_record() {
         .iter()
         .map(|r| r["prompt"].as_str().unwrap().to_string())
         .collect();
-    assert!(done.contains("task 0") && !done.contains("task 19"), "{done:?}");
+    assert!(
+        done.contains("task 0") && !done.contains("task 19"),
+        "{done:?}"
+    );
     let old_files = batch_files(&run_dir);
 
     // Reversed (every row's position, its default prompt_index, changes), plus a
@@ -186,7 +194,13 @@ fn kill_9_then_resume_reversed_with_duplicates_gives_every_task_one_record() {
 
     // traj-merge of the run directory keeps every finished task.
     let mut c = cmd("traj-merge", d.path());
-    c.args(["data/r", "-o", "merged.jsonl", "--rejects", "merge-rej.jsonl"]);
+    c.args([
+        "data/r",
+        "-o",
+        "merged.jsonl",
+        "--rejects",
+        "merge-rej.jsonl",
+    ]);
     let o = run(c);
     assert_code(&o, 0);
     let merged = read_jsonl(&d.path().join("merged.jsonl"));
@@ -196,7 +210,10 @@ fn kill_9_then_resume_reversed_with_duplicates_gives_every_task_one_record() {
         "{}",
         stderr(&o)
     );
-    assert!(!d.path().join("merge-rej.jsonl").exists() || read_jsonl(&d.path().join("merge-rej.jsonl")).is_empty());
+    assert!(
+        !d.path().join("merge-rej.jsonl").exists()
+            || read_jsonl(&d.path().join("merge-rej.jsonl")).is_empty()
+    );
     // Keyed on the prompt text (the reference's resume), the second copies are lost.
     let mut c = cmd("traj-merge", d.path());
     c.args(["data/r", "--key", "prompt"]);
@@ -220,7 +237,11 @@ fn a_prompt_index_claimed_twice_is_an_error_naming_both_rows() {
     // An explicit prompt_index equal to an earlier row's position.
     write_rows(
         &tasks,
-        &[json!({"prompt": "a"}), json!({"prompt": "b"}), json!({"prompt": "c", "prompt_index": 1})],
+        &[
+            json!({"prompt": "a"}),
+            json!({"prompt": "b"}),
+            json!({"prompt": "c", "prompt_index": 1}),
+        ],
     );
     let mut c = traj_run(d.path(), &s, "data/a");
     c.arg("tasks.jsonl");
@@ -237,7 +258,10 @@ fn a_prompt_index_claimed_twice_is_an_error_naming_both_rows() {
     // The other way round: a row's position equal to an earlier row's own index.
     write_rows(
         &tasks,
-        &[json!({"prompt": "c", "prompt_index": 1}), json!({"prompt": "a"})],
+        &[
+            json!({"prompt": "c", "prompt_index": 1}),
+            json!({"prompt": "a"}),
+        ],
     );
     let mut c = traj_run(d.path(), &s, "data/b");
     c.arg("tasks.jsonl");
@@ -257,17 +281,15 @@ fn a_prompt_index_claimed_twice_is_an_error_naming_both_rows() {
     let mut c = traj_run(d.path(), &s, "data/c");
     c.arg("tasks.jsonl");
     assert_code(&run(c), 0);
-    write_rows(
-        &tasks,
-        &[json!({"prompt": "a"}), json!({"prompt": "z", "prompt_index": 0})],
-    );
+    // The dataset edited: "a" gone, a new row given index 0 by hand.
+    write_rows(&tasks, &[json!({"prompt": "z", "prompt_index": 0})]);
     let mut c = traj_run(d.path(), &s, "data/c");
     c.args(["tasks.jsonl", "--resume"]);
     let o = run(c);
     assert_code(&o, 1);
     assert!(
         stderr(&o).contains(
-            "tasks.jsonl:2: prompt_index 0 already belongs to another task in the run \
+            "tasks.jsonl:1: prompt_index 0 already belongs to another task in the run \
              directory (data/c/batch_0.jsonl:1)"
         ),
         "{}",
@@ -301,7 +323,8 @@ fn resume_reference(name: &str, missing: &[u64]) -> (tempfile::TempDir, Standin)
     let s = Standin::json(json!({"default": {"content": "done {prompt}", "reasoning": "r"}}));
     let run_dir = copy_rundir(d.path(), name);
     let old = batch_files(&run_dir);
-    let dataset = parse_jsonl(&std::fs::read_to_string(d.path().join(format!("{name}.jsonl"))).unwrap());
+    let dataset =
+        parse_jsonl(&std::fs::read_to_string(d.path().join(format!("{name}.jsonl"))).unwrap());
     let mut c = traj_run(d.path(), &s, &format!("data/{name}"));
     c.args([&format!("{name}.jsonl"), "--resume"]);
     let o = run(c);
@@ -340,7 +363,11 @@ fn resume_reference(name: &str, missing: &[u64]) -> (tempfile::TempDir, Standin)
     let mut c = traj_run(d.path(), &s, &format!("data/{name}"));
     c.args([&format!("{name}.jsonl"), "--resume"]);
     assert_code(&run(c), 0);
-    assert_eq!(s.requests().len(), asked.len(), "a second resume runs nothing");
+    assert_eq!(
+        s.requests().len(),
+        asked.len(),
+        "a second resume runs nothing"
+    );
     (d, s)
 }
 
@@ -349,7 +376,10 @@ fn resume_of_a_hermes_0_19_0_run_directory_runs_only_what_is_missing() {
     // Prompts 0-4 and 6 are done; 9 repeats 2's text (an intentional duplicate).
     let (d, _s) = resume_reference("hermes-0.19.0", &[5, 7, 8, 9]);
     let cp = read_json(&d.path().join("data/hermes-0.19.0/checkpoint.json"));
-    assert_eq!(cp["completed_prompts"], json!([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]));
+    assert_eq!(
+        cp["completed_prompts"],
+        json!([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    );
     let mut c = cmd("traj-merge", d.path());
     c.args(["data/hermes-0.19.0"]);
     let o = run(c);
@@ -360,7 +390,11 @@ fn resume_of_a_hermes_0_19_0_run_directory_runs_only_what_is_missing() {
         .map(|r| r["prompt_index"].as_u64().unwrap())
         .collect();
     assert_eq!(idx, (0..10).collect::<Vec<_>>(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("0 duplicates dropped"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 duplicates dropped"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -374,7 +408,10 @@ fn resume_of_a_newest_reference_run_directory_counts_discarded_rows_as_done() {
     let cp = read_json(&run_dir.join("checkpoint.json"));
     assert_eq!(cp["batch_stats"]["0"]["discarded_no_reasoning"], 1);
     assert_eq!(cp["batch_stats"]["1"]["discarded_no_reasoning"], 1);
-    assert_eq!(cp["completed_prompts"], json!((0..12).collect::<Vec<u64>>()));
+    assert_eq!(
+        cp["completed_prompts"],
+        json!((0..12).collect::<Vec<u64>>())
+    );
 
     let mut c = cmd("traj-merge", d.path());
     c.args(["data/hermes-0.21", "--rejects", "rej.jsonl"]);
@@ -400,7 +437,10 @@ fn resume_of_a_newest_reference_run_directory_counts_discarded_rows_as_done() {
         .collect();
     assert_eq!(rej.len(), 2);
     for (r, o) in rej.iter().zip(&original) {
-        assert_eq!(r["reasons"], json!(["tombstone: discarded \"no_reasoning\""]));
+        assert_eq!(
+            r["reasons"],
+            json!(["tombstone: discarded \"no_reasoning\""])
+        );
         assert_eq!(&r["record"], o, "the exact discarded row");
     }
     // Without --rejects they are still counted, and said not kept.
