@@ -694,7 +694,7 @@ mod tests {
         let s = scan(d.path(), false).unwrap();
         let mut done: Vec<&Key> = s.done.keys().collect();
         done.sort();
-        let mut want = vec![foreign_key("tombstoned q"), foreign_key("normal q")];
+        let mut want = [foreign_key("tombstoned q"), foreign_key("normal q")];
         want.sort();
         assert_eq!(done, want.iter().collect::<Vec<_>>());
         assert_eq!(s.discarded, 1);
