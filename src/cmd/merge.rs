@@ -16,11 +16,12 @@ Examples:
   # a run directory: its batch_*.jsonl in numeric order, into trajectories.jsonl
   traj-merge data/run1 -o data/run1/trajectories.jsonl --rejects data/run1/merge-rejects.jsonl
 
-  # shards from several machines; the first row of a prompt_index wins
+  # shards from several machines; the first row of a task wins
   traj-merge shard-a.jsonl shard-b.jsonl.gz --keep first -o merged.jsonl
 
-  # rows without prompt_index are never de-duplicated unless --key asks:
-  # on the first human turn, or only byte-identical lines
+  # a task is its task_uid (traj-run's records), else its prompt_index; rows with
+  # neither are never de-duplicated unless --key asks: on the first human turn, or
+  # only byte-identical lines
   cat a.jsonl b.jsonl | traj-merge --key prompt - > merged.jsonl
   traj-merge part-*.jsonl --key line -o merged.jsonl
 
@@ -28,8 +29,9 @@ Examples:
   traj-merge data/run1 --buffer-size 256M --tmp-dir /scratch -o out.jsonl
 
 Output is sorted by prompt_index (rows without one last, in input order). Duplicates and
-tombstones (`discarded` rows) never reach the output: they are counted on stderr and go
-to --rejects with the reason. Memory: --buffer-size plus about 64 bytes per distinct key.";
+discarded rows (tombstones: `discarded` set, as the newest reference writes for a prompt
+dropped for having no reasoning) never reach the output: they are counted on stderr and
+go to --rejects with the reason. Memory: --buffer-size plus about 64 bytes per distinct key.";
 
 /// Flags of traj-merge.
 #[derive(Debug, clap::Parser)]
@@ -43,10 +45,11 @@ pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,
 
-    /// What identifies a row: a top-level field (rows without it are never
-    /// de-duplicated), `prompt` for the text of the first human turn, or `line` for
-    /// the row's exact bytes (only identical lines are duplicates).
-    #[arg(long, value_name = "FIELD", default_value = "prompt_index")]
+    /// What identifies a row: `task` (its `task_uid`, else its `prompt_index`; rows
+    /// with neither are never de-duplicated), a top-level field (rows without it are
+    /// never de-duplicated), `prompt` for the text of the first human turn, or `line`
+    /// for the row's exact bytes (only identical lines are duplicates).
+    #[arg(long, value_name = "FIELD", default_value = "task")]
     pub key: String,
 
     /// Which row of a duplicated key is kept, in input order.
@@ -78,7 +81,8 @@ pub struct Args {
 /// Run traj-merge.
 pub fn run_cli(args: Args) -> Result<Status> {
     let key = match args.key.as_str() {
-        "" => crate::usage_bail!("--key needs a field name or `prompt`"),
+        "" => crate::usage_bail!("--key needs a field name, `task`, `prompt` or `line`"),
+        "task" => KeySpec::Task,
         "prompt" => KeySpec::Prompt,
         "line" => KeySpec::Line,
         f => KeySpec::Field(f.to_string()),
@@ -114,18 +118,28 @@ fn summary_text(s: &MergeSummary, args: &Args) -> String {
         Keep::First => "first",
         Keep::Last => "last",
     };
+    let (each, without) = match args.key.as_str() {
+        "task" => (
+            "task (task_uid, else prompt_index)",
+            "task_uid or prompt_index",
+        ),
+        k => (k, k),
+    };
     msg.push_str(&format!(
-        ", {} duplicates dropped (kept the {keep} of each {})",
-        s.duplicates, args.key
+        ", {} duplicates dropped (kept the {keep} of each {each})",
+        s.duplicates
     ));
     if s.unkeyed > 0 {
         msg.push_str(&format!(
-            ", {} rows without a {} key written as they are (never de-duplicated)",
-            s.unkeyed, args.key
+            ", {} rows without a {without} key written as they are (never de-duplicated)",
+            s.unkeyed
         ));
     }
     if s.tombstones > 0 {
-        msg.push_str(&format!(", {} tombstones dropped", s.tombstones));
+        msg.push_str(&format!(
+            ", {} discarded rows dropped (tombstones)",
+            s.tombstones
+        ));
     }
     msg.push_str(&crate::cli::bad_lines_text(lines));
     if s.duplicates + s.tombstones + lines.bad > 0 {

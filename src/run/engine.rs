@@ -100,9 +100,15 @@ pub fn run(
         ));
     }
 
-    let (rows, lost_rows) = read_tasks(&cfg.tasks)?;
-    let total_prompts = rows.len();
-    let plan = plan(rows, &existing, cfg.max_attempts, cfg.batch_size);
+    let tasks = read_tasks(&cfg.tasks)?;
+    let (lost_rows, total_prompts) = (tasks.lost, tasks.rows.len());
+    let plan = plan(tasks, &existing, cfg.max_attempts, cfg.batch_size)?;
+    if plan.renumbered > 0 {
+        note(&format!(
+            "{} rows got a new prompt_index (their position is another task's)",
+            plan.renumbered
+        ));
+    }
     if cfg.resume && !cfg.quiet {
         note(&format!(
             "resume: {} prompts, {} already done, {} given up, {} to run (batch files from {})",
@@ -199,6 +205,7 @@ pub fn run(
         started_wall,
         records,
         failures,
+        discarded: existing.discarded,
     };
     let statistics = statistics(cfg, &totals, &shared);
     rundir::write_json_atomic(&dir.join("statistics.json"), &statistics)?;
@@ -321,6 +328,8 @@ pub struct Totals<'a> {
     /// Records and failures of this process.
     pub records: u64,
     pub failures: u64,
+    /// Discard rows in the directory.
+    pub discarded: u64,
 }
 
 fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
@@ -344,7 +353,7 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
             turns_with_reasoning: stats.turns_with_reasoning,
             turns_without_reasoning: stats.assistant_turns - stats.turns_with_reasoning,
         },
-        discarded_no_reasoning: 0,
+        discarded_no_reasoning: t.discarded,
         records: stats.records,
         completed: stats.completed,
         partial: stats.partial,

@@ -1,8 +1,21 @@
-//! The resume plan: which task rows run now, under which batch number and attempt,
-//! given what the run directory already holds.
+//! The resume plan: which task rows run now, under which `prompt_index`, batch number
+//! and attempt, given what the run directory already holds.
+//!
+//! A row is done when the run directory holds a record of its `task_uid` (or, for
+//! lines written before there was one, of its `task_key`, its `index:hash` or, for the
+//! reference's rows, its prompt text: each record counted once). Its `prompt_index` is
+//! its own when the row has one, which no record of another task may hold; else the
+//! index its earlier failures had; else its position among the valid rows when no row,
+//! record or failure holds that; else the next index past every index in use. So a
+//! `prompt_index` names one task in a run directory, however the dataset was reordered
+//! or edited between resumes.
 
-use super::rundir::{Scan, legacy_key};
-use super::tasks::Row;
+use std::collections::HashSet;
+
+use thiserror::Error;
+
+use super::rundir::{Key, Scan, foreign_key, legacy_key};
+use super::tasks::{Row, Tasks};
 
 /// One prompt to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,6 +24,8 @@ pub struct Task {
     pub hash: String,
     /// The content key ([`crate::run::rundir::task_key`]).
     pub key: String,
+    /// The unit of work ([`crate::run::rundir::task_uid`]).
+    pub uid: String,
     /// The task row, as read.
     pub line: Box<str>,
     pub batch: u64,
@@ -26,67 +41,142 @@ pub struct Plan {
     pub already_done: usize,
     /// Rows whose failures are final (never retried, or out of attempts).
     pub given_up: usize,
+    /// Rows given an index other than their position (it was in use).
+    pub renumbered: usize,
 }
 
-/// Which rows run now: a row whose content key still has a record left in the multiset
-/// is done (lines from before content keys match by index and prompt hash); a failed one
-/// runs again unless its class is never retried or its attempts are used up. New tasks
-/// fill batch files after the existing ones, `batch_size` each.
-pub fn plan(rows: Vec<Row>, scan: &Scan, max_attempts: u32, batch_size: usize) -> Plan {
+/// A row whose own `prompt_index` is held by a record of another task.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "{place}: prompt_index {index} already belongs to another task in the run directory \
+     ({held}); give the row another prompt_index, or remove it to keep that record"
+)]
+pub struct IndexInUse {
+    pub place: String,
+    pub index: u64,
+    pub held: String,
+}
+
+/// The keys a row may find its record under, best first.
+fn keys_of(r: &Row) -> [Key; 4] {
+    let text = serde_json::from_str::<serde_json::Value>(&r.line)
+        .ok()
+        .and_then(|v| v.get("prompt").and_then(|p| p.as_str()).map(foreign_key))
+        .unwrap_or_default();
+    [
+        r.uid.clone(),
+        r.key.clone(),
+        legacy_key(r.index, &r.hash),
+        text,
+    ]
+}
+
+/// Which rows run now (see the module's text). New tasks fill batch files after the
+/// existing ones, `batch_size` each.
+pub fn plan(
+    tasks: Tasks,
+    scan: &Scan,
+    max_attempts: u32,
+    batch_size: usize,
+) -> Result<Plan, IndexInUse> {
     let mut done = scan.done.clone();
     let mut p = Plan::default();
     let first = scan.next_batch();
-    for Row {
-        index,
-        hash,
-        key,
-        line,
-    } in rows
-    {
-        let legacy = legacy_key(index, &hash);
-        let found = [&key, &legacy]
-            .into_iter()
-            .find(|k| done.get(*k).is_some_and(|n| *n > 0))
-            .cloned();
-        if let Some(k) = found {
-            *done.get_mut(&k).expect("found above") -= 1;
+    let mut used: HashSet<u64> = tasks.explicit.iter().copied().collect();
+    used.extend(scan.claims.keys().copied());
+    let mut fresh = used
+        .iter()
+        .copied()
+        .chain(tasks.positions.checked_sub(1))
+        .max()
+        .map_or(0, |m| m + 1);
+    for row in tasks.rows {
+        let keys = keys_of(&row);
+        if let Some(k) = keys
+            .iter()
+            .find(|k| !k.is_empty() && done.get(*k).is_some_and(|n| *n > 0))
+        {
+            *done.get_mut(k).expect("found above") -= 1;
             p.already_done += 1;
             continue;
         }
-        let failed = scan.failed.get(&key).or_else(|| scan.failed.get(&legacy));
+        let failed = keys[..3]
+            .iter()
+            .find_map(|k| scan.failed.get(k).map(|f| (k, f)));
         let attempt = match failed {
-            Some(f) if !f.retryable || f.attempts >= max_attempts => {
+            Some((_, f)) if !f.retryable || f.attempts >= max_attempts => {
                 p.given_up += 1;
                 continue;
             }
-            Some(f) => f.attempts + 1,
+            Some((_, f)) => f.attempts + 1,
             None => 1,
+        };
+        let before = failed.and_then(|(k, _)| scan.failed_index.get(k).copied());
+        let index = if row.explicit {
+            match scan.claims.get(&row.index) {
+                Some(c) if c.record && !keys.contains(&c.key) => {
+                    return Err(IndexInUse {
+                        place: row.place,
+                        index: row.index,
+                        held: c.place.clone(),
+                    });
+                }
+                _ => row.index,
+            }
+        } else if let Some(i) = before {
+            i
+        } else if used.insert(row.index) {
+            row.index
+        } else {
+            while used.contains(&fresh) {
+                fresh += 1;
+            }
+            used.insert(fresh);
+            p.renumbered += 1;
+            fresh
         };
         let batch = first + (p.tasks.len() / batch_size) as u64;
         p.tasks.push(Task {
             index,
-            hash,
-            key,
-            line,
+            hash: row.hash,
+            key: row.key,
+            uid: row.uid,
+            line: row.line,
             batch,
             attempt,
         });
     }
-    p
+    Ok(p)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::rundir::FailState;
+    use crate::run::rundir::{Claim, FailState};
 
-    /// A row whose content key is `k<text>`.
+    /// A row at `index` (its position) whose content key is `k<text>`.
     fn row(index: u64, text: &str) -> Row {
         Row {
             index,
+            explicit: false,
             hash: text.into(),
             key: format!("k{text}"),
+            uid: format!("u{text}:{index}"),
+            place: format!("t.jsonl:{}", index + 1),
             line: format!("{{\"prompt\": \"{text}\"}}").into(),
+        }
+    }
+
+    fn tasks(rows: Vec<Row>) -> Tasks {
+        Tasks {
+            explicit: rows
+                .iter()
+                .filter(|r| r.explicit)
+                .map(|r| r.index)
+                .collect(),
+            positions: rows.len() as u64,
+            rows,
+            lost: 0,
         }
     }
 
@@ -114,7 +204,7 @@ mod tests {
             row(3, "d"),
             row(5, "e"),
         ];
-        let p = plan(rows, &scan, 3, 2);
+        let p = plan(tasks(rows), &scan, 3, 2).unwrap();
         assert_eq!(p.already_done, 1);
         assert_eq!(p.given_up, 2);
         let got: Vec<(u64, u64, u32)> = p
@@ -131,9 +221,66 @@ mod tests {
         let mut scan = Scan::default();
         scan.done.insert(legacy_key(3, "x"), 1);
         scan.failed.insert(legacy_key(4, "y"), fail(1, false));
-        let p = plan(vec![row(3, "x"), row(4, "y"), row(5, "x")], &scan, 3, 10);
+        let rows = vec![row(3, "x"), row(4, "y"), row(5, "x")];
+        let p = plan(tasks(rows), &scan, 3, 10).unwrap();
         assert_eq!((p.already_done, p.given_up), (1, 1));
         assert_eq!(p.tasks.len(), 1);
         assert_eq!(p.tasks[0].index, 5);
+    }
+
+    #[test]
+    fn uids_and_prompt_texts_match_and_indices_in_use_move_or_fail() {
+        let claim = |key: &str, record: bool| Claim {
+            key: key.into(),
+            place: "run/batch_0.jsonl:1".into(),
+            record,
+        };
+        let mut scan = Scan::default();
+        // A record by uid at index 0, a reference row (prompt text) at index 1, a
+        // retryable failure of "f" at index 9.
+        scan.done.insert("ua:0".into(), 1);
+        scan.claims.insert(0, claim("ua:0", true));
+        scan.done.insert(foreign_key(" ref "), 1);
+        scan.claims.insert(1, claim(&foreign_key("ref"), true));
+        scan.failed.insert("uf:2".into(), fail(1, true));
+        scan.failed_index.insert("uf:2".into(), 9);
+        scan.claims.insert(9, claim("uf:2", false));
+        // Reordered: "a" and "ref" are done; "n" stands where "a"'s record is.
+        let rows = vec![row(2, "a"), row(0, "n"), row(3, "ref"), row(4, "m")];
+        let rows: Vec<Row> = rows
+            .into_iter()
+            .map(|mut r| {
+                if r.hash == "a" {
+                    r.uid = "ua:0".into();
+                }
+                r
+            })
+            .collect();
+        let mut rows = rows;
+        rows.push(Row {
+            uid: "uf:2".into(),
+            ..row(1, "f")
+        });
+        let p = plan(tasks(rows), &scan, 3, 10).unwrap();
+        assert_eq!(p.already_done, 2);
+        let got: Vec<(&str, u64, u32)> = p
+            .tasks
+            .iter()
+            .map(|t| (t.hash.as_str(), t.index, t.attempt))
+            .collect();
+        // "n": its position 0 is held, so the next free index past all in use (10);
+        // "m" keeps its position; "f" retries under its old index.
+        assert_eq!(got, [("n", 10, 1), ("m", 4, 1), ("f", 9, 2)]);
+        assert_eq!(p.renumbered, 1);
+        // A row's own index held by another task's record is an error naming both.
+        let mut own = row(0, "x");
+        own.explicit = true;
+        let e = plan(tasks(vec![own]), &scan, 3, 10).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.jsonl:1: prompt_index 0 already belongs to another task in the run directory \
+             (run/batch_0.jsonl:1); give the row another prompt_index, or remove it to keep \
+             that record"
+        );
     }
 }

@@ -113,6 +113,8 @@ pub struct Metadata {
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
     pub prompt_index: u64,
+    /// The unit of work: `ROW:COPY:ROLLOUT` ([`crate::run::rundir::task_uid`]).
+    pub task_uid: String,
     pub prompt_hash: String,
     /// The task's content key: what `--resume` matches on.
     pub task_key: String,
@@ -137,8 +139,9 @@ pub struct Record {
 
 impl Record {
     /// The fields of the record's own schema.
-    pub const FIELDS: [&'static str; 17] = [
+    pub const FIELDS: [&'static str; 18] = [
         "prompt_index",
+        "task_uid",
         "prompt_hash",
         "task_key",
         "prompt",
@@ -169,6 +172,7 @@ impl Record {
 #[derive(Debug, Clone, Serialize)]
 pub struct Failure {
     pub prompt_index: u64,
+    pub task_uid: String,
     pub prompt_hash: String,
     pub task_key: String,
     pub class: FailureClass,
@@ -192,7 +196,8 @@ pub struct Failure {
 pub struct BatchStat {
     pub processed: u64,
     pub skipped: u64,
-    /// Always 0 (the reference's field; traj keeps every record).
+    /// Discard rows in the batch file (the newest reference's no-reasoning drops;
+    /// traj itself keeps every record).
     pub discarded_no_reasoning: u64,
     pub failed: u64,
 }
@@ -303,6 +308,7 @@ mod tests {
     fn failure_bytes_are_the_old_json_map() {
         let mut f = Failure {
             prompt_index: 3,
+            task_uid: "u:0:0".into(),
             prompt_hash: "abc".into(),
             task_key: "k".into(),
             class: FailureClass::ToolHost,
@@ -317,7 +323,7 @@ mod tests {
             at: "T".into(),
             usage: None,
         };
-        let old = json!({"prompt_index": 3, "prompt_hash": "abc", "task_key": "k", "class": "tool_host",
+        let old = json!({"prompt_index": 3, "task_uid": "u:0:0", "prompt_hash": "abc", "task_key": "k", "class": "tool_host",
             "retryable": true, "attempts": 2, "status": null, "error": "no",
             "http_attempts": 0, "api_calls": 0, "batch_num": 1, "model": "m", "at": "T"});
         assert_eq!(
@@ -339,6 +345,7 @@ mod tests {
         let Value::Object(row) = row else { panic!() };
         let r = Record {
             prompt_index: 0,
+            task_uid: "u:0:0".into(),
             prompt_hash: "h".into(),
             task_key: "k".into(),
             prompt: "p".into(),

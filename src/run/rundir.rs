@@ -8,9 +8,13 @@
 //! fsync, rename) and rebuilt from the files on every resume (every count in them is
 //! the files' count).
 //!
-//! A task is identified by its content ([`task_key`]: the prompt and the fields that
-//! change its run), counted as a multiset: a dataset holding the same task twice runs it
-//! twice, and a reordered dataset finds its finished tasks wherever they are.
+//! A unit of work is identified by its [`task_uid`]: the content of its whole task row,
+//! the row's copy number among the rows of identical content, and its rollout. A
+//! dataset holding the same row twice runs it twice, and a reordered or edited dataset
+//! finds its finished tasks wherever they are. Lines written before records carried a
+//! `task_uid` match by [`task_key`] (the prompt and the fields that change its run) as a
+//! multiset; rows written by hermes-agent's batch runner match by their prompt's text
+//! (see [`foreign_key`]).
 
 use crate::format::time::utc_now;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -49,7 +53,56 @@ pub fn task_key(row: &Map<String, Value>) -> String {
         .iter()
         .filter_map(|k| row.get(*k).map(|v| (*k, canonical(v))))
         .collect();
-    let text = serde_json::to_string(&fields).unwrap_or_default();
+    hex16(&serde_json::to_string(&fields).unwrap_or_default())
+}
+
+/// The content of a whole task row: 16 hex digits of SHA-256 over its canonical JSON
+/// (every field, keys sorted, no spaces). Rows that differ in any field (an `id`, a
+/// `prompt_index` of their own) differ here.
+pub fn row_key(row: &Map<String, Value>) -> String {
+    hex16(&serde_json::to_string(&canonical(&Value::Object(row.clone()))).unwrap_or_default())
+}
+
+/// The identity of one unit of work, unique in a run directory and across resumes:
+/// `ROW:COPY:ROLLOUT`, the [`row_key`] of its task row, the row's copy number (0 for
+/// the first row of that content in the dataset, 1 for the second, ...) and the
+/// rollout (0: one rollout per task).
+pub fn task_uid(row_key: &str, copy: u32, rollout: u32) -> String {
+    format!("{row_key}:{copy}:{rollout}")
+}
+
+/// The key of a row written by hermes-agent's batch runner (no `task_key`, no
+/// `prompt_hash`): the text of its prompt (`prompt`, the first human turn of
+/// `conversations` or the first user message of `messages`), white space trimmed, as
+/// the reference's resume reads it.
+pub fn foreign_key(text: &str) -> Key {
+    format!("text:{}", prompt_hash(text.trim()))
+}
+
+/// The prompt text of a row the way the newest reference finds it on resume: `prompt`,
+/// else the first human turn of `conversations` (ShareGPT `from`/`value`, or chat
+/// `role`/`content`), else the first user message of `messages`.
+pub fn prompt_text_of(v: &Value) -> Option<&str> {
+    if let Some(p) = v.get("prompt").and_then(Value::as_str) {
+        return Some(p);
+    }
+    let first = |list: &str| {
+        v.get(list)?.as_array()?.iter().find_map(|m| {
+            let human =
+                |who: &str| matches!(m.get(who).and_then(Value::as_str), Some("human" | "user"));
+            if human("from") {
+                m.get("value")?.as_str()
+            } else if human("role") {
+                m.get("content")?.as_str()
+            } else {
+                None
+            }
+        })
+    };
+    first("conversations").or_else(|| first("messages"))
+}
+
+fn hex16(text: &str) -> String {
     let d = Sha256::digest(text.as_bytes());
     crate::llm::cache::hex(&d[..8])
 }
@@ -283,13 +336,32 @@ pub struct FailState {
     pub retryable: bool,
 }
 
+/// What holds a `prompt_index` in the run directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The holder's key ([`record_key`]).
+    pub key: Key,
+    /// Where (`DIR/batch_N.jsonl:LINE`).
+    pub place: String,
+    /// A record (or discard row), not only failure lines.
+    pub record: bool,
+}
+
 /// What the run directory already holds.
 #[derive(Debug, Default)]
 pub struct Scan {
-    /// Records per task.
+    /// Records (and discard rows) per task: one per `task_uid`, else a multiset by
+    /// `task_key`, `index:hash` or prompt text (see [`record_key`]).
     pub done: HashMap<Key, u32>,
     /// Failures per task.
     pub failed: HashMap<Key, FailState>,
+    /// The `prompt_index` of each failed task (a retry keeps it).
+    pub failed_index: HashMap<Key, u64>,
+    /// Who holds each `prompt_index`: a record first, else a failure.
+    pub claims: HashMap<u64, Claim>,
+    /// Discard rows (`discarded` set, as the newest reference writes for a prompt
+    /// dropped for having no reasoning): done, never data.
+    pub discarded: u64,
     /// `prompt_index` of every record, and of every failure.
     pub done_indices: BTreeSet<u64>,
     pub failed_indices: BTreeSet<u64>,
@@ -303,6 +375,21 @@ pub struct Scan {
 }
 
 impl Scan {
+    /// Note that the line at `place` holds `index`; a record's claim beats a failure's.
+    fn claim(&mut self, index: u64, key: &Key, place: String, record: bool) {
+        let c = Claim {
+            key: key.clone(),
+            place,
+            record,
+        };
+        match self.claims.get(&index) {
+            Some(old) if old.record || !record => {}
+            _ => {
+                self.claims.insert(index, c);
+            }
+        }
+    }
+
     /// The first batch number free for this run.
     pub fn next_batch(&self) -> u64 {
         self.batches.last().map_or(0, |n| n + 1)
@@ -319,7 +406,7 @@ pub fn batch_number(name: &str) -> Option<u64> {
 
 /// Read a JSONL file we wrote, cutting off a torn last line (no final newline, or not
 /// JSON) when `repair` is set; a bad line elsewhere is an error naming it.
-fn read_own_jsonl(path: &Path, repair: bool, mut f: impl FnMut(Value)) -> Result<Option<u64>> {
+fn read_own_jsonl(path: &Path, repair: bool, mut f: impl FnMut(Value, u64)) -> Result<Option<u64>> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut r = BufReader::new(file);
     let mut buf = Vec::new();
@@ -339,7 +426,7 @@ fn read_own_jsonl(path: &Path, repair: bool, mut f: impl FnMut(Value)) -> Result
             Ok(v) if complete => {
                 good_end += n as u64;
                 if v.is_object() {
-                    f(v);
+                    f(v, lineno);
                 }
             }
             _ if buf.iter().all(u8::is_ascii_whitespace) && complete => good_end += n as u64,
@@ -381,13 +468,25 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
         // Every batch file has its entry, also one left empty (created just before a
         // kill, or whose only line was torn and cut off): the checkpoint lists the files.
         s.batch_stats.entry(n).or_default();
-        let torn = read_own_jsonl(&path, repair, |v| {
-            if let Some((key, index)) = record_key(&v) {
-                *s.done.entry(key).or_default() += 1;
-                s.done_indices.insert(index);
+        let torn = read_own_jsonl(&path, repair, |v, lineno| {
+            let discard = v.get("discarded").is_some_and(|d| !d.is_null());
+            // The reference's older runners wrote failed prompts as rows: not done.
+            let failed = v.get("failed") == Some(&Value::Bool(true));
+            if let Some((key, index)) = record_key(&v).filter(|_| !failed) {
+                *s.done.entry(key.clone()).or_default() += 1;
+                if let Some(i) = index {
+                    s.done_indices.insert(i);
+                    s.claim(i, &key, format!("{}:{lineno}", path.display()), true);
+                }
             }
-            s.batch_stats.entry(n).or_default().processed += 1;
-            s.stats.add_record(&v);
+            let bs = s.batch_stats.entry(n).or_default();
+            bs.processed += 1;
+            if discard {
+                bs.discarded_no_reasoning += 1;
+                s.discarded += 1;
+            } else {
+                s.stats.add_record(&v);
+            }
         })?;
         if let Some(bytes) = torn {
             s.repaired.push((path, bytes));
@@ -395,12 +494,16 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
     }
     let fpath = dir.join("failures.jsonl");
     if fpath.exists() {
-        let torn = read_own_jsonl(&fpath, repair, |v| {
+        let torn = read_own_jsonl(&fpath, repair, |v, lineno| {
             if let Some(b) = v.get("batch_num").and_then(Value::as_u64) {
                 s.batch_stats.entry(b).or_default().failed += 1;
             }
             if let Some((key, index)) = record_key(&v) {
-                s.failed_indices.insert(index);
+                if let Some(i) = index {
+                    s.failed_indices.insert(i);
+                    s.failed_index.insert(key.clone(), i);
+                    s.claim(i, &key, format!("{}:{lineno}", fpath.display()), false);
+                }
                 let st = s.failed.entry(key).or_insert(FailState {
                     retryable: true,
                     ..FailState::default()
@@ -417,13 +520,19 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
     Ok(s)
 }
 
-fn record_key(v: &Value) -> Option<(Key, u64)> {
-    let idx = v.get("prompt_index")?.as_u64()?;
-    if let Some(k) = v.get("task_key").and_then(Value::as_str) {
-        return Some((k.to_string(), idx));
+/// The key a line of the run directory is matched by, and its `prompt_index`: its
+/// `task_uid`; else (written before there was one) its `task_key`; else its
+/// `index:hash`; else (a row of hermes-agent's batch runner) its [`foreign_key`].
+pub fn record_key(v: &Value) -> Option<(Key, Option<u64>)> {
+    let idx = v.get("prompt_index").and_then(Value::as_u64);
+    let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    if let Some(k) = text("task_uid").or_else(|| text("task_key")) {
+        return Some((k, idx));
     }
-    let hash = v.get("prompt_hash")?.as_str()?;
-    Some((legacy_key(idx, hash), idx))
+    if let (Some(i), Some(hash)) = (idx, v.get("prompt_hash").and_then(Value::as_str)) {
+        return Some((legacy_key(i, hash), idx));
+    }
+    prompt_text_of(v).map(|t| (foreign_key(t), idx))
 }
 
 /// Appends lines to the batch files and `failures.jsonl`; [`Appender::sync`] fsyncs what
@@ -510,6 +619,7 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn tool_success_rule() {
@@ -554,5 +664,46 @@ mod tests {
         std::fs::write(&p, "{}\nnot json\n{}\n").unwrap();
         let e = scan(d.path(), true).unwrap_err().to_string();
         assert!(e.contains("batch_3.jsonl:2: invalid JSON"), "{e}");
+    }
+
+    /// The newest reference's `_entry_prompt_text` cases, and what a scan makes of its
+    /// rows: tombstones are done and counted, `failed` rows are not done.
+    #[test]
+    fn reference_rows_are_found_by_prompt_text() {
+        let text = |v: Value| prompt_text_of(&v).map(str::to_string);
+        assert_eq!(text(json!({"prompt": "flat"})).as_deref(), Some("flat"));
+        let sharegpt = json!({"conversations": [{"from": "system", "value": "s"},
+            {"from": "human", "value": "sg"}]});
+        assert_eq!(text(sharegpt).as_deref(), Some("sg"));
+        let chat = json!({"conversations": [{"role": "user", "content": "chat"}]});
+        assert_eq!(text(chat).as_deref(), Some("chat"));
+        let msgs = json!({"messages": [{"role": "system", "content": "s"}, 7,
+            {"role": "user", "content": "m"}]});
+        assert_eq!(text(msgs).as_deref(), Some("m"));
+        assert_eq!(text(json!({})), None);
+        assert_eq!(foreign_key("  padded  "), foreign_key("padded"));
+
+        let d = tempfile::tempdir().unwrap();
+        let rows = [
+            json!({"prompt_index": 0, "discarded": "no_reasoning", "prompt": "tombstoned q"}),
+            json!({"prompt_index": 1, "conversations": [{"from": "human", "value": "normal q"}]}),
+            json!({"prompt_index": 2, "failed": true, "prompt": "failed q"}),
+        ];
+        let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(d.path().join("batch_0.jsonl"), text + "42\n").unwrap();
+        let s = scan(d.path(), false).unwrap();
+        let mut done: Vec<&Key> = s.done.keys().collect();
+        done.sort();
+        let mut want = [foreign_key("tombstoned q"), foreign_key("normal q")];
+        want.sort();
+        assert_eq!(done, want.iter().collect::<Vec<_>>());
+        assert_eq!(s.discarded, 1);
+        assert_eq!(s.batch_stats[&0].discarded_no_reasoning, 1);
+        assert_eq!(
+            s.stats.records, 2,
+            "the tombstone is no record (the failed row is one)"
+        );
+        assert_eq!(s.done_indices.iter().copied().collect::<Vec<_>>(), [0, 1]);
+        assert!(s.claims[&1].place.ends_with("batch_0.jsonl:2"));
     }
 }

@@ -133,6 +133,7 @@ pub fn failure(
 ) -> record::Failure {
     record::Failure {
         prompt_index: task.index,
+        task_uid: task.uid.clone(),
         prompt_hash: task.hash.clone(),
         task_key: task.key.clone(),
         class,
@@ -221,6 +222,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
         Outcome::Done(t) => {
             let rec = Record {
                 prompt_index: task.index,
+                task_uid: task.uid.clone(),
                 prompt_hash: task.hash.clone(),
                 task_key: task.key.clone(),
                 prompt,

@@ -1,7 +1,10 @@
 //! The task reader of traj-run: the input lines that become prompts to run, checked
-//! (a non-empty `prompt` string, an optional non-negative `prompt_index`), with the
-//! error policy, `--rejects`, `--max-samples` and `--shard` applied.
+//! (a non-empty `prompt` string, an optional non-negative `prompt_index` used by no
+//! other row), with the error policy, `--rejects`, `--max-samples` and `--shard`
+//! applied, and each row's identity: its content keys and its copy number among the
+//! rows of identical content (see [`rundir::task_uid`]).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -27,14 +30,33 @@ pub struct TaskSource {
 /// A valid task row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
-    /// `prompt_index`, or the row's number among the valid rows.
+    /// The row's own `prompt_index`, else its number among the valid rows (the plan
+    /// may give it another one: see [`super::plan`]).
     pub index: u64,
+    /// `index` is the row's own `prompt_index`.
+    pub explicit: bool,
     /// [`rundir::prompt_hash`] of the prompt.
     pub hash: String,
     /// [`rundir::task_key`] of the row.
     pub key: String,
+    /// [`rundir::task_uid`] of the row: its whole content and its copy number.
+    pub uid: String,
+    /// Where the row was read (`file:line`).
+    pub place: String,
     /// The task row, as read.
     pub line: Box<str>,
+}
+
+/// The valid rows of this shard, and what the rows of every shard claim.
+#[derive(Debug, Default)]
+pub struct Tasks {
+    pub rows: Vec<Row>,
+    /// The explicit `prompt_index` of every valid row (all shards).
+    pub explicit: std::collections::BTreeSet<u64>,
+    /// Valid rows read (all shards): positions `0..positions` are the default indices.
+    pub positions: u64,
+    /// Bad rows skipped without `--rejects`.
+    pub lost: u64,
 }
 
 /// Why a line is not a task row.
@@ -50,18 +72,29 @@ pub enum BadTask {
     PromptType(&'static str),
     #[error("no prompt field")]
     NoPrompt,
+    /// Two rows claim one `prompt_index` (a row's own, or the position of a row
+    /// without one): the message names the first.
+    #[error("{0}")]
+    IndexTaken(String),
 }
 
-/// Read and check the task rows (strict unless `on_error` is skip). Returns the rows
-/// and the number of bad rows lost (skipped without `--rejects`).
-pub fn read_tasks(src: &TaskSource) -> Result<(Vec<Row>, u64)> {
+/// Read and check the task rows (strict unless `on_error` is skip): the rows of this
+/// shard, the indices every row claims, and the bad rows lost (skipped without
+/// `--rejects`). Two rows with the same `prompt_index` (a row's own, or the position
+/// of a row without one) are an error at the second, naming the first.
+pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
     let sources = crate::io::sources_from_args(&src.inputs)?;
     let mut rejects = Rejects::open(NAME, src.rejects.as_deref())?;
     // No selection in the reader: valid rows outside this shard still count for the
     // default prompt_index, so shards keep global indices.
     let mut records = Records::new(sources, None);
-    let mut rows = Vec::new();
+    let mut t = Tasks::default();
     let mut valid = 0u64;
+    // Where each explicit prompt_index was seen, where each row without one stood (its
+    // position is its default index); copies of each row content.
+    let mut first_at: HashMap<u64, String> = HashMap::new();
+    let mut position_at: HashMap<u64, String> = HashMap::new();
+    let mut copies: HashMap<String, u32> = HashMap::new();
     let summary = {
         let mut tally = Tally::new(src.on_error, false, &mut rejects);
         while let Some(rec) = records.next_record()? {
@@ -69,17 +102,58 @@ pub fn read_tasks(src: &TaskSource) -> Result<(Vec<Row>, u64)> {
                 break;
             }
             let in_shard = src.shard.is_none_or(|sh| sh.holds(rec.index));
-            let verdict = match check(rec.bytes, valid) {
-                Ok((index, hash, key)) => {
-                    valid += 1;
+            let place = format!("{}:{}", rec.source, rec.lineno);
+            let checked = check(rec.bytes).and_then(|c| {
+                // The index this row claims: its own, else its position.
+                let i = c.index.unwrap_or(valid);
+                let taken = match c.index {
+                    Some(_) => first_at
+                        .get(&i)
+                        .map(|at| format!("prompt_index {i} is also the prompt_index of {at}"))
+                        .or_else(|| {
+                            position_at.get(&i).map(|at| {
+                                format!(
+                                    "prompt_index {i} is also the position of {at} \
+                                     (a row without prompt_index)"
+                                )
+                            })
+                        }),
+                    None => first_at.get(&i).map(|at| {
+                        format!(
+                            "this row's position (prompt_index {i} of a row without one) \
+                             is the prompt_index of {at}"
+                        )
+                    }),
+                };
+                if let Some(why) = taken {
+                    return Err(BadTask::IndexTaken(why));
+                }
+                match c.index {
+                    Some(_) => first_at.insert(i, place.clone()),
+                    None => position_at.insert(i, place.clone()),
+                };
+                Ok(c)
+            });
+            let verdict = match checked {
+                Ok(c) => {
+                    let copy = copies.entry(c.content.clone()).or_default();
+                    let uid = rundir::task_uid(&c.content, *copy, 0);
+                    *copy += 1;
+                    if let Some(i) = c.index {
+                        t.explicit.insert(i);
+                    }
                     if in_shard {
-                        rows.push(Row {
-                            index,
-                            hash,
-                            key,
+                        t.rows.push(Row {
+                            index: c.index.unwrap_or(valid),
+                            explicit: c.index.is_some(),
+                            hash: c.hash,
+                            key: c.key,
+                            uid,
+                            place,
                             line: String::from_utf8_lossy(rec.bytes).into(),
                         });
                     }
+                    valid += 1;
                     Verdict::Written
                 }
                 Err(reason) => Verdict::Bad(reason.to_string()),
@@ -94,12 +168,23 @@ pub fn read_tasks(src: &TaskSource) -> Result<(Vec<Row>, u64)> {
     if summary.bad > 0 {
         super::note(&format!("{} bad task rows skipped", summary.bad));
     }
-    Ok((rows, summary.lost))
+    t.positions = valid;
+    t.lost = summary.lost;
+    Ok(t)
 }
 
-/// The `prompt_index` (`valid` when absent), prompt hash and task key of a task row,
-/// or why the line is not one.
-fn check(line: &[u8], valid: u64) -> Result<(u64, String, String), BadTask> {
+/// What [`check`] reads of a task row.
+struct Checked {
+    /// Its own `prompt_index`.
+    index: Option<u64>,
+    hash: String,
+    key: String,
+    /// [`rundir::row_key`]: the whole row's content.
+    content: String,
+}
+
+/// The `prompt_index`, prompt hash and keys of a task row, or why the line is not one.
+fn check(line: &[u8]) -> Result<Checked, BadTask> {
     let row = crate::io::parse_object(line).map_err(BadTask::Json)?;
     let prompt = match row.get("prompt") {
         Some(Value::String(p)) if !p.trim().is_empty() => p,
@@ -108,17 +193,22 @@ fn check(line: &[u8], valid: u64) -> Result<(u64, String, String), BadTask> {
         None => return Err(BadTask::NoPrompt),
     };
     let index = match row.get("prompt_index") {
-        None => valid,
-        Some(v) => v.as_u64().ok_or(BadTask::Index)?,
+        None => None,
+        Some(v) => Some(v.as_u64().ok_or(BadTask::Index)?),
     };
-    Ok((index, rundir::prompt_hash(prompt), rundir::task_key(&row)))
+    Ok(Checked {
+        index,
+        hash: rundir::prompt_hash(prompt),
+        key: rundir::task_key(&row),
+        content: rundir::row_key(&row),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn read(text: &str, src: TaskSource) -> Result<(Vec<Row>, u64)> {
+    fn read(text: &str, src: TaskSource) -> Result<Tasks> {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("t.jsonl");
         std::fs::write(&p, text).unwrap();
@@ -140,12 +230,18 @@ mod tests {
             on_error: OnError::Skip,
             ..TaskSource::default()
         };
-        let (rows, lost) = read(text, skip.clone()).unwrap();
-        assert_eq!(lost, 1);
-        let idx: Vec<u64> = rows.iter().map(|r| r.index).collect();
-        assert_eq!(idx, [0, 9, 2]);
-        assert_eq!(rows[0].hash, rundir::prompt_hash("a"));
-        let (rows, _) = read(
+        let t = read(text, skip.clone()).unwrap();
+        assert_eq!((t.lost, t.positions), (1, 3));
+        assert_eq!(t.explicit.iter().copied().collect::<Vec<_>>(), [9]);
+        let idx: Vec<(u64, bool)> = t.rows.iter().map(|r| (r.index, r.explicit)).collect();
+        assert_eq!(idx, [(0, false), (9, true), (2, false)]);
+        assert_eq!(t.rows[0].hash, rundir::prompt_hash("a"));
+        assert!(
+            t.rows[1].place.ends_with("t.jsonl:3"),
+            "{}",
+            t.rows[1].place
+        );
+        let t = read(
             text,
             TaskSource {
                 shard: Some(Shard { index: 1, count: 2 }),
@@ -154,9 +250,10 @@ mod tests {
         )
         .unwrap();
         // Non-blank lines 1 and 3 (0-based), with global indices.
-        let idx: Vec<u64> = rows.iter().map(|r| r.index).collect();
+        let idx: Vec<u64> = t.rows.iter().map(|r| r.index).collect();
         assert_eq!(idx, [9, 2]);
-        let (rows, _) = read(
+        assert_eq!(t.positions, 3);
+        let t = read(
             text,
             TaskSource {
                 max_samples: Some(2),
@@ -164,6 +261,66 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(rows.len(), 2);
+        assert_eq!(t.rows.len(), 2);
+    }
+
+    #[test]
+    fn identical_rows_are_copies_and_claimed_indices_collide() {
+        let t = read(
+            "{\"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n{\"prompt\": \"a\"}\n",
+            TaskSource::default(),
+        )
+        .unwrap();
+        let uids: Vec<&str> = t.rows.iter().map(|r| r.uid.as_str()).collect();
+        assert!(
+            uids[0].ends_with(":0:0") && uids[2].ends_with(":1:0"),
+            "{uids:?}"
+        );
+        assert_eq!(uids[0][..16], uids[2][..16]);
+        assert_ne!(uids[0][..16], uids[1][..16]);
+        // The same task key (the prompt), another row key: the row's own fields count.
+        assert_eq!(t.rows[0].key, t.rows[2].key);
+        // Two rows with one explicit index: an error at the second naming the first.
+        let e = read(
+            "{\"prompt\": \"a\", \"prompt_index\": 7}\n{\"prompt\": \"b\", \"prompt_index\": 7}\n",
+            TaskSource::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("t.jsonl:2: prompt_index 7 is also the prompt_index of ")
+                && e.ends_with("t.jsonl:1"),
+            "{e}"
+        );
+        // An explicit index that is a row's position, in either order.
+        let e = read(
+            "{\"prompt\": \"a\"}\n{\"prompt\": \"b\", \"prompt_index\": 0}\n",
+            TaskSource::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("t.jsonl:2: prompt_index 0 is also the position of ")
+                && e.contains("t.jsonl:1 (a row without prompt_index)"),
+            "{e}"
+        );
+        let e = read(
+            "{\"prompt\": \"a\", \"prompt_index\": 1}\n{\"prompt\": \"b\"}\n",
+            TaskSource::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("t.jsonl:2: this row's position (prompt_index 1 of a row without one)")
+                && e.ends_with("t.jsonl:1"),
+            "{e}"
+        );
+        // A row's own index equal to its own position is no collision.
+        let t = read(
+            "{\"prompt\": \"a\"}\n{\"prompt\": \"b\", \"prompt_index\": 1}\n",
+            TaskSource::default(),
+        )
+        .unwrap();
+        assert_eq!(t.rows.len(), 2);
     }
 }

@@ -24,6 +24,7 @@ mod repair;
 mod repair_bridge;
 mod run;
 mod run_faults;
+mod run_resume;
 mod sample;
 mod sandbox;
 mod scale;

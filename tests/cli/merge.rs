@@ -75,7 +75,9 @@ fn shard_split_in_two_and_merged_back_is_the_original() {
     );
     assert_code(&o, 0);
     assert!(stdout(&o) == original);
-    assert!(stderr(&o).contains("25 duplicates dropped (kept the first of each prompt_index)"));
+    assert!(stderr(&o).contains(
+        "25 duplicates dropped (kept the first of each task (task_uid, else prompt_index))"
+    ));
 }
 
 #[test]
@@ -158,7 +160,7 @@ fn same_prompt_under_two_indices_keeps_both_and_tombstones_never_pass() {
         json!(["tombstone: discarded \"no_reasoning\""])
     );
     assert_eq!(rej[0]["line"], 2);
-    assert!(stderr(&o).contains("1 tombstones dropped"));
+    assert!(stderr(&o).contains("1 discarded rows dropped (tombstones)"));
     // keyed on the prompt text instead, the two become duplicates
     let o = merge(d.path(), &["in.jsonl", "--key", "prompt"]);
     assert_code(&o, 0);
@@ -196,7 +198,10 @@ fn rows_without_index_are_never_deduplicated_unless_key_asks() {
         assert_eq!(tags(&o), ["i1", "z1", "a1", "z2", "m", "m"]);
         let err = stderr(&o);
         assert!(err.contains("0 duplicates dropped"), "{err}");
-        assert!(err.contains("5 rows without a prompt_index key"), "{err}");
+        assert!(
+            err.contains("5 rows without a task_uid or prompt_index key"),
+            "{err}"
+        );
 
         // --key prompt: the first human turn (trimmed) identifies a row; the winner
         // of "zeta" is its last row, placed where that row was read
@@ -395,4 +400,77 @@ fn shard_flag_is_refused() {
     let d = tmpdir();
     write(d.path(), "a.jsonl", &[rowj(Some(0), "p", "t")]);
     assert_code(&merge(d.path(), &["--shard", "0/2", "a.jsonl"]), 2);
+}
+
+#[test]
+fn default_key_is_the_task_uid_else_the_prompt_index() {
+    let d = tmpdir();
+    let with_uid = |uid: &str, idx: u64, tag: &str| {
+        json!({"prompt_index": idx, "task_uid": uid, "prompt": "p", "tag": tag}).to_string()
+    };
+    // Two run directories of two datasets: both have a task at index 0 and 1, other
+    // tasks; run b holds a re-run of its task u3 (the last row wins).
+    let a = d.path().join("a");
+    let b = d.path().join("b");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    write(
+        &a,
+        "batch_0.jsonl",
+        &[with_uid("u1:0:0", 0, "a0"), with_uid("u2:0:0", 1, "a1")],
+    );
+    write(
+        &b,
+        "batch_0.jsonl",
+        &[with_uid("u3:0:0", 0, "b0-old"), with_uid("u4:0:0", 1, "b1")],
+    );
+    let discard = json!({"prompt_index": 2, "discarded": "no_reasoning", "prompt": "q"});
+    write(
+        &b,
+        "batch_1.jsonl",
+        &[with_uid("u3:0:0", 0, "b0"), discard.to_string()],
+    );
+    // Rows of an older traj-run (no task_uid): keyed by prompt_index, never by a uid.
+    write(
+        d.path(),
+        "old.jsonl",
+        &[rowj(Some(0), "x", "old0"), rowj(Some(0), "x", "old0-rerun")],
+    );
+    let o = merge(d.path(), &["a", "b", "old.jsonl", "--rejects", "rej.jsonl"]);
+    assert_code(&o, 0);
+    let tags: Vec<String> = parse_jsonl(&stdout(&o))
+        .iter()
+        .map(|r| r["tag"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(tags, ["a0", "b0", "old0-rerun", "a1", "b1"]);
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "2 duplicates dropped (kept the last of each task (task_uid, else prompt_index))"
+        ) && err.contains("1 discarded rows dropped (tombstones)"),
+        "{err}"
+    );
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    let reasons: Vec<&str> = rej
+        .iter()
+        .map(|r| r["reasons"][0].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert_eq!(reasons[0], "tombstone: discarded \"no_reasoning\"");
+    assert!(
+        reasons[1].starts_with("duplicate: task_uid \"u3:0:0\" (kept ")
+            && reasons[1].ends_with("batch_1.jsonl:1)"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[2].starts_with("duplicate: prompt_index 0 (kept "),
+        "{reasons:?}"
+    );
+    // The discarded row is in the rejects file as it was, never in the output.
+    assert_eq!(rej[0]["record"], discard);
+    // Keyed on prompt_index alone, the tasks of the two runs would clobber each other.
+    let o = merge(d.path(), &["a", "b", "--key", "prompt_index"]);
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 2);
+    assert!(stderr(&o).contains("3 duplicates dropped (kept the last of each prompt_index)"));
 }

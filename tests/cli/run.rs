@@ -555,14 +555,71 @@ fn duplicate_prompts_each_get_a_record_and_resume_keeps_them() {
     c.args([&input, "--resume"]);
     assert_code(&run(c), 0);
     assert_eq!(s.count(), before, "resume re-ran finished prompts");
-    // Task rows that carry their own prompt_index, twice the same (a concatenated dataset).
-    let rows =
-        "{\"prompt\": \"dup\", \"prompt_index\": 7}\n{\"prompt\": \"dup\", \"prompt_index\": 7}\n";
+    // Task rows with more fields, twice the very same row (a concatenated dataset):
+    // two tasks, copies 0 and 1 of one row, each run once, also across a resume.
+    let rows = "{\"prompt\": \"dup\", \"id\": \"x\"}\n{\"prompt\": \"dup\", \"id\": \"x\"}\n";
     std::fs::write(d.path().join("tasks.jsonl"), rows).unwrap();
     let mut c = traj_run(d.path(), &s);
     c.args(["tasks.jsonl", "--run-dir", "data/t"]);
     assert_code(&run(c), 0);
+    let recs = records(&d.path().join("data/t"));
+    assert_eq!(recs.len(), 2);
+    let mut uids: Vec<&str> = recs
+        .iter()
+        .map(|r| r["task_uid"].as_str().unwrap())
+        .collect();
+    uids.sort();
+    assert!(
+        uids[0][..16] == uids[1][..16] && uids[0].ends_with(":0:0") && uids[1].ends_with(":1:0"),
+        "{uids:?}"
+    );
+    assert!(recs.iter().all(|r| r["id"] == "x"));
+    let before = s.count();
+    let mut c = traj_run(d.path(), &s);
+    c.args(["tasks.jsonl", "--run-dir", "data/t", "--resume"]);
+    assert_code(&run(c), 0);
+    assert_eq!(s.count(), before, "resume re-ran a copy");
     assert_eq!(records(&d.path().join("data/t")).len(), 2);
+}
+
+#[test]
+fn two_rows_with_one_explicit_prompt_index_are_an_error_naming_both_lines() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let rows = "{\"prompt\": \"a\", \"prompt_index\": 7}\n\n{\"prompt\": \"b\", \"prompt_index\": 3}\n{\"prompt\": \"c\", \"prompt_index\": 7}\n";
+    std::fs::write(d.path().join("tasks.jsonl"), rows).unwrap();
+    let mut c = traj_run(d.path(), &s);
+    c.args(["tasks.jsonl", "--run-dir", "data/t"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o)
+            .contains("tasks.jsonl:4: prompt_index 7 is also the prompt_index of tasks.jsonl:1"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(s.count(), 0, "nothing ran");
+    assert!(records(&d.path().join("data/t")).is_empty());
+    // Skipped with --rejects: the second row is rejected with the reason, the first runs.
+    let mut c = traj_run(d.path(), &s);
+    c.args(["tasks.jsonl", "--run-dir", "data/t2", "--on-error", "skip"])
+        .args(["--rejects", "rej.jsonl"]);
+    assert_code(&run(c), 0);
+    let mut got: Vec<(u64, String)> = records(&d.path().join("data/t2"))
+        .iter()
+        .map(|r| {
+            (
+                r["prompt_index"].as_u64().unwrap(),
+                r["prompt"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, [(3, "b".to_string()), (7, "a".to_string())]);
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(rej.len(), 1);
+    assert_eq!(rej[0]["line"], 4);
+    assert_eq!(rej[0]["record"]["prompt"], "c");
 }
 
 /// Every prompt of `n` has exactly one record (by index; hashes checked too).

@@ -17,8 +17,9 @@
 //! 4. Duplicates: an index maps each dedup key (a 128-bit hash) to the row that wins
 //!    (`--keep first|last`); a row is written only if it is the winner of its key, else
 //!    it goes to the rejects file as a duplicate. A row has a key only when the
-//!    [`KeySpec`] gives it one: under the default (`prompt_index`) a row without that
-//!    field is never a duplicate, so merging shards of foreign data drops nothing.
+//!    [`KeySpec`] gives it one: under the default ([`KeySpec::Task`]: `task_uid`, else
+//!    `prompt_index`) a row with neither is never a duplicate, so merging shards of
+//!    foreign data drops nothing.
 //!
 //! Memory: the buffer (`--buffer-size`, default 64 MiB: about 100 bytes per row of a
 //! plain file, the row's bytes for other sources), plus the dedup index, about 64 bytes
@@ -63,8 +64,13 @@ pub enum Keep {
 /// How rows are identified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySpec {
-    /// A top-level field (default `prompt_index`, traj-run's key); rows without it (or
-    /// with `null`) have no key and are never de-duplicated.
+    /// The task (the default): a row's `task_uid` (traj-run's unit of work) when it has
+    /// one, else its `prompt_index` (rows of older traj-run versions and of the
+    /// reference); rows with neither have no key and are never de-duplicated. The two
+    /// are different keys: a row with a `task_uid` is never a duplicate of one without.
+    Task,
+    /// A top-level field; rows without it (or with `null`) have no key and are never
+    /// de-duplicated.
     Field(String),
     /// The text of the first human/user turn (or `prompt`), whitespace-trimmed; rows
     /// with no such text have no key.
@@ -237,11 +243,16 @@ fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
     let index = fields
         .get("prompt_index")
         .and_then(|v| v.parse::<i64>().ok());
+    let field = |name: &str| match fields.get(name).filter(|v| **v != "null") {
+        Some(v) => (Some(hash128(name, v.as_bytes())), format!("{name} {v}")),
+        None => (None, String::new()),
+    };
     let (key, label) = match spec {
-        KeySpec::Field(name) => match fields.get(name.as_str()).filter(|v| **v != "null") {
-            Some(v) => (Some(hash128(name, v.as_bytes())), format!("{name} {v}")),
-            None => (None, String::new()),
+        KeySpec::Task => match field("task_uid") {
+            (None, _) => field("prompt_index"),
+            uid => uid,
         },
+        KeySpec::Field(name) => field(name),
         KeySpec::Prompt => match prompt_text(&fields) {
             Some(text) => {
                 let h = hash128("\0prompt", text.as_bytes());

@@ -1,0 +1,456 @@
+//! traj-run `--resume` and what identifies a task: a run killed with SIGKILL and resumed
+//! with its dataset reversed and grown by duplicates, a `prompt_index` claimed twice,
+//! and run directories written by hermes-agent's batch runner (0.19.0, and the newest
+//! 0.21.x shape with discarded rows), each resumed to run only what is missing and
+//! merged by `traj-merge` without losing a task.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::standin::Standin;
+use crate::util::*;
+
+/// traj-run against `s` in `run_dir`, fast retries, quiet.
+fn traj_run(dir: &Path, s: &Standin, run_dir: &str) -> Command {
+    let mut c = cmd("traj-run", dir);
+    c.args(["--model", "standin", "--base-url", &s.url()])
+        .args(["--run-dir", run_dir, "--toolsets", "file"])
+        .args(["--retry-base-ms", "1", "--retry-max-ms", "20", "-q"]);
+    c
+}
+
+fn write_rows(path: &Path, rows: &[Value]) {
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+/// The batch files of `run`, by number.
+fn batch_files(run: &Path) -> BTreeMap<u64, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir(run) else {
+        return out;
+    };
+    for e in rd {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if let Some(n) = name
+            .strip_prefix("batch_")
+            .and_then(|r| r.strip_suffix(".jsonl"))
+            .and_then(|n| n.parse().ok())
+        {
+            out.insert(n, std::fs::read(&p).unwrap());
+        }
+    }
+    out
+}
+
+/// Every line of every batch file, in batch order.
+fn rows(run: &Path) -> Vec<Value> {
+    batch_files(run)
+        .values()
+        .flat_map(|b| parse_jsonl(std::str::from_utf8(b).unwrap()))
+        .collect()
+}
+
+/// Complete lines in the batch files so far.
+fn lines_so_far(run: &Path) -> usize {
+    batch_files(run)
+        .values()
+        .map(|b| b.iter().filter(|c| **c == b'\n').count())
+        .sum()
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// The checkpoint and statistics count what the files hold: lines per batch file, one
+/// entry per batch file, the indices of the rows (discard rows included, as the
+/// reference marks them completed), the records and the discard rows.
+fn assert_counts_match_files(run: &Path) {
+    let cp = read_json(&run.join("checkpoint.json"));
+    let files = batch_files(run);
+    let stats = cp["batch_stats"].as_object().unwrap();
+    assert_eq!(stats.len(), files.len(), "one entry per batch file");
+    let mut discarded = 0;
+    for (n, bytes) in &files {
+        let lines = parse_jsonl(std::str::from_utf8(bytes).unwrap());
+        let bs = &stats[&n.to_string()];
+        assert_eq!(bs["processed"], lines.len(), "batch {n}");
+        let d = lines
+            .iter()
+            .filter(|r| r.get("discarded").is_some())
+            .count();
+        assert_eq!(bs["discarded_no_reasoning"], d, "batch {n}");
+        discarded += d;
+    }
+    let all = rows(run);
+    let want: BTreeSet<u64> = all
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    let got: BTreeSet<u64> = cp["completed_prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(got, want);
+    let st = read_json(&run.join("statistics.json"));
+    assert_eq!(st["records"], all.len() - discarded);
+    assert_eq!(st["discarded_no_reasoning"], discarded);
+    assert_eq!(st["total_batches"], files.len());
+}
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn kill_9_then_resume_reversed_with_duplicates_gives_every_task_one_record() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 120, "record": false,
+        "default": {"content": "done {prompt}", "reasoning": "r"}}));
+    let tasks = d.path().join("tasks.jsonl");
+    let mut prompts: Vec<Value> = (0..20)
+        .map(|i| json!({"prompt": format!("task {i}")}))
+        .collect();
+    write_rows(&tasks, &prompts);
+    let run_dir = d.path().join("data/r");
+    let mut c = traj_run(d.path(), &s, "data/r");
+    c.args(["tasks.jsonl", "-j", "2", "--batch-size", "5"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    wait_for("4 records", 60, || lines_so_far(&run_dir) >= 4);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(100)); // requests sent before the kill counted
+    let first = rows(&run_dir);
+    assert!((4..20).contains(&first.len()), "{} records", first.len());
+    let done: BTreeSet<String> = first
+        .iter()
+        .map(|r| r["prompt"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        done.contains("task 0") && !done.contains("task 19"),
+        "{done:?}"
+    );
+    let old_files = batch_files(&run_dir);
+
+    // Reversed (every row's position, its default prompt_index, changes), plus a
+    // second copy of a finished task and of one never run.
+    prompts.reverse();
+    prompts.push(json!({"prompt": "task 0"}));
+    prompts.push(json!({"prompt": "task 19"}));
+    write_rows(&tasks, &prompts);
+    let calls = s.count();
+    let mut c = traj_run(d.path(), &s, "data/r");
+    c.args(["tasks.jsonl", "-j", "3", "--batch-size", "5", "--resume"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert_eq!(
+        s.count() - calls,
+        22 - first.len() as u64,
+        "resume ran exactly the tasks without a record"
+    );
+    for (n, bytes) in &old_files {
+        let now = &batch_files(&run_dir)[n];
+        assert!(bytes.starts_with(now), "batch_{n} grew on resume");
+    }
+
+    let recs = rows(&run_dir);
+    assert_eq!(recs.len(), 22);
+    let mut per_prompt: HashMap<&str, usize> = HashMap::new();
+    for r in &recs {
+        *per_prompt.entry(r["prompt"].as_str().unwrap()).or_default() += 1;
+    }
+    for i in 0..20 {
+        let want = if i == 0 || i == 19 { 2 } else { 1 };
+        assert_eq!(per_prompt[format!("task {i}").as_str()], want, "task {i}");
+    }
+    let uids: BTreeSet<&str> = recs
+        .iter()
+        .map(|r| r["task_uid"].as_str().unwrap())
+        .collect();
+    assert_eq!(uids.len(), 22, "one task_uid per task");
+    let indices: BTreeSet<u64> = recs
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indices.len(), 22, "one prompt_index per task");
+    assert_counts_match_files(&run_dir);
+
+    // traj-merge of the run directory keeps every finished task.
+    let mut c = cmd("traj-merge", d.path());
+    c.args([
+        "data/r",
+        "-o",
+        "merged.jsonl",
+        "--rejects",
+        "merge-rej.jsonl",
+    ]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let merged = read_jsonl(&d.path().join("merged.jsonl"));
+    assert_eq!(merged.len(), 22, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("22 rows read, 22 written, 0 duplicates dropped"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !d.path().join("merge-rej.jsonl").exists()
+            || read_jsonl(&d.path().join("merge-rej.jsonl")).is_empty()
+    );
+    // Keyed on the prompt text (the reference's resume), the second copies are lost.
+    let mut c = cmd("traj-merge", d.path());
+    c.args(["data/r", "--key", "prompt"]);
+    let o = run(c);
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 20);
+
+    // Resumed again: nothing left to run.
+    let calls = s.count();
+    let mut c = traj_run(d.path(), &s, "data/r");
+    c.args(["tasks.jsonl", "--resume"]);
+    assert_code(&run(c), 0);
+    assert_eq!(s.count(), calls);
+    assert_eq!(rows(&run_dir).len(), 22);
+}
+
+#[test]
+fn a_prompt_index_claimed_twice_is_an_error_naming_both_rows() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let tasks = d.path().join("tasks.jsonl");
+    // An explicit prompt_index equal to an earlier row's position.
+    write_rows(
+        &tasks,
+        &[
+            json!({"prompt": "a"}),
+            json!({"prompt": "b"}),
+            json!({"prompt": "c", "prompt_index": 1}),
+        ],
+    );
+    let mut c = traj_run(d.path(), &s, "data/a");
+    c.arg("tasks.jsonl");
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains(
+            "tasks.jsonl:3: prompt_index 1 is also the position of tasks.jsonl:2 \
+             (a row without prompt_index)"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    // The other way round: a row's position equal to an earlier row's own index.
+    write_rows(
+        &tasks,
+        &[
+            json!({"prompt": "c", "prompt_index": 1}),
+            json!({"prompt": "a"}),
+        ],
+    );
+    let mut c = traj_run(d.path(), &s, "data/b");
+    c.arg("tasks.jsonl");
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains(
+            "tasks.jsonl:2: this row's position (prompt_index 1 of a row without one) \
+             is the prompt_index of tasks.jsonl:1"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(s.count(), 0, "nothing ran");
+    // On resume: a row's own index held by another task's record in the run directory.
+    write_rows(&tasks, &[json!({"prompt": "a"})]);
+    let mut c = traj_run(d.path(), &s, "data/c");
+    c.arg("tasks.jsonl");
+    assert_code(&run(c), 0);
+    // The dataset edited: "a" gone, a new row given index 0 by hand.
+    write_rows(&tasks, &[json!({"prompt": "z", "prompt_index": 0})]);
+    let mut c = traj_run(d.path(), &s, "data/c");
+    c.args(["tasks.jsonl", "--resume"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains(
+            "tasks.jsonl:1: prompt_index 0 already belongs to another task in the run \
+             directory (data/c/batch_0.jsonl:1)"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(s.count(), 1, "only the first run's task ran");
+}
+
+/// Copy the fixture run directory `name` to `dir/data/NAME` (its dataset beside it).
+fn copy_rundir(dir: &Path, name: &str) -> std::path::PathBuf {
+    let src = fixture(&format!("rundirs/{name}"));
+    let dst = dir.join("data").join(name);
+    std::fs::create_dir_all(&dst).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        let f = p.file_name().unwrap();
+        if f == "dataset.jsonl" {
+            std::fs::copy(&p, dir.join(format!("{name}.jsonl"))).unwrap();
+        } else {
+            std::fs::copy(&p, dst.join(f)).unwrap();
+        }
+    }
+    dst
+}
+
+/// Resume the reference run directory `name`: exactly the prompts of `missing` run
+/// (by position), under their positions, into a new batch file; old files untouched;
+/// counts agree with the files; a second resume runs nothing.
+fn resume_reference(name: &str, missing: &[u64]) -> (tempfile::TempDir, Standin) {
+    let d = tmpdir();
+    let s = Standin::json(json!({"default": {"content": "done {prompt}", "reasoning": "r"}}));
+    let run_dir = copy_rundir(d.path(), name);
+    let old = batch_files(&run_dir);
+    let dataset =
+        parse_jsonl(&std::fs::read_to_string(d.path().join(format!("{name}.jsonl"))).unwrap());
+    let mut c = traj_run(d.path(), &s, &format!("data/{name}"));
+    c.args([&format!("{name}.jsonl"), "--resume"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let asked: Vec<String> = s
+        .requests()
+        .iter()
+        .map(|r| {
+            let m = r["messages"].as_array().unwrap();
+            let user = m.iter().find(|m| m["role"] == "user").unwrap();
+            user["content"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let mut want: Vec<String> = missing
+        .iter()
+        .map(|i| dataset[*i as usize]["prompt"].as_str().unwrap().to_string())
+        .collect();
+    let mut got = asked.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "resume runs only what is missing");
+    let now = batch_files(&run_dir);
+    for (n, bytes) in &old {
+        assert_eq!(&now[n], bytes, "{name}/batch_{n} changed");
+    }
+    let next = old.keys().max().unwrap() + 1;
+    let new_rows = parse_jsonl(std::str::from_utf8(&now[&next]).unwrap());
+    let mut idx: Vec<u64> = new_rows
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    idx.sort();
+    assert_eq!(idx, missing, "new records keep their positions");
+    assert!(new_rows.iter().all(|r| r["task_uid"].is_string()));
+    assert_counts_match_files(&run_dir);
+    let mut c = traj_run(d.path(), &s, &format!("data/{name}"));
+    c.args([&format!("{name}.jsonl"), "--resume"]);
+    assert_code(&run(c), 0);
+    assert_eq!(
+        s.requests().len(),
+        asked.len(),
+        "a second resume runs nothing"
+    );
+    (d, s)
+}
+
+#[test]
+fn resume_of_a_hermes_0_19_0_run_directory_runs_only_what_is_missing() {
+    // Prompts 0-4 and 6 are done; 9 repeats 2's text (an intentional duplicate).
+    let (d, _s) = resume_reference("hermes-0.19.0", &[5, 7, 8, 9]);
+    let cp = read_json(&d.path().join("data/hermes-0.19.0/checkpoint.json"));
+    assert_eq!(
+        cp["completed_prompts"],
+        json!([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    );
+    let mut c = cmd("traj-merge", d.path());
+    c.args(["data/hermes-0.19.0"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let merged = parse_jsonl(&stdout(&o));
+    let idx: Vec<u64> = merged
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(idx, (0..10).collect::<Vec<_>>(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 duplicates dropped"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn resume_of_a_newest_reference_run_directory_counts_discarded_rows_as_done() {
+    // Done: 0, 2 (chat-shaped conversations), 3 (messages), 4, 6, 8; discarded: 1, 5.
+    let (d, _s) = resume_reference("hermes-0.21", &[7, 9, 10, 11]);
+    let run_dir = d.path().join("data/hermes-0.21");
+    let st = read_json(&run_dir.join("statistics.json"));
+    assert_eq!(st["discarded_no_reasoning"], 2);
+    assert_eq!(st["records"], 10);
+    let cp = read_json(&run_dir.join("checkpoint.json"));
+    assert_eq!(cp["batch_stats"]["0"]["discarded_no_reasoning"], 1);
+    assert_eq!(cp["batch_stats"]["1"]["discarded_no_reasoning"], 1);
+    assert_eq!(
+        cp["completed_prompts"],
+        json!((0..12).collect::<Vec<u64>>())
+    );
+
+    let mut c = cmd("traj-merge", d.path());
+    c.args(["data/hermes-0.21", "--rejects", "rej.jsonl"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let merged = parse_jsonl(&stdout(&o));
+    assert!(merged.iter().all(|r| r.get("discarded").is_none()));
+    let idx: Vec<u64> = merged
+        .iter()
+        .map(|r| r["prompt_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(idx, [0, 2, 3, 4, 6, 7, 8, 9, 10, 11]);
+    let err = stderr(&o);
+    assert!(
+        err.contains("12 rows read, 10 written, 0 duplicates dropped")
+            && err.contains("2 discarded rows dropped (tombstones) -> rej.jsonl"),
+        "{err}"
+    );
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    let original: Vec<Value> = rows(&run_dir)
+        .into_iter()
+        .filter(|r| r.get("discarded").is_some())
+        .collect();
+    assert_eq!(rej.len(), 2);
+    for (r, o) in rej.iter().zip(&original) {
+        assert_eq!(
+            r["reasons"],
+            json!(["tombstone: discarded \"no_reasoning\""])
+        );
+        assert_eq!(&r["record"], o, "the exact discarded row");
+    }
+    // Without --rejects they are still counted, and said not kept.
+    let mut c = cmd("traj-merge", d.path());
+    c.args(["data/hermes-0.21", "-o", "out.jsonl"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert!(
+        stderr(&o).contains("2 discarded rows dropped (tombstones) (not kept"),
+        "{}",
+        stderr(&o)
+    );
+}
