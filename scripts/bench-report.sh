@@ -6,6 +6,7 @@
 # in headless Chromium (tests/cli/report.rs, the page-load test at ROWS rows).
 #
 # Usage: scripts/bench-report.sh [ROWS] [RUNS]   (defaults: 100000 rows, best of 3)
+# (TRAJ_BENCH_BIN_DIR=DIR uses DIR/traj-report and DIR/traj-filter, not a release build.)
 # Prints a markdown section on stdout. Needs python3, /usr/bin/time and (for the page
 # load) Chromium (make setup).
 set -euo pipefail
@@ -14,11 +15,14 @@ ROWS=${1:-100000}
 RUNS=${2:-3}
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BENCH="$ROOT/target/bench"
-REPORT="$ROOT/target/release/traj-report"
-FILTER="$ROOT/target/release/traj-filter"
+DIR=${TRAJ_BENCH_BIN_DIR:-$ROOT/target/release}
+REPORT="$DIR/traj-report"
+FILTER="$DIR/traj-filter"
 TIME=/usr/bin/time
 mkdir -p "$BENCH"
-cargo build --release --quiet --locked --bin traj-report --bin traj-filter --manifest-path "$ROOT/Cargo.toml" >&2
+if [[ -z ${TRAJ_BENCH_BIN_DIR:-} ]]; then
+    cargo build --release --quiet --locked --bin traj-report --bin traj-filter --manifest-path "$ROOT/Cargo.toml" >&2
+fi
 
 # gen N FILE: the fixtures' rows in turn, row i with "id": "gen-i" (as the test does).
 gen() {
@@ -26,8 +30,9 @@ gen() {
 import json, sys
 n, fx = int(sys.argv[1]), sys.argv[2]
 rows = []
-for f in ["hermes_reason_tool_use_50.jsonl", "swe_agent_demo_trajs.jsonl",
-          "toolbench_answers.jsonl", "traj_run_records.jsonl"]:
+for f in ["hermes_reason_tool_use_50.jsonl", "hermes_agent_repairs.jsonl",
+          "llamafactory_reason_tool_use_50.jsonl", "toolbench_answers.jsonl",
+          "traj_run_records.jsonl"]:
     rows += [json.loads(l) for l in open(f"{fx}/{f}", encoding="utf-8") if l.strip()]
 out = sys.stdout
 for i in range(n):
@@ -71,11 +76,13 @@ mbs() { awk -v b="$BYTES" -v t="$1" 'BEGIN { printf "%.0f", b / 1e6 / t }'; }
 mb() { awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }'; }
 echo "## traj-report"
 echo
-echo "$ROWS real-shaped rows (the rows of four fixtures in turn, each with its own \`id\`:"
-echo "Hermes ShareGPT with \`<think>\` and \`<tool_call>\`, SWE-agent, ToolBench, traj-run records),"
+echo "$ROWS real-shaped rows (the rows of five fixtures in turn, each with its own \`id\`: Hermes"
+echo "ShareGPT with \`<think>\` and \`<tool_call>\`, hermes-agent repairs, LLaMA-Factory OpenAI messages,"
+echo "ToolBench, traj-run records),"
 echo "$((BYTES / 1000000)) MB; \`scripts/bench-report.sh $ROWS\`, best of $RUNS, $(nproc) cores, load average"
 echo "$(cut -d' ' -f1-3 /proc/loadavg). traj-report reads every row (turns, tool calls and results,"
 echo "tokens with o200k_base) and writes one page; traj-filter with no predicate only validates."
+echo "Binaries: \`${DIR#"$ROOT"/}\`."
 echo
 echo "| command | seconds | MB/s | peak RSS MB |"
 echo "|---|---:|---:|---:|"

@@ -175,6 +175,12 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
                     };
                     x.map(|x| x / scale)
                 };
+                // Counts and quantiles of whole numbers are whole; a mean is not.
+                let fmt = if fmt == Fmt::Num && *s != "mean" {
+                    Fmt::Int
+                } else {
+                    fmt
+                };
                 add(
                     format!("{}.{s}", key.join(".")),
                     group,
