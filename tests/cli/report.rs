@@ -34,7 +34,9 @@ fn traj_report(dir: &Path, args: &[&str]) -> Output {
 fn data_block(html: &str) -> Value {
     let open = r#"<script type="application/json" id="data">"#;
     let start = html.find(open).expect("the page has its data block") + open.len();
-    let len = html[start..].find("</script>").expect("the data block ends");
+    let len = html[start..]
+        .find("</script>")
+        .expect("the data block ends");
     serde_json::from_str(&html[start..start + len]).expect("the data block is JSON")
 }
 
@@ -51,7 +53,8 @@ fn markup(html: &str) -> String {
 #[track_caller]
 fn assert_self_contained(html: &str) {
     let m = markup(html);
-    let attr = regex::Regex::new(r#"(?i)\b(src|href|action|srcset)\s*=\s*["']?([^"'\s>]*)"#).unwrap();
+    let attr =
+        regex::Regex::new(r#"(?i)\b(src|href|action|srcset)\s*=\s*["']?([^"'\s>]*)"#).unwrap();
     for c in attr.captures_iter(&m) {
         let (name, value) = (&c[1], &c[2]);
         assert!(
@@ -59,7 +62,15 @@ fn assert_self_contained(html: &str) {
             "the page loads or links {name}={value:?}"
         );
     }
-    for bad in ["url(", "@import", "<link", "<iframe", "<img", "fetch(", "XMLHttpRequest"] {
+    for bad in [
+        "url(",
+        "@import",
+        "<link",
+        "<iframe",
+        "<img",
+        "fetch(",
+        "XMLHttpRequest",
+    ] {
         assert!(!m.contains(bad), "the page holds {bad:?}");
     }
     assert!(
@@ -186,7 +197,11 @@ fn a_dataset_page_is_self_contained_and_its_figures_are_the_datas() {
         ],
     );
     assert_code(&o, 0);
-    assert!(stderr(&o).contains("50 rows, 50 embedded"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("50 rows, 50 embedded"),
+        "{}",
+        stderr(&o)
+    );
     let html = std::fs::read_to_string(d.path().join("r.html")).unwrap();
     assert_self_contained(&html);
     let data = data_block(&html);
@@ -216,11 +231,24 @@ fn a_dataset_page_is_self_contained_and_its_figures_are_the_datas() {
     assert_eq!(turns, c.turns);
     // The histogram counts every row once.
     let hist = &data["datasets"][0]["overview"]["turns"];
-    let binned: u64 = hist["bins"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).sum();
+    let binned: u64 = hist["bins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .sum();
     assert_eq!(binned + hist["over"].as_u64().unwrap(), 50);
 
     // --summary shows the same figures as text, and writes no page without -o.
-    let o = traj_report(d.path(), &[input.to_str().unwrap(), "--tokenizer", "chars4", "--summary"]);
+    let o = traj_report(
+        d.path(),
+        &[
+            input.to_str().unwrap(),
+            "--tokenizer",
+            "chars4",
+            "--summary",
+        ],
+    );
     assert_code(&o, 0);
     let text = stdout(&o);
     let line = |label: &str| -> String {
@@ -239,10 +267,21 @@ fn a_dataset_page_is_self_contained_and_its_figures_are_the_datas() {
     // The same inputs give the same page, byte for byte.
     let o = traj_report(
         d.path(),
-        &[input.to_str().unwrap(), "--tokenizer", "chars4", "--budget", "1000", "-o", "again.html"],
+        &[
+            input.to_str().unwrap(),
+            "--tokenizer",
+            "chars4",
+            "--budget",
+            "1000",
+            "-o",
+            "again.html",
+        ],
     );
     assert_code(&o, 0);
-    assert_eq!(std::fs::read(d.path().join("again.html")).unwrap(), html.as_bytes());
+    assert_eq!(
+        std::fs::read(d.path().join("again.html")).unwrap(),
+        html.as_bytes()
+    );
 }
 
 /// A stand-in run of three prompts: the page of its directory has the run's totals.
@@ -252,17 +291,32 @@ fn a_run_directory_page_has_the_runs_cost_calls_and_records() {
     let s = Standin::json(
         json!({"default": {"content": "Answer to: {prompt}", "reasoning": "thinking", "cost": 0.001}}),
     );
-    let prompts: String = ["a", "b", "c"].iter().map(|p| format!("{}\n", json!({"prompt": p}))).collect();
+    let prompts: String = ["a", "b", "c"]
+        .iter()
+        .map(|p| format!("{}\n", json!({"prompt": p})))
+        .collect();
     std::fs::write(d.path().join("prompts.jsonl"), prompts).unwrap();
     let mut c = cmd("traj-run", d.path());
-    c.args(["--model", "standin", "--base-url", &s.url(), "--run-dir", "data/r", "-q"])
-        .args(["prompts.jsonl", "--batch-size", "2"]);
+    c.args([
+        "--model",
+        "standin",
+        "--base-url",
+        &s.url(),
+        "--run-dir",
+        "data/r",
+        "-q",
+    ])
+    .args(["prompts.jsonl", "--batch-size", "2"]);
     assert_code(&run(c), 0);
     let run_dir = d.path().join("data/r");
     let mut recs = Vec::new();
     for e in std::fs::read_dir(&run_dir).unwrap() {
         let p = e.unwrap().path();
-        if p.file_name().unwrap().to_string_lossy().starts_with("batch_") {
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("batch_")
+        {
             recs.extend(read_jsonl(&p));
         }
     }
@@ -275,9 +329,16 @@ fn a_run_directory_page_has_the_runs_cost_calls_and_records() {
     let figs = figures(&data);
     let cost: f64 = recs.iter().map(|r| num(&r["usage"]["cost"])).sum();
     let calls: f64 = recs.iter().map(|r| num(&r["api_calls"])).sum();
-    let turns: Vec<u64> = recs.iter().map(|r| r["messages"].as_array().unwrap().len() as u64).collect();
+    let turns: Vec<u64> = recs
+        .iter()
+        .map(|r| r["messages"].as_array().unwrap().len() as u64)
+        .collect();
     assert_fig(&figs, "rows", 3.0);
-    assert_fig(&figs, "status.completed", recs.iter().filter(|r| r["completed"] == true).count() as f64);
+    assert_fig(
+        &figs,
+        "status.completed",
+        recs.iter().filter(|r| r["completed"] == true).count() as f64,
+    );
     assert_fig(&figs, "run.rows", 3.0);
     assert_fig(&figs, "run.cost", cost);
     assert_fig(&figs, "run.api_calls", calls);
@@ -295,7 +356,14 @@ fn compare_puts_two_datasets_side_by_side_with_the_difference() {
     let (ca, cb) = (count(&a), count(&b));
     let o = traj_report(
         d.path(),
-        &["--compare", a.to_str().unwrap(), b.to_str().unwrap(), "-o", "cmp.html", "--summary"],
+        &[
+            "--compare",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "-o",
+            "cmp.html",
+            "--summary",
+        ],
     );
     assert_code(&o, 0);
     let html = std::fs::read_to_string(d.path().join("cmp.html")).unwrap();
@@ -307,16 +375,29 @@ fn compare_puts_two_datasets_side_by_side_with_the_difference() {
         (ca.rows as f64, cb.rows as f64)
     );
     assert_eq!(
-        (num(&figs["tool_calls.sum"][0]), num(&figs["tool_calls.sum"][1])),
+        (
+            num(&figs["tool_calls.sum"][0]),
+            num(&figs["tool_calls.sum"][1])
+        ),
         (ca.calls as f64, cb.calls as f64)
     );
     let text = stdout(&o);
     assert!(text.lines().next().unwrap().ends_with("B - A"), "{text}");
-    let rows = text.lines().find(|l| l.trim_start().starts_with("rows")).unwrap();
+    let rows = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("rows"))
+        .unwrap();
     let diff = cb.rows as i64 - ca.rows as i64;
     assert!(rows.trim_end().ends_with(&format!(" {diff}")), "{rows}");
     // Both datasets' rows are embedded, each marked with its dataset.
-    let by_d = |i: u64| data["rows"].as_array().unwrap().iter().filter(|r| r["d"] == i).count() as u64;
+    let by_d = |i: u64| {
+        data["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["d"] == i)
+            .count() as u64
+    };
     assert_eq!((by_d(0), by_d(1)), (ca.rows, cb.rows));
 }
 
@@ -325,7 +406,16 @@ fn rejects_of_an_earlier_stage_are_counted_by_stage_and_reason() {
     let d = tmpdir();
     let input = fixture("hermes_reason_tool_use_50.jsonl");
     let mut c = cmd("traj-filter", d.path());
-    c.args([input.to_str().unwrap(), "--max-turns", "5", "--rejects", "rej.jsonl", "-o", "kept.jsonl", "-q"]);
+    c.args([
+        input.to_str().unwrap(),
+        "--max-turns",
+        "5",
+        "--rejects",
+        "rej.jsonl",
+        "-o",
+        "kept.jsonl",
+        "-q",
+    ]);
     assert_code(&run(c), 0);
     let rejects = read_jsonl(&d.path().join("rej.jsonl"));
     let kept = read_jsonl(&d.path().join("kept.jsonl"));
@@ -334,7 +424,9 @@ fn rejects_of_an_earlier_stage_are_counted_by_stage_and_reason() {
     assert_eq!(kept.len() + rejects.len(), 50);
     let o = traj_report(d.path(), &["kept.jsonl", "rej.jsonl", "-o", "r.html"]);
     assert_code(&o, 0);
-    let figs = figures(&data_block(&std::fs::read_to_string(d.path().join("r.html")).unwrap()));
+    let figs = figures(&data_block(
+        &std::fs::read_to_string(d.path().join("r.html")).unwrap(),
+    ));
     assert_fig(&figs, "rows", kept.len() as f64);
     assert_fig(&figs, "reject_lines", rejects.len() as f64);
     let reason = figs
@@ -375,7 +467,17 @@ fn the_embedded_sample_is_bounded_reproducible_and_holds_the_extremes() {
     let page = |seed: &str, out: &str| -> Value {
         let o = traj_report(
             d.path(),
-            &["rows.jsonl", "--tokenizer", "chars4", "--max-rows", "40", "--seed", seed, "-o", out],
+            &[
+                "rows.jsonl",
+                "--tokenizer",
+                "chars4",
+                "--max-rows",
+                "40",
+                "--seed",
+                seed,
+                "-o",
+                out,
+            ],
         );
         assert_code(&o, 0);
         data_block(&std::fs::read_to_string(d.path().join(out)).unwrap())
@@ -386,12 +488,32 @@ fn the_embedded_sample_is_bounded_reproducible_and_holds_the_extremes() {
     assert_fig(&figures(&a), "rows", 3000.0);
     // The row with the most turns (the first of them) is embedded, and says why.
     let all = read_jsonl(&input);
-    let turns = |r: &Value| r["conversations"].as_array().or(r["messages"].as_array()).unwrap().len();
+    let turns = |r: &Value| {
+        r["conversations"]
+            .as_array()
+            .or(r["messages"].as_array())
+            .unwrap()
+            .len()
+    };
     let most = all.iter().map(turns).max().unwrap();
     let first = all.iter().position(|r| turns(r) == most).unwrap();
-    let e = rows.iter().find(|r| r["n"] == first as u64).expect("the row with the most turns");
-    assert!(e["pick"].as_array().unwrap().contains(&json!("most turns")), "{}", e["pick"]);
-    let ns = |v: &Value| -> Vec<u64> { v["rows"].as_array().unwrap().iter().map(|r| r["n"].as_u64().unwrap()).collect() };
+    let e = rows
+        .iter()
+        .find(|r| r["n"] == first as u64)
+        .expect("the row with the most turns");
+    assert!(
+        e["pick"].as_array().unwrap().contains(&json!("most turns")),
+        "{}",
+        e["pick"]
+    );
+    let ns = |v: &Value| -> Vec<u64> {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["n"].as_u64().unwrap())
+            .collect()
+    };
     assert_eq!(ns(&a), ns(&page("1", "b.html")));
     assert_ne!(ns(&a), ns(&page("2", "c.html")));
 }
@@ -423,7 +545,10 @@ impl Chromium {
         let path = traj::toolbox::browser::chromium_path().unwrap_or_else(|| {
             panic!("no chromium on this machine: run scripts/setup.sh (apt-get install chromium), or set TRAJ_CHROMIUM")
         });
-        let profile = tempfile::Builder::new().prefix("traj-report-chromium-").tempdir().unwrap();
+        let profile = tempfile::Builder::new()
+            .prefix("traj-report-chromium-")
+            .tempdir()
+            .unwrap();
         let args: Vec<&std::ffi::OsStr> = [
             "--disable-gpu",
             "--disable-quic",
@@ -480,7 +605,12 @@ impl Chromium {
             run_immediately: None,
         })
         .unwrap();
-        Chromium { tab, _browser: browser, _profile: profile, requests }
+        Chromium {
+            tab,
+            _browser: browser,
+            _profile: profile,
+            requests,
+        }
     }
 
     /// Open `page` and wait for its script to have run and a frame to be drawn; returns
@@ -489,14 +619,19 @@ impl Chromium {
         // The last page's time is not this one's (Page.navigate returns once the new
         // document is committed, so the polls below read the new one).
         self.eval("delete window.__paintedAt");
-        self.tab.navigate_to(&format!("file://{}", page.display())).unwrap();
+        self.tab
+            .navigate_to(&format!("file://{}", page.display()))
+            .unwrap();
         let t0 = Instant::now();
         loop {
             let v = self.eval("window.__paintedAt === undefined ? null : window.__paintedAt");
             if let Some(ms) = v.as_f64() {
                 return ms;
             }
-            assert!(t0.elapsed() < Duration::from_secs(60), "the page never drew a frame");
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the page never drew a frame"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -507,7 +642,10 @@ impl Chromium {
             .tab
             .evaluate(&format!("JSON.stringify({js})"), false)
             .unwrap_or_else(|e| panic!("{js}: {e:#}"));
-        let text = r.value.and_then(|v| v.as_str().map(str::to_string)).unwrap_or("null".into());
+        let text = r
+            .value
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or("null".into());
         serde_json::from_str(&text).unwrap()
     }
 
@@ -521,7 +659,10 @@ impl Chromium {
     fn assert_no_network(&self, page: &Path) {
         let own = format!("file://{}", page.display());
         let reqs = self.requests.lock().unwrap().clone();
-        assert!(reqs.iter().all(|u| *u == own), "requests beyond the page: {reqs:?}");
+        assert!(
+            reqs.iter().all(|u| *u == own),
+            "requests beyond the page: {reqs:?}"
+        );
         let res = self.eval("performance.getEntriesByType('resource').map((e) => e.name)");
         assert_eq!(res, json!([]), "resources loaded");
     }
@@ -532,7 +673,11 @@ impl Chromium {
         let t = t.as_str().unwrap();
         let w: Vec<&str> = t.split_whitespace().collect();
         let items = self.eval("document.querySelectorAll('#list li').length");
-        (w[0].parse().unwrap(), w[2].parse().unwrap(), items.as_u64().unwrap())
+        (
+            w[0].parse().unwrap(),
+            w[2].parse().unwrap(),
+            items.as_u64().unwrap(),
+        )
     }
 }
 
@@ -555,7 +700,15 @@ fn in_chromium_the_page_shows_the_figures_and_search_and_filters_work() {
     let page = d.path().join("r.html");
     let o = traj_report(
         d.path(),
-        &["hermes_reason_tool_use_50.jsonl", "--tokenizer", "chars4", "--budget", "1000", "-o", "r.html"],
+        &[
+            "hermes_reason_tool_use_50.jsonl",
+            "--tokenizer",
+            "chars4",
+            "--budget",
+            "1000",
+            "-o",
+            "r.html",
+        ],
     );
     assert_code(&o, 0);
     let c = count(&input);
@@ -567,18 +720,29 @@ fn in_chromium_the_page_shows_the_figures_and_search_and_filters_work() {
         .tab
         .capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true)
         .unwrap();
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a blank screenshot? {} bytes", png.len());
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "a blank screenshot? {} bytes",
+        png.len()
+    );
     std::fs::write(shot_dir().join("report.png"), &png).unwrap();
     eprintln!("report page of 50 rows drawn in {ms:.0} ms");
 
     // The figures the page shows are the data's.
     let dom: BTreeMap<String, Vec<String>> = serde_json::from_value(b.eval(DOM_FIGURES)).unwrap();
-    let cell = |id: &str| dom.get(id).unwrap_or_else(|| panic!("no figure {id} on the page"))[0].clone();
+    let cell = |id: &str| {
+        dom.get(id)
+            .unwrap_or_else(|| panic!("no figure {id} on the page"))[0]
+            .clone()
+    };
     assert_eq!(cell("rows"), c.rows.to_string());
     assert_eq!(cell("tool_calls.sum"), c.calls.to_string());
     assert_eq!(cell("turns.max"), c.turns.iter().max().unwrap().to_string());
     assert_eq!(cell("turns.mean"), format!("{:.1}", mean(&c.turns)));
-    assert_eq!(cell("over_budget"), c.tokens.iter().filter(|t| **t > 1000).count().to_string());
+    assert_eq!(
+        cell("over_budget"),
+        c.tokens.iter().filter(|t| **t > 1000).count().to_string()
+    );
     for (tool, n) in &c.tools {
         assert_eq!(cell(&format!("tool.{tool}.calls")), n.to_string(), "{tool}");
     }
@@ -595,9 +759,11 @@ fn in_chromium_the_page_shows_the_figures_and_search_and_filters_work() {
     let want = rows
         .iter()
         .filter(|r| {
-            r["conversations"].as_array().unwrap().iter().any(|t| {
-                t["value"].as_str().unwrap().to_lowercase().contains(word)
-            })
+            r["conversations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["value"].as_str().unwrap().to_lowercase().contains(word))
         })
         .count() as u64;
     assert!(want > 0 && want < 50, "{want} rows hold {word:?}");
@@ -616,31 +782,53 @@ fn in_chromium_the_page_shows_the_figures_and_search_and_filters_work() {
         .iter()
         .filter(|r| {
             r["conversations"].as_array().unwrap().iter().any(|t| {
-                t["from"] == "gpt" && sharegpt_calls(t["value"].as_str().unwrap()).contains(&first_tool)
+                t["from"] == "gpt"
+                    && sharegpt_calls(t["value"].as_str().unwrap()).contains(&first_tool)
             })
         })
         .count() as u64;
     b.tab.find_element("#f-tool").unwrap().focus().unwrap();
     b.tab.press_key("ArrowDown").unwrap();
-    assert_eq!(b.eval("document.getElementById('f-tool').value"), json!(first_tool));
-    assert_eq!(b.shown(), (with_tool, 50, with_tool), "tool filter {first_tool}");
+    assert_eq!(
+        b.eval("document.getElementById('f-tool').value"),
+        json!(first_tool)
+    );
+    assert_eq!(
+        b.shown(),
+        (with_tool, 50, with_tool),
+        "tool filter {first_tool}"
+    );
 
     // Click a row: its conversation, turn by turn, the system prompt folded.
     b.tab.find_element("#list li").unwrap().click().unwrap();
-    let n = b.eval("+document.querySelector('#list li.sel').dataset.n").as_u64().unwrap() as usize;
+    let n = b
+        .eval("+document.querySelector('#list li.sel').dataset.n")
+        .as_u64()
+        .unwrap() as usize;
     let conv = rows[n]["conversations"].as_array().unwrap();
     let non_system = conv.iter().filter(|t| t["from"] != "system").count();
-    assert_eq!(b.eval("document.querySelectorAll('#conv .turn').length"), json!(non_system));
-    assert_eq!(b.eval("document.querySelectorAll('#conv details.sys:not([open])').length"), json!(1));
+    assert_eq!(
+        b.eval("document.querySelectorAll('#conv .turn').length"),
+        json!(non_system)
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('#conv details.sys:not([open])').length"),
+        json!(1)
+    );
     let calls = conv
         .iter()
         .filter(|t| t["from"] == "gpt")
         .map(|t| sharegpt_calls(t["value"].as_str().unwrap()).len())
         .sum::<usize>();
-    assert_eq!(b.eval("document.querySelectorAll('#conv .call').length"), json!(calls));
+    assert_eq!(
+        b.eval("document.querySelectorAll('#conv .call').length"),
+        json!(calls)
+    );
     std::fs::write(
         shot_dir().join("report-viewer.png"),
-        b.tab.capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true).unwrap(),
+        b.tab
+            .capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true)
+            .unwrap(),
     )
     .unwrap();
 
@@ -651,7 +839,10 @@ fn in_chromium_the_page_shows_the_figures_and_search_and_filters_work() {
 /// Rows of the page-load test: `TRAJ_REPORT_ROWS` (scripts/bench-report.sh measures
 /// 100,000 once), else 20,000.
 fn load_rows() -> usize {
-    std::env::var("TRAJ_REPORT_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000)
+    std::env::var("TRAJ_REPORT_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000)
 }
 
 #[test]
