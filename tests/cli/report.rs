@@ -120,6 +120,7 @@ fn sharegpt_calls(value: &str) -> Vec<String> {
 
 fn count(path: &Path) -> Counted {
     let mut c = Counted::default();
+    let think = regex::Regex::new(r"(?s)<think>(.*?)</think>").unwrap();
     for row in read_jsonl(path) {
         c.rows += 1;
         c.completed += u64::from(row["completed"] == true);
@@ -135,7 +136,6 @@ fn count(path: &Path) -> Counted {
                         c.calls += 1;
                         *c.tools.entry(name).or_default() += 1;
                     }
-                    let think = regex::Regex::new(r"(?s)<think>(.*?)</think>").unwrap();
                     reasoning |= think.captures_iter(v).any(|m| !m[1].trim().is_empty());
                 }
             }
