@@ -22,6 +22,7 @@ mod pipeline;
 mod pod;
 mod repair;
 mod repair_bridge;
+mod report;
 mod run;
 mod run_faults;
 mod run_resume;

@@ -18,6 +18,7 @@ pub fn bin(name: &str) -> PathBuf {
         "traj-compress" => env!("CARGO_BIN_EXE_traj-compress"),
         "traj-sample-tools" => env!("CARGO_BIN_EXE_traj-sample-tools"),
         "traj-run" => env!("CARGO_BIN_EXE_traj-run"),
+        "traj-report" => env!("CARGO_BIN_EXE_traj-report"),
         other => panic!("unknown binary {other}"),
     };
     PathBuf::from(p)

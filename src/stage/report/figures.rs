@@ -36,6 +36,9 @@ pub struct Figure {
     pub v: Vec<Option<f64>>,
 }
 
+/// How a figure's value is read from one overview.
+type Get<'a> = &'a dyn Fn(&Value) -> Option<f64>;
+
 fn num(v: &Value) -> Option<f64> {
     v.as_f64()
 }
@@ -43,7 +46,7 @@ fn num(v: &Value) -> Option<f64> {
 /// The figures of `overviews` (one per dataset), groups without any value left out.
 pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     let mut out = Vec::new();
-    let mut add = |id: String, group, label: String, fmt, get: &dyn Fn(&Value) -> Option<f64>| {
+    let mut add = |id: String, group, label: String, fmt, get: Get<'_>| {
         let v: Vec<Option<f64>> = overviews.iter().map(|o| get(o)).collect();
         out.push(Figure {
             id,
@@ -158,32 +161,37 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
             },
         );
     }
-    let dist =
-        |add: &mut dyn FnMut(String, &'static str, String, Fmt, &dyn Fn(&Value) -> Option<f64>),
-         group: &'static str,
-         key: &'static [&'static str],
-         stats: &[&'static str],
-         fmt: Fmt| {
-            for s in stats {
-                let get = |o: &Value| {
-                    let d = key.iter().fold(o, |v, k| &v[*k]);
-                    let scale = d["scale"].as_f64().unwrap_or(1.0);
-                    let x = if *s == "sum" {
-                        d["sum"].as_f64()
-                    } else {
-                        d[*s].as_f64()
-                    };
-                    x.map(|x| x / scale)
+    let dist = |add: &mut dyn FnMut(String, &'static str, String, Fmt, Get<'_>),
+                group: &'static str,
+                key: &'static [&'static str],
+                stats: &[&'static str],
+                fmt: Fmt| {
+        for s in stats {
+            let get = |o: &Value| {
+                let d = key.iter().fold(o, |v, k| &v[*k]);
+                let scale = d["scale"].as_f64().unwrap_or(1.0);
+                let x = if *s == "sum" {
+                    d["sum"].as_f64()
+                } else {
+                    d[*s].as_f64()
                 };
-                add(
-                    format!("{}.{s}", key.join(".")),
-                    group,
-                    s.to_string(),
-                    fmt,
-                    &get,
-                );
-            }
-        };
+                x.map(|x| x / scale)
+            };
+            // Counts and quantiles of whole numbers are whole; a mean is not.
+            let fmt = if fmt == Fmt::Num && *s != "mean" {
+                Fmt::Int
+            } else {
+                fmt
+            };
+            add(
+                format!("{}.{s}", key.join(".")),
+                group,
+                s.to_string(),
+                fmt,
+                &get,
+            );
+        }
+    };
     dist(
         &mut add,
         "Tokens per row",
@@ -425,7 +433,6 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
             &|o| num(&o["rollouts"]["pass_at_k"][&k]),
         );
     }
-    drop(add);
     // A group whose figures are all absent or zero says nothing; the Rows group stays.
     let shown: BTreeSet<&'static str> = out
         .iter()

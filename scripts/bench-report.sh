@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Benchmark traj-report: a page of ROWS real-shaped rows (the fixtures' rows in turn,
+# each with its own id) built in a time measured against traj-filter reading the same
+# rows, peak RSS at a quarter of the rows and at all of them (memory is bounded by the
+# embedded rows and distinct values, not by rows), and the time the page takes to draw
+# in headless Chromium (tests/cli/report.rs, the page-load test at ROWS rows).
+#
+# Usage: scripts/bench-report.sh [ROWS] [RUNS]   (defaults: 100000 rows, best of 3)
+# (TRAJ_BENCH_BIN_DIR=DIR uses DIR/traj-report and DIR/traj-filter, not a release build.)
+# Prints a markdown section on stdout. Needs python3, /usr/bin/time and (for the page
+# load) Chromium (make setup).
+set -euo pipefail
+
+ROWS=${1:-100000}
+RUNS=${2:-3}
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BENCH="$ROOT/target/bench"
+DIR=${TRAJ_BENCH_BIN_DIR:-$ROOT/target/release}
+REPORT="$DIR/traj-report"
+FILTER="$DIR/traj-filter"
+TIME=/usr/bin/time
+mkdir -p "$BENCH"
+if [[ -z ${TRAJ_BENCH_BIN_DIR:-} ]]; then
+    cargo build --release --quiet --locked --bin traj-report --bin traj-filter --manifest-path "$ROOT/Cargo.toml" >&2
+fi
+
+# gen N FILE: the fixtures' rows in turn, row i with "id": "gen-i" (as the test does).
+gen() {
+    python3 - "$1" "$ROOT/tests/fixtures" >"$2" <<'PY'
+import json, sys
+n, fx = int(sys.argv[1]), sys.argv[2]
+rows = []
+for f in ["hermes_reason_tool_use_50.jsonl", "hermes_agent_repairs.jsonl",
+          "llamafactory_reason_tool_use_50.jsonl", "toolbench_answers.jsonl",
+          "traj_run_records.jsonl"]:
+    rows += [json.loads(l) for l in open(f"{fx}/{f}", encoding="utf-8") if l.strip()]
+out = sys.stdout
+for i in range(n):
+    r = dict(rows[i % len(rows)])
+    r["id"] = f"gen-{i}"
+    out.write(json.dumps(r, ensure_ascii=False) + "\n")
+PY
+}
+CORPUS="$BENCH/report-${ROWS}.jsonl"
+QUARTER="$BENCH/report-$((ROWS / 4)).jsonl"
+[[ -s $CORPUS ]] || gen "$ROWS" "$CORPUS"
+[[ -s $QUARTER ]] || gen "$((ROWS / 4))" "$QUARTER"
+BYTES=$(stat -L -c %s "$CORPUS")
+cat "$CORPUS" "$QUARTER" >/dev/null # warm the page cache
+
+# best CMD: the best wall seconds of RUNS runs and the largest peak RSS (KB).
+best() {
+    local t="" rss=0 out w m
+    for ((r = 0; r < RUNS; r++)); do
+        out=$({ $TIME -f "%e %M" bash -c "$1" >/dev/null; } 2>&1 | tail -n 1)
+        read -r w m <<<"$out"
+        if [[ -z $t ]] || awk -v a="$w" -v b="$t" 'BEGIN { exit !(a < b) }'; then t=$w; fi
+        ((m > rss)) && rss=$m
+    done
+    echo "$t $rss"
+}
+PAGE="$BENCH/report-${ROWS}.html"
+read -r t_filter rss_filter < <(best "'$FILTER' -q '$CORPUS'")
+read -r t_report rss_report < <(best "'$REPORT' -q '$CORPUS' -o '$PAGE'")
+read -r t_chars rss_chars < <(best "'$REPORT' -q --tokenizer chars4 '$CORPUS' -o '$PAGE.chars4.html'")
+read -r t_quarter rss_quarter < <(best "'$REPORT' -q '$QUARTER' -o '$BENCH/report-quarter.html'")
+PAGE_MB=$(awk -v b="$(stat -c %s "$PAGE")" 'BEGIN { printf "%.1f", b / 1e6 }')
+EMBEDDED=$(grep -o '"embedded":[0-9]*' "$PAGE" | head -n 1 | cut -d: -f2)
+rm -f "$PAGE.chars4.html" "$BENCH/report-quarter.html"
+
+# The page load, in Chromium, by the test at ROWS rows.
+LOAD=$(cd "$ROOT" && TRAJ_REPORT_ROWS=$ROWS cargo test --locked --quiet --test cli -- \
+    report::a_page_of_many_rows_loads --nocapture 2>&1 | grep -o 'drawn in [0-9]* ms (opened again: [0-9]* ms)' || echo "failed")
+
+mbs() { awk -v b="$BYTES" -v t="$1" 'BEGIN { printf "%.0f", b / 1e6 / t }'; }
+mb() { awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }'; }
+echo "## traj-report"
+echo
+echo "$ROWS real-shaped rows (the rows of five fixtures in turn, each with its own \`id\`: Hermes"
+echo "ShareGPT with \`<think>\` and \`<tool_call>\`, hermes-agent repairs, LLaMA-Factory OpenAI messages,"
+echo "ToolBench, traj-run records),"
+echo "$((BYTES / 1000000)) MB; \`scripts/bench-report.sh $ROWS\`, best of $RUNS, $(nproc) cores, load average"
+echo "$(cut -d' ' -f1-3 /proc/loadavg). traj-report reads every row (turns, tool calls and results,"
+echo "tokens with o200k_base) and writes one page; traj-filter with no predicate only validates."
+echo "Binaries: \`${DIR#"$ROOT"/}\`."
+echo
+echo "| command | seconds | MB/s | peak RSS MB |"
+echo "|---|---:|---:|---:|"
+echo "| traj-filter (no predicate) | $t_filter | $(mbs "$t_filter") | $(mb "$rss_filter") |"
+echo "| traj-report -o page.html (o200k_base) | $t_report | $(mbs "$t_report") | $(mb "$rss_report") |"
+echo "| traj-report --tokenizer chars4 | $t_chars | $(mbs "$t_chars") | $(mb "$rss_chars") |"
+echo "| traj-report, a quarter of the rows ($((ROWS / 4))) | $t_quarter | | $(mb "$rss_quarter") |"
+echo
+echo "traj-report takes $(awk -v a="$t_report" -v b="$t_filter" 'BEGIN { printf "%.1f", a / b }')x traj-filter's time; its peak RSS is"
+echo "$(mb "$rss_quarter") MB at $((ROWS / 4)) rows and $(mb "$rss_report") MB at $ROWS (bounded by the $EMBEDDED embedded rows,"
+echo "not by the rows read). The page is $PAGE_MB MB; in headless Chromium it is $LOAD"
+echo "(\`tests/cli/report.rs\`: from navigation start to the first frame after the document is"
+echo "ready, in a fresh browser)."
