@@ -8,6 +8,7 @@ mod util;
 mod standin;
 
 mod compress;
+mod compress_fit;
 mod core;
 mod demo;
 mod filter;
