@@ -18,6 +18,7 @@ mod lossless;
 mod merge;
 mod normalize;
 mod numbers;
+mod parquet_typed;
 mod pipeline;
 mod pod;
 mod repair;

@@ -54,8 +54,8 @@ impl Unfit {
     }
 }
 
-/// Rounds of cutting per tier before giving up on it (each round cuts the tier to a
-/// lower level, by what the last one missed).
+/// Rounds of cutting per tier (each round cuts the tier to a lower level, by what the
+/// last one missed; the last cuts it to its markers).
 const ROUNDS: usize = 12;
 
 /// The marker put between the head and the tail of a truncated text.
@@ -183,7 +183,7 @@ pub fn truncate(
             .collect();
         let mut slack = 0;
         let mut last = usize::MAX;
-        for _ in 0..ROUNDS {
+        for round in 0..ROUNDS {
             if total <= target || tier.is_empty() {
                 break;
             }
@@ -192,7 +192,13 @@ pub fn truncate(
             let others = total - held.min(total);
             let room = target.saturating_sub(others + slack);
             let texts: Vec<usize> = tier.iter().map(|&i| text[i]).collect();
-            let c = level(&texts, fixed, mark, room).unwrap_or(0).min(last);
+            // The last round cuts the tier to its markers, so that the next tier (or a
+            // rejection) comes only when this one has nothing left to give.
+            let c = if round + 1 == ROUNDS {
+                0
+            } else {
+                level(&texts, fixed, mark, room).unwrap_or(0).min(last)
+            };
             for &i in &tier {
                 if text[i] <= c {
                     continue;
