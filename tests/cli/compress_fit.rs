@@ -66,13 +66,74 @@ fn swe_agent_rows_all_fit() {
             text.contains("characters truncated by traj-compress"),
             "{budget}"
         );
-        // The system turn is never cut while other turns can be.
-        for (r, i) in rows.iter().zip(&input) {
-            let sys = |v: &Value| v["conversations"][0].clone();
-            if sys(i)["from"] == "system" {
-                assert_eq!(sys(r), sys(i), "{budget}");
-            }
+        // What was cut is the observations: in every truncated row, human turns after
+        // the first (SWE-agent's `user` turns).
+        let cut_rows: Vec<(&Value, &Value)> = rows
+            .iter()
+            .zip(&input)
+            .filter(|(r, _)| serde_json::to_string(r).unwrap().contains(MARK))
+            .collect();
+        assert!(!cut_rows.is_empty(), "{budget}");
+        for (r, i) in cut_rows {
+            let conv = r["conversations"].as_array().unwrap();
+            let first = conv.iter().position(|t| t["from"] == "human");
+            assert!(
+                conv.iter()
+                    .enumerate()
+                    .any(|(k, t)| t["from"] == "human" && Some(k) != first && marked(t)),
+                "{budget}: no observation cut in {r}"
+            );
+            tiers_in_order(r, i, budget);
         }
+    }
+}
+
+const MARK: &str = "characters truncated by traj-compress";
+
+fn marked(t: &Value) -> bool {
+    t["value"].as_str().is_some_and(|v| v.contains(MARK))
+}
+
+/// A text cut to its marker alone (a Hermes `<tool_response>` block: its `content`).
+fn at_marker(t: &Value) -> bool {
+    let v = t["value"].as_str().unwrap_or("");
+    let Some(start) = v.find("\n\n[... ") else {
+        return v.is_empty();
+    };
+    let end = v[start..].find(" ...]\n\n").map(|k| start + k + " ...]\n\n".len());
+    let Some(end) = end else { return false };
+    let rest = format!("{}{}", &v[..start], &v[end..]);
+    rest.is_empty()
+        || rest
+            .strip_prefix("<tool_response>\n")
+            .and_then(|b| b.strip_suffix("\n</tool_response>"))
+            .and_then(|b| serde_json::from_str::<Value>(b).ok())
+            .is_some_and(|o| o["content"] == "")
+}
+
+/// The tiers of `--over-budget truncate` in the output row `r` of input row `i`: a system
+/// turn or the first human turn (the task) is cut only when every other turn is down to
+/// its marker. (The system turn may gain the compressor's note at its end.)
+fn tiers_in_order(r: &Value, i: &Value, budget: usize) {
+    let conv = r["conversations"].as_array().unwrap();
+    let first = conv.iter().position(|t| t["from"] == "human");
+    let late = |k: usize| conv[k]["from"] == "system" || Some(k) == first;
+    let task_or_system_cut = (0..conv.len()).any(|k| late(k) && marked(&conv[k]));
+    if task_or_system_cut {
+        for (k, t) in conv.iter().enumerate() {
+            // (A text shorter than a marker is never cut.)
+            let short = !marked(t) && t["value"].as_str().is_none_or(|v| v.len() <= 200);
+            assert!(
+                late(k) || at_marker(t) || short,
+                "{budget}: turn {k} not at its marker: {t}"
+            );
+        }
+    }
+    // A system turn not cut keeps its text (perhaps with the compressor's note after it).
+    let (t, s) = (&conv[0], &i["conversations"][0]);
+    if s["from"] == "system" && !marked(t) {
+        let (t, s) = (t["value"].as_str().unwrap(), s["value"].as_str().unwrap());
+        assert!(t.starts_with(s), "{budget}: {t}");
     }
 }
 
@@ -125,8 +186,9 @@ fn rows_fit_at_small_budgets_unless_the_markers_alone_exceed() {
                 "over-budget: over 700 tokens with every turn cut to its truncation marker",
                 "{r}"
             );
-            let line: Value = serde_json::from_str(r["line"].as_str().unwrap()).unwrap();
-            assert_eq!(line["id"], 30);
+            assert_eq!(r["line"], 3, "{r}");
+            let raw: Value = serde_json::from_str(r["raw"].as_str().unwrap()).unwrap();
+            assert_eq!(raw, rows[2], "the exact original row");
         }
         assert!(
             over_budget(d.path(), "fit.jsonl", budget).is_empty(),
@@ -135,6 +197,7 @@ fn rows_fit_at_small_budgets_unless_the_markers_alone_exceed() {
         for r in &out {
             let conv = r["conversations"].as_array().unwrap();
             let src = rows.iter().find(|x| x["id"] == r["id"]).unwrap();
+            tiers_in_order(r, src, budget);
             // Cut turns keep their head and tail around the marker.
             for (t, s) in conv.iter().zip(src["conversations"].as_array().unwrap()) {
                 let (t, s) = (t["value"].as_str().unwrap(), s["value"].as_str().unwrap());

@@ -10,9 +10,10 @@
 //! it, shorter ones are untouched), the level chosen so that the row fits; a tier is
 //! cut down to its markers before the next is touched. Each cut starts from the turn's
 //! original text (markers never nest), and after each the row is counted again (whole,
-//! by the chat template, when the tokenizer has one). A row is rejected only when every
-//! text is down to its marker and the rest (markers, tool calls, markup) still exceeds
-//! the budget.
+//! by the chat template, when the tokenizer has one). A text no longer than a marker is
+//! never cut (the marker would make it longer). A row is rejected only when every text
+//! is down to its marker and the rest (markers, short texts, tool calls, markup) still
+//! exceeds the budget.
 //!
 //! A Hermes tool turn that is one `<tool_response>` block around a JSON object with a
 //! string `content` has that string shortened, so the block stays valid JSON; any other
@@ -37,8 +38,9 @@ pub enum Unfit {
         target: usize,
         reason: String,
     },
-    /// `--over-budget truncate`: every text is cut to its marker and the row is still
-    /// over (the markers, tool calls and markup alone exceed the budget).
+    /// `--over-budget truncate`: every text is cut to its marker (but those shorter
+    /// than a marker) and the row is still over (the markers, tool calls and markup
+    /// alone exceed the budget).
     #[error("over-budget: over {target} tokens with every turn cut to its truncation marker")]
     CannotFit { tokens: usize, target: usize },
 }
@@ -119,6 +121,12 @@ fn tier(roles: &[Role], i: usize) -> usize {
     }
 }
 
+/// True when a text of `t` tokens is cut at level `c`: only when the cut, marker
+/// included, is shorter (a text shorter than a marker is never cut).
+fn cuts(t: usize, c: usize, mark: usize) -> bool {
+    t > c + mark
+}
+
 /// The highest level (tokens kept of each text) at which the texts `text` (with
 /// `fixed` tokens beside each) take at most `room` tokens, a cut text counting
 /// `mark` more for its marker; `None` when even level 0 does not fit.
@@ -127,7 +135,7 @@ fn level(text: &[usize], fixed: usize, mark: usize, room: usize) -> Option<usize
         fixed
             + text
                 .iter()
-                .map(|&t| if t <= c { t } else { c + mark })
+                .map(|&t| if cuts(t, c, mark) { c + mark } else { t })
                 .sum::<usize>()
     };
     let top = text.iter().copied().max().unwrap_or(0);
@@ -200,7 +208,7 @@ pub fn truncate(
                 level(&texts, fixed, mark, room).unwrap_or(0).min(last)
             };
             for &i in &tier {
-                if text[i] <= c {
+                if !cuts(text[i], c, mark) {
                     continue;
                 }
                 let Some(short) = cut_text(&original[i], shape, c as f64 / text[i] as f64) else {
@@ -255,6 +263,16 @@ mod tests {
         assert!(t.starts_with("éé\n\n[... 16 characters truncated"), "{t}");
         assert!(t.ends_with("xx"));
         assert_eq!(head_tail("abc", 3), None);
+    }
+
+    #[test]
+    fn the_level_cuts_only_texts_a_marker_shortens() {
+        // 5 + (c + 15) <= 40: the long text keeps 20 tokens, the short one is left.
+        assert_eq!(level(&[5, 100], 0, 15, 40), Some(20));
+        assert_eq!(level(&[5, 100], 0, 15, 200), Some(100));
+        // Texts shorter than a marker: nothing to cut, level 0 does not fit.
+        assert_eq!(level(&[5, 5, 5], 0, 15, 10), None);
+        assert!(!cuts(15, 0, 15) && cuts(16, 0, 15));
     }
 
     #[test]
