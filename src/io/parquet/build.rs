@@ -17,7 +17,8 @@ use serde_json::Value;
 
 use super::shape::JSON_KEY;
 
-/// A value of the column, `None` for absent or `null`.
+/// A value of the column, `None` for absent or `null` (a JSON-text column of the top
+/// level keeps a `null` as `Some`, [`columns`]).
 type Cell<'a> = Option<&'a Value>;
 
 fn cell(v: Option<&Value>) -> Cell<'_> {
@@ -169,12 +170,17 @@ fn structs(
         .map_err(|e| format!("{path}: {e}"))
 }
 
-/// The columns of `rows` (each a JSON object).
+/// The columns of `rows` (each a JSON object). A JSON-text column holds a member
+/// written as `null` as the text `null`, and a missing one as a null.
 pub fn columns(fields: &Fields, rows: &[Value]) -> Result<Vec<ArrayRef>, String> {
     fields
         .iter()
         .map(|f| {
-            let col: Vec<Cell<'_>> = rows.iter().map(|r| cell(r.get(f.name()))).collect();
+            let col: Vec<Cell<'_>> = if f.metadata().contains_key(JSON_KEY) {
+                rows.iter().map(|r| r.get(f.name())).collect()
+            } else {
+                rows.iter().map(|r| cell(r.get(f.name()))).collect()
+            };
             array(f, &col, f.name())
         })
         .collect()

@@ -357,6 +357,13 @@ mod tests {
     }
 
     #[test]
+    fn a_member_null_in_one_row_and_missing_in_another_reads_back_so() {
+        let rows = "{\"a\":null,\"b\":1}\n{\"b\":2}\n{\"a\":[1],\"b\":3}\n";
+        let (_d, p) = write(rows, ROW_GROUP_BYTES);
+        assert_eq!(read(&p), rows);
+    }
+
+    #[test]
     fn long_rows_close_a_row_group_by_bytes() {
         let row = format!(
             "{{\"conversations\":[{{\"from\":\"human\",\"value\":\"{}\"}}]}}\n",

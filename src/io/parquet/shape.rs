@@ -11,7 +11,9 @@
 //! at the path has the same keys. Any other path (types that differ, objects whose keys
 //! differ or that are empty, a number a double cannot hold) is JSON text, marked in the
 //! field's metadata: the rule of HF `datasets` 5's JSON loader, so that both give the
-//! same columns.
+//! same columns. One more, that the JSON loader has not: a member that is `null` in some
+//! rows and missing from others is JSON text too (a typed column could not tell them
+//! apart).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -249,7 +251,14 @@ impl Node {
 
     /// This path's field, named `name`; `hint` the type the input had here.
     fn field(&self, name: &str, hint: Option<&DataType>) -> Field {
-        let (dt, json) = self.data_type(hint);
+        // A member written as `null` in some rows and left out of others: JSON text,
+        // where a written null is the text `null` and a missing member a null, so that
+        // both read back as they were.
+        let (dt, json) = if self.null && self.absent {
+            (DataType::Utf8, true)
+        } else {
+            self.data_type(hint)
+        };
         let mut meta = HashMap::new();
         if json {
             meta.insert(JSON_KEY.to_string(), "1".to_string());
@@ -414,6 +423,15 @@ mod tests {
             assert_eq!(x.data_type(), &DataType::Utf8, "{x:?}");
             assert_eq!(x.metadata().get(JSON_KEY).map(String::as_str), Some("1"));
         }
+    }
+
+    #[test]
+    fn a_member_null_in_some_rows_and_missing_in_others_is_json() {
+        let f = shape("{\"a\":null,\"b\":1,\"c\":2}\n{\"b\":null}\n{\"b\":3,\"c\":null}\n");
+        let json: Vec<bool> = f.iter().map(|x| x.metadata().contains_key(JSON_KEY)).collect();
+        // a: null or missing; b: null or a number, never missing; c: all three.
+        assert_eq!(json, [true, false, true]);
+        assert_eq!(f[1].data_type(), &DataType::Int64);
     }
 
     #[test]
