@@ -100,7 +100,9 @@ fn at_marker(t: &Value) -> bool {
     let Some(start) = v.find("\n\n[... ") else {
         return v.is_empty();
     };
-    let end = v[start..].find(" ...]\n\n").map(|k| start + k + " ...]\n\n".len());
+    let end = v[start..]
+        .find(" ...]\n\n")
+        .map(|k| start + k + " ...]\n\n".len());
     let Some(end) = end else { return false };
     let rest = format!("{}{}", &v[..start], &v[end..]);
     rest.is_empty()

@@ -212,7 +212,10 @@ fn reads_back(d: &Path, parquet: &Path, jsonl: &Path) {
 
 /// Run `bin` with `args` on `input` twice, `-o NAME.parquet` and `-o NAME.jsonl`.
 fn both(d: &Path, bin: &str, args: &[&str], input: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let (p, j) = (d.join(format!("{name}.parquet")), d.join(format!("{name}.jsonl")));
+    let (p, j) = (
+        d.join(format!("{name}.parquet")),
+        d.join(format!("{name}.jsonl")),
+    );
     for out in [&p, &j] {
         let mut c = cmd(bin, d);
         c.arg("-q").args(args).arg(input).arg("-o").arg(out);
@@ -317,7 +320,10 @@ print("version", datasets.__version__, "ok")
     let rows = read_jsonl(&pairs[0].1);
     let cut = rows
         .iter()
-        .filter(|r| r.to_string().contains("characters truncated by traj-compress"))
+        .filter(|r| {
+            r.to_string()
+                .contains("characters truncated by traj-compress")
+        })
         .count();
     assert!(cut >= 5, "{cut} of {} rows cut", rows.len());
     for (p, j) in &pairs {

@@ -428,7 +428,10 @@ mod tests {
     #[test]
     fn a_member_null_in_some_rows_and_missing_in_others_is_json() {
         let f = shape("{\"a\":null,\"b\":1,\"c\":2}\n{\"b\":null}\n{\"b\":3,\"c\":null}\n");
-        let json: Vec<bool> = f.iter().map(|x| x.metadata().contains_key(JSON_KEY)).collect();
+        let json: Vec<bool> = f
+            .iter()
+            .map(|x| x.metadata().contains_key(JSON_KEY))
+            .collect();
         // a: null or missing; b: null or a number, never missing; c: all three.
         assert_eq!(json, [true, false, true]);
         assert_eq!(f[1].data_type(), &DataType::Int64);
