@@ -106,8 +106,9 @@ fn python(dir: &Path, code: &str) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// What traj writes as Parquet, pyarrow and `datasets` read with typed turns; reading it
-/// back gives every row with every value.
+/// What traj writes as Parquet (schema 2: one typed column per member), pyarrow and
+/// `datasets` read as typed columns, every row with every value; traj reads it back.
+/// (tests/cli/parquet_typed.rs covers every fixture source and both `datasets`.)
 #[test]
 fn parquet_written_by_traj_reads_in_pyarrow_datasets_and_traj() {
     let d = tmpdir();
@@ -123,17 +124,22 @@ fn parquet_written_by_traj_reads_in_pyarrow_datasets_and_traj() {
             d.path(),
             "import pyarrow.parquet as pq, json, datasets\n\
              t = pq.read_table('out.parquet')\n\
+             assert t.schema.metadata[b'traj.schema'] == b'2', t.schema.metadata\n\
+             assert 'row' not in t.schema.names, t.schema\n\
              assert str(t.schema.field('conversations').type) == \
-             'list<item: struct<from: string not null, value: string not null>>', t.schema\n\
+             'list<item: struct<from: string, value: string>>', t.schema\n\
              ds = datasets.load_dataset('parquet', data_files='out.parquet', split='train')\n\
              assert ds.num_rows == t.num_rows\n\
+             assert ds.column_names == t.schema.names, (ds.column_names, t.schema.names)\n\
+             assert ds.to_list() == t.to_pylist()\n\
+             json_fields = json.loads(t.schema.metadata[b'traj.json_fields'])\n\
              for r in t.to_pylist():\n\
-             \x20   row = json.loads(r['row'])\n\
-             \x20   if 'conversations' in row: row['conversations'] = r['conversations']\n\
-             \x20   print(json.dumps(row))\n",
+             \x20   for k in json_fields:\n\
+             \x20       if r.get(k) is not None: r[k] = json.loads(r[k])\n\
+             \x20   print(json.dumps({k: v for k, v in r.items() if v is not None}))\n",
         );
         assert_eq!(parse_jsonl(&got), want, "{b}");
-        // traj reads its own file back, values and key order intact.
+        // traj reads its own file back, every value intact.
         let mut c = cmd("traj-filter", d.path());
         c.arg("out.parquet");
         let o = run(c);

@@ -8,6 +8,7 @@ mod util;
 mod standin;
 
 mod compress;
+mod compress_fit;
 mod conservation;
 mod core;
 mod demo;
@@ -18,6 +19,7 @@ mod lossless;
 mod merge;
 mod normalize;
 mod numbers;
+mod parquet_typed;
 mod pipeline;
 mod pod;
 mod repair;

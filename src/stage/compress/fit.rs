@@ -1,13 +1,23 @@
 //! Making a row fit its budget when the summary is not enough: `--over-budget truncate`
-//! shortens the longest tool outputs (protected turns included) to a head and a tail
-//! with a marker between; `--over-budget reject` refuses the row (see [`Unfit`]).
+//! shortens the longest turns to a head and a tail with a marker between;
+//! `--over-budget reject` refuses the row (see [`Unfit`]).
 //!
-//! Order: tool turns first, longest first; only when no tool output can be shortened
-//! any more, the other non-system turns, longest first. System turns are never cut.
+//! Which turns: any turn with a text, whatever its role (text-action agents put their
+//! long outputs in user turns, not tool turns), in three tiers: first every turn but
+//! the system turns and the first human turn, then the first human turn, then the
+//! system turns. Within a tier the turns are cut to one common length, the longest
+//! first (a water level: a turn longer than the level keeps its head and tail up to
+//! it, shorter ones are untouched), the level chosen so that the row fits; a tier is
+//! cut down to its markers before the next is touched. Each cut starts from the turn's
+//! original text (markers never nest), and after each the row is counted again (whole,
+//! by the chat template, when the tokenizer has one). A text no longer than a marker is
+//! never cut (the marker would make it longer). A row is rejected only when every text
+//! is down to its marker and the rest (markers, short texts, tool calls, markup) still
+//! exceeds the budget.
+//!
 //! A Hermes tool turn that is one `<tool_response>` block around a JSON object with a
 //! string `content` has that string shortened, so the block stays valid JSON; any other
-//! text is shortened as it is. After each cut the row is counted again (whole, by the
-//! chat template, when the tokenizer has one).
+//! text is shortened as it is.
 
 use serde_json::Value;
 
@@ -28,8 +38,10 @@ pub enum Unfit {
         target: usize,
         reason: String,
     },
-    /// `--over-budget truncate`: every turn that may be cut is as short as it may be.
-    #[error("over-budget: over {target} tokens with every tool output truncated")]
+    /// `--over-budget truncate`: every text is cut to its marker (but those shorter
+    /// than a marker) and the row is still over (the markers, tool calls and markup
+    /// alone exceed the budget).
+    #[error("over-budget: over {target} tokens with every turn cut to its truncation marker")]
     CannotFit { tokens: usize, target: usize },
 }
 
@@ -44,10 +56,9 @@ impl Unfit {
     }
 }
 
-/// Tokens a truncated text keeps at least (head and tail together).
-const MIN_KEEP: usize = 64;
-/// Rounds of cutting before giving up (each round shortens one turn).
-const MAX_ROUNDS: usize = 200;
+/// Rounds of cutting per tier (each round cuts the tier to a lower level, by what the
+/// last one missed; the last cuts it to its markers).
+const ROUNDS: usize = 12;
 
 /// The marker put between the head and the tail of a truncated text.
 pub fn marker(cut_chars: usize) -> String {
@@ -101,6 +112,52 @@ fn turn_tokens(comp: &Compressor, turn: &Value, shape: Shape) -> usize {
     n
 }
 
+/// The tier a turn is cut in: 0 first, the first human turn 1, system turns 2.
+fn tier(roles: &[Role], i: usize) -> usize {
+    match roles[i] {
+        Role::System => 2,
+        Role::Human if roles.iter().position(|r| *r == Role::Human) == Some(i) => 1,
+        _ => 0,
+    }
+}
+
+/// True when a text of `t` tokens is cut at level `c`: only when the cut, marker
+/// included, is shorter (a text shorter than a marker is never cut).
+fn cuts(t: usize, c: usize, mark: usize) -> bool {
+    t > c + mark
+}
+
+/// The highest level (tokens kept of each text) at which the texts `text` (with
+/// `fixed` tokens beside each) take at most `room` tokens, a cut text counting
+/// `mark` more for its marker; `None` when even level 0 does not fit.
+fn level(text: &[usize], fixed: usize, mark: usize, room: usize) -> Option<usize> {
+    let need = |c: usize| -> usize {
+        fixed
+            + text
+                .iter()
+                .map(|&t| if cuts(t, c, mark) { c + mark } else { t })
+                .sum::<usize>()
+    };
+    let top = text.iter().copied().max().unwrap_or(0);
+    if need(top) <= room {
+        return Some(top);
+    }
+    if need(0) > room {
+        return None;
+    }
+    // need(lo) <= room < need(hi)
+    let (mut lo, mut hi) = (0, top);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if need(mid) <= room {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}
+
 /// Shorten turns of `row` until it fits; updates `m` and says whether the row changed.
 pub fn truncate(
     comp: &Compressor,
@@ -110,69 +167,89 @@ pub fn truncate(
     let target = comp.settings.plan.target_max_tokens;
     let shape = row.shape;
     let roles = row.roles();
-    let mut tokens: Vec<usize> = row
-        .turns()
+    let original: Vec<Value> = row.turns().to_vec();
+    let n = original.len();
+    let mut now: Vec<usize> = original
         .iter()
         .map(|t| turn_tokens(comp, t, shape))
         .collect();
+    // The tokens of each turn's cuttable text (0: nothing to cut).
+    let text: Vec<usize> = original
+        .iter()
+        .map(|t| match t.get(shape.text_key()) {
+            Some(Value::String(s)) => comp.tokenizer.count(s),
+            _ => 0,
+        })
+        .collect();
+    let mark = comp.tokenizer.count(&marker(usize::MAX)) + 2;
     let chat = comp.chat_total(row).is_some();
     let mut total = m.compressed_tokens;
-    let mut done = vec![false; tokens.len()];
-    let mut cut = 0usize;
-    for _ in 0..MAX_ROUNDS {
+    let mut cut = vec![false; n];
+    for t in 0..3 {
+        let tier: Vec<usize> = (0..n)
+            .filter(|&i| tier(&roles, i) == t && text[i] > 0)
+            .collect();
+        let mut slack = 0;
+        let mut last = usize::MAX;
+        for round in 0..ROUNDS {
+            if total <= target || tier.is_empty() {
+                break;
+            }
+            let held: usize = tier.iter().map(|&i| now[i]).sum();
+            let fixed: usize = tier.iter().map(|&i| now[i].saturating_sub(text[i])).sum();
+            let others = total - held.min(total);
+            let room = target.saturating_sub(others + slack);
+            let texts: Vec<usize> = tier.iter().map(|&i| text[i]).collect();
+            // The last round cuts the tier to its markers, so that the next tier (or a
+            // rejection) comes only when this one has nothing left to give.
+            let c = if round + 1 == ROUNDS {
+                0
+            } else {
+                level(&texts, fixed, mark, room).unwrap_or(0).min(last)
+            };
+            for &i in &tier {
+                if !cuts(text[i], c, mark) {
+                    continue;
+                }
+                let Some(short) = cut_text(&original[i], shape, c as f64 / text[i] as f64) else {
+                    continue;
+                };
+                let turn = row.turn_mut(i);
+                turn[shape.text_key()] = Value::String(short);
+                let tokens = turn_tokens(comp, turn, shape);
+                total = (total + tokens).saturating_sub(now[i]);
+                now[i] = tokens;
+                cut[i] = true;
+            }
+            if chat {
+                total = comp.chat_total(row).unwrap_or(total);
+            }
+            if c == 0 {
+                break;
+            }
+            // Missed by the seams (a cut text re-tokenised, the marker's neighbours):
+            // aim lower by as much next round.
+            slack += total.saturating_sub(target) + 1;
+            last = c.saturating_sub(1);
+        }
         if total <= target {
             break;
         }
-        let pick = |tool: bool| {
-            (0..tokens.len())
-                .filter(|&i| !done[i] && roles[i] != Role::System)
-                .filter(|&i| (roles[i] == Role::Tool) == tool)
-                .max_by_key(|&i| tokens[i])
-        };
-        let Some(i) = pick(true).or_else(|| pick(false)) else {
-            break;
-        };
-        let t = tokens[i];
-        let need = total - target;
-        // Aim a little under, for the marker and the re-tokenised seams.
-        let keep = t.saturating_sub(need + need / 50 + 24).max(MIN_KEEP);
-        if keep >= t {
-            done[i] = true;
-            continue;
-        }
-        let Some(short) = cut_text(&row.turns()[i], shape, keep as f64 / t as f64) else {
-            done[i] = true;
-            continue;
-        };
-        row.turn_mut(i)[shape.text_key()] = Value::String(short);
-        let now = turn_tokens(comp, &row.turns()[i], shape);
-        if now >= t {
-            done[i] = true;
-        }
-        cut += 1;
-        total = if chat {
-            comp.chat_total(row).unwrap_or(total + now - t)
-        } else {
-            total + now - t
-        };
-        tokens[i] = now;
-        if now <= MIN_KEEP + 32 {
-            done[i] = true;
-        }
     }
+    let turns_cut = cut.iter().filter(|&&c| c).count();
     m.compressed_tokens = total;
-    m.truncated_turns = cut;
+    m.truncated_turns = turns_cut;
     if total > target {
         return Err(Unfit::CannotFit {
             tokens: total,
             target,
         });
     }
-    if cut > 0 {
+    if turns_cut > 0 {
         m.still_over_limit = false;
         m.reason = None;
     }
-    Ok(cut > 0)
+    Ok(turns_cut > 0)
 }
 
 #[cfg(test)]
@@ -186,6 +263,16 @@ mod tests {
         assert!(t.starts_with("éé\n\n[... 16 characters truncated"), "{t}");
         assert!(t.ends_with("xx"));
         assert_eq!(head_tail("abc", 3), None);
+    }
+
+    #[test]
+    fn the_level_cuts_only_texts_a_marker_shortens() {
+        // 5 + (c + 15) <= 40: the long text keeps 20 tokens, the short one is left.
+        assert_eq!(level(&[5, 100], 0, 15, 40), Some(20));
+        assert_eq!(level(&[5, 100], 0, 15, 200), Some(100));
+        // Texts shorter than a marker: nothing to cut, level 0 does not fit.
+        assert_eq!(level(&[5, 5, 5], 0, 15, 10), None);
+        assert!(!cuts(15, 0, 15) && cuts(16, 0, 15));
     }
 
     #[test]
