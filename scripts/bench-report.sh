@@ -61,6 +61,7 @@ best() {
 }
 PAGE="$BENCH/report-${ROWS}.html"
 read -r t_filter rss_filter < <(best "'$FILTER' -q '$CORPUS'")
+read -r t_ftok rss_ftok < <(best "'$FILTER' -q --max-row-tokens 1000000000 '$CORPUS'")
 read -r t_report rss_report < <(best "'$REPORT' -q '$CORPUS' -o '$PAGE'")
 read -r t_chars rss_chars < <(best "'$REPORT' -q --tokenizer chars4 '$CORPUS' -o '$PAGE.chars4.html'")
 read -r t_quarter rss_quarter < <(best "'$REPORT' -q '$QUARTER' -o '$BENCH/report-quarter.html'")
@@ -87,11 +88,13 @@ echo
 echo "| command | seconds | MB/s | peak RSS MB |"
 echo "|---|---:|---:|---:|"
 echo "| traj-filter (no predicate) | $t_filter | $(mbs "$t_filter") | $(mb "$rss_filter") |"
+echo "| traj-filter --max-row-tokens (counts every row's tokens, o200k_base) | $t_ftok | $(mbs "$t_ftok") | $(mb "$rss_ftok") |"
 echo "| traj-report -o page.html (o200k_base) | $t_report | $(mbs "$t_report") | $(mb "$rss_report") |"
 echo "| traj-report --tokenizer chars4 | $t_chars | $(mbs "$t_chars") | $(mb "$rss_chars") |"
 echo "| traj-report, a quarter of the rows ($((ROWS / 4))) | $t_quarter | | $(mb "$rss_quarter") |"
 echo
-echo "traj-report takes $(awk -v a="$t_report" -v b="$t_filter" 'BEGIN { printf "%.1f", a / b }')x traj-filter's time; its peak RSS is"
+echo "traj-report takes $(awk -v a="$t_report" -v b="$t_filter" 'BEGIN { printf "%.1f", a / b }')x the time of traj-filter validating the rows and"
+echo "$(awk -v a="$t_report" -v b="$t_ftok" 'BEGIN { printf "%.1f", a / b }')x the time of traj-filter counting their tokens; its peak RSS is"
 echo "$(mb "$rss_quarter") MB at $((ROWS / 4)) rows and $(mb "$rss_report") MB at $ROWS (bounded by the $EMBEDDED embedded rows,"
 echo "not by the rows read). The page is $PAGE_MB MB; in headless Chromium it is $LOAD"
 echo "(\`tests/cli/report.rs\`: from navigation start to the first frame after the document is"

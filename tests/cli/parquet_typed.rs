@@ -249,9 +249,10 @@ fn every_fixture_source_loads_alike_from_parquet_and_jsonl() {
 }
 
 /// A Hub-style Parquet file (`id`, `messages`, `source`, written by `datasets` itself,
-/// `id` an int32) keeps its column types through traj-compress and traj-normalize: typed
-/// columns of the input's own types, no `row` blob, no JSON text; the outputs load
-/// alike from Parquet and JSONL, and read back in traj.
+/// each version in turn, `id` an int32 where traj alone would choose int64) keeps its
+/// column types through traj-compress (rows truncated) and traj-filter: typed columns of
+/// the input's own types, no `row` blob, no JSON text; the outputs load alike from
+/// Parquet and JSONL, and read back in traj.
 #[test]
 fn a_hub_style_parquet_input_keeps_its_own_column_types() {
     let d = tmpdir();

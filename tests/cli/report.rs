@@ -837,12 +837,12 @@ fn in_chromium_the_page_shows_the_figures_and_search_and_filters_work() {
 }
 
 /// Rows of the page-load test: `TRAJ_REPORT_ROWS` (scripts/bench-report.sh measures
-/// 100,000 once), else 20,000.
+/// 100,000 once), else 10,000 (a page of as many embedded rows as 100,000 give).
 fn load_rows() -> usize {
     std::env::var("TRAJ_REPORT_ROWS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000)
+        .unwrap_or(10_000)
 }
 
 #[test]

@@ -13,7 +13,7 @@
 //!   for its own summary.
 //! - [`splice`]: writing a changed row as its input line with only what changed
 //!   written anew.
-//! - [`fit`]: `--over-budget truncate`: shortening the longest tool outputs until a row fits.
+//! - [`fit`]: `--over-budget truncate`: shortening the longest turns, in tiers, until a row fits.
 //!
 //! With a chat-template tokenizer (an HF tokenizer directory), a row's total is the
 //! tokens of the row rendered with the template, tools included; the difference from
