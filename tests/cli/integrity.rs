@@ -40,7 +40,7 @@ fn mixed_file(rows: &[(u8, u8)], final_newline: bool) -> (Vec<u8>, Vec<u8>) {
         want.extend_from_slice(row.as_bytes());
         want.push(b'\n');
         let last = i + 1 == rows.len();
-        if !(last && !final_newline) {
+        if !last || final_newline {
             data.extend_from_slice(if end % 2 == 0 { b"\n" } else { b"\r\n" });
         }
         if !last {
