@@ -98,11 +98,7 @@ fn check_split(what: &str, input: &[String], out: &[String], rejects: &[String],
 /// Text of a JSON value for "is it in the output" checks: strings as themselves.
 fn texts(v: &Value, out: &mut Vec<String>) {
     match v {
-        Value::String(s) => {
-            if s.trim().len() >= 8 {
-                out.push(s.trim().to_string());
-            }
-        }
+        Value::String(s) if s.trim().len() >= 8 => out.push(s.trim().to_string()),
         Value::Array(a) => a.iter().for_each(|x| texts(x, out)),
         Value::Object(o) => o.values().for_each(|x| texts(x, out)),
         _ => {}
@@ -253,7 +249,7 @@ fn every_fixture_source_is_conserved_through_the_pipeline() {
             texts(&out_row, &mut out_texts);
             if let Some(sys) = system_text(&src_row) {
                 assert!(
-                    holds(&out_texts, &sys) || err.contains("system"),
+                    holds(&out_texts, &sys) || err.contains("system_prompt"),
                     "{name} row {}: the system prompt is neither kept nor counted: {}",
                     i + 1,
                     &sys[..sys.len().min(120)]
