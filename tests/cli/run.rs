@@ -120,28 +120,6 @@ fn traj_run(dir: &Path, s: &Standin) -> Command {
     c
 }
 
-fn write_prompts(dir: &Path, prompts: &[&str]) -> String {
-    let text: String = prompts
-        .iter()
-        .map(|p| format!("{}\n", json!({"prompt": p})))
-        .collect();
-    std::fs::write(dir.join("prompts.jsonl"), text).unwrap();
-    "prompts.jsonl".into()
-}
-
-/// Every record of the run directory, from all batch files.
-fn records(run: &Path) -> Vec<Value> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(run).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_str().unwrap().to_string();
-        if name.starts_with("batch_") {
-            out.extend(read_jsonl(&p));
-        }
-    }
-    out
-}
-
 /// Complete lines in the batch files so far (while a run is going).
 fn records_so_far(run: &Path) -> usize {
     let Ok(rd) = std::fs::read_dir(run) else {
@@ -157,19 +135,6 @@ fn records_so_far(run: &Path) -> usize {
                 .count()
         })
         .sum()
-}
-
-fn failures(run: &Path) -> Vec<Value> {
-    let p = run.join("failures.jsonl");
-    if p.exists() {
-        read_jsonl(&p)
-    } else {
-        Vec::new()
-    }
-}
-
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 #[test]
@@ -1301,17 +1266,6 @@ fn processes_running(argv: &[&str]) -> Vec<u32> {
             (cmdline == want).then_some(pid)
         })
         .collect()
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(
-            t.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]

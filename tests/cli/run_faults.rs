@@ -46,44 +46,6 @@ fn prompts(dir: &Path, n: usize) -> String {
     "prompts.jsonl".into()
 }
 
-fn write_prompts(dir: &Path, list: &[&str]) -> String {
-    let text: String = list
-        .iter()
-        .map(|p| format!("{}\n", json!({"prompt": p})))
-        .collect();
-    std::fs::write(dir.join("prompts.jsonl"), text).unwrap();
-    "prompts.jsonl".into()
-}
-
-fn records(run: &Path) -> Vec<Value> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(run).unwrap() {
-        let p = e.unwrap().path();
-        if p.file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .starts_with("batch_")
-        {
-            out.extend(read_jsonl(&p));
-        }
-    }
-    out
-}
-
-fn failures(run: &Path) -> Vec<Value> {
-    let p = run.join("failures.jsonl");
-    if p.exists() {
-        read_jsonl(&p)
-    } else {
-        Vec::new()
-    }
-}
-
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
 /// Records per prompt index: every index of `0..n` exactly once.
 fn assert_each_once(run: &Path, n: usize) {
     let mut seen: BTreeMap<u64, usize> = BTreeMap::new();

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -64,10 +64,6 @@ fn lines_so_far(run: &Path) -> usize {
         .sum()
 }
 
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
 /// The checkpoint and statistics count what the files hold: lines per batch file, one
 /// entry per batch file, the indices of the rows (discard rows included, as the
 /// reference marks them completed), the records and the discard rows.
@@ -104,17 +100,6 @@ fn assert_counts_match_files(run: &Path) {
     assert_eq!(st["records"], all.len() - discarded);
     assert_eq!(st["discarded_no_reasoning"], discarded);
     assert_eq!(st["total_batches"], files.len());
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(
-            t.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]

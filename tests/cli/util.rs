@@ -157,3 +157,57 @@ pub fn raw_fields(line: &str) -> std::collections::BTreeMap<String, String> {
         .map(|(k, v)| (k, v.get().to_string()))
         .collect()
 }
+
+/// Write `prompts` as `{"prompt": ...}` rows to `prompts.jsonl` in `dir`; returns its name.
+pub fn write_prompts(dir: &Path, prompts: &[&str]) -> String {
+    let text: String = prompts
+        .iter()
+        .map(|p| format!("{}\n", serde_json::json!({"prompt": p})))
+        .collect();
+    std::fs::write(dir.join("prompts.jsonl"), text).unwrap();
+    "prompts.jsonl".into()
+}
+
+/// Every record of a run directory, from all its batch files.
+pub fn records(run: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(run).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("batch_")
+        {
+            out.extend(read_jsonl(&p));
+        }
+    }
+    out
+}
+
+/// The failures of a run directory (none when it has no `failures.jsonl`).
+pub fn failures(run: &Path) -> Vec<Value> {
+    let p = run.join("failures.jsonl");
+    if p.exists() {
+        read_jsonl(&p)
+    } else {
+        Vec::new()
+    }
+}
+
+/// A JSON file.
+pub fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Wait until `f` holds, polling; fails naming `what` after `secs` seconds.
+pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
