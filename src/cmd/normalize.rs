@@ -13,13 +13,9 @@ use serde_json::Value;
 use crate::cli::{IoArgs, Status};
 use crate::format::repair::{Repair, Repairs};
 use crate::io::{Rejects, Verdict};
-<<<<<<< ours
-use crate::stage::normalize::{self, Arguments, Bridge, Columns, Options, Target, ToolsAs};
-=======
 use crate::stage::normalize::{
-    self, Arguments, Columns, Options, Part, Parts, SystemRule, Tally, Target, ToolsAs,
+    self, Arguments, Bridge, Columns, Options, Part, Parts, SystemRule, Tally, Target, ToolsAs,
 };
->>>>>>> theirs
 
 const NAME: &str = "traj-normalize";
 
@@ -118,7 +114,6 @@ pub struct Args {
     #[arg(long)]
     pub no_repair: bool,
 
-<<<<<<< ours
     /// What the Hermes text shows of a hermes-agent `tool_call` bridge call (0.21+):
     /// `resolve` (default) writes the real tool it ran, with its arguments, and its
     /// result under that name, keeping each original call in the row's `bridge_calls`
@@ -127,8 +122,6 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Bridge::Resolve, value_name = "HOW")]
     pub bridge: Bridge,
 
-    /// Write counts (read, written, bad, envelope repairs per kind) as JSON to FILE.
-=======
     /// Keep the system prompt of traj-run records (and of the reference batch runner's
     /// rows) too. By default their system prompt is the run's, not training text, and is
     /// dropped (counted as `run_system_prompt`); every other row keeps its own.
@@ -143,7 +136,6 @@ pub struct Args {
 
     /// Write counts (read, written, bad, envelope repairs per kind, parts set aside and
     /// dropped per kind) as JSON to FILE.
->>>>>>> theirs
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
 }
@@ -228,7 +220,11 @@ fn parts_text(p: &Parts) -> String {
             .filter(|k| k.dropped() == dropped && p.get(**k) > 0)
             .map(|k| format!("{}: {}", k.name(), p.get(*k)))
             .collect();
-        s.push_str(&format!(", {} parts {what} ({})", p.total(dropped), per.join(", ")));
+        s.push_str(&format!(
+            ", {} parts {what} ({})",
+            p.total(dropped),
+            per.join(", ")
+        ));
     }
     s
 }
@@ -250,9 +246,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         arguments: args.arguments,
         tools_as: args.tools_as,
         no_repair: args.no_repair,
-<<<<<<< ours
         bridge: args.bridge,
-=======
         system_rule: if args.drop_system_prompt {
             SystemRule::DropAll
         } else if args.keep_run_system_prompt {
@@ -260,7 +254,6 @@ pub fn run_cli(args: Args) -> Result<Status> {
         } else {
             SystemRule::KeepButRuns
         },
->>>>>>> theirs
     };
     if args.arguments == Arguments::Object && args.to != Target::OpenAi {
         crate::usage_bail!(
@@ -280,14 +273,8 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let summary = crate::io::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
         convert_line_counted(line, &opts, buf, &tally)
     })?;
-<<<<<<< ours
     crate::io::commit(out, rejects)?;
-    let repairs = *tally.lock().expect("repair tally");
-=======
-    out.commit()?;
-    rejects.finish()?;
     let Tally { repairs, parts } = std::mem::take(&mut *tally.lock().expect("tally"));
->>>>>>> theirs
     if let Some(path) = &args.stats {
         let per: serde_json::Map<String, Value> = Repair::ALL
             .iter()

@@ -307,8 +307,7 @@ pub fn write_turns(
             }),
             Turn::Gpt(g) => {
                 let g = with_result_ids(g, traj.turns.get(ti + 1));
-                render_function_call(&g)
-                    .map(|v| turn_weighted(out, keys, "function_call", &v, w))
+                render_function_call(&g).map(|v| turn_weighted(out, keys, "function_call", &v, w))
             }
             Turn::Tool(rs) if sharegpt => {
                 render_observation(rs).map(|v| turn_weighted(out, keys, "observation", &v, w))

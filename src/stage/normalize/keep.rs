@@ -189,11 +189,7 @@ pub fn read_system(text: &str, lists_tools: bool) -> SystemText<'_> {
 /// text for a plain chat; the Hermes tool prompt (its parameters as `raw`, see
 /// [`hermes::system_prompt_with`]) with the own text and a blank line in front when the
 /// row has to do with tools (`tools`).
-pub fn hermes_system(
-    traj: &Trajectory,
-    tools: bool,
-    raw: &[Option<&str>],
-) -> Option<String> {
+pub fn hermes_system(traj: &Trajectory, tools: bool, raw: &[Option<&str>]) -> Option<String> {
     match (tools, traj.system.as_deref()) {
         (false, own) => own.map(str::to_string),
         (true, None) => Some(hermes::system_prompt_with(&traj.tools, raw)),
@@ -232,7 +228,8 @@ pub fn read_kept(v: &Value) -> Result<Vec<Kept>, BadKept> {
     let Value::Array(list) = v else {
         return Err(BadKept(0, "expected a list"));
     };
-    let index = |e: &Map<String, Value>, k: &str| e.get(k).and_then(Value::as_u64).map(|n| n as usize);
+    let index =
+        |e: &Map<String, Value>, k: &str| e.get(k).and_then(Value::as_u64).map(|n| n as usize);
     list.iter()
         .enumerate()
         .map(|(i, e)| {
@@ -290,7 +287,12 @@ pub fn kept_value(traj: &Trajectory, on_turns: bool) -> Option<Value> {
 }
 
 /// Add `keys` to what is kept for turn `turn` (result `result`), after any kept already.
-pub fn keep_keys(traj_kept: &mut Vec<Kept>, turn: usize, result: Option<usize>, keys: Map<String, Value>) {
+pub fn keep_keys(
+    traj_kept: &mut Vec<Kept>,
+    turn: usize,
+    result: Option<usize>,
+    keys: Map<String, Value>,
+) {
     if keys.is_empty() {
         return;
     }
@@ -325,19 +327,32 @@ mod tests {
         let s = hermes_system(&traj, true, &[]).unwrap();
         assert!(s.starts_with("Be brief.\n\nYou are a function calling AI model."));
         let read = |t| read_system(t, hermes::parse_system(t).is_some());
-        assert_eq!(read(&s), SystemText::ToolPrompt { own: Some("Be brief.") });
+        assert_eq!(
+            read(&s),
+            SystemText::ToolPrompt {
+                own: Some("Be brief.")
+            }
+        );
         let bare = hermes::system_prompt(&[]);
         assert_eq!(read(&bare), SystemText::ToolPrompt { own: None });
         assert_eq!(read("Be brief."), SystemText::Own("Be brief."));
-        assert_eq!(read("Use <tools> </tools> tags."), SystemText::Own("Use <tools> </tools> tags."));
+        assert_eq!(
+            read("Use <tools> </tools> tags."),
+            SystemText::Own("Use <tools> </tools> tags.")
+        );
         let other = "Tools:\n<tools>\n[]\n</tools>\nCall them.";
         assert_eq!(read(other), SystemText::ToolPrompt { own: None });
-        assert_eq!(hermes_system(&traj, false, &[]).as_deref(), Some("Be brief."));
+        assert_eq!(
+            hermes_system(&traj, false, &[]).as_deref(),
+            Some("Be brief.")
+        );
     }
 
     #[test]
     fn run_records_are_told_by_their_keys() {
-        assert!(is_run_record(["prompt_index", "messages", "api_calls"].into_iter()));
+        assert!(is_run_record(
+            ["prompt_index", "messages", "api_calls"].into_iter()
+        ));
         assert!(!is_run_record(["prompt_index", "messages"].into_iter()));
     }
 }

@@ -95,9 +95,10 @@ pub struct Options {
     /// Refuse gpt turns whose tags need a repair instead of repairing them
     /// (`--no-repair`, [`crate::format::repair`]).
     pub no_repair: bool,
-<<<<<<< ours
     /// What the Hermes text shows of a `tool_call` bridge call (`--bridge`).
     pub bridge: Bridge,
+    /// Whose system text is kept (`--keep-run-system-prompt`, `--drop-system-prompt`).
+    pub system_rule: SystemRule,
 }
 
 /// What the Hermes text shows of a `tool_call` bridge call ([`crate::format::bridge`]).
@@ -108,10 +109,6 @@ pub enum Bridge {
     /// The real tool it ran, with its arguments (the original kept in `bridge_calls`).
     #[default]
     Resolve,
-=======
-    /// Whose system text is kept (`--keep-run-system-prompt`, `--drop-system-prompt`).
-    pub system_rule: SystemRule,
->>>>>>> theirs
 }
 
 impl Options {
@@ -172,19 +169,14 @@ pub fn normalize_line(
         let parse = |k: &str| {
             matches!(
                 k,
-<<<<<<< ours
-                "conversations" | "messages" | "tools" | "tool_stats" | "tool_error_counts"
-            ) || k == crate::format::bridge::FIELD
-                || opts.messages_field.as_deref() == Some(k)
-=======
                 "conversations"
                     | "messages"
                     | "tools"
                     | "tool_stats"
                     | "tool_error_counts"
                     | keep::MESSAGE_KEYS
-            ) || opts.messages_field.as_deref() == Some(k)
->>>>>>> theirs
+            ) || k == crate::format::bridge::FIELD
+                || opts.messages_field.as_deref() == Some(k)
                 || opts.set_fields.iter().any(|(s, _)| s == k)
         };
         // The row is level 1: a kept value may hold 126 levels (io::parse_object's limit).
@@ -300,18 +292,14 @@ fn normalize_row_with(
                 out.extend_from_slice(b", \"tools\": ");
                 write_tools(out, &traj, opts.tools_as());
             }
-<<<<<<< ours
             bridged::write_field(out, bridge_calls.take());
-        } else if k == "tools" || k == crate::format::bridge::FIELD {
-=======
             if let Some(kept) = kept_value(&traj, opts) {
                 out.extend_from_slice(b", ");
                 pyjson::write_str(out, keep::MESSAGE_KEYS, Style::Python);
                 out.extend_from_slice(b": ");
                 pyjson::write_value(out, &kept, Style::Python);
             }
-        } else if k == "tools" || k == keep::MESSAGE_KEYS {
->>>>>>> theirs
+        } else if k == "tools" || k == crate::format::bridge::FIELD || k == keep::MESSAGE_KEYS {
             continue;
         } else if k == "tool_stats" {
             sep.next(out);
@@ -406,14 +394,21 @@ fn write_core(
     write_tools(out, traj, opts.tools_as());
     // One Arrow type in any mix of sources: the two maps as JSON strings.
     for (key, write) in [
-        ("tool_stats", write_stats as fn(&mut Vec<u8>, &BTreeMap<String, ToolCount>)),
+        (
+            "tool_stats",
+            write_stats as fn(&mut Vec<u8>, &BTreeMap<String, ToolCount>),
+        ),
         ("tool_error_counts", write_error_counts),
     ] {
         let mut member = Vec::new();
         write(&mut member, stats);
         let value = &member[key.len() + 4..];
         out.extend_from_slice(format!(", \"{key}\": ").as_bytes());
-        pyjson::write_str(out, std::str::from_utf8(value).expect("UTF-8"), Style::Python);
+        pyjson::write_str(
+            out,
+            std::str::from_utf8(value).expect("UTF-8"),
+            Style::Python,
+        );
     }
     // A core row's own `metadata` (a JSON object in a string) is unpacked first, so that
     // normalising a core row again gives the same row.

@@ -28,12 +28,8 @@
 
 use serde_json::{Map, Value};
 
-<<<<<<< ours
 use super::error::{BadBody, BadMessage, BadRow, ToolsField};
-=======
-use super::error::{BadBody, BadMessage, BadPart, BadRow, ToolsField};
 use super::keep::{self, Part, SystemRule, Tally};
->>>>>>> theirs
 use crate::format::model::{DeclError, json_kind};
 use crate::format::model::{
     GptTurn, Kept, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
@@ -154,6 +150,18 @@ pub struct ReadCtx<'t> {
     pub tally: &'t mut Tally,
 }
 
+impl<'t> ReadCtx<'t> {
+    /// A reading under `mode` of a row that is no run record, by the default rule.
+    pub fn new(mode: Mode, tally: &'t mut Tally) -> Self {
+        ReadCtx {
+            mode,
+            rule: SystemRule::default(),
+            run: false,
+            tally,
+        }
+    }
+}
+
 /// The keys of a message the reader does not read (the model has no field for them), in
 /// the message's order: all but the role and the body, and for OpenAI assistant and
 /// tool messages the keys of their calls, reasoning, call id and name.
@@ -169,9 +177,10 @@ fn extra_keys(m: &Map<String, Value>, sharegpt: bool, role: &str) -> Map<String,
             "reasoning_content",
             "reasoning_details",
         ],
-        (false, "tool" | "observation" | "function" | "function_response" | "tool_response" | "ipython") => {
-            &["role", "content", "tool_call_id", "tool_call_ids", "name"]
-        }
+        (
+            false,
+            "tool" | "observation" | "function" | "function_response" | "tool_response" | "ipython",
+        ) => &["role", "content", "tool_call_id", "tool_call_ids", "name"],
         (false, _) => &["role", "content"],
     };
     m.iter()
@@ -247,7 +256,10 @@ pub fn read_messages(
                     keep::SystemText::Own(_) if !turns.is_empty() => {
                         // After the first turn: kept whole, at its place.
                         ctx.tally.parts.add(Part::LateSystemMessage);
-                        m.insert(if sharegpt { "value" } else { "content" }.into(), Value::String(text));
+                        m.insert(
+                            if sharegpt { "value" } else { "content" }.into(),
+                            Value::String(text),
+                        );
                         kept.push(Kept::Message {
                             at: turns.len(),
                             message: Value::Object(m),
@@ -293,13 +305,9 @@ pub fn read_messages(
                         .reasoning
                         .as_deref()
                         .is_some_and(|r| !hermes::py_strip(r).is_empty());
-                    if let std::borrow::Cow::Owned(c) = repair::repair_gpt(
-                        &g.content,
-                        after_think,
-                        mode,
-                        &mut ctx.tally.repairs,
-                    )
-                    .map_err(|e| at(e.into()))?
+                    if let std::borrow::Cow::Owned(c) =
+                        repair::repair_gpt(&g.content, after_think, mode, &mut ctx.tally.repairs)
+                            .map_err(|e| at(e.into()))?
                     {
                         g.content = c;
                     }

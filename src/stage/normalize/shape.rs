@@ -71,7 +71,8 @@ pub fn merge_consecutive(traj: &mut Trajectory) {
     for (i, t) in turns.into_iter().enumerate() {
         let keyed = traj.keys_of(i, None).is_some();
         let apart = traj.messages_at(i).next().is_some();
-        let joinable = !apart && !(matches!(t, Turn::Human(_) | Turn::Gpt(_)) && (keyed || last_keyed));
+        let joinable =
+            !apart && !(matches!(t, Turn::Human(_) | Turn::Gpt(_)) && (keyed || last_keyed));
         let at = out.len().saturating_sub(1);
         match (out.last_mut(), t) {
             (Some(Turn::Human(a)), Turn::Human(b)) if joinable => {

@@ -25,6 +25,7 @@ use std::ops::Range;
 use serde_json::Value;
 
 use super::error::{BadMessage, BadRow};
+use super::keep::{self, Parts, SystemRule, Tally};
 use super::read::{Pending, push_results};
 use super::{AsIs, Columns, Members, Options, Target, close_row, write_error_counts, write_stats};
 use crate::format::hermes::{self, QuickContent};
@@ -34,7 +35,6 @@ use crate::format::model::{
 };
 use crate::format::pyjson;
 use crate::format::repair::{self, Mode, Repairs};
-use super::keep::{self, Parts, SystemRule, Tally};
 
 /// How the quick path reads a row, and what it counts (as [`super::read::ReadCtx`]).
 struct Ctx {
@@ -206,11 +206,9 @@ fn read_row(text: &str) -> Option<Row<'_>> {
                 list = true;
                 Field::List
             }
-<<<<<<< ours
-            "messages" | "tools" | crate::format::bridge::FIELD => return None,
-=======
-            "messages" | "tools" | keep::MESSAGE_KEYS => return None,
->>>>>>> theirs
+            "messages" | "tools" | crate::format::bridge::FIELD | keep::MESSAGE_KEYS => {
+                return None;
+            }
             _ => {
                 let n = pyjson::as_is_prefix(&text[i..], 126)?;
                 let v = &text[i..i + n];
@@ -352,10 +350,7 @@ type Spans = Vec<Option<Range<usize>>>;
 /// spelling (the turn then holds an empty string), a gpt text that renders back to
 /// itself unrepaired. `None` when a text does not
 /// decode (the general path then gives the verdict).
-fn read_messages<'a>(
-    messages: &[Message<'a>],
-    ctx: &mut Ctx,
-) -> Option<Result<Read<'a>, BadRow>> {
+fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<Read<'a>, BadRow>> {
     let mode = ctx.mode;
     let mut own_system: Option<String> = None;
     let mut turns: Vec<Turn> = Vec::with_capacity(messages.len());
