@@ -13,6 +13,7 @@ mod demo;
 mod filter;
 mod formats;
 mod integrity;
+mod keep;
 mod lossless;
 mod merge;
 mod normalize;

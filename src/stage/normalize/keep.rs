@@ -9,6 +9,8 @@
 //!   takes its place. Whose system text is training text is the [`SystemRule`]: a
 //!   traj-run record's (or the reference batch runner's) is the run's prompt, not kept
 //!   unless `--keep-run-system-prompt`; `--drop-system-prompt` drops every row's.
+//!   LLaMA-Factory's `system` column ([`SYSTEM_COLUMN`]) is read as the system text of a
+//!   row whose list has none.
 //! - Per-message keys the model has no field for, and messages that are no turn
 //!   ([`Kept`]): written back by `--to openai`; in the ShareGPT shapes `loss_weight` is a
 //!   key of its turn (without `--columns core`) and the rest is the row's
@@ -28,6 +30,10 @@ use crate::format::repair::Repairs;
 pub const MESSAGE_KEYS: &str = "message_keys";
 
 pub use crate::format::model::LOSS_WEIGHT;
+
+/// LLaMA-Factory's `system` column (`dataset_info.json` `columns.system`): the row's
+/// system text when its message list has none.
+pub const SYSTEM_COLUMN: &str = "system";
 
 /// Whose system text is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -175,6 +175,7 @@ pub fn normalize_line(
                     | "tool_stats"
                     | "tool_error_counts"
                     | keep::MESSAGE_KEYS
+                    | keep::SYSTEM_COLUMN
             ) || k == crate::format::bridge::FIELD
                 || opts.messages_field.as_deref() == Some(k)
                 || opts.set_fields.iter().any(|(s, _)| s == k)
@@ -231,6 +232,18 @@ fn normalize_row_with(
         tally: made,
     };
     let mut traj = read::read_messages(items, tools, &mut ctx)?;
+    // LLaMA-Factory's `system` column: the row's system text when its list has none
+    // (consumed, as `tools` is; a list's own system text wins and the column passes).
+    if traj.system.is_none()
+        && let Some(Value::String(text)) = row.get(keep::SYSTEM_COLUMN)
+        && !text.is_empty()
+    {
+        match opts.system_rule.verdict(ctx.run) {
+            Some(part) => ctx.tally.parts.add(part),
+            None => traj.system = Some(text.clone()),
+        }
+        row.shift_remove(keep::SYSTEM_COLUMN);
+    }
     // A core row keeps them in its metadata.
     let in_meta = match row.get("metadata") {
         Some(Value::String(m)) if m.contains(keep::MESSAGE_KEYS) => {

@@ -206,7 +206,8 @@ fn read_row(text: &str) -> Option<Row<'_>> {
                 list = true;
                 Field::List
             }
-            "messages" | "tools" | crate::format::bridge::FIELD | keep::MESSAGE_KEYS => {
+            "messages" | "tools" | crate::format::bridge::FIELD | keep::MESSAGE_KEYS
+            | keep::SYSTEM_COLUMN => {
                 return None;
             }
             _ => {
