@@ -71,7 +71,10 @@ fn a_plain_chat_keeps_its_system_turn_and_openai_gives_it_back() {
         assert_eq!(s["conversations"][0]["from"], "system");
         // Kept as is, in its place; the DPO columns pass through.
         assert_eq!(list(&out[i])[0], json!({"from": "system", "value": system}));
-        assert_eq!(list(&out[i])[1..], s["conversations"].as_array().unwrap()[1..]);
+        assert_eq!(
+            list(&out[i])[1..],
+            s["conversations"].as_array().unwrap()[1..]
+        );
         assert_eq!(out[i]["chosen"], s["chosen"]);
         assert_eq!(
             list(&openai[i])[0],
@@ -108,7 +111,11 @@ fn a_row_with_tools_keeps_its_system_text_in_front_of_the_hermes_prompt() {
         let src_msgs = s["messages"].as_array().unwrap();
         assert_eq!(back.len(), src_msgs.len());
         for (b, m) in back.iter().zip(src_msgs) {
-            assert_eq!(b["role"].as_str().map(|r| r == "tool"), Some(m["role"] == "function" ), "{b} {m}");
+            assert_eq!(
+                b["role"].as_str().map(|r| r == "tool"),
+                Some(m["role"] == "function"),
+                "{b} {m}"
+            );
             assert_eq!(b["valid"], m["valid"], "{b} {m}");
         }
     }
@@ -135,8 +142,14 @@ fn a_run_records_prompt_is_dropped_unless_asked_and_every_drop_is_counted() {
         .filter(|r| r["messages"][0]["role"] == "system")
         .count() as u64;
     assert!(with_sys > 0);
-    assert_eq!(stats["dropped_parts"]["run_system_prompt"], with_sys, "{stats}");
-    assert!(err.contains(&format!("run_system_prompt: {with_sys}")), "{err}");
+    assert_eq!(
+        stats["dropped_parts"]["run_system_prompt"], with_sys,
+        "{stats}"
+    );
+    assert!(
+        err.contains(&format!("run_system_prompt: {with_sys}")),
+        "{err}"
+    );
     // --keep-run-system-prompt: in front of the Hermes prompt.
     let (out, _) = norm(d.path(), &input, &["-q", "--keep-run-system-prompt"]);
     assert!(
@@ -176,17 +189,22 @@ fn mini_swe_agent_rows_are_read_whole_and_given_back() {
         .count() as u64;
     assert_eq!(exits, 2);
     assert_eq!(
-        stats["kept_outside_conversation"]["message_without_turn"],
-        exits,
+        stats["kept_outside_conversation"]["message_without_turn"], exits,
         "{stats}"
     );
-    assert!(err.contains(&format!("message_without_turn: {exits}")), "{err}");
+    assert!(
+        err.contains(&format!("message_without_turn: {exits}")),
+        "{err}"
+    );
     let (openai, _) = norm(d.path(), text.as_bytes(), &["-q", "--to", "openai"]);
     for (i, s) in src.iter().enumerate() {
         let msgs = s["messages"].as_array().unwrap();
         let own = msgs[0]["content"].as_str().unwrap();
         let sys = list(&out[i])[0]["value"].as_str().unwrap();
-        if msgs.iter().any(|m| m.get("tool_calls").is_some_and(|c| c.is_array())) {
+        if msgs
+            .iter()
+            .any(|m| m.get("tool_calls").is_some_and(|c| c.is_array()))
+        {
             assert!(sys.starts_with(&format!("{own}\n\n{HERMES}")), "{sys}");
         } else {
             assert_eq!(sys, own);
@@ -196,7 +214,9 @@ fn mini_swe_agent_rows_are_read_whole_and_given_back() {
             if let Some(r) = m["reasoning_content"].as_str() {
                 let t = format!("<think>\n{r}\n</think>");
                 assert!(
-                    list(&out[i]).iter().any(|x| x["value"].as_str().unwrap().starts_with(&t)),
+                    list(&out[i])
+                        .iter()
+                        .any(|x| x["value"].as_str().unwrap().starts_with(&t)),
                     "reasoning not in <think>"
                 );
             }
@@ -239,7 +259,10 @@ fn loss_weight_rides_on_the_turns_as_llamafactory_reads_it() {
             assert_eq!(t.as_object().unwrap().len(), 2, "{t}");
         }
         let meta: Value = serde_json::from_str(core[i]["metadata"].as_str().unwrap()).unwrap();
-        assert_eq!(meta["message_keys"][0]["keys"]["loss_weight"], msgs[0]["loss_weight"]);
+        assert_eq!(
+            meta["message_keys"][0]["keys"]["loss_weight"],
+            msgs[0]["loss_weight"]
+        );
     }
     // A core row normalised again gives the weights back on the turns.
     let text: String = core.iter().map(|r| format!("{r}\n")).collect();
@@ -277,7 +300,10 @@ fn keys_without_a_field_are_kept_and_what_cannot_be_is_counted() {
     );
     assert!(err.contains("1 parts dropped (tool_call_key: 1)"), "{err}");
     let kept = out[0]["message_keys"].as_array().unwrap();
-    assert!(kept.iter().any(|k| k["keys"]["name"] == "alice"), "{kept:?}");
+    assert!(
+        kept.iter().any(|k| k["keys"]["name"] == "alice"),
+        "{kept:?}"
+    );
     // --to openai: every message back at its place, with its keys (the call's `index`
     // is the one part gone).
     let (openai, _) = norm(d.path(), text.as_bytes(), &["-q", "--to", "openai"]);
@@ -315,14 +341,23 @@ fn every_source() -> Vec<(PathBuf, Vec<&'static str>)> {
 }
 
 /// The mix of every source under `args` (no `--tools`: the type must hold without one).
+/// Only hermes-agent's unrepairable replies (a Python-dict call, tests/cli/repair.rs) are
+/// rejected; every other row of every source is written.
 fn mix(d: &Path, name: &str, args: &[&str]) -> (PathBuf, Vec<Value>) {
     let mut text = String::new();
+    let rejects = d.join("mix_rejects.jsonl");
     for (src, extra) in every_source() {
         let mut c = cmd(NORM, d);
         c.arg("-q").args(args).args(&extra).arg(&src);
+        c.args(["--on-error", "skip", "--rejects"]).arg(&rejects);
         let o = run(c);
         assert_code(&o, 0);
         assert!(!o.stdout.is_empty(), "{}", src.display());
+        let rejected = std::fs::read_to_string(&rejects).unwrap_or_default();
+        let name = src.file_name().unwrap().to_str().unwrap();
+        if name != "hermes_agent_repairs.jsonl" {
+            assert_eq!(rejected, "", "{name}");
+        }
         text.push_str(&stdout(&o));
     }
     let p = d.join(name);
@@ -336,7 +371,9 @@ fn core_columns_of_every_fixture_source_load_in_datasets_and_llamafactorys_readi
     let (file, rows) = mix(d.path(), "core.jsonl", &["--columns", "core"]);
     for r in &rows {
         for k in ["tool_stats", "tool_error_counts"] {
-            let s = r[k].as_str().unwrap_or_else(|| panic!("{k} not a string: {r}"));
+            let s = r[k]
+                .as_str()
+                .unwrap_or_else(|| panic!("{k} not a string: {r}"));
             assert!(serde_json::from_str::<Value>(s).unwrap().is_object());
         }
     }
@@ -381,7 +418,11 @@ assert systems > 0
 print("version", datasets.__version__)
 print("ok")
 "#;
-    let (file, rows) = mix(d.path(), "lf.jsonl", &["--to", "llamafactory", "--columns", "core"]);
+    let (file, rows) = mix(
+        d.path(),
+        "lf.jsonl",
+        &["--to", "llamafactory", "--columns", "core"],
+    );
     let n = rows.len().to_string();
     load_in_datasets(d.path(), &format!("{LF_READ}{lf_load}"), &file, &[&n]);
 }

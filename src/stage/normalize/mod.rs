@@ -176,6 +176,7 @@ pub fn normalize_line(
                     | "tool_error_counts"
                     | keep::MESSAGE_KEYS
                     | keep::SYSTEM_COLUMN
+                    | "metadata"
             ) || k == crate::format::bridge::FIELD
                 || opts.messages_field.as_deref() == Some(k)
                 || opts.set_fields.iter().any(|(s, _)| s == k)

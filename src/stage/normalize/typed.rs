@@ -206,7 +206,10 @@ fn read_row(text: &str) -> Option<Row<'_>> {
                 list = true;
                 Field::List
             }
-            "messages" | "tools" | crate::format::bridge::FIELD | keep::MESSAGE_KEYS
+            "messages"
+            | "tools"
+            | crate::format::bridge::FIELD
+            | keep::MESSAGE_KEYS
             | keep::SYSTEM_COLUMN => {
                 return None;
             }
@@ -215,7 +218,12 @@ fn read_row(text: &str) -> Option<Row<'_>> {
                 let v = &text[i..i + n];
                 i += n;
                 match key {
-                    "tool_stats" if v.contains(NUMBER_TOKEN) => return None,
+                    // A core row's stats (a JSON string) and kept keys (in its metadata)
+                    // are read by the general path.
+                    "tool_stats" if v.contains(NUMBER_TOKEN) || v.starts_with('"') => {
+                        return None;
+                    }
+                    "metadata" if v.contains(keep::MESSAGE_KEYS) => return None,
                     "tool_stats" => Field::Stats(match serde_json::from_str(v).ok()? {
                         serde_json::Value::Object(m) => m.into_iter().map(|(k, _)| k).collect(),
                         _ => Vec::new(),
