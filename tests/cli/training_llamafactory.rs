@@ -180,7 +180,7 @@ fn plain_with_reasoning(row: &Value) -> bool {
     row["tools"] == "[]"
         && list
             .iter()
-            .all(|t| t["from"] == "human" || t["from"] == "gpt")
+            .all(|t| t["from"] == "human" || t["from"] == "gpt" || t["from"] == "system")
         && list.iter().any(|t| {
             t["from"] == "gpt"
                 && t["value"].as_str().is_some_and(|v| {
