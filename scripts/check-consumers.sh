@@ -40,7 +40,7 @@ while IFS=$'\t' read -r name f extra; do
   # shellcheck disable=SC2086
   "$bin/traj-normalize" -q --columns core $extra "$f"
 done <<< "$sources" > "$work/first.jsonl"
-jq -sc '[.[].tool_stats | keys[]] | unique' "$work/first.jsonl" > "$work/tools.json"
+jq -sc '[.[].tool_stats | fromjson | keys[]] | unique' "$work/first.jsonl" > "$work/tools.json"  # core: JSON strings
 # Per source: merge, keep what alternates, write both files (make-training-files.sh's steps).
 files=()
 i=0

@@ -13,7 +13,9 @@ use serde_json::Value;
 use crate::cli::{IoArgs, Status};
 use crate::format::repair::{Repair, Repairs};
 use crate::io::{Rejects, Verdict};
-use crate::stage::normalize::{self, Arguments, Bridge, Columns, Options, Target, ToolsAs};
+use crate::stage::normalize::{
+    self, Arguments, Bridge, Columns, Options, Part, Parts, SystemRule, Tally, Target, ToolsAs,
+};
 
 const NAME: &str = "traj-normalize";
 
@@ -120,7 +122,20 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Bridge::Resolve, value_name = "HOW")]
     pub bridge: Bridge,
 
-    /// Write counts (read, written, bad, envelope repairs per kind) as JSON to FILE.
+    /// Keep the system prompt of traj-run records (and of the reference batch runner's
+    /// rows) too. By default their system prompt is the run's, not training text, and is
+    /// dropped (counted as `run_system_prompt`); every other row keeps its own.
+    #[arg(long, conflicts_with = "drop_system_prompt")]
+    pub keep_run_system_prompt: bool,
+
+    /// Drop every row's own system prompt (counted as `system_prompt`). By default a
+    /// plain chat keeps its system turn and a row with tools keeps the text in front of
+    /// the Hermes tool prompt.
+    #[arg(long)]
+    pub drop_system_prompt: bool,
+
+    /// Write counts (read, written, bad, envelope repairs per kind, parts set aside and
+    /// dropped per kind) as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
 }
@@ -160,18 +175,18 @@ pub fn convert_line(line: &[u8], opts: &Options, out: &mut Vec<u8>) -> Verdict {
     convert_line_counted(line, opts, out, &std::sync::Mutex::default())
 }
 
-/// [`convert_line`], adding the row's envelope repairs to `tally`.
+/// [`convert_line`], adding the row's envelope repairs and parts to `tally`.
 fn convert_line_counted(
     line: &[u8],
     opts: &Options,
     out: &mut Vec<u8>,
-    tally: &std::sync::Mutex<Repairs>,
+    tally: &std::sync::Mutex<Tally>,
 ) -> Verdict {
-    let mut made = Repairs::default();
+    let mut made = Tally::default();
     match normalize::normalize_line(line, opts, out, &mut made) {
         Ok(()) => {
-            if made.total() > 0 {
-                tally.lock().expect("repair tally").merge(&made);
+            if made.repairs.total() > 0 || made.parts != Parts::default() {
+                tally.lock().expect("tally").merge(&made);
             }
             Verdict::Written
         }
@@ -192,6 +207,28 @@ fn repairs_text(r: &Repairs) -> String {
     format!(", {} envelope repairs ({})", r.total(), per.join(", "))
 }
 
+/// `, N parts kept outside the conversation (kind: n, ...), N parts dropped (...)`,
+/// each only when there are some.
+fn parts_text(p: &Parts) -> String {
+    let mut s = String::new();
+    for (dropped, what) in [(false, "kept outside the conversation"), (true, "dropped")] {
+        if p.total(dropped) == 0 {
+            continue;
+        }
+        let per: Vec<String> = Part::ALL
+            .iter()
+            .filter(|k| k.dropped() == dropped && p.get(**k) > 0)
+            .map(|k| format!("{}: {}", k.name(), p.get(*k)))
+            .collect();
+        s.push_str(&format!(
+            ", {} parts {what} ({})",
+            p.total(dropped),
+            per.join(", ")
+        ));
+    }
+    s
+}
+
 /// Run traj-normalize.
 pub fn run_cli(args: Args) -> Result<Status> {
     let known_tools = match &args.tools {
@@ -210,6 +247,13 @@ pub fn run_cli(args: Args) -> Result<Status> {
         tools_as: args.tools_as,
         no_repair: args.no_repair,
         bridge: args.bridge,
+        system_rule: if args.drop_system_prompt {
+            SystemRule::DropAll
+        } else if args.keep_run_system_prompt {
+            SystemRule::KeepAll
+        } else {
+            SystemRule::KeepButRuns
+        },
     };
     if args.arguments == Arguments::Object && args.to != Target::OpenAi {
         crate::usage_bail!(
@@ -225,22 +269,31 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let mut out = crate::io::Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let cfg = args.io.pipe(NAME, &args.jobs, &args.shard);
-    let tally = std::sync::Mutex::new(Repairs::default());
+    let tally = std::sync::Mutex::new(Tally::default());
     let summary = crate::io::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
         convert_line_counted(line, &opts, buf, &tally)
     })?;
     crate::io::commit(out, rejects)?;
-    let repairs = *tally.lock().expect("repair tally");
+    let Tally { repairs, parts } = std::mem::take(&mut *tally.lock().expect("tally"));
     if let Some(path) = &args.stats {
         let per: serde_json::Map<String, Value> = Repair::ALL
             .iter()
             .map(|k| (k.name().to_string(), Value::from(repairs.get(*k))))
             .collect();
+        let of = |dropped: bool| -> serde_json::Map<String, Value> {
+            Part::ALL
+                .iter()
+                .filter(|k| k.dropped() == dropped)
+                .map(|k| (k.name().to_string(), Value::from(parts.get(*k))))
+                .collect()
+        };
         let stats = serde_json::json!({
             "read": summary.read,
             "written": summary.written,
             "bad": summary.bad,
             "repaired": per,
+            "kept_outside_conversation": of(false),
+            "dropped_parts": of(true),
         });
         let mut o = crate::io::Output::create(Some(path))?;
         serde_json::to_writer_pretty(&mut o, &stats)?;
@@ -249,7 +302,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
     }
     if !args.io.quiet {
         let line = crate::cli::summary_line(&summary);
-        crate::cli::note(NAME, &format!("{line}{}", repairs_text(&repairs)));
+        crate::cli::note(
+            NAME,
+            &format!("{line}{}{}", repairs_text(&repairs), parts_text(&parts)),
+        );
     }
     Ok(Status::from_summary(&summary))
 }

@@ -233,6 +233,17 @@ fn with_result_ids<'a>(g: &'a GptTurn, next: Option<&Turn>) -> Cow<'a, GptTurn> 
 }
 
 fn turn(out: &mut Vec<u8>, keys: (&str, &str), role: &str, value: &str) {
+    turn_weighted(out, keys, role, value, None);
+}
+
+/// [`turn`], with the turn's `loss_weight` after its value when it has one.
+fn turn_weighted(
+    out: &mut Vec<u8>,
+    keys: (&str, &str),
+    role: &str,
+    value: &str,
+    weight: Option<&Value>,
+) {
     out.extend_from_slice(b"{\"");
     out.extend_from_slice(keys.0.as_bytes());
     out.extend_from_slice(b"\": ");
@@ -241,6 +252,10 @@ fn turn(out: &mut Vec<u8>, keys: (&str, &str), role: &str, value: &str) {
     out.extend_from_slice(keys.1.as_bytes());
     out.extend_from_slice(b"\": ");
     pyjson::write_str(out, value, Style::Python);
+    if let Some(w) = weight {
+        out.extend_from_slice(b", \"loss_weight\": ");
+        pyjson::write_value(out, w, Style::Python);
+    }
     out.push(b'}');
 }
 
@@ -248,10 +263,17 @@ fn turn(out: &mut Vec<u8>, keys: (&str, &str), role: &str, value: &str) {
 /// (`sharegpt`: `{"from", "value"}` turns `human`, `gpt`, `function_call`,
 /// `observation`) or OpenAI formatting (`{"role", "content"}` messages `user`,
 /// `assistant`, `function_call`, and one `tool` message per result with its
-/// `tool_call_id` and `name`, which LLaMA-Factory joins itself). No system turn: the
-/// tools go in the row's `tools` column, which the template renders. On error `out` is
-/// left as it was.
-pub fn write_turns(traj: &Trajectory, sharegpt: bool, out: &mut Vec<u8>) -> Result<(), BadTurn> {
+/// `tool_call_id` and `name`, which LLaMA-Factory joins itself). The tools go in the
+/// row's `tools` column, which the template renders; the source's own system text, when
+/// kept, is the first turn (`system`, which LLaMA-Factory reads as the system prompt).
+/// With `weights`, a turn carries its [`crate::format::model::LOSS_WEIGHT`]
+/// ([`Trajectory::loss_weight`]). On error `out` is left as it was.
+pub fn write_turns(
+    traj: &Trajectory,
+    sharegpt: bool,
+    weights: bool,
+    out: &mut Vec<u8>,
+) -> Result<(), BadTurn> {
     let start = out.len();
     let keys = if sharegpt {
         ("from", "value")
@@ -267,21 +289,28 @@ pub fn write_turns(traj: &Trajectory, sharegpt: bool, out: &mut Vec<u8>) -> Resu
         n += 1;
         n
     };
+    if let Some(system) = &traj.system {
+        sep(out);
+        turn(out, keys, "system", system);
+    }
     for (ti, t) in traj.turns.iter().enumerate() {
         let k = sep(out);
+        let w = if weights { traj.loss_weight(ti) } else { None };
         let made = match t {
             Turn::Human(s) => {
-                turn(out, keys, if sharegpt { "human" } else { "user" }, s);
+                turn_weighted(out, keys, if sharegpt { "human" } else { "user" }, s, w);
                 Ok(())
             }
-            Turn::Gpt(g) if g.tool_calls.is_empty() => render_gpt(g)
-                .map(|v| turn(out, keys, if sharegpt { "gpt" } else { "assistant" }, &v)),
+            Turn::Gpt(g) if g.tool_calls.is_empty() => render_gpt(g).map(|v| {
+                let role = if sharegpt { "gpt" } else { "assistant" };
+                turn_weighted(out, keys, role, &v, w)
+            }),
             Turn::Gpt(g) => {
                 let g = with_result_ids(g, traj.turns.get(ti + 1));
-                render_function_call(&g).map(|v| turn(out, keys, "function_call", &v))
+                render_function_call(&g).map(|v| turn_weighted(out, keys, "function_call", &v, w))
             }
             Turn::Tool(rs) if sharegpt => {
-                render_observation(rs).map(|v| turn(out, keys, "observation", &v))
+                render_observation(rs).map(|v| turn_weighted(out, keys, "observation", &v, w))
             }
             Turn::Tool(rs) => {
                 for (i, r) in rs.iter().enumerate() {
@@ -294,6 +323,10 @@ pub fn write_turns(traj: &Trajectory, sharegpt: bool, out: &mut Vec<u8>) -> Resu
                     pyjson::write_str(out, &r.tool_call_id, Style::Python);
                     out.extend_from_slice(b", \"name\": ");
                     pyjson::write_str(out, &r.name, Style::Python);
+                    if let Some(w) = w {
+                        out.extend_from_slice(b", \"loss_weight\": ");
+                        pyjson::write_value(out, w, Style::Python);
+                    }
                     out.push(b'}');
                 }
                 Ok(())

@@ -8,8 +8,11 @@
 //! - [`Turn::Tool`]: the [`ToolResult`]s that answer the calls of the `Gpt` turn just
 //!   before it, grouped into one turn.
 //!
-//! The system prompt is not part of the model: in the Hermes format it is generated from
-//! the tool list (see [`crate::format::hermes::system_prompt`]).
+//! The source's own system text is [`Trajectory::system`]; the Hermes format writes it
+//! as the system turn of a plain chat, or in front of the tool prompt generated from the
+//! tool list (see `crate::stage::normalize::keep`). What a source message
+//! carries beyond the model (LLaMA-Factory's `loss_weight`, a `name`, mini-swe-agent's
+//! `extra`, a message that is no turn) is [`Trajectory::kept`], by its place in the turns.
 //!
 //! Readers and writers of concrete formats live in [`crate::format::hermes`] (Hermes ShareGPT
 //! text) and [`crate::stage::normalize`] (OpenAI messages, ShareGPT variants, whole rows). This
@@ -262,7 +265,70 @@ pub enum Turn {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Trajectory {
     pub tools: Vec<ToolSpec>,
+    /// The source's own system text (its system messages before the first turn, joined
+    /// with `\n\n`); `None` when it had none or it is not kept.
+    pub system: Option<String>,
     pub turns: Vec<Turn>,
+    /// What the source's messages carried beyond the model, in turn order.
+    pub kept: Vec<Kept>,
+}
+
+/// Something a source message carried that the model has no field for, kept by its
+/// place so that a writer can give it back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kept {
+    /// Keys of the message that became turn `turn` (of result `result` of a tool turn),
+    /// in the message's key order.
+    Keys {
+        turn: usize,
+        result: Option<usize>,
+        keys: Map<String, Value>,
+    },
+    /// A whole message that is no turn (a tool result answering no call, a system
+    /// message after the first turn, mini-swe-agent's `exit`), which stood before turn
+    /// `at` (`at` = the number of turns before it).
+    Message { at: usize, message: Value },
+}
+
+/// The per-turn key the ShareGPT shapes carry on the turn itself (LLaMA-Factory's
+/// weight of a message in the loss).
+pub const LOSS_WEIGHT: &str = "loss_weight";
+
+impl Trajectory {
+    /// The keys kept for turn `turn` (result `result` of a tool turn), in order.
+    pub fn keys_of(&self, turn: usize, result: Option<usize>) -> Option<&Map<String, Value>> {
+        self.kept.iter().find_map(|k| match k {
+            Kept::Keys {
+                turn: t,
+                result: r,
+                keys,
+            } if *t == turn && *r == result => Some(keys),
+            _ => None,
+        })
+    }
+
+    /// The `loss_weight` a ShareGPT writer puts on turn `turn`: the turn's own, or for
+    /// a tool turn the one every result has (none when they differ or one has none).
+    pub fn loss_weight(&self, turn: usize) -> Option<&Value> {
+        let of = |result| self.keys_of(turn, result).and_then(|k| k.get(LOSS_WEIGHT));
+        match self.turns.get(turn)? {
+            Turn::Tool(rs) => {
+                let first = of(Some(0))?;
+                (1..rs.len())
+                    .all(|r| of(Some(r)) == Some(first))
+                    .then_some(first)
+            }
+            _ => of(None),
+        }
+    }
+
+    /// The messages kept whole that stood before turn `at`, in order.
+    pub fn messages_at(&self, at: usize) -> impl Iterator<Item = &Value> {
+        self.kept.iter().filter_map(move |k| match k {
+            Kept::Message { at: a, message } if *a == at => Some(message),
+            _ => None,
+        })
+    }
 }
 
 /// What one tool result says about its call.
@@ -538,6 +604,7 @@ mod tests {
                     res("unknown", json!("ok")),
                 ]),
             ],
+            ..Default::default()
         };
         let s = tool_stats(&traj, ["zeta"]);
         let keys: Vec<&str> = s.keys().map(String::as_str).collect();

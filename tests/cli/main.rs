@@ -15,6 +15,7 @@ mod demo;
 mod filter;
 mod formats;
 mod integrity;
+mod keep;
 mod lossless;
 mod merge;
 mod normalize;

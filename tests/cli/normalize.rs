@@ -250,13 +250,15 @@ fn rule_roles_user_verbatim_other_roles_and_orphan_tools_dropped() {
         {"role": "system", "content": "injected"},
         {"role": "user", "content": "[System error during processing: x]"}
     ])));
-    // No tool is offered and the only tool result is an orphan (dropped): a plain chat,
-    // so the row's own system entries are not turns and no Hermes prompt replaces them.
+    // No tool is offered and the only tool result is an orphan (kept aside in
+    // `message_keys`, tests/cli/keep.rs): a plain chat, so the row's own first system
+    // entry is its system turn and no Hermes prompt replaces it; the later one is no turn.
     let froms: Vec<&str> = t.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(froms, ["human", "gpt", "human"]);
-    assert_eq!(t[0].1, "  spaced prompt \n");
-    assert_eq!(t[1].1, "<think>\n</think>\nok");
-    assert_eq!(t[2].1, "[System error during processing: x]");
+    assert_eq!(froms, ["system", "human", "gpt", "human"]);
+    assert_eq!(t[0].1, "You are a bot.");
+    assert_eq!(t[1].1, "  spaced prompt \n");
+    assert_eq!(t[2].1, "<think>\n</think>\nok");
+    assert_eq!(t[3].1, "[System error during processing: x]");
     assert!(
         t.iter()
             .all(|(_, v)| !v.contains("injected") && !v.contains("orphan"))
@@ -538,6 +540,7 @@ fn messages_field_reads_swe_agent_history() {
             "environment",
             "trajectory",
             "conversations",
+            "message_keys",
             "info",
             "replay_config",
             "tool_stats",
@@ -602,8 +605,13 @@ fn every_fixture_line_converts_and_is_a_fixed_point() {
                 t["from"] == "tool" || t["value"].as_str().unwrap().contains("<tool_call>")
             });
             if c[0]["from"] == "system" {
+                // The Hermes prompt (after the row's own text, if any) exactly when the
+                // row has to do with tools; a plain chat's own system text otherwise.
                 let v = c[0]["value"].as_str().unwrap();
-                assert!(v.starts_with("You are a function calling AI model."), "{v}");
+                assert!(
+                    !tooly || v.contains("You are a function calling AI model."),
+                    "{v}"
+                );
                 assert!(tooly || !v.contains("<tools>\n[]\n</tools>"), "{name}: {v}");
             } else {
                 assert!(!tooly, "{name}: a row with tool turns has no system turn");

@@ -68,12 +68,22 @@ pub(crate) fn mixed(
     (out, rows)
 }
 
+/// A core row's `tool_stats`: one JSON string (one Arrow type in any mix), read.
+pub(crate) fn stats_of(r: &Value) -> Value {
+    serde_json::from_str(
+        r["tool_stats"]
+            .as_str()
+            .expect("core tool_stats: a JSON string"),
+    )
+    .unwrap()
+}
+
 /// The run's full tool list: every tool_stats key of a first pass.
 pub(crate) fn all_tools(d: &Path) -> PathBuf {
     let (_, rows) = mixed(d, "first_pass.jsonl", &["--columns", "core"], None);
     let mut names = std::collections::BTreeSet::new();
     for r in &rows {
-        names.extend(r["tool_stats"].as_object().unwrap().keys().cloned());
+        names.extend(stats_of(r).as_object().unwrap().keys().cloned());
     }
     let p = d.join("all_tools.json");
     std::fs::write(&p, serde_json::to_string(&names).unwrap()).unwrap();
@@ -175,7 +185,7 @@ fn core_columns_of_mixed_sources_load_in_datasets_4_and_5() {
     let tools = all_tools(d.path());
     let (file, rows) = mixed(d.path(), "core.jsonl", &["--columns", "core"], Some(&tools));
     assert!(rows.len() > 400, "{}", rows.len());
-    let stat_keys: Vec<String> = rows[0]["tool_stats"]
+    let stat_keys: Vec<String> = stats_of(&rows[0])
         .as_object()
         .unwrap()
         .keys()
@@ -185,7 +195,8 @@ fn core_columns_of_mixed_sources_load_in_datasets_4_and_5() {
     for r in &rows {
         let keys: Vec<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys, CORE_KEYS);
-        let k: Vec<&String> = r["tool_stats"].as_object().unwrap().keys().collect();
+        let s = stats_of(r);
+        let k: Vec<&String> = s.as_object().unwrap().keys().collect();
         assert_eq!(k, stat_keys.iter().collect::<Vec<_>>());
         let meta: Value = serde_json::from_str(r["metadata"].as_str().unwrap()).unwrap();
         assert!(meta.is_object());
@@ -205,7 +216,10 @@ fn core_columns_of_mixed_sources_load_in_datasets_4_and_5() {
         .find(|r| {
             let m: serde_json::Map<String, Value> =
                 serde_json::from_str(r["metadata"].as_str().unwrap()).unwrap();
-            m.keys().collect::<Vec<_>>() == want
+            m.keys()
+                .filter(|k| *k != "message_keys")
+                .collect::<Vec<_>>()
+                == want
         })
         .expect("a row whose metadata holds the SWE-agent fields in order");
     assert!(swe_row["conversations"].as_array().unwrap().len() > 2);
@@ -226,10 +240,10 @@ datasets.disable_progress_bars()
 ds = datasets.load_dataset("json", data_files=sys.argv[1], split="train", cache_dir=sys.argv[2])
 assert len(ds) == int(sys.argv[3]), len(ds)
 assert ds.column_names == ["conversations", "tools", "tool_stats", "tool_error_counts", "metadata"], ds.column_names
-keys = set(ds[0]["tool_stats"])
+keys = set(json.loads(ds[0]["tool_stats"]))
 for r in ds:
-    assert set(r["tool_stats"]) == keys
-    assert all(v is not None for v in r["tool_stats"].values())
+    assert set(json.loads(r["tool_stats"])) == keys
+    assert all(v is not None for v in json.loads(r["tool_stats"]).values())
     json.loads(r["metadata"]); json.loads(r["tools"])
 print("version", datasets.__version__)
 print("ok")
@@ -333,7 +347,9 @@ fn plain_chats_get_no_tool_prompt() {
     let rows = parse_jsonl(&stdout(&o));
     let conv = rows[0]["conversations"].as_array().unwrap();
     let froms: Vec<&str> = conv.iter().map(|t| t["from"].as_str().unwrap()).collect();
-    assert_eq!(froms, ["human", "gpt"]);
+    // Its own system turn kept as is, and no tool prompt.
+    assert_eq!(froms, ["system", "human", "gpt"]);
+    assert_eq!(conv[0]["value"], "Be brief.");
     // A fixed point: normalising again changes nothing.
     let again = run_with_stdin(cmd(NORM, d.path()), &o.stdout);
     assert_code(&again, 0);

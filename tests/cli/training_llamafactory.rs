@@ -23,7 +23,7 @@ const TARGETS: [(&str, &str); 2] = [
 /// LLaMA-Factory's reading of a function_call value (data/formatter.py,
 /// FunctionFormatter with the default thought and tool-call words), turned into the
 /// messages transformers' templates take. Shared by the scripts below.
-const LF_READ: &str = r#"
+pub(crate) const LF_READ: &str = r#"
 import json, re
 TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 THOUGHT = re.compile(r"<think>\n(.*?)\n</think>\n\n", re.DOTALL)
@@ -46,7 +46,9 @@ def hf_messages(row):
     for m in row[key]:
         role = m.get("from", m.get("role"))
         content = m.get("value", m.get("content"))
-        if role in ("human", "user"):
+        if role == "system":
+            out.append({"role": "system", "content": content})
+        elif role in ("human", "user"):
             out.append({"role": "user", "content": content})
         elif role in ("gpt", "assistant"):
             out.append({"role": "assistant", "content": content})
@@ -178,7 +180,7 @@ fn plain_with_reasoning(row: &Value) -> bool {
     row["tools"] == "[]"
         && list
             .iter()
-            .all(|t| t["from"] == "human" || t["from"] == "gpt")
+            .all(|t| t["from"] == "human" || t["from"] == "gpt" || t["from"] == "system")
         && list.iter().any(|t| {
             t["from"] == "gpt"
                 && t["value"].as_str().is_some_and(|v| {

@@ -35,6 +35,9 @@ pub enum BadRow {
     NoMessageList(Option<&'static str>),
     #[error(transparent)]
     Tools(#[from] ToolsField),
+    /// The row's `message_keys` field is not what traj-normalize writes there.
+    #[error(transparent)]
+    Kept(#[from] super::keep::BadKept),
     /// Message `n` (1-based) of the list.
     #[error("message {0}: {1}")]
     Message(usize, BadMessage),

@@ -17,6 +17,7 @@
 
 mod bridged;
 pub mod error;
+pub mod keep;
 pub mod read;
 pub mod shape;
 mod typed;
@@ -26,9 +27,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 pub use self::error::{BadLine, BadRow};
+pub use self::keep::{Part, Parts, SystemRule, Tally};
 use crate::format::model::{ToolCount, Trajectory, Turn, tool_stats};
 use crate::format::pyjson::{self, Style};
-use crate::format::repair::{Mode, Repairs};
+use crate::format::repair::Mode;
 use crate::format::{hermes, llamafactory};
 pub use shape::{Arguments, Columns, ToolsAs};
 
@@ -95,6 +97,8 @@ pub struct Options {
     pub no_repair: bool,
     /// What the Hermes text shows of a `tool_call` bridge call (`--bridge`).
     pub bridge: Bridge,
+    /// Whose system text is kept (`--keep-run-system-prompt`, `--drop-system-prompt`).
+    pub system_rule: SystemRule,
 }
 
 /// What the Hermes text shows of a `tool_call` bridge call ([`crate::format::bridge`]).
@@ -124,18 +128,18 @@ pub fn normalize_row(
     opts: &Options,
     out: &mut Vec<u8>,
 ) -> Result<(), BadRow> {
-    normalize_row_counted(row, opts, out, &mut Repairs::default())
+    normalize_row_counted(row, opts, out, &mut Tally::default())
 }
 
-/// [`normalize_row`], adding the envelope repairs made to `done` when the row is
-/// written (a rejected row counts none).
+/// [`normalize_row`], adding the envelope repairs made and the parts set aside or
+/// dropped to `done` when the row is written (a rejected row counts none).
 pub fn normalize_row_counted(
     row: Map<String, Value>,
     opts: &Options,
     out: &mut Vec<u8>,
-    done: &mut Repairs,
+    done: &mut Tally,
 ) -> Result<(), BadRow> {
-    let mut made = Repairs::default();
+    let mut made = Tally::default();
     normalize_row_with(row, &[], opts, out, &mut made)?;
     done.merge(&made);
     Ok(())
@@ -156,7 +160,7 @@ pub fn normalize_line(
     line: &[u8],
     opts: &Options,
     out: &mut Vec<u8>,
-    done: &mut Repairs,
+    done: &mut Tally,
 ) -> Result<(), BadLine> {
     if let typed::Quick::Done(r) = typed::quick(line, opts, out, done) {
         return Ok(r?);
@@ -165,7 +169,14 @@ pub fn normalize_line(
         let parse = |k: &str| {
             matches!(
                 k,
-                "conversations" | "messages" | "tools" | "tool_stats" | "tool_error_counts"
+                "conversations"
+                    | "messages"
+                    | "tools"
+                    | "tool_stats"
+                    | "tool_error_counts"
+                    | keep::MESSAGE_KEYS
+                    | keep::SYSTEM_COLUMN
+                    | "metadata"
             ) || k == crate::format::bridge::FIELD
                 || opts.messages_field.as_deref() == Some(k)
                 || opts.set_fields.iter().any(|(s, _)| s == k)
@@ -173,7 +184,7 @@ pub fn normalize_line(
         // The row is level 1: a kept value may hold 126 levels (io::parse_object's limit).
         let verbatim = |text: &str| pyjson::as_is_prefix(text, 126);
         if let Some(row) = crate::io::parse_object_in_part(line, &parse, &verbatim) {
-            let mut made = Repairs::default();
+            let mut made = Tally::default();
             match normalize_row_with(row.map, &row.raw, opts, out, &mut made) {
                 Ok(()) => {
                     done.merge(&made);
@@ -196,7 +207,7 @@ fn normalize_row_with(
     raw: &[Option<&str>],
     opts: &Options,
     out: &mut Vec<u8>,
-    made: &mut Repairs,
+    made: &mut Tally,
 ) -> Result<(), BadRow> {
     for (k, v) in &opts.set_fields {
         row.insert(k.clone(), v.clone());
@@ -215,7 +226,44 @@ fn normalize_row_with(
     } else {
         Mode::Repair
     };
-    let mut traj = read::read_messages(items, tools, mode, made)?;
+    let mut ctx = read::ReadCtx {
+        mode,
+        rule: opts.system_rule,
+        run: keep::is_run_record(row.keys().map(String::as_str)),
+        tally: made,
+    };
+    let mut traj = read::read_messages(items, tools, &mut ctx)?;
+    // LLaMA-Factory's `system` column: the row's system text when its list has none
+    // (consumed, as `tools` is; a list's own system text wins and the column passes).
+    if traj.system.is_none()
+        && let Some(Value::String(text)) = row.get(keep::SYSTEM_COLUMN)
+        && !text.is_empty()
+    {
+        match opts.system_rule.verdict(ctx.run) {
+            Some(part) => ctx.tally.parts.add(part),
+            None => traj.system = Some(text.clone()),
+        }
+        row.shift_remove(keep::SYSTEM_COLUMN);
+    }
+    // A core row keeps them in its metadata.
+    let in_meta = match row.get("metadata") {
+        Some(Value::String(m)) if m.contains(keep::MESSAGE_KEYS) => {
+            serde_json::from_str::<Map<String, Value>>(m)
+                .ok()
+                .and_then(|mut m| m.shift_remove(keep::MESSAGE_KEYS))
+        }
+        _ => None,
+    };
+    if let Some(v) = row.get(keep::MESSAGE_KEYS).or(in_meta.as_ref()) {
+        for k in keep::read_kept(v)? {
+            match k {
+                crate::format::model::Kept::Keys { turn, result, keys } => {
+                    keep::keep_keys(&mut traj.kept, turn, result, keys)
+                }
+                m => traj.kept.push(m),
+            }
+        }
+    }
     if opts.merge_consecutive {
         shape::merge_consecutive(&mut traj);
     }
@@ -225,7 +273,12 @@ fn normalize_row_with(
         return Err(BadRow::BothLists(key.to_string(), new_key));
     }
     let mut known: Vec<&str> = opts.known_tools.iter().map(String::as_str).collect();
-    if let Some(Value::Object(old)) = row.get("tool_stats") {
+    let old_stats = match row.get("tool_stats") {
+        // A core row's: the same object, as a JSON string.
+        Some(Value::String(s)) => serde_json::from_str(s).ok(),
+        _ => None,
+    };
+    if let Some(Value::Object(old)) = old_stats.as_ref().or(row.get("tool_stats")) {
         known.extend(old.keys().map(String::as_str));
     }
     let stats = tool_stats(&traj, known);
@@ -254,7 +307,13 @@ fn normalize_row_with(
                 write_tools(out, &traj, opts.tools_as());
             }
             bridged::write_field(out, bridge_calls.take());
-        } else if k == "tools" || k == crate::format::bridge::FIELD {
+            if let Some(kept) = kept_value(&traj, opts) {
+                out.extend_from_slice(b", ");
+                pyjson::write_str(out, keep::MESSAGE_KEYS, Style::Python);
+                out.extend_from_slice(b": ");
+                pyjson::write_value(out, &kept, Style::Python);
+            }
+        } else if k == "tools" || k == crate::format::bridge::FIELD || k == keep::MESSAGE_KEYS {
             continue;
         } else if k == "tool_stats" {
             sep.next(out);
@@ -279,16 +338,32 @@ fn normalize_row_with(
     Ok(())
 }
 
+/// True when the ShareGPT shapes write `loss_weight` on the turns (not under
+/// [`Columns::Core`], whose turns are `{"from", "value"}` in every row).
+fn weights_on_turns(opts: &Options) -> bool {
+    opts.columns == Columns::All
+}
+
+/// The [`keep::MESSAGE_KEYS`] value of the row: what the message list written does not
+/// carry (`--to openai` carries all of it).
+fn kept_value(traj: &Trajectory, opts: &Options) -> Option<Value> {
+    if opts.target == Target::OpenAi {
+        return None;
+    }
+    keep::kept_value(traj, weights_on_turns(opts))
+}
+
 /// Append the message list of `traj` in the shape `opts.target` names.
 fn write_list(traj: &Trajectory, opts: &Options, out: &mut Vec<u8>) -> Result<(), BadRow> {
+    let weights = weights_on_turns(opts);
     match opts.target {
-        Target::Hermes => hermes_conversations(traj, out),
+        Target::Hermes => hermes_conversations_with(traj, &AsIs::default(), weights, out),
         Target::OpenAi => {
             out.extend_from_slice(&openai_messages_with(traj, opts.arguments));
             Ok(())
         }
         t @ (Target::LlamaFactory | Target::LlamaFactoryOpenAi) => {
-            llamafactory::write_turns(traj, t == Target::LlamaFactory, out)
+            llamafactory::write_turns(traj, t == Target::LlamaFactory, weights, out)
                 .map_err(|llamafactory::BadTurn(n, e)| BadRow::Envelope(n, e))
         }
     }
@@ -331,10 +406,24 @@ fn write_core(
     }
     out.extend_from_slice(b", \"tools\": ");
     write_tools(out, traj, opts.tools_as());
-    out.extend_from_slice(b", ");
-    write_stats(out, stats);
-    out.extend_from_slice(b", ");
-    write_error_counts(out, stats);
+    // One Arrow type in any mix of sources: the two maps as JSON strings.
+    for (key, write) in [
+        (
+            "tool_stats",
+            write_stats as fn(&mut Vec<u8>, &BTreeMap<String, ToolCount>),
+        ),
+        ("tool_error_counts", write_error_counts),
+    ] {
+        let mut member = Vec::new();
+        write(&mut member, stats);
+        let value = &member[key.len() + 4..];
+        out.extend_from_slice(format!(", \"{key}\": ").as_bytes());
+        pyjson::write_str(
+            out,
+            std::str::from_utf8(value).expect("UTF-8"),
+            Style::Python,
+        );
+    }
     // A core row's own `metadata` (a JSON object in a string) is unpacked first, so that
     // normalising a core row again gives the same row.
     let own = match row.get("metadata") {
@@ -350,11 +439,18 @@ fn write_core(
     for (k, v) in row {
         let consumed = k.as_str() == key
             || k.as_str() == new_key
-            || matches!(k.as_str(), "tools" | "tool_stats" | "tool_error_counts")
+            || matches!(
+                k.as_str(),
+                "tools" | "tool_stats" | "tool_error_counts" | keep::MESSAGE_KEYS
+            )
             || (unpacked && k.as_str() == "metadata");
         if !consumed {
             meta.insert(k.clone(), v.clone());
         }
+    }
+    meta.shift_remove(keep::MESSAGE_KEYS);
+    if let Some(kept) = kept_value(traj, opts) {
+        meta.insert(keep::MESSAGE_KEYS.into(), kept);
     }
     out.extend_from_slice(b", \"metadata\": ");
     pyjson::write_str(
@@ -443,6 +539,16 @@ fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
     out.push(b'}');
 }
 
+/// Close a turn written up to its value: its `loss_weight` (when `w`) and `}`.
+fn end_turn(out: &mut Vec<u8>, w: Option<&Value>) {
+    if let Some(w) = w {
+        out.pop();
+        out.extend_from_slice(b", \"loss_weight\": ");
+        pyjson::write_value(out, w, Style::Python);
+        out.push(b'}');
+    }
+}
+
 /// Append the `conversations` list of a Hermes row, as JSON, to `out`.
 ///
 /// Tool turns, the bulk of most rows, are written straight into `out`: their JSON
@@ -450,10 +556,11 @@ fn write_turn(out: &mut Vec<u8>, from: &str, value: &str) {
 /// ([`pyjson::write_value_nested`]), which gives the same bytes as
 /// [`hermes::render_tool`] written as a string.
 ///
-/// A row with nothing to do with tools ([`shape::uses_tools`]) gets no system turn: a
-/// plain chat stays a plain chat.
+/// A row with nothing to do with tools ([`shape::uses_tools`]) gets no tool prompt: a
+/// plain chat stays a plain chat, with its own system turn when it had one
+/// ([`keep::hermes_system`]). Turns carry their `loss_weight`.
 pub fn hermes_conversations(traj: &Trajectory, out: &mut Vec<u8>) -> Result<(), BadRow> {
-    hermes_conversations_with(traj, &AsIs::default(), out)
+    hermes_conversations_with(traj, &AsIs::default(), true, out)
 }
 
 /// Texts a reading kept to be written as they are (the quick path, [`typed`]), each
@@ -472,22 +579,25 @@ struct AsIs<'t> {
     contents: Vec<Vec<Option<&'t str>>>,
 }
 
-/// [`hermes_conversations`], writing the texts of `as_is` where it has them.
+/// [`hermes_conversations`], writing the texts of `as_is` where it has them, the turns'
+/// `loss_weight` when `weights`.
 fn hermes_conversations_with(
     traj: &Trajectory,
     as_is: &AsIs,
+    weights: bool,
     out: &mut Vec<u8>,
 ) -> Result<(), BadRow> {
     out.push(b'[');
-    let system = shape::uses_tools(traj);
-    if system {
-        let prompt = hermes::system_prompt_with(&traj.tools, &as_is.parameters);
+    let prompt = keep::hermes_system(traj, shape::uses_tools(traj), &as_is.parameters);
+    let system = prompt.is_some();
+    if let Some(prompt) = prompt {
         write_turn(out, "system", &prompt);
     }
     for (i, t) in traj.turns.iter().enumerate() {
         if system || i > 0 {
             out.extend_from_slice(b", ");
         }
+        let w = if weights { traj.loss_weight(i) } else { None };
         match t {
             _ if let Some(raw) = as_is.values.get(i).copied().flatten() => {
                 let from = if matches!(t, Turn::Gpt(_)) {
@@ -500,8 +610,12 @@ fn hermes_conversations_with(
                 out.extend_from_slice(b"\", \"value\": \"");
                 out.extend_from_slice(raw.as_bytes());
                 out.extend_from_slice(b"\"}");
+                end_turn(out, w);
             }
-            Turn::Human(s) => write_turn(out, "human", s),
+            Turn::Human(s) => {
+                write_turn(out, "human", s);
+                end_turn(out, w);
+            }
             Turn::Gpt(g) => {
                 let n = i + 1 + usize::from(system);
                 let v = hermes::render_gpt(g).map_err(|e| BadRow::Envelope(n, e))?;
@@ -510,9 +624,11 @@ fn hermes_conversations_with(
                     return Err(BadRow::Envelope(n, hermes::EnvelopeError(e.to_string())));
                 }
                 write_turn(out, "gpt", &v);
+                end_turn(out, w);
             }
             Turn::Tool(rs) => {
-                write_tool_turn(out, rs, as_is.contents.get(i).map_or(&[], Vec::as_slice))
+                write_tool_turn(out, rs, as_is.contents.get(i).map_or(&[], Vec::as_slice));
+                end_turn(out, w);
             }
         }
     }
@@ -558,13 +674,29 @@ pub fn openai_messages(traj: &Trajectory) -> Vec<u8> {
 pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> {
     let mut msgs: Vec<Value> = Vec::with_capacity(traj.turns.len());
     let s = |x: &str| Value::String(x.to_string());
+    if let Some(system) = &traj.system {
+        let mut m = Map::new();
+        m.insert("role".into(), s("system"));
+        m.insert("content".into(), s(system));
+        msgs.push(Value::Object(m));
+    }
+    // The kept keys of turn `ti` (result `r`) after the message's own.
+    let with_kept = |mut m: Map<String, Value>, ti: usize, r: Option<usize>| {
+        if let Some(keys) = traj.keys_of(ti, r) {
+            for (k, v) in keys {
+                m.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        Value::Object(m)
+    };
     for (ti, t) in traj.turns.iter().enumerate() {
+        msgs.extend(traj.messages_at(ti).cloned());
         match t {
             Turn::Human(text) => {
                 let mut m = Map::new();
                 m.insert("role".into(), s("user"));
                 m.insert("content".into(), s(text));
-                msgs.push(Value::Object(m));
+                msgs.push(with_kept(m, ti, None));
             }
             Turn::Gpt(g) => {
                 let mut m = Map::new();
@@ -605,10 +737,10 @@ pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> 
                         .collect();
                     m.insert("tool_calls".into(), Value::Array(calls));
                 }
-                msgs.push(Value::Object(m));
+                msgs.push(with_kept(m, ti, None));
             }
             Turn::Tool(rs) => {
-                for r in rs {
+                for (ri, r) in rs.iter().enumerate() {
                     let mut m = Map::new();
                     m.insert("role".into(), s("tool"));
                     m.insert("tool_call_id".into(), s(&r.tool_call_id));
@@ -620,11 +752,12 @@ pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> 
                         v => v.clone(),
                     };
                     m.insert("content".into(), content);
-                    msgs.push(Value::Object(m));
+                    msgs.push(with_kept(m, ti, Some(ri)));
                 }
             }
         }
     }
+    msgs.extend(traj.messages_at(traj.turns.len()).cloned());
     let mut out = Vec::with_capacity(4096);
     pyjson::write_value(&mut out, &Value::Array(msgs), Style::Python);
     out
@@ -661,9 +794,9 @@ mod tests {
     use super::*;
 
     /// The whole-row reading, as before rows were read in part.
-    fn whole(line: &[u8], opts: &Options) -> (Vec<u8>, Result<(), BadLine>, Repairs) {
+    fn whole(line: &[u8], opts: &Options) -> (Vec<u8>, Result<(), BadLine>, Tally) {
         let mut out = Vec::new();
-        let mut made = Repairs::default();
+        let mut made = Tally::default();
         let r = crate::io::parse_object(line)
             .map_err(BadLine::NotARow)
             .and_then(|row| Ok(normalize_row_counted(row, opts, &mut out, &mut made)?));
@@ -720,13 +853,14 @@ mod tests {
                     }
                     for opts in &sets {
                         let mut out = Vec::new();
-                        let mut made = Repairs::default();
+                        let mut made = Tally::default();
                         let r = normalize_line(line, opts, &mut out, &mut made);
                         let (want_out, want, want_made) = whole(line, opts);
                         let at = format!("{}: {}", f.display(), String::from_utf8_lossy(line));
                         assert_eq!(r, want, "{at}");
                         assert!(out == want_out, "{at}");
-                        assert_eq!(made.total(), want_made.total(), "{at}");
+                        assert_eq!(made.repairs.total(), want_made.repairs.total(), "{at}");
+                        assert_eq!(made.parts, want_made.parts, "{at}");
                     }
                 }
             }

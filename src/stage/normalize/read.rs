@@ -13,23 +13,28 @@
 //!   `reasoning`, `tool_call`, `image_url`), `tool` (`tool_call_id`, or SWE-agent's
 //!   `tool_call_ids`) and legacy `function`.
 //!
-//! `system` and `developer` entries are not turns: the Hermes system prompt is generated
-//! from the tool list. A system entry holding a `<tools>` block gives the tool list;
-//! otherwise the tools come from the row's `tools` field (a list or a JSON string).
+//! `system` and `developer` entries are not turns: their text before the first turn is
+//! the row's own system text ([`Trajectory::system`], by the [`SystemRule`]; see
+//! [`keep`]). A system entry holding a `<tools>` block gives the tool list; otherwise
+//! the tools come from the row's `tools` field (a list or a JSON string).
 //!
 //! Tool results are paired with the calls of the assistant turn right before them: by
 //! `tool_call_id` where the calls carry ids, else by name, else by position; a result
-//! that answers no call is named by its own `name` field or `"unknown"`. Tool results
-//! with no assistant-with-calls right before them are dropped, as in the reference.
+//! that answers no call is named by its own `name` field or `"unknown"`. A tool result
+//! with no assistant-with-calls right before it, a system entry after the first turn and
+//! mini-swe-agent's `exit` message are no turns: they are kept whole, at their place
+//! ([`Kept::Message`]), and counted. Keys of a message that the model has no field for
+//! are kept by the turn they belong to ([`Kept::Keys`]).
 
 use serde_json::{Map, Value};
 
 use super::error::{BadBody, BadMessage, BadRow, ToolsField};
+use super::keep::{self, Part, SystemRule, Tally};
 use crate::format::model::{DeclError, json_kind};
 use crate::format::model::{
-    GptTurn, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
+    GptTurn, Kept, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
 };
-use crate::format::repair::{self, Mode, Repairs};
+use crate::format::repair::{self, Mode};
 use crate::format::{hermes, llamafactory};
 
 /// What stands in for an image part in text.
@@ -134,20 +139,72 @@ impl Pending {
     }
 }
 
+/// How a message list is read, and what the reading counts.
+pub struct ReadCtx<'t> {
+    /// Repair or refuse the tags of gpt turns.
+    pub mode: Mode,
+    /// Whose system text is kept.
+    pub rule: SystemRule,
+    /// The row is a run record ([`keep::is_run_record`]).
+    pub run: bool,
+    pub tally: &'t mut Tally,
+}
+
+impl<'t> ReadCtx<'t> {
+    /// A reading under `mode` of a row that is no run record, by the default rule.
+    pub fn new(mode: Mode, tally: &'t mut Tally) -> Self {
+        ReadCtx {
+            mode,
+            rule: SystemRule::default(),
+            run: false,
+            tally,
+        }
+    }
+}
+
+/// The keys of a message the reader does not read (the model has no field for them), in
+/// the message's order: all but the role and the body, and for OpenAI assistant and
+/// tool messages the keys of their calls, reasoning, call id and name.
+fn extra_keys(m: &Map<String, Value>, sharegpt: bool, role: &str) -> Map<String, Value> {
+    let read: &[&str] = match (sharegpt, role) {
+        (true, _) => &["from", "value"],
+        (false, "assistant" | "gpt") => &[
+            "role",
+            "content",
+            "tool_calls",
+            "function_call",
+            "reasoning",
+            "reasoning_content",
+            "reasoning_details",
+        ],
+        (
+            false,
+            "tool" | "observation" | "function" | "function_response" | "tool_response" | "ipython",
+        ) => &["role", "content", "tool_call_id", "tool_call_ids", "name"],
+        (false, _) => &["role", "content"],
+    };
+    m.iter()
+        .filter(|(k, _)| !read.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// Read `items` (the message list of a row) into a trajectory; `tools` is the row's own
 /// tool list, used when no system entry carries a `<tools>` block.
 ///
 /// Each assistant turn's tags go through [`repair::repair_gpt`] first (a ShareGPT
-/// turn's Hermes text, an OpenAI reply's content), under `mode`; repairs are counted
-/// in `done`.
+/// turn's Hermes text, an OpenAI reply's content), under `ctx.mode`; repairs and the
+/// parts set aside or dropped are counted in `ctx.tally`.
 pub fn read_messages(
     items: Vec<Value>,
     tools: Option<Vec<ToolSpec>>,
-    mode: Mode,
-    done: &mut Repairs,
+    ctx: &mut ReadCtx,
 ) -> Result<Trajectory, BadRow> {
+    let mode = ctx.mode;
     let mut turns: Vec<Turn> = Vec::with_capacity(items.len());
     let mut system_tools: Option<Vec<ToolSpec>> = None;
+    let mut system: Option<String> = None;
+    let mut kept: Vec<Kept> = Vec::new();
     let mut pending: Option<Pending> = None;
     let lf = llamafactory_row(&items, tools.as_ref().is_some_and(|t| !t.is_empty()));
     for (i, item) in items.into_iter().enumerate() {
@@ -160,6 +217,24 @@ pub fn read_messages(
             (_, Some(Value::String(r))) => (false, r.clone()),
             _ => return Err(at(BadMessage::NoRole)),
         };
+        let is_result = matches!(
+            role.as_str(),
+            "tool" | "observation" | "function" | "function_response" | "tool_response" | "ipython"
+        );
+        // Messages that are no turn are kept whole, at their place.
+        if role == "exit" || (is_result && pending.is_none()) {
+            ctx.tally.parts.add(if role == "exit" {
+                Part::MessageWithoutTurn
+            } else {
+                Part::ToolResultWithoutCall
+            });
+            kept.push(Kept::Message {
+                at: turns.len(),
+                message: Value::Object(m),
+            });
+            continue;
+        }
+        let extra = extra_keys(&m, sharegpt, &role);
         let body = if sharegpt {
             m.remove("value")
         } else {
@@ -168,12 +243,41 @@ pub fn read_messages(
         match role.as_str() {
             "system" | "developer" => {
                 pending = None;
-                if system_tools.is_none() {
-                    let text = text_of(body).map_err(|e| at(e.into()))?;
-                    if let Some(t) = hermes::parse_system(&text) {
-                        system_tools = Some(t.map_err(|e| at(e.into()))?);
+                let text = text_of(body).map_err(|e| at(e.into()))?;
+                let listed = hermes::parse_system(&text);
+                let lists_tools = listed.is_some();
+                if system_tools.is_none()
+                    && let Some(t) = listed
+                {
+                    system_tools = Some(t.map_err(|e| at(e.into()))?);
+                }
+                let (own, run) = match keep::read_system(&text, lists_tools) {
+                    keep::SystemText::ToolPrompt { own } => (own, false),
+                    keep::SystemText::Own(_) if !turns.is_empty() => {
+                        // After the first turn: kept whole, at its place.
+                        ctx.tally.parts.add(Part::LateSystemMessage);
+                        m.insert(
+                            if sharegpt { "value" } else { "content" }.into(),
+                            Value::String(text),
+                        );
+                        kept.push(Kept::Message {
+                            at: turns.len(),
+                            message: Value::Object(m),
+                        });
+                        continue;
+                    }
+                    keep::SystemText::Own(t) => (Some(t), ctx.run),
+                };
+                if let Some(own) = own.filter(|t| !t.is_empty()) {
+                    match ctx.rule.verdict(run) {
+                        Some(part) => ctx.tally.parts.add(part),
+                        None => keep::add_system(&mut system, own),
                     }
                 }
+                if !extra.is_empty() {
+                    ctx.tally.parts.add(Part::SystemMessageKey);
+                }
+                continue;
             }
             "user" | "human" => {
                 pending = None;
@@ -188,11 +292,11 @@ pub fn read_messages(
             "assistant" | "gpt" => {
                 let g = if sharegpt {
                     let text = text_of(body).map_err(|e| at(e.into()))?;
-                    let text =
-                        repair::repair_gpt(&text, false, mode, done).map_err(|e| at(e.into()))?;
+                    let text = repair::repair_gpt(&text, false, mode, &mut ctx.tally.repairs)
+                        .map_err(|e| at(e.into()))?;
                     hermes::parse_gpt(&text).map_err(|e| at(e.into()))?
                 } else {
-                    let mut g = openai_assistant(m, body).map_err(at)?;
+                    let mut g = openai_assistant(m, body, &mut ctx.tally.parts).map_err(at)?;
                     if lf && g.reasoning.is_none() && g.tool_calls.is_empty() {
                         let p = llamafactory::parse_gpt(&g.content);
                         (g.reasoning, g.content) = (p.reasoning, p.content);
@@ -202,7 +306,7 @@ pub fn read_messages(
                         .as_deref()
                         .is_some_and(|r| !hermes::py_strip(r).is_empty());
                     if let std::borrow::Cow::Owned(c) =
-                        repair::repair_gpt(&g.content, after_think, mode, done)
+                        repair::repair_gpt(&g.content, after_think, mode, &mut ctx.tally.repairs)
                             .map_err(|e| at(e.into()))?
                     {
                         g.content = c;
@@ -233,10 +337,9 @@ pub fn read_messages(
                 pending = Pending::new(&g.tool_calls);
                 turns.push(Turn::Gpt(g));
             }
-            "tool" | "observation" | "function" | "function_response" | "tool_response"
-            | "ipython" => {
+            _ if is_result => {
                 let Some(p) = pending.as_mut() else {
-                    continue; // no assistant-with-calls right before: dropped (reference)
+                    unreachable!("a result without a call is kept above");
                 };
                 let results = if sharegpt && role == "tool" {
                     hermes::parse_tool(&text_of(body).map_err(|e| at(e.into()))?)
@@ -254,17 +357,27 @@ pub fn read_messages(
                 } else {
                     vec![openai_result(&m, body, sharegpt).map_err(|e| at(e.into()))?]
                 };
+                let n = results.len();
                 push_results(&mut turns, results, p, lf);
+                if let Some(Turn::Tool(group)) = turns.last() {
+                    for r in group.len() - n..group.len() {
+                        keep::keep_keys(&mut kept, turns.len() - 1, Some(r), extra.clone());
+                    }
+                }
+                continue;
             }
             other => return Err(at(BadMessage::UnknownRole(other.to_string()))),
         }
+        keep::keep_keys(&mut kept, turns.len() - 1, None, extra);
     }
     if turns.is_empty() {
         return Err(BadRow::NoTurns);
     }
     Ok(Trajectory {
         tools: system_tools.or(tools).unwrap_or_default(),
+        system,
         turns,
+        kept,
     })
 }
 
@@ -424,13 +537,17 @@ fn call_object(v: &Value) -> Result<ToolCall, DeclError> {
     })
 }
 
-fn openai_assistant(m: Map<String, Value>, body: Option<Value>) -> Result<GptTurn, BadMessage> {
+fn openai_assistant(
+    m: Map<String, Value>,
+    body: Option<Value>,
+    parts: &mut keep::Parts,
+) -> Result<GptTurn, BadMessage> {
     let Body {
         text: content,
         reasoning: part_reasoning,
         mut calls,
     } = read_body(body, true)?;
-    let mut reasoning = reasoning_field(&m);
+    let mut reasoning = reasoning_field(&m).or_else(|| provider_reasoning(&m));
     if reasoning.is_none() && !part_reasoning.is_empty() {
         reasoning = Some(part_reasoning.join("\n"));
     }
@@ -438,8 +555,15 @@ fn openai_assistant(m: Map<String, Value>, body: Option<Value>) -> Result<GptTur
         None | Some(Value::Null) => {}
         Some(Value::Array(list)) => {
             for (k, c) in list.iter().enumerate() {
-                if !c.is_object() {
+                let Value::Object(cm) = c else {
                     continue; // the reference skips calls that are not objects
+                };
+                if cm.contains_key("function") {
+                    for key in cm.keys() {
+                        if !matches!(key.as_str(), "id" | "type" | "function") {
+                            parts.add(Part::ToolCallKey);
+                        }
+                    }
                 }
                 calls.push(call_object(c).map_err(|e| BadMessage::ToolCall(k, e))?);
             }
@@ -480,6 +604,21 @@ fn reasoning_field(m: &Map<String, Value>) -> Option<String> {
         }
     }
     None
+}
+
+/// Reasoning a provider's reply carries where [`reasoning_field`] does not look: in
+/// LiteLLM's `provider_specific_fields`, or in mini-swe-agent's `extra.response` (the
+/// raw reply: `choices[0].message`), read by the same rule.
+fn provider_reasoning(m: &Map<String, Value>) -> Option<String> {
+    let nested = [
+        m.get("provider_specific_fields"),
+        m.get("extra")
+            .and_then(|e| e.pointer("/response/choices/0/message")),
+    ];
+    nested
+        .into_iter()
+        .flatten()
+        .find_map(|v| v.as_object().and_then(reasoning_field))
 }
 
 /// One tool result from an OpenAI `tool`/`function` message or a ShareGPT

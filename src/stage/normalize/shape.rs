@@ -15,7 +15,7 @@
 
 use clap::ValueEnum;
 
-use crate::format::model::{Trajectory, Turn};
+use crate::format::model::{Kept, Trajectory, Turn};
 
 /// Which columns a row has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
@@ -58,15 +58,32 @@ fn join(a: &mut String, b: &str) {
     a.push_str(b);
 }
 
-/// Join consecutive turns of one role by the rule in the module docs.
+/// Join consecutive turns of one role by the rule in the module docs. Turns that carry
+/// kept keys are not joined with another human or gpt turn (their keys would mix), a
+/// message kept whole between two turns keeps them apart, and what is kept follows its
+/// turn to its new place.
 pub fn merge_consecutive(traj: &mut Trajectory) {
     let turns = std::mem::take(&mut traj.turns);
     let mut out: Vec<Turn> = Vec::with_capacity(turns.len());
-    for t in turns {
+    // Per old turn: its new index, and how many results come before its own there.
+    let mut place: Vec<(usize, usize)> = Vec::with_capacity(turns.len());
+    let mut last_keyed = false;
+    for (i, t) in turns.into_iter().enumerate() {
+        let keyed = traj.keys_of(i, None).is_some();
+        let apart = traj.messages_at(i).next().is_some();
+        let joinable =
+            !apart && !(matches!(t, Turn::Human(_) | Turn::Gpt(_)) && (keyed || last_keyed));
+        let at = out.len().saturating_sub(1);
         match (out.last_mut(), t) {
-            (Some(Turn::Human(a)), Turn::Human(b)) => join(a, &b),
-            (Some(Turn::Tool(a)), Turn::Tool(b)) => a.extend(b),
-            (Some(Turn::Gpt(a)), Turn::Gpt(b)) if a.tool_calls.is_empty() => {
+            (Some(Turn::Human(a)), Turn::Human(b)) if joinable => {
+                join(a, &b);
+                place.push((at, 0));
+            }
+            (Some(Turn::Tool(a)), Turn::Tool(b)) if joinable => {
+                place.push((at, a.len()));
+                a.extend(b);
+            }
+            (Some(Turn::Gpt(a)), Turn::Gpt(b)) if joinable && a.tool_calls.is_empty() => {
                 a.reasoning = match (a.reasoning.take(), b.reasoning) {
                     (Some(mut x), Some(y)) => {
                         join(&mut x, &y);
@@ -76,8 +93,25 @@ pub fn merge_consecutive(traj: &mut Trajectory) {
                 };
                 join(&mut a.content, &b.content);
                 a.tool_calls = b.tool_calls;
+                place.push((at, 0));
             }
-            (_, t) => out.push(t),
+            (_, t) => {
+                place.push((out.len(), 0));
+                out.push(t);
+                last_keyed = false;
+            }
+        }
+        last_keyed |= keyed;
+    }
+    let n = out.len();
+    for k in &mut traj.kept {
+        match k {
+            Kept::Keys { turn, result, .. } => {
+                let (to, before) = place[*turn];
+                *turn = to;
+                *result = result.map(|r| r + before);
+            }
+            Kept::Message { at, .. } => *at = place.get(*at).map_or(n, |p| p.0),
         }
     }
     traj.turns = out;
@@ -125,7 +159,6 @@ mod tests {
     #[test]
     fn merges_by_the_documented_rule() {
         let mut t = Trajectory {
-            tools: vec![],
             turns: vec![
                 Turn::Human("a".into()),
                 Turn::Human("b".into()),
@@ -136,6 +169,7 @@ mod tests {
                 gpt(None, "y", 1),
                 gpt(None, "z", 0),
             ],
+            ..Default::default()
         };
         merge_consecutive(&mut t);
         assert_eq!(
@@ -150,8 +184,8 @@ mod tests {
         );
         assert!(uses_tools(&t));
         let plain = Trajectory {
-            tools: vec![],
             turns: vec![Turn::Human("a".into()), gpt(None, "b", 0)],
+            ..Default::default()
         };
         assert!(!uses_tools(&plain));
     }

@@ -25,6 +25,7 @@ use std::ops::Range;
 use serde_json::Value;
 
 use super::error::{BadMessage, BadRow};
+use super::keep::{self, Parts, SystemRule, Tally};
 use super::read::{Pending, push_results};
 use super::{AsIs, Columns, Members, Options, Target, close_row, write_error_counts, write_stats};
 use crate::format::hermes::{self, QuickContent};
@@ -34,6 +35,15 @@ use crate::format::model::{
 };
 use crate::format::pyjson;
 use crate::format::repair::{self, Mode, Repairs};
+
+/// How the quick path reads a row, and what it counts (as [`super::read::ReadCtx`]).
+struct Ctx {
+    mode: Mode,
+    rule: SystemRule,
+    run: bool,
+    repairs: Repairs,
+    parts: Parts,
+}
 
 /// One message of the list, borrowed from the line.
 struct Message<'a> {
@@ -80,7 +90,7 @@ pub(super) enum Quick {
 
 /// Convert `line` by the quick path when it applies (see the module docs), adding the
 /// repairs made to `done` when the row is written.
-pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut Repairs) -> Quick {
+pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut Tally) -> Quick {
     if opts.target != Target::Hermes
         || opts.columns != Columns::All
         || opts.merge_consecutive
@@ -100,8 +110,14 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
     } else {
         Mode::Repair
     };
-    let mut made = Repairs::default();
-    let read = match read_messages(&row.messages, mode, &mut made) {
+    let mut made = Ctx {
+        mode,
+        rule: opts.system_rule,
+        run: keep::is_run_record(row.fields.iter().map(|(k, _)| *k)),
+        repairs: Repairs::default(),
+        parts: Parts::default(),
+    };
+    let read = match read_messages(&row.messages, &mut made) {
         Some(Ok(t)) => t,
         Some(Err(e)) => return Quick::Done(Err(e)),
         None => return Quick::No,
@@ -127,7 +143,7 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
         match f {
             Field::List => {
                 out.extend_from_slice(b"\"conversations\": ");
-                if let Err(e) = super::hermes_conversations_with(traj, &read.as_is(), out) {
+                if let Err(e) = super::hermes_conversations_with(traj, &read.as_is(), true, out) {
                     out.truncate(start);
                     return Quick::Done(Err(e));
                 }
@@ -149,7 +165,10 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut R
         }
     }
     close_row(out, &mut sep, stats_done, errors_done, &stats);
-    done.merge(&made);
+    done.merge(&Tally {
+        repairs: made.repairs,
+        parts: made.parts,
+    });
     Quick::Done(Ok(()))
 }
 
@@ -187,13 +206,24 @@ fn read_row(text: &str) -> Option<Row<'_>> {
                 list = true;
                 Field::List
             }
-            "messages" | "tools" | crate::format::bridge::FIELD => return None,
+            "messages"
+            | "tools"
+            | crate::format::bridge::FIELD
+            | keep::MESSAGE_KEYS
+            | keep::SYSTEM_COLUMN => {
+                return None;
+            }
             _ => {
                 let n = pyjson::as_is_prefix(&text[i..], 126)?;
                 let v = &text[i..i + n];
                 i += n;
                 match key {
-                    "tool_stats" if v.contains(NUMBER_TOKEN) => return None,
+                    // A core row's stats (a JSON string) and kept keys (in its metadata)
+                    // are read by the general path.
+                    "tool_stats" if v.contains(NUMBER_TOKEN) || v.starts_with('"') => {
+                        return None;
+                    }
+                    "metadata" if v.contains(keep::MESSAGE_KEYS) => return None,
                     "tool_stats" => Field::Stats(match serde_json::from_str(v).ok()? {
                         serde_json::Value::Object(m) => m.into_iter().map(|(k, _)| k).collect(),
                         _ => Vec::new(),
@@ -329,11 +359,9 @@ type Spans = Vec<Option<Range<usize>>>;
 /// spelling (the turn then holds an empty string), a gpt text that renders back to
 /// itself unrepaired. `None` when a text does not
 /// decode (the general path then gives the verdict).
-fn read_messages<'a>(
-    messages: &[Message<'a>],
-    mode: Mode,
-    done: &mut Repairs,
-) -> Option<Result<Read<'a>, BadRow>> {
+fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<Read<'a>, BadRow>> {
+    let mode = ctx.mode;
+    let mut own_system: Option<String> = None;
     let mut turns: Vec<Turn> = Vec::with_capacity(messages.len());
     let mut kept: Vec<Option<&'a str>> = Vec::with_capacity(messages.len());
     let mut system_tools = None;
@@ -354,24 +382,45 @@ fn read_messages<'a>(
         match m.from {
             "system" | "developer" => {
                 pending = None;
-                if system_tools.is_none() {
-                    let text = m.text()?;
+                let text = m.text()?;
+                let mut quick = None;
+                let lists_tools = if system_tools.is_none() {
                     match hermes::parse_system_quick(&text) {
-                        Some(None) => {}
+                        Some(None) => false,
                         Some(Some(tools)) => {
-                            let (specs, spans) =
-                                tools.into_iter().map(|t| (t.spec, t.parameters)).unzip();
-                            system_tools = Some(specs);
-                            system = Some((text, spans));
+                            quick = Some(tools);
+                            true
                         }
-                        None => {
-                            if let Some(t) = hermes::parse_system(&text) {
+                        None => match hermes::parse_system(&text) {
+                            Some(t) => {
                                 system_tools = Some(tri!(t));
+                                true
                             }
-                        }
+                            None => false,
+                        },
+                    }
+                } else {
+                    hermes::parse_system(&text).is_some()
+                };
+                let (own, run) = match keep::read_system(&text, lists_tools) {
+                    keep::SystemText::ToolPrompt { own } => (own, false),
+                    // After the first turn: the general path keeps it whole.
+                    keep::SystemText::Own(_) if !turns.is_empty() => return None,
+                    keep::SystemText::Own(t) => (Some(t), ctx.run),
+                };
+                if let Some(own) = own.filter(|t| !t.is_empty()) {
+                    match ctx.rule.verdict(run) {
+                        Some(part) => ctx.parts.add(part),
+                        None => keep::add_system(&mut own_system, own),
                     }
                 }
+                if let Some(tools) = quick {
+                    let (specs, spans) = tools.into_iter().map(|t| (t.spec, t.parameters)).unzip();
+                    system_tools = Some(specs);
+                    system = Some((text, spans));
+                }
             }
+            "exit" => return None,
             "user" | "human" => {
                 pending = None;
                 if m.as_is {
@@ -383,7 +432,7 @@ fn read_messages<'a>(
             }
             "assistant" | "gpt" => {
                 let text = m.text()?;
-                let repaired = tri!(repair::repair_gpt(&text, false, mode, done));
+                let repaired = tri!(repair::repair_gpt(&text, false, mode, &mut ctx.repairs));
                 let (g, round_trip) = tri!(hermes::parse_gpt_checked(&repaired));
                 // Written back as it is: the writer would render this same text, find
                 // its tags sound and escape it as it is spelled.
@@ -398,9 +447,8 @@ fn read_messages<'a>(
                 turns.push(Turn::Gpt(g));
             }
             "tool" | "function" | "function_response" | "tool_response" | "ipython" => {
-                let Some(p) = pending.as_mut() else {
-                    continue; // no assistant-with-calls right before: dropped (reference)
-                };
+                // No assistant-with-calls right before: the general path keeps it whole.
+                let p = pending.as_mut()?;
                 let text = m.text()?;
                 let mut spans = Vec::new();
                 let results = if m.from != "tool" {
@@ -453,7 +501,9 @@ fn read_messages<'a>(
     Some(Ok(Read {
         traj: Trajectory {
             tools: system_tools.unwrap_or_default(),
+            system: own_system,
             turns,
+            kept: Vec::new(),
         },
         kept,
         system,
@@ -475,13 +525,13 @@ mod tests {
     /// The general path: the row read whole.
     fn general(line: &[u8], opts: &Options) -> (Vec<u8>, Result<(), String>, u64) {
         let mut out = Vec::new();
-        let mut made = Repairs::default();
+        let mut made = Tally::default();
         let r = match crate::io::parse_object(line) {
             Ok(row) => super::super::normalize_row_counted(row, opts, &mut out, &mut made)
                 .map_err(|e| e.to_string()),
             Err(e) => Err(e),
         };
-        (out, r, made.total())
+        (out, r, made.repairs.total())
     }
 
     /// Every line of the Hermes fixtures and of the real-rows unit, as written and
@@ -555,10 +605,10 @@ mod tests {
                 for o in &sets {
                     tried += 1;
                     let mut out = b"before".to_vec();
-                    let mut made = Repairs::default();
+                    let mut made = Tally::default();
                     let Quick::Done(r) = quick(v.as_bytes(), o, &mut out, &mut made) else {
                         assert_eq!(out, b"before");
-                        assert_eq!(made.total(), 0);
+                        assert_eq!(made.repairs.total(), 0);
                         continue;
                     };
                     quick_rows += 1;
@@ -569,7 +619,7 @@ mod tests {
                     let mut want_all = b"before".to_vec();
                     want_all.extend_from_slice(&want_out);
                     assert!(out == want_all, "{v}");
-                    assert_eq!(made.total(), want_made, "{v}");
+                    assert_eq!(made.repairs.total(), want_made, "{v}");
                 }
             }
         }

@@ -12,11 +12,12 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::format::model::{Trajectory, Turn, tool_stats};
-use crate::format::repair::{Mode, Repairs};
+use crate::format::repair::Mode;
 use crate::format::tokens::Tokenizer;
 use crate::stage::compress::row::{Row, for_each_text, turn_text};
 use crate::stage::compress::summary::PREFIX;
-use crate::stage::normalize::read::{read_messages, row_tools};
+use crate::stage::normalize::Tally;
+use crate::stage::normalize::read::{ReadCtx, read_messages, row_tools};
 
 /// What the line is.
 pub enum Line {
@@ -204,8 +205,7 @@ fn read_row(obj: Map<String, Value>, tk: &dyn Tokenizer) -> RowLine {
         Ok(tools) => read_messages(
             row.turns().to_vec(),
             tools,
-            Mode::Repair,
-            &mut Repairs::default(),
+            &mut ReadCtx::new(Mode::Repair, &mut Tally::default()),
         )
         .map_err(|e| e.to_string()),
     };

@@ -1,0 +1,364 @@
+//! What traj-normalize keeps of a row beyond the trajectory model, and what it counts
+//! when it sets a part aside or drops it.
+//!
+//! - The source's own system text ([`Trajectory::system`]): a plain chat writes it as
+//!   its system turn; a row with tools writes it in front of the Hermes tool prompt,
+//!   followed by a blank line ([`hermes_system`]), and reading that turn back splits it
+//!   off again ([`read_system`]). A system text holding a `<tools>` block that is not of
+//!   that form is another writer's tool prompt: its tools are read and the Hermes prompt
+//!   takes its place. Whose system text is training text is the [`SystemRule`]: a
+//!   traj-run record's (or the reference batch runner's) is the run's prompt, not kept
+//!   unless `--keep-run-system-prompt`; `--drop-system-prompt` drops every row's.
+//!   LLaMA-Factory's `system` column ([`SYSTEM_COLUMN`]) is read as the system text of a
+//!   row whose list has none.
+//! - Per-message keys the model has no field for, and messages that are no turn
+//!   ([`Kept`]): written back by `--to openai`; in the ShareGPT shapes `loss_weight` is a
+//!   key of its turn (without `--columns core`) and the rest is the row's
+//!   [`MESSAGE_KEYS`] field (inside `metadata` under `--columns core`).
+//! - [`Parts`]: the count of every part set aside (kept in [`MESSAGE_KEYS`], not in the
+//!   conversation) or dropped, for the summary line and `--stats`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::format::hermes;
+use crate::format::model::{Kept, Trajectory};
+use crate::format::repair::Repairs;
+
+/// The row field holding the kept per-message keys and messages that are no turn.
+pub const MESSAGE_KEYS: &str = "message_keys";
+
+pub use crate::format::model::LOSS_WEIGHT;
+
+/// LLaMA-Factory's `system` column (`dataset_info.json` `columns.system`): the row's
+/// system text when its message list has none.
+pub const SYSTEM_COLUMN: &str = "system";
+
+/// Whose system text is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SystemRule {
+    /// Every row's own system text is kept, but a run record's (the default).
+    #[default]
+    KeepButRuns,
+    /// Every row's, a run record's too (`--keep-run-system-prompt`).
+    KeepAll,
+    /// No row's (`--drop-system-prompt`).
+    DropAll,
+}
+
+impl SystemRule {
+    /// What becomes of the system text of a row; `run` when the row is a run record.
+    pub fn verdict(self, run: bool) -> Option<Part> {
+        match self {
+            SystemRule::DropAll => Some(Part::SystemPrompt),
+            SystemRule::KeepButRuns if run => Some(Part::RunSystemPrompt),
+            _ => None,
+        }
+    }
+}
+
+/// True for a row of a traj-run record or of the reference batch runner (both carry
+/// `prompt_index` and `api_calls`): its system prompt is the run's, not training text.
+pub fn is_run_record<'a>(mut keys: impl Iterator<Item = &'a str>) -> bool {
+    let (mut index, mut calls) = (false, false);
+    keys.all(|k| {
+        index |= k == "prompt_index";
+        calls |= k == "api_calls";
+        !(index && calls)
+    });
+    index && calls
+}
+
+/// A part of a row that is not in the conversation written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Part {
+    /// A tool result with no call right before it: kept in [`MESSAGE_KEYS`].
+    ToolResultWithoutCall,
+    /// A system message after the first turn: kept in [`MESSAGE_KEYS`].
+    LateSystemMessage,
+    /// A message of a role that is no turn (mini-swe-agent's `exit`): kept in
+    /// [`MESSAGE_KEYS`].
+    MessageWithoutTurn,
+    /// A run record's system prompt, dropped (the reference's rule).
+    RunSystemPrompt,
+    /// A system prompt dropped by `--drop-system-prompt`.
+    SystemPrompt,
+    /// A key of a tool call other than its `id`, `type` and `function` (LiteLLM's
+    /// `index`), dropped.
+    ToolCallKey,
+    /// A key of a system message other than its role and text, dropped.
+    SystemMessageKey,
+}
+
+impl Part {
+    pub const ALL: [Part; 7] = [
+        Part::ToolResultWithoutCall,
+        Part::LateSystemMessage,
+        Part::MessageWithoutTurn,
+        Part::RunSystemPrompt,
+        Part::SystemPrompt,
+        Part::ToolCallKey,
+        Part::SystemMessageKey,
+    ];
+
+    /// The stable name (stderr, `--stats`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::ToolResultWithoutCall => "tool_result_without_call",
+            Part::LateSystemMessage => "late_system_message",
+            Part::MessageWithoutTurn => "message_without_turn",
+            Part::RunSystemPrompt => "run_system_prompt",
+            Part::SystemPrompt => "system_prompt",
+            Part::ToolCallKey => "tool_call_key",
+            Part::SystemMessageKey => "system_message_key",
+        }
+    }
+
+    /// True when the part is gone from the output; false when it is kept in
+    /// [`MESSAGE_KEYS`].
+    pub fn dropped(self) -> bool {
+        matches!(
+            self,
+            Part::RunSystemPrompt | Part::SystemPrompt | Part::ToolCallKey | Part::SystemMessageKey
+        )
+    }
+}
+
+/// How many parts of each kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parts(BTreeMap<Part, u64>);
+
+impl Parts {
+    pub fn add(&mut self, p: Part) {
+        *self.0.entry(p).or_default() += 1;
+    }
+
+    pub fn get(&self, p: Part) -> u64 {
+        self.0.get(&p).copied().unwrap_or(0)
+    }
+
+    /// The parts set aside (`dropped == false`) or dropped (`true`).
+    pub fn total(&self, dropped: bool) -> u64 {
+        self.0
+            .iter()
+            .filter(|(p, _)| p.dropped() == dropped)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    pub fn merge(&mut self, other: &Parts) {
+        for (p, n) in &other.0 {
+            *self.0.entry(*p).or_default() += n;
+        }
+    }
+}
+
+/// What a conversion counts besides its verdict: envelope repairs and parts.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    pub repairs: Repairs,
+    pub parts: Parts,
+}
+
+impl Tally {
+    pub fn merge(&mut self, other: &Tally) {
+        self.repairs.merge(&other.repairs);
+        self.parts.merge(&other.parts);
+    }
+}
+
+/// A system message's text, read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SystemText<'a> {
+    /// A tool prompt (it holds a `<tools>` block); `own` is the source's text written in
+    /// front of the Hermes prompt by [`hermes_system`], if any.
+    ToolPrompt { own: Option<&'a str> },
+    /// The source's own text.
+    Own(&'a str),
+}
+
+/// Read a system text: see [`SystemText`]; `lists_tools` when it holds a `<tools>`
+/// block (as [`hermes::parse_system`] finds one).
+pub fn read_system(text: &str, lists_tools: bool) -> SystemText<'_> {
+    if !lists_tools {
+        return SystemText::Own(text);
+    }
+    let own = text
+        .rfind(hermes::SYSTEM_PREFIX)
+        .filter(|_| text.ends_with(hermes::SYSTEM_SUFFIX))
+        .and_then(|k| text[..k].strip_suffix("\n\n"));
+    SystemText::ToolPrompt { own }
+}
+
+/// The system turn of a Hermes row: `None` for a plain chat without own text; the own
+/// text for a plain chat; the Hermes tool prompt (its parameters as `raw`, see
+/// [`hermes::system_prompt_with`]) with the own text and a blank line in front when the
+/// row has to do with tools (`tools`).
+pub fn hermes_system(traj: &Trajectory, tools: bool, raw: &[Option<&str>]) -> Option<String> {
+    match (tools, traj.system.as_deref()) {
+        (false, own) => own.map(str::to_string),
+        (true, None) => Some(hermes::system_prompt_with(&traj.tools, raw)),
+        (true, Some(own)) => {
+            let prompt = hermes::system_prompt_with(&traj.tools, raw);
+            let mut s = String::with_capacity(own.len() + 2 + prompt.len());
+            s.push_str(own);
+            s.push_str("\n\n");
+            s.push_str(&prompt);
+            Some(s)
+        }
+    }
+}
+
+/// Join a system text onto the own text read so far (`\n\n` between two).
+pub fn add_system(system: &mut Option<String>, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    match system {
+        Some(s) => {
+            s.push_str("\n\n");
+            s.push_str(text);
+        }
+        None => *system = Some(text.to_string()),
+    }
+}
+
+/// A [`MESSAGE_KEYS`] field that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{MESSAGE_KEYS}` entry {0}: {1}")]
+pub struct BadKept(pub usize, pub &'static str);
+
+/// Read a row's [`MESSAGE_KEYS`] field.
+pub fn read_kept(v: &Value) -> Result<Vec<Kept>, BadKept> {
+    let Value::Array(list) = v else {
+        return Err(BadKept(0, "expected a list"));
+    };
+    let index =
+        |e: &Map<String, Value>, k: &str| e.get(k).and_then(Value::as_u64).map(|n| n as usize);
+    list.iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let Value::Object(e) = e else {
+                return Err(BadKept(i + 1, "expected an object"));
+            };
+            match (e.get("keys"), e.get("message")) {
+                (Some(Value::Object(keys)), None) => Ok(Kept::Keys {
+                    turn: index(e, "turn").ok_or(BadKept(i + 1, "no `turn` number"))?,
+                    result: index(e, "result"),
+                    keys: keys.clone(),
+                }),
+                (None, Some(m)) => Ok(Kept::Message {
+                    at: index(e, "at").ok_or(BadKept(i + 1, "no `at` number"))?,
+                    message: m.clone(),
+                }),
+                _ => Err(BadKept(i + 1, "expected `keys` (an object) or `message`")),
+            }
+        })
+        .collect()
+}
+
+/// The [`MESSAGE_KEYS`] value of what `traj` keeps, less the turn keys the writer puts
+/// on the turns themselves (`on_turns`: `loss_weight` of a human or gpt turn, and of a
+/// tool turn whose results agree on it); `None` when nothing is left.
+pub fn kept_value(traj: &Trajectory, on_turns: bool) -> Option<Value> {
+    let mut list = Vec::new();
+    for k in &traj.kept {
+        match k {
+            Kept::Keys { turn, result, keys } => {
+                let mut keys = keys.clone();
+                if on_turns && traj.loss_weight(*turn).is_some() {
+                    keys.shift_remove(LOSS_WEIGHT);
+                }
+                if keys.is_empty() {
+                    continue;
+                }
+                let mut e = Map::new();
+                e.insert("turn".into(), Value::from(*turn));
+                if let Some(r) = result {
+                    e.insert("result".into(), Value::from(*r));
+                }
+                e.insert("keys".into(), Value::Object(keys));
+                list.push(Value::Object(e));
+            }
+            Kept::Message { at, message } => {
+                let mut e = Map::new();
+                e.insert("at".into(), Value::from(*at));
+                e.insert("message".into(), message.clone());
+                list.push(Value::Object(e));
+            }
+        }
+    }
+    (!list.is_empty()).then_some(Value::Array(list))
+}
+
+/// Add `keys` to what is kept for turn `turn` (result `result`), after any kept already.
+pub fn keep_keys(
+    traj_kept: &mut Vec<Kept>,
+    turn: usize,
+    result: Option<usize>,
+    keys: Map<String, Value>,
+) {
+    if keys.is_empty() {
+        return;
+    }
+    for k in traj_kept.iter_mut() {
+        if let Kept::Keys {
+            turn: t,
+            result: r,
+            keys: have,
+        } = k
+            && *t == turn
+            && *r == result
+        {
+            for (key, v) in keys {
+                have.entry(key).or_insert(v);
+            }
+            return;
+        }
+    }
+    traj_kept.push(Kept::Keys { turn, result, keys });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_text_goes_in_front_of_the_tool_prompt_and_comes_back() {
+        let traj = Trajectory {
+            system: Some("Be brief.".into()),
+            ..Default::default()
+        };
+        let s = hermes_system(&traj, true, &[]).unwrap();
+        assert!(s.starts_with("Be brief.\n\nYou are a function calling AI model."));
+        let read = |t| read_system(t, hermes::parse_system(t).is_some());
+        assert_eq!(
+            read(&s),
+            SystemText::ToolPrompt {
+                own: Some("Be brief.")
+            }
+        );
+        let bare = hermes::system_prompt(&[]);
+        assert_eq!(read(&bare), SystemText::ToolPrompt { own: None });
+        assert_eq!(read("Be brief."), SystemText::Own("Be brief."));
+        assert_eq!(
+            read("Use <tools> </tools> tags."),
+            SystemText::Own("Use <tools> </tools> tags.")
+        );
+        let other = "Tools:\n<tools>\n[]\n</tools>\nCall them.";
+        assert_eq!(read(other), SystemText::ToolPrompt { own: None });
+        assert_eq!(
+            hermes_system(&traj, false, &[]).as_deref(),
+            Some("Be brief.")
+        );
+    }
+
+    #[test]
+    fn run_records_are_told_by_their_keys() {
+        assert!(is_run_record(
+            ["prompt_index", "messages", "api_calls"].into_iter()
+        ));
+        assert!(!is_run_record(["prompt_index", "messages"].into_iter()));
+    }
+}
