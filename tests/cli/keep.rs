@@ -426,3 +426,34 @@ print("ok")
     let n = rows.len().to_string();
     load_in_datasets(d.path(), &format!("{LF_READ}{lf_load}"), &file, &[&n]);
 }
+
+#[test]
+fn llamafactorys_system_column_is_the_system_text_of_a_row_without_one() {
+    let d = tmpdir();
+    let row = json!({"conversations": [
+        {"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}],
+        "system": "Be kind.", "id": 3});
+    let (out, _) = norm(d.path(), format!("{row}\n").as_bytes(), &["-q"]);
+    assert_eq!(
+        list(&out[0])[0],
+        json!({"from": "system", "value": "Be kind."})
+    );
+    assert!(out[0].get("system").is_none(), "{}", out[0]);
+    assert_eq!(out[0]["id"], 3);
+    let (openai, _) = norm(
+        d.path(),
+        format!("{row}\n").as_bytes(),
+        &["-q", "--to", "openai"],
+    );
+    assert_eq!(
+        list(&openai[0])[0],
+        json!({"role": "system", "content": "Be kind."})
+    );
+    // A list's own system turn wins; the column then passes through as it is.
+    let both = json!({"conversations": [
+        {"from": "system", "value": "Own."}, {"from": "human", "value": "hi"}],
+        "system": "Column."});
+    let (out, _) = norm(d.path(), format!("{both}\n").as_bytes(), &["-q"]);
+    assert_eq!(list(&out[0])[0]["value"], "Own.");
+    assert_eq!(out[0]["system"], "Column.");
+}

@@ -235,6 +235,8 @@ fn normalize_row_with(
     let mut traj = read::read_messages(items, tools, &mut ctx)?;
     // LLaMA-Factory's `system` column: the row's system text when its list has none
     // (consumed, as `tools` is; a list's own system text wins and the column passes).
+    // (Not removed from `row`: `raw` is by field position.)
+    let mut system_column = false;
     if traj.system.is_none()
         && let Some(Value::String(text)) = row.get(keep::SYSTEM_COLUMN)
         && !text.is_empty()
@@ -243,7 +245,7 @@ fn normalize_row_with(
             Some(part) => ctx.tally.parts.add(part),
             None => traj.system = Some(text.clone()),
         }
-        row.shift_remove(keep::SYSTEM_COLUMN);
+        system_column = true;
     }
     // A core row keeps them in its metadata.
     let in_meta = match row.get("metadata") {
@@ -283,6 +285,9 @@ fn normalize_row_with(
     }
     let stats = tool_stats(&traj, known);
     if opts.columns == Columns::Core {
+        if system_column {
+            row.shift_remove(keep::SYSTEM_COLUMN); // the core path writes no raw texts
+        }
         bridged::set_field(&mut row, bridge_calls);
         return write_core(&row, key, new_key, &traj, &stats, opts, out);
     }
@@ -313,7 +318,11 @@ fn normalize_row_with(
                 out.extend_from_slice(b": ");
                 pyjson::write_value(out, &kept, Style::Python);
             }
-        } else if k == "tools" || k == crate::format::bridge::FIELD || k == keep::MESSAGE_KEYS {
+        } else if k == "tools"
+            || k == crate::format::bridge::FIELD
+            || k == keep::MESSAGE_KEYS
+            || (system_column && k == keep::SYSTEM_COLUMN)
+        {
             continue;
         } else if k == "tool_stats" {
             sep.next(out);
