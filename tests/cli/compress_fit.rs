@@ -67,7 +67,8 @@ fn swe_agent_rows_all_fit() {
             "{budget}"
         );
         // What was cut is the observations: in every truncated row, human turns after
-        // the first (SWE-agent's `user` turns).
+        // the first (a text-action SWE-agent run's `user` turns) or tool turns (a
+        // function-calling run's).
         let cut_rows: Vec<(&Value, &Value)> = rows
             .iter()
             .zip(&input)
@@ -78,9 +79,11 @@ fn swe_agent_rows_all_fit() {
             let conv = r["conversations"].as_array().unwrap();
             let first = conv.iter().position(|t| t["from"] == "human");
             assert!(
-                conv.iter()
-                    .enumerate()
-                    .any(|(k, t)| t["from"] == "human" && Some(k) != first && marked(t)),
+                conv.iter().enumerate().any(|(k, t)| {
+                    let observation =
+                        (t["from"] == "human" && Some(k) != first) || t["from"] == "tool";
+                    observation && marked(t)
+                }),
                 "{budget}: no observation cut in {r}"
             );
             tiers_in_order(r, i, budget);
