@@ -38,7 +38,7 @@ IN_COMPRESSED = $(patsubst %.jsonl,%_compressed.jsonl,$(patsubst %.gz,%,$(IN)))
 
 BINARIES := traj-normalize traj-filter traj-merge traj-compress traj-sample-tools traj-run
 
-.PHONY: help setup build test lint bench install clean demo batch compress pipeline fuzz
+.PHONY: help setup build core test lint bench install wheel clean demo batch compress pipeline fuzz
 
 FUZZ_SECS ?= 600
 
@@ -55,18 +55,24 @@ help: ## List the targets
 build: ## Build the six binaries and the stand-in endpoint (release)
 	$(CARGO) build --release --locked --bins --examples
 
-setup: ## Install what the tests need if missing (jq, bubblewrap, Python datasets)
+core: ## Build the five data-stage binaries without the agent runtime (release, --no-default-features, into target/core)
+	$(CARGO) build --release --locked --no-default-features --bins --target-dir target/core
+
+setup: ## Install what the tests need if missing (Debian packages; Python ones into venvs under target/venvs)
 	bash scripts/setup.sh
 
-test: setup ## fmt check, clippy -D warnings, the rust-version check, and every test (installs what they need first)
+test: setup build ## fmt check, clippy -D warnings (both feature sets), the rust-version check, every test, then the data core's tests alone
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --all-targets --no-default-features --features tiktoken-compare -- -D warnings
 	python3 scripts/check-msrv.py
 	$(CARGO) test --locked
+	$(CARGO) test --locked --no-default-features
 
 lint: ## fmt check, clippy and the rust-version check only
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --all-targets --no-default-features --features tiktoken-compare -- -D warnings
 	python3 scripts/check-msrv.py
 
 fuzz: ## Each parser's fuzz target for FUZZ_SECS seconds (default 600; not part of `make test`)
@@ -85,6 +91,16 @@ install: build ## Copy the six binaries, their man pages and shell completions u
 	install -m 644 target/gen-docs/completions/bash/* $(PREFIX)/share/bash-completion/completions/
 	install -m 644 target/gen-docs/completions/zsh/* $(PREFIX)/share/zsh/site-functions/
 	install -m 644 target/gen-docs/completions/fish/* $(PREFIX)/share/fish/vendor_completions.d/
+
+# The wheel: maturin (from PyPI, in its own venv under target/venvs) packs the release
+# binaries `make build` made as the wheel's scripts.
+MATURIN_VENV ?= target/venvs/maturin
+DIST ?= dist
+
+wheel: build ## The pip-installable wheel of the six binaries into $(DIST)/ (pip install dist/traj-*.whl)
+	@[ -x $(MATURIN_VENV)/bin/maturin ] || { python3 -m venv $(MATURIN_VENV) && \
+	  $(MATURIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'maturin>=1.9,<2'; }
+	$(MATURIN_VENV)/bin/maturin build --release --locked --out $(DIST)
 
 clean: ## Remove build output (not data/)
 	$(CARGO) clean
