@@ -3,10 +3,7 @@ pub mod compress;
 pub mod filter;
 pub mod merge;
 pub mod normalize;
-<<<<<<< ours
 pub mod report;
-=======
 #[cfg(feature = "agent")]
->>>>>>> theirs
 pub mod run;
 pub mod sample;

@@ -127,11 +127,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let (shard, on_error) = (args.shard.shard, args.io.on_error);
     let summary = sample_rows(&plan, sources, shard, on_error, &mut out, &mut rejects)?;
-<<<<<<< ours
     crate::io::commit(out, rejects)?;
-=======
-    out.commit().context("writing the output")?;
-    rejects.finish()?;
     let not_here: Vec<String> = plan
         .drawn()
         .iter()
@@ -146,7 +142,6 @@ pub fn run_cli(args: Args) -> Result<Status> {
             ),
         );
     }
->>>>>>> theirs
     if !args.io.quiet {
         note(NAME, &summary_line(&summary));
     }

@@ -15,12 +15,9 @@ mod core;
 mod demo;
 mod filter;
 mod formats;
-<<<<<<< ours
-mod integrity;
-=======
 #[cfg(feature = "agent")]
 mod install;
->>>>>>> theirs
+mod integrity;
 mod lossless;
 mod merge;
 mod normalize;
@@ -30,12 +27,10 @@ mod pipeline;
 #[cfg(feature = "agent")]
 mod pod;
 mod repair;
-<<<<<<< ours
 mod repair_bridge;
-=======
 #[cfg(feature = "agent")]
->>>>>>> theirs
 mod run;
+#[cfg(feature = "agent")]
 mod run_faults;
 mod sample;
 #[cfg(feature = "agent")]
