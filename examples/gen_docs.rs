@@ -1,4 +1,4 @@
-//! Writes the man pages and shell completions of the six binaries, generated from their
+//! Writes the man pages and shell completions of the binaries, generated from their
 //! clap definitions (`make install` runs it):
 //!
 //! ```sh
@@ -19,6 +19,7 @@ fn commands() -> Vec<clap::Command> {
         traj::cmd::merge::Args::command(),
         traj::cmd::compress::Args::command(),
         traj::cmd::sample::Args::command(),
+        traj::cmd::report::Args::command(),
     ];
     #[cfg(feature = "agent")]
     all.push(traj::cmd::run::Args::command());

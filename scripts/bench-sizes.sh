@@ -2,7 +2,8 @@
 # Sizes of the installed binaries and fresh build times, default features and the data
 # core (--no-default-features); writes the bench:sizes section of BENCHMARKS.md.
 #
-# Usage: scripts/bench-sizes.sh          (sizes: builds target/release and target/core)
+# Usage: scripts/bench-sizes.sh          (sizes: release builds of both feature sets)
+#        (`make bench` runs it with the other benchmarks: `scripts/bench.sh --only sizes`)
 #        TRAJ_BENCH_BUILD=1 scripts/bench-sizes.sh
 #                                        (also the fresh build times: two clean
 #                                        `cargo build --release` runs, ~10 min each on 2
@@ -13,13 +14,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 six=(traj-normalize traj-filter traj-merge traj-compress traj-sample-tools traj-run)
+# The data core first (--no-default-features), its binaries copied aside, then the default
+# build, so target/release ends as `make build` leaves it. One target directory: the
+# dependencies are built once for both.
+core=target/sizes/core
+cargo build --release --locked --no-default-features --bins >&2
+rm -rf "$core" && mkdir -p "$core"
+for b in "${six[@]}" traj-report; do
+  [ -f "target/release/$b" ] && cp "target/release/$b" "$core/"
+done
 cargo build --release --locked --bins >&2
-cargo build --release --locked --no-default-features --bins --target-dir target/core >&2
-
-mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
-bytes() { [ -f "$1" ] && stat -c %s "$1" || echo 0; }
-# The bytes of the ELF sections of $1 named by the regex $2 (`size -A`).
-section() { size -A "$1" | awk -v re="$2" '$1 ~ re { s += $2 } END { print s + 0 }'; }
 
 echo "## Binary sizes and build times"
 echo
@@ -28,27 +32,29 @@ echo "release profile (no debug info, symbols kept), MB = 10^6 bytes. Default fe
 echo "the data core alone (\`--no-default-features\`: no traj-run, no agent runtime)."
 echo "Targets (issue 30): the six <= 120 MB, traj-merge and traj-sample-tools <= 15 MB each."
 echo
-echo "| binary | default MB | .text MB | .rodata MB | --no-default-features MB |"
-echo "|---|---|---|---|---|"
+echo "| binary | default MB | .text MB | .rodata MB | --no-default-features MB | tokenizer crates linked |"
+echo "|---|---|---|---|---|---|"
 total=0
 core_total=0
 for b in "${six[@]}"; do
   f=target/release/$b
   s=$(bytes "$f")
-  c=$(bytes "target/core/release/$b")
+  c=$(bytes "$core/$b")
   total=$((total + s))
   core_total=$((core_total + c))
-  core=$([ "$c" -gt 0 ] && mb "$c" || echo "(not built)")
-  echo "| $b | $(mb "$s") | $(mb "$(section "$f" '^\.text$')") | $(mb "$(section "$f" '^\.rodata$')") | $core |"
+  cs=$([ "$c" -gt 0 ] && mb "$c" || echo "(not built)")
+  echo "| $b | $(mb "$s") | $(mb "$(section "$f" '^\.text$')") | $(mb "$(section "$f" '^\.rodata$')") | $cs | $(tokenizers_in "$f") |"
 done
-echo "| **the six** | **$(mb $total)** | | | **$(mb $core_total)** (five) |"
+echo "| **the six** | **$(mb $total)** | | | **$(mb $core_total)** (five) | |"
 if [ -f target/release/traj-report ]; then
-  echo "| traj-report (counted apart) | $(mb "$(bytes target/release/traj-report)") | | | $(mb "$(bytes target/core/release/traj-report)") |"
+  r=target/release/traj-report
+  echo "| traj-report (counted apart) | $(mb "$(bytes $r)") | $(mb "$(section $r '^\.text$')") | $(mb "$(section $r '^\.rodata$')") | $(mb "$(bytes $core/traj-report)") | $(tokenizers_in $r) |"
 fi
 echo
-echo "The .rodata of traj-filter and traj-compress is mostly bpe-openai's serialized"
-echo "o200k and cl100k tables (the only binaries that count tokens); the other binaries"
-echo "link no tokenizer."
+echo "A tokenizer's tables (bpe-openai's serialized o200k and cl100k) are in a"
+echo "binary only when it links the crate that counts (last column, from the binary's"
+echo "symbols); tiktoken-rs's own copies of those tables only with the \`tiktoken-compare\`"
+echo "feature, which release builds leave out."
 echo
 pkgs=$(grep -c '^\[\[package\]\]' Cargo.lock)
 core_pkgs=$(cargo tree --locked --no-default-features -e normal,build --prefix none 2>/dev/null | sed 's/ (\*)//' | sort -u | wc -l)

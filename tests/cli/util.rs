@@ -135,23 +135,29 @@ pub fn venvs_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venvs"))
 }
 
-/// The Python of the `data` venv `scripts/setup.sh` makes: HF `datasets`, pyarrow,
-/// PySpark and Ray Data. Fails loudly when it is missing (checked once per run).
+/// A Python with HF `datasets`, pyarrow, PySpark and Ray Data: the `data` venv
+/// `scripts/setup.sh` makes (`target/venvs/data`, or under `$TRAJ_VENVS`), else a
+/// `python3` that already has them. Fails loudly when neither has them (checked once
+/// per run).
 pub fn data_python() -> PathBuf {
-    static CHECKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let py = venvs_dir().join("data/bin/python");
-    let ok = *CHECKED.get_or_init(|| {
-        Command::new(&py)
-            .args(["-c", "import datasets, pyarrow, pyspark, ray.data"])
-            .output()
-            .is_ok_and(|o| o.status.success())
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let venv = venvs_dir().join("data/bin/python");
+    let found = FOUND.get_or_init(|| {
+        [venv.clone(), PathBuf::from("python3")]
+            .into_iter()
+            .find(|py| {
+                Command::new(py)
+                    .args(["-c", "import datasets, pyarrow, pyspark, ray.data"])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
     });
-    assert!(
-        ok,
-        "{} lacks datasets, pyarrow, pyspark or ray[data]: run scripts/setup.sh",
-        py.display()
-    );
-    py
+    found.clone().unwrap_or_else(|| {
+        panic!(
+            "neither {} nor python3 has datasets, pyarrow, pyspark and ray[data]: run scripts/setup.sh",
+            venv.display()
+        )
+    })
 }
 
 /// A Python with transformers (CPU only; `apply_chat_template` needs no torch):
