@@ -303,7 +303,10 @@ mod tests {
             ]
         );
         let e = resolve_all(&names(&["nope"])).unwrap_err();
-        assert!(e.to_string().starts_with("unknown toolset \"nope\" (known: web, "));
+        assert!(
+            e.to_string()
+                .starts_with("unknown toolset \"nope\" (known: web, ")
+        );
     }
 
     /// The drawable toolsets are the table's alone: the browser is one whether or not

@@ -16,9 +16,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+use crate::catalog::distributions;
 use crate::cli::{IoArgs, Status, UsageError, note, summary_line};
 use crate::io::{Output, Rejects};
-use crate::catalog::distributions;
 use crate::stage::sample::{
     Available, Machine, Plan, list_distributions, list_toolsets, sample_rows,
 };

@@ -80,7 +80,9 @@ impl TokenizerError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            TokenizerError::NoSuchFile(_) | TokenizerError::Unknown(_) | TokenizerError::NotBuilt(_)
+            TokenizerError::NoSuchFile(_)
+                | TokenizerError::Unknown(_)
+                | TokenizerError::NotBuilt(_)
         )
     }
 }

@@ -19,11 +19,11 @@ use std::io::Write;
 use anyhow::Result;
 use serde_json::{Map, Value, json};
 
+use crate::catalog::toolsets;
+use crate::catalog::{Distribution, distributions};
 use crate::io::{
     OnError, Output, Records, Rejects, Select, Shard, Source, Summary, Tally, Verdict,
 };
-use crate::catalog::toolsets;
-use crate::catalog::{Distribution, distributions};
 
 /// Why a plan cannot be made from the flags and distributions (a usage error).
 #[derive(Debug, thiserror::Error)]
@@ -435,7 +435,10 @@ impl Machine for CatalogOnly {
                 "",
                 "implemented (not checked here: built without the agent runtime)".to_string(),
             ),
-            _ => ("*", "not implemented: traj has no implementation".to_string()),
+            _ => (
+                "*",
+                "not implemented: traj has no implementation".to_string(),
+            ),
         }
     }
     fn why_not_here(&self, _: &str) -> Option<String> {

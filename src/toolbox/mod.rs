@@ -66,8 +66,8 @@ mod tests;
 #[cfg(test)]
 mod testserver;
 
-pub use cli::{ToolArgs, ToolArgsError};
 pub use crate::catalog::{Distribution, distributions};
+pub use cli::{ToolArgs, ToolArgsError};
 pub use limits::Limits;
 pub use registry::{
     Availability, LlmToolsConfig, Registry, RegistryError, SearchConfig, SearchProvider,

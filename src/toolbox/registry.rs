@@ -20,8 +20,8 @@ pub use super::config::{
     Availability, LlmToolsConfig, SANDBOX_PATH, SearchConfig, SearchProvider, ToolConfig, on_path,
 };
 use super::table;
-pub use crate::catalog::toolsets::{Toolset, all_tool_names};
 use crate::catalog::toolsets::{self as catalog};
+pub use crate::catalog::toolsets::{Toolset, all_tool_names};
 
 /// A name that is not a toolset (the catalog's error).
 pub type RegistryError = crate::catalog::UnknownToolset;
@@ -89,12 +89,10 @@ impl Registry {
         let offered = self.resolve(toolsets)?;
         let calls = offered
             .iter()
-            .map(
-                |name| match table::find(name).map(|d| &d.tool) {
-                    Some(t) => t.call,
-                    None => unreachable!("{name} is offered, so it is implemented"),
-                },
-            )
+            .map(|name| match table::find(name).map(|d| &d.tool) {
+                Some(t) => t.call,
+                None => unreachable!("{name} is offered, so it is implemented"),
+            })
             .collect();
         let schemas = self.schemas(&offered);
         super::Task::with_tools(offered, calls, schemas, self.config_arc(), sandbox, spec)
@@ -276,7 +274,10 @@ mod tests {
             r.tool("browser_click").unwrap().availability.is_available(),
             chromium
         );
-        assert_eq!(r.drawable_toolsets(), crate::catalog::toolsets::drawable_toolsets());
+        assert_eq!(
+            r.drawable_toolsets(),
+            crate::catalog::toolsets::drawable_toolsets()
+        );
         assert_eq!(
             r.why_not_drawable("skills").as_deref(),
             Some("traj implements none of its tools")

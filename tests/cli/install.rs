@@ -132,7 +132,12 @@ fn the_wheel_installs_every_binary_into_a_fresh_venv() {
         .expect("python3 must be installed (scripts/setup.sh)");
     assert!(st.success());
     let o = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--no-index", "--disable-pip-version-check"])
+        .args([
+            "install",
+            "--quiet",
+            "--no-index",
+            "--disable-pip-version-check",
+        ])
         .arg(dist.join(&wheels[0]))
         .output()
         .unwrap();
@@ -153,7 +158,10 @@ fn the_wheel_installs_every_binary_into_a_fresh_venv() {
         .iter()
         .map(|b| format!("{b} {:.1} MB", size(b) as f64 / 1e6))
         .collect();
-    assert!(total <= 120_000_000, "six binaries {total} bytes: {sizes:?}");
+    assert!(
+        total <= 120_000_000,
+        "six binaries {total} bytes: {sizes:?}"
+    );
     for b in ["traj-merge", "traj-sample-tools"] {
         assert!(size(b) <= 15_000_000, "{b}: {sizes:?}");
     }

@@ -608,14 +608,26 @@ fn draws_are_the_same_on_every_machine() {
     let without = balanced_with_chromium(d.path(), "/no/such/chromium", &[]);
     assert_code(&with, 0);
     assert_code(&without, 0);
-    assert!(with.stdout == without.stdout, "draws differ with the machine");
+    assert!(
+        with.stdout == without.stdout,
+        "draws differ with the machine"
+    );
     let rows = parse_jsonl(&stdout(&without));
     assert_eq!(rows.len(), 400);
     let browser = rows
         .iter()
-        .filter(|r| r["toolsets"].as_array().unwrap().iter().any(|t| t == "browser"))
+        .filter(|r| {
+            r["toolsets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t == "browser")
+        })
         .count();
-    assert!((150..250).contains(&browser), "browser in {browser} of 400 rows");
+    assert!(
+        (150..250).contains(&browser),
+        "browser in {browser} of 400 rows"
+    );
     assert!(!stderr(&with).contains("warning"), "{}", stderr(&with));
     let err = stderr(&without);
     if cfg!(feature = "agent") {
@@ -647,7 +659,11 @@ fn only_available_leaves_out_what_this_machine_cannot_run() {
     let here = balanced_with_chromium(d.path(), "/no/such/chromium", &["--only-available"]);
     if !cfg!(feature = "agent") {
         assert_code(&here, 2);
-        assert!(stderr(&here).contains("--only-available"), "{}", stderr(&here));
+        assert!(
+            stderr(&here).contains("--only-available"),
+            "{}",
+            stderr(&here)
+        );
         return;
     }
     assert_code(&here, 0);
@@ -661,7 +677,10 @@ fn only_available_leaves_out_what_this_machine_cannot_run() {
     assert!(here.stdout != default.stdout);
     let with = balanced_with_chromium(d.path(), "/bin/sh", &["--only-available"]);
     assert_code(&with, 0);
-    assert!(with.stdout == default.stdout, "with a Chromium, nothing is left out");
+    assert!(
+        with.stdout == default.stdout,
+        "with a Chromium, nothing is left out"
+    );
     // The listing says where a toolset cannot run.
     let mut c = cmd(BIN, d.path());
     c.env("TRAJ_CHROMIUM", "/no/such/chromium")
@@ -669,5 +688,8 @@ fn only_available_leaves_out_what_this_machine_cannot_run() {
     let table = stdout(&run(c));
     let browser = table.lines().find(|l| l.starts_with("browser ")).unwrap();
     assert!(browser.contains(" yes "), "{browser}");
-    assert!(browser.contains("[cannot run here: no chromium"), "{browser}");
+    assert!(
+        browser.contains("[cannot run here: no chromium"),
+        "{browser}"
+    );
 }
