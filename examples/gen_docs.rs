@@ -1,4 +1,4 @@
-//! Writes the man pages and shell completions of the six binaries, generated from their
+//! Writes the man pages and shell completions of the binaries, generated from their
 //! clap definitions (`make install` runs it):
 //!
 //! ```sh
@@ -11,15 +11,19 @@ use std::path::{Path, PathBuf};
 use clap::CommandFactory;
 use clap_complete::Shell;
 
+/// The binaries of this build (traj-run only with the `agent` feature).
 fn commands() -> Vec<clap::Command> {
-    vec![
+    let mut all = vec![
         traj::cmd::normalize::Args::command(),
         traj::cmd::filter::Args::command(),
         traj::cmd::merge::Args::command(),
         traj::cmd::compress::Args::command(),
         traj::cmd::sample::Args::command(),
-        traj::cmd::run::Args::command(),
-    ]
+        traj::cmd::report::Args::command(),
+    ];
+    #[cfg(feature = "agent")]
+    all.push(traj::cmd::run::Args::command());
+    all
 }
 
 fn write(dir: &Path) -> std::io::Result<()> {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what traj's tests, demo and benchmarks need on a fresh Debian machine with Rust:
-# jq, bubblewrap and GNU parallel (Debian), Python `datasets` (for the loading tests), rustfmt/clippy.
+# jq, bubblewrap, GNU parallel, chromium, a JRE (Debian), and the Python packages of the
+# loading tests, PySpark, Ray, transformers and maturin in venvs under target/venvs.
 set -euo pipefail
 
 need_apt=()
@@ -19,41 +20,43 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
+# Every Python package the tests need goes into a venv under target/venvs (or
+# $TRAJ_VENVS), never into the system Python; only Debian packages are installed
+# system-wide.
+venvs=${TRAJ_VENVS:-$(cd "$(dirname "$0")/.." && pwd)/target/venvs}
+mkdir -p "$venvs"
+
+# venv NAME CHECK SPEC...: make $venvs/NAME and pip-install SPEC... unless its Python
+# already runs CHECK.
+venv() {
+  local name=$1 check=$2
+  shift 2
+  if ! "$venvs/$name/bin/python" -c "$check" >/dev/null 2>&1; then
+    python3 -m venv "$venvs/$name"
+    "$venvs/$name/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+  fi
+}
+
 # Python consumers and scale-out frameworks the tests drive: datasets (+ pyarrow),
-# PySpark (needs a JRE: Debian's) and Ray Data, all in local mode.
+# PySpark (needs a JRE: Debian's) and Ray Data, all in local mode (tests/cli/util.rs
+# data_python).
 command -v java >/dev/null 2>&1 || need_java=1
 if [ "${need_java:-0}" = 1 ] && [ "$(id -u)" = 0 ]; then
   apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
 fi
-need_pip=()
-python3 -c 'import datasets, pyarrow' >/dev/null 2>&1 || need_pip+=(datasets pyarrow)
-python3 -c 'import pyspark' >/dev/null 2>&1 || need_pip+=(pyspark)
-python3 -c 'import ray.data' >/dev/null 2>&1 || need_pip+=('ray[data]')
-if [ ${#need_pip[@]} -gt 0 ]; then
-  python3 -m pip install --quiet --disable-pip-version-check "${need_pip[@]}"
-fi
+venv data 'import datasets, pyarrow, pyspark, ray.data' datasets pyarrow pyspark 'ray[data]'
 
 # transformers (CPU, no torch: apply_chat_template only) for the chat-template counting
-# tests, in its own venv (tests/cli/compress.rs looks there, or $TRAJ_TRANSFORMERS_PYTHON).
-tok_venv="${TRAJ_VENVS:-/tmp/venvs}/tok"
-if ! "$tok_venv/bin/python" -c 'import transformers' >/dev/null 2>&1; then
-  python3 -m venv "$tok_venv"
-  "$tok_venv/bin/pip" install --quiet --disable-pip-version-check transformers tokenizers jinja2
-fi
+# tests (tests/cli/util.rs transformers_python, or $TRAJ_TRANSFORMERS_PYTHON).
+venv tok 'import transformers' transformers tokenizers jinja2
+
+# maturin, which builds the wheel (`make wheel`, tests/cli/install.rs).
+venv maturin 'import maturin' 'maturin>=1.9,<2'
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 # HF datasets 4.0.0 and 5.x, one venv each, for the training-output tests
 # (tests/cli/training.rs makes them itself when they are missing).
-venvs=${TRAJ_VENVS:-$(cd "$(dirname "$0")/.." && pwd)/target/venvs}
-while read -r name spec; do
-  if ! "$venvs/$name/bin/python" -c 'import datasets, pyarrow' >/dev/null 2>&1; then
-    mkdir -p "$venvs"
-    python3 -m venv "$venvs/$name"
-    "$venvs/$name/bin/python" -m pip install --quiet --disable-pip-version-check "$spec"
-  fi
-done <<'VENVS'
-datasets-4.0.0 datasets==4.0.0
-datasets-5 datasets>=5,<6
-VENVS
+venv datasets-4.0.0 'import datasets, pyarrow' datasets==4.0.0
+venv datasets-5 'import datasets, pyarrow' 'datasets>=5,<6'

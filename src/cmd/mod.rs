@@ -4,5 +4,6 @@ pub mod filter;
 pub mod merge;
 pub mod normalize;
 pub mod report;
+#[cfg(feature = "agent")]
 pub mod run;
 pub mod sample;

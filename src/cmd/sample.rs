@@ -6,15 +6,22 @@
 //! one). Other fields pass through unchanged, in their order. `--shard I/N` keeps the
 //! rows at non-blank positions k with k % N == I, with the toolsets of an unsharded
 //! run. The flags become a [`Plan`]; the engine is [`crate::stage::sample`].
+//!
+//! The draw is the catalog's alone, the same on every machine: a toolset this machine
+//! could not run (the browser without Chromium) is drawn all the same, and a note on
+//! stderr names it once (in a build with the agent runtime, which can check);
+//! `--only-available` leaves such toolsets out of the draw instead.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 
+use crate::catalog::distributions;
 use crate::cli::{IoArgs, Status, UsageError, note, summary_line};
 use crate::io::{Output, Rejects};
-use crate::stage::sample::{Available, Plan, list_distributions, list_toolsets, sample_rows};
-use crate::toolbox::{Registry, ToolConfig, distributions};
+use crate::stage::sample::{
+    Available, Machine, Plan, list_distributions, list_toolsets, sample_rows,
+};
 
 const NAME: &str = "traj-sample-tools";
 
@@ -25,6 +32,7 @@ Examples:
   traj-sample-tools --distributions mine.json -d heavy_terminal prompts.jsonl
   traj-sample-tools --shard 0/4 prompts.jsonl > tasks.0.jsonl
   traj-sample-tools --available web,terminal,file prompts.jsonl
+  traj-sample-tools --only-available prompts.jsonl   # only what this machine can run
   traj-sample-tools --list-distributions
   traj-sample-tools --list-toolsets --json | jq .";
 
@@ -57,10 +65,16 @@ pub struct Args {
     pub seed: u64,
 
     /// Toolsets that may be drawn, comma-separated, or `all` for every toolset a
-    /// distribution names (for another runner). Default: the toolsets traj can
-    /// offer (see --list-toolsets).
+    /// distribution names (for another runner). Default: every toolset traj
+    /// implements a tool of, the same on every machine (see --list-toolsets).
     #[arg(long, value_name = "LIST")]
     pub available: Option<String>,
+
+    /// Leave out of the draw the toolsets this machine could not run (the browser
+    /// without Chromium): draws then depend on the machine. Needs a build with the
+    /// agent runtime (the default features).
+    #[arg(long)]
+    pub only_available: bool,
 
     /// Print the distributions and exit.
     #[arg(long)]
@@ -78,33 +92,89 @@ pub struct Args {
 /// Run traj-sample-tools.
 pub fn run_cli(args: Args) -> Result<Status> {
     let usage = |e: crate::stage::sample::PlanError| UsageError(e.to_string());
-    let registry = Registry::builtin(&ToolConfig::default());
+    let machine = machine();
     let mut dists = distributions::builtin();
     if let Some(path) = &args.distributions {
         let extra = distributions::load(path).map_err(|e| UsageError(format!("{e:#}")))?;
         dists = distributions::merge(dists, extra);
     }
-    let available = Available::parse(&registry, args.available.as_deref()).map_err(usage)?;
+    let mut available = Available::parse(args.available.as_deref()).map_err(usage)?;
+    if args.only_available {
+        if !cfg!(feature = "agent") {
+            return Err(UsageError(
+                "--only-available: this build has no agent runtime (cargo feature `agent`) to check the machine with".to_string(),
+            )
+            .into());
+        }
+        if available.all {
+            return Err(UsageError("--only-available with --available all".to_string()).into());
+        }
+        available.set.retain(|t| machine.why_not_here(t).is_none());
+    }
     if args.list_distributions || args.list_toolsets {
         let mut out = Output::create(args.io.output.as_deref())?;
         if args.list_distributions {
             list_distributions(&mut out, &dists, &available, args.json)?;
         } else {
-            list_toolsets(&mut out, &registry, &available, args.json)?;
+            list_toolsets(&mut out, machine.as_ref(), &available, args.json)?;
         }
         out.commit()?;
         return Ok(Status::Ok);
     }
-    let plan =
-        Plan::new(dists, &args.distribution, available, args.seed, &registry).map_err(usage)?;
+    let plan = Plan::new(dists, &args.distribution, available, args.seed).map_err(usage)?;
     let sources = args.io.sources()?;
     let mut out = Output::create(args.io.output.as_deref())?;
     let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let (shard, on_error) = (args.shard.shard, args.io.on_error);
     let summary = sample_rows(&plan, sources, shard, on_error, &mut out, &mut rejects)?;
     crate::io::commit(out, rejects)?;
+    let not_here: Vec<String> = plan
+        .drawn()
+        .iter()
+        .filter_map(|t| machine.why_not_here(t).map(|why| format!("{t} ({why})")))
+        .collect();
+    if !not_here.is_empty() {
+        note(
+            NAME,
+            &format!(
+                "warning: drawn toolsets this machine could not run: {}; traj-run here fails the tasks none of whose drawn tools can run (tool_host); --only-available draws only what runs here",
+                not_here.join(", ")
+            ),
+        );
+    }
     if !args.io.quiet {
         note(NAME, &summary_line(&summary));
     }
     Ok(Status::from_summary(&summary))
+}
+
+/// What this machine can run, asked of the toolbox's registry under traj-run's default
+/// configuration.
+#[cfg(feature = "agent")]
+fn machine() -> Box<dyn Machine> {
+    use crate::toolbox::{Availability, Registry, ToolConfig};
+    struct Here(Registry);
+    impl Machine for Here {
+        fn tool_status(&self, tool: &str) -> (&'static str, String) {
+            let Some(info) = self.0.tool(tool) else {
+                return ("*", "unknown tool".to_string());
+            };
+            let mark = match info.availability {
+                Availability::Available => "",
+                Availability::NotConfigured(_) => "?",
+                _ => "*",
+            };
+            (mark, info.availability.describe())
+        }
+        fn why_not_here(&self, toolset: &str) -> Option<String> {
+            self.0.why_not_here(toolset)
+        }
+    }
+    Box::new(Here(Registry::builtin(&ToolConfig::default())))
+}
+
+/// Without the agent runtime nothing of the machine is checked.
+#[cfg(not(feature = "agent"))]
+fn machine() -> Box<dyn Machine> {
+    Box::new(crate::stage::sample::CatalogOnly)
 }

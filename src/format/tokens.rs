@@ -6,7 +6,7 @@
 //! | spec | what counts |
 //! |---|---|
 //! | `o200k_base` (default), `cl100k_base` | OpenAI's encodings, counted with GitHub's `bpe-openai` (exact, and the fastest measured here) |
-//! | `tiktoken-rs:o200k_base`, `tiktoken-rs:cl100k_base` | the same encodings counted with `tiktoken-rs` (for comparison; same counts) |
+//! | `tiktoken-rs:o200k_base`, `tiktoken-rs:cl100k_base` | the same encodings counted with `tiktoken-rs` (for comparison; same counts); only in a build with the cargo feature `tiktoken-compare`, since each embeds a second copy of its table |
 //! | `PATH.tiktoken`, `cl100k:PATH`, `o200k:PATH` | a tiktoken BPE file (base64 token, rank per line); the pre-tokenizer pattern is o200k's unless `cl100k:` is given |
 //! | `PATH.json` (`tokenizer.json`) | a HuggingFace tokenizer, special tokens added as `encode` does by default |
 //! | `DIR` (an HF tokenizer directory: `tokenizer.json` + `tokenizer_config.json`) | whole rows rendered with the model's own `chat_template` ([`crate::format::chat_template`]) and counted as transformers' `apply_chat_template(..., tokenize=True)` counts them (special tokens in the rendered text are tokens, none added); texts alone are counted without added special tokens |
@@ -38,6 +38,11 @@ pub enum TokenizerError {
     /// The spec names a tokenizer file that is not there (a usage error).
     #[error("tokenizer file {0:?} does not exist")]
     NoSuchFile(String),
+    /// A comparison encoding this build leaves out (a usage error).
+    #[error(
+        "tokenizer {0:?} is not in this build (it is for comparisons: build with the cargo feature `tiktoken-compare`)"
+    )]
+    NotBuilt(String),
     /// The spec is none of the known forms (a usage error).
     #[error(
         "unknown tokenizer {0:?} (use o200k_base, cl100k_base, chars4, a .tiktoken file, a tokenizer.json or an HF tokenizer directory)"
@@ -75,7 +80,9 @@ impl TokenizerError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            TokenizerError::NoSuchFile(_) | TokenizerError::Unknown(_)
+            TokenizerError::NoSuchFile(_)
+                | TokenizerError::Unknown(_)
+                | TokenizerError::NotBuilt(_)
         )
     }
 }
@@ -545,9 +552,11 @@ fn builtin(spec: &str) -> Option<Arc<dyn Tokenizer>> {
         "chars4" => Arc::new(CharsPerToken4),
         "o200k_base" | "o200k" => Arc::new(BpeOpenai::new(Encoding::O200k)),
         "cl100k_base" | "cl100k" => Arc::new(BpeOpenai::new(Encoding::Cl100k)),
+        #[cfg(feature = "tiktoken-compare")]
         "tiktoken-rs:o200k_base" => {
             Arc::new(Tiktoken::new(spec.to_string(), Arc::new(tiktoken_rs::o200k_base)).ok()?)
         }
+        #[cfg(feature = "tiktoken-compare")]
         "tiktoken-rs:cl100k_base" => {
             Arc::new(Tiktoken::new(spec.to_string(), Arc::new(tiktoken_rs::cl100k_base)).ok()?)
         }
@@ -563,6 +572,9 @@ fn builtin(spec: &str) -> Option<Arc<dyn Tokenizer>> {
 pub fn load(spec: &str) -> Result<Arc<dyn Tokenizer>, TokenizerError> {
     if let Some(t) = builtin(spec) {
         return Ok(t);
+    }
+    if matches!(spec, "tiktoken-rs:o200k_base" | "tiktoken-rs:cl100k_base") {
+        return Err(TokenizerError::NotBuilt(spec.to_string()));
     }
     let (pattern, path) = match spec.split_once(':') {
         Some(("cl100k", p)) => (Some(CL100K_TIKTOKEN_PAT), p),
@@ -689,11 +701,20 @@ mod tests {
             }
         }
         samples.push("<|endoftext|> literal, 日本語のテキスト, emoji 🦀🦀, \r\n\t  x".into());
-        for (fast, slow) in [
-            ("o200k_base", "tiktoken-rs:o200k_base"),
-            ("cl100k_base", "tiktoken-rs:cl100k_base"),
+        // tiktoken-rs's own tables, whether or not this build offers them as specs.
+        let o200k: Arc<Builder> = Arc::new(tiktoken_rs::o200k_base);
+        let cl100k: Arc<Builder> = Arc::new(tiktoken_rs::cl100k_base);
+        for (fast, slow, tables) in [
+            ("o200k_base", "tiktoken-rs:o200k_base", o200k),
+            ("cl100k_base", "tiktoken-rs:cl100k_base", cl100k),
         ] {
-            let (a, b) = (load(fast).unwrap(), load(slow).unwrap());
+            let a = load(fast).unwrap();
+            let b = Tiktoken::new(slow.to_string(), tables).unwrap();
+            assert_eq!(
+                load(slow).is_ok(),
+                cfg!(feature = "tiktoken-compare"),
+                "{slow} is a spec exactly when the feature is on"
+            );
             let mut total = 0;
             for s in &samples {
                 let n = a.count(s);

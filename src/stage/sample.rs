@@ -4,21 +4,26 @@
 //! seed) turns a prompt row into a task row: `toolsets`, `distribution`, `seed` and
 //! `prompt_index` are added, other fields pass through in their order. The draw for a
 //! row depends only on the seed, the row's `prompt_index` and the distribution (see
-//! [`crate::toolbox::distributions`]), so re-running, sharding or reordering the input
-//! gives each row the same toolsets. [`sample_rows`] runs a plan over the input lines;
-//! [`list_distributions`] and [`list_toolsets`] print what a plan can draw.
+//! [`crate::catalog::distributions`]), so re-running, sharding or reordering the input
+//! gives each row the same toolsets, and so does another machine: the toolsets that may
+//! be drawn are the catalog's ([`crate::catalog::toolsets`]), not what is installed
+//! here. [`sample_rows`] runs a plan over the input lines; [`list_distributions`] and
+//! [`list_toolsets`] print what a plan can draw, the latter with what a [`Machine`]
+//! says of each tool.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::io::Write;
 
 use anyhow::Result;
 use serde_json::{Map, Value, json};
 
+use crate::catalog::toolsets;
+use crate::catalog::{Distribution, distributions};
 use crate::io::{
     OnError, Output, Records, Rejects, Select, Shard, Source, Summary, Tally, Verdict,
 };
-use crate::toolbox::{Distribution, Registry, distributions};
 
 /// Why a plan cannot be made from the flags and distributions (a usage error).
 #[derive(Debug, thiserror::Error)]
@@ -72,11 +77,11 @@ pub struct Available {
 }
 
 impl Available {
-    /// `--available LIST`: `None` for the toolsets traj can offer, `all`, or a list of
-    /// known toolsets, comma-separated.
-    pub fn parse(registry: &Registry, spec: Option<&str>) -> Result<Available, PlanError> {
+    /// `--available LIST`: `None` for the catalog's drawable toolsets, `all`, or a
+    /// list of known toolsets, comma-separated.
+    pub fn parse(spec: Option<&str>) -> Result<Available, PlanError> {
         let (set, all) = match spec {
-            None => (registry.drawable_toolsets(), false),
+            None => (toolsets::drawable_toolsets(), false),
             Some("all") => (BTreeSet::new(), true),
             Some(list) => {
                 let set: BTreeSet<String> = list
@@ -84,7 +89,7 @@ impl Available {
                     .map(|s| s.trim().to_string())
                     .filter(|s| !s.is_empty())
                     .collect();
-                if let Some(t) = set.iter().find(|t| registry.toolset(t).is_none()) {
+                if let Some(t) = set.iter().find(|t| toolsets::toolset(t).is_none()) {
                     return Err(PlanError::UnknownAvailable(t.clone()));
                 }
                 (set, false)
@@ -109,18 +114,19 @@ pub struct Plan {
     default: usize,
     available: Available,
     seed: u64,
+    /// Every toolset drawn so far (for the caller's note on what cannot run here).
+    drawn: RefCell<BTreeSet<String>>,
 }
 
 impl Plan {
     /// A plan drawing from `dists` (`default` for rows that name none). Unless every
-    /// toolset is available, each distribution must name only toolsets the registry
+    /// toolset is available, each distribution must name only toolsets the catalog
     /// knows (a typo, most likely), and the default one must have one available.
     pub fn new(
         dists: Vec<Distribution>,
         default: &str,
         available: Available,
         seed: u64,
-        registry: &Registry,
     ) -> Result<Plan, PlanError> {
         let Some(index) = dists.iter().position(|d| d.name == default) else {
             let names: Vec<&str> = dists.iter().map(|d| d.name.as_str()).collect();
@@ -134,7 +140,7 @@ impl Plan {
                 if let Some((t, _)) = d
                     .toolsets
                     .iter()
-                    .find(|(t, _)| registry.toolset(t).is_none())
+                    .find(|(t, _)| toolsets::toolset(t).is_none())
                 {
                     return Err(PlanError::UnknownToolset {
                         dist: d.name.clone(),
@@ -158,7 +164,13 @@ impl Plan {
             default: index,
             available,
             seed,
+            drawn: RefCell::default(),
         })
+    }
+
+    /// Every toolset drawn so far, over all rows.
+    pub fn drawn(&self) -> BTreeSet<String> {
+        self.drawn.borrow().clone()
     }
 
     /// The distribution a row names (or the default), or why the name is bad.
@@ -179,6 +191,12 @@ impl Plan {
         let toolsets = distributions::sample(dist, self.seed, key, &available);
         if toolsets.is_empty() {
             return Err(RowError::NothingDrawn(dist.name.clone()));
+        }
+        let mut drawn = self.drawn.borrow_mut();
+        for t in &toolsets {
+            if !drawn.contains(t) {
+                drawn.insert(t.clone());
+            }
         }
         Ok(toolsets)
     }
@@ -392,36 +410,67 @@ pub fn list_distributions(
     Ok(())
 }
 
-/// `--list-toolsets`: each toolset's tools (marked when traj lacks them or they need
-/// configuration) and whether it is sampled; a table, or JSON.
+/// What this machine (and traj-run's default configuration) says of the tools, for
+/// [`list_toolsets`] and for the note on drawn toolsets that cannot run here. With the
+/// agent runtime the caller asks the toolbox's registry; without it, [`CatalogOnly`]
+/// knows only what traj implements.
+pub trait Machine {
+    /// The tool's mark in the table (`""` usable, `"?"` needs configuration in
+    /// traj-run, `"*"` not implemented by traj or missing on this machine) and its
+    /// status in words.
+    fn tool_status(&self, tool: &str) -> (&'static str, String);
+    /// Why a task given `toolset` could not use it on this machine (`None`: it can,
+    /// or this build cannot tell).
+    fn why_not_here(&self, toolset: &str) -> Option<String>;
+}
+
+/// A [`Machine`] that checks nothing: a build without the agent runtime knows which
+/// tools traj implements, not whether this machine could run them.
+pub struct CatalogOnly;
+
+impl Machine for CatalogOnly {
+    fn tool_status(&self, tool: &str) -> (&'static str, String) {
+        match toolsets::tool(tool) {
+            Some(t) if t.implemented => (
+                "",
+                "implemented (not checked here: built without the agent runtime)".to_string(),
+            ),
+            _ => (
+                "*",
+                "not implemented: traj has no implementation".to_string(),
+            ),
+        }
+    }
+    fn why_not_here(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+/// `--list-toolsets`: each toolset's tools (marked when traj lacks them, they are
+/// missing here or they need configuration), whether it is sampled, and why it is
+/// never drawn or cannot run here; a table, or JSON.
 pub fn list_toolsets(
     out: &mut dyn Write,
-    registry: &Registry,
+    machine: &dyn Machine,
     available: &Available,
     as_json: bool,
 ) -> std::io::Result<()> {
     let (all, available) = (available.all, &available.set);
     if as_json {
-        let v: Vec<Value> = registry
-            .toolsets()
+        let v: Vec<Value> = toolsets::toolsets()
             .iter()
             .map(|t| {
                 let tools: Vec<Value> = t
                     .tools
                     .iter()
-                    .map(|n| {
-                        let a = &registry
-                            .tool(n)
-                            .expect("toolset tools are registered")
-                            .availability;
-                        json!({"name": n, "status": a.describe()})
-                    })
+                    .map(|n| json!({"name": n, "status": machine.tool_status(n).1}))
                     .collect();
                 json!({
                     "name": t.name,
                     "description": t.description,
                     "sampled": all || available.contains(t.name),
-                    "not_drawable": registry.why_not_drawable(t.name),
+                    "not_drawable": toolsets::why_not_drawable(t.name),
+                    "not_here": machine.why_not_here(t.name),
                     "tools": tools,
                     "includes": t.includes,
                 })
@@ -434,18 +483,11 @@ pub fn list_toolsets(
         "{:15} {:8} TOOLS (* = not implemented by traj or missing on this machine, ? = needs configuration in traj-run)",
         "TOOLSET", "SAMPLED"
     )?;
-    for t in registry.toolsets() {
+    for t in toolsets::toolsets() {
         let tools: Vec<String> = t
             .tools
             .iter()
-            .map(|n| {
-                let mark = match registry.tool(n).map(|i| &i.availability) {
-                    Some(crate::toolbox::Availability::Available) => "",
-                    Some(crate::toolbox::Availability::NotConfigured(_)) => "?",
-                    _ => "*",
-                };
-                format!("{n}{mark}")
-            })
+            .map(|n| format!("{n}{}", machine.tool_status(n).0))
             .collect();
         let mut line = tools.join(", ");
         if !t.includes.is_empty() {
@@ -456,8 +498,10 @@ pub fn list_toolsets(
         } else {
             "no"
         };
-        if let Some(why) = registry.why_not_drawable(t.name) {
+        if let Some(why) = toolsets::why_not_drawable(t.name) {
             line.push_str(&format!("  [never drawn: {why}]"));
+        } else if let Some(why) = machine.why_not_here(t.name) {
+            line.push_str(&format!("  [cannot run here: {why}]"));
         }
         writeln!(out, "{:15} {:8} {line}", t.name, sampled)?;
     }
@@ -468,14 +512,9 @@ pub fn list_toolsets(
 mod tests {
     use super::*;
 
-    fn registry() -> Registry {
-        Registry::builtin(&crate::toolbox::ToolConfig::default())
-    }
-
     fn plan() -> Plan {
-        let r = registry();
-        let available = Available::parse(&r, None).unwrap();
-        Plan::new(distributions::builtin(), "balanced", available, 5, &r).unwrap()
+        let available = Available::parse(None).unwrap();
+        Plan::new(distributions::builtin(), "balanced", available, 5).unwrap()
     }
 
     /// The fast path and the full parse give the same rows (up to white space).
@@ -565,14 +604,13 @@ mod tests {
 
     #[test]
     fn plans_check_names() {
-        let r = registry();
         assert!(matches!(
-            Available::parse(&r, Some("web,nonsense")),
+            Available::parse(Some("web,nonsense")),
             Err(PlanError::UnknownAvailable(t)) if t == "nonsense"
         ));
-        let all = Available::parse(&r, Some("all")).unwrap();
+        let all = Available::parse(Some("all")).unwrap();
         assert!(all.all);
-        let e = Plan::new(distributions::builtin(), "nope", all.clone(), 0, &r)
+        let e = Plan::new(distributions::builtin(), "nope", all.clone(), 0)
             .err()
             .unwrap();
         assert!(matches!(e, PlanError::UnknownDistribution { .. }));
@@ -580,14 +618,14 @@ mod tests {
             e.to_string()
                 .starts_with("unknown distribution \"nope\" (known: ")
         );
-        let only = Available::parse(&r, Some("web")).unwrap();
+        let only = Available::parse(Some("web")).unwrap();
         let dists = distributions::builtin();
         let no_web = dists
             .iter()
             .find(|d| d.toolsets.iter().all(|(t, _)| t != "web"))
             .map(|d| d.name.clone());
         if let Some(name) = no_web {
-            let e = Plan::new(dists, &name, only, 0, &r).err().unwrap();
+            let e = Plan::new(dists, &name, only, 0).err().unwrap();
             assert!(matches!(e, PlanError::NothingAvailable { .. }), "{e}");
         }
     }

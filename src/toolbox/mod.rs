@@ -10,8 +10,8 @@
 //!   resolved (with `includes`), each tool's OpenAI function schema and availability.
 //!   Tools traj does not implement (browser, image generation, ...) are listed as
 //!   unavailable, never offered.
-//! - [`distributions`]: the 17 built-in toolset distributions and the deterministic,
-//!   per-row sampling used by traj-sample-tools.
+//! - the names (toolsets, tools, which traj implements), the drawable-toolset rule and
+//!   the distributions are the catalog's ([`crate::catalog`]), read here too.
 //! - [`sandbox`]: where commands run: `local` (fresh directory, scrubbed environment),
 //!   `bwrap` (bubblewrap namespaces, no network, host read-only) or `docker` (when a
 //!   prompt names an image), or `auto` (bwrap where it works, else local with a
@@ -46,7 +46,6 @@ pub mod browser;
 pub mod bwrap;
 pub mod cli;
 pub mod config;
-pub mod distributions;
 pub mod exec;
 pub mod fs;
 pub mod image;
@@ -67,8 +66,8 @@ mod tests;
 #[cfg(test)]
 mod testserver;
 
+pub use crate::catalog::{Distribution, distributions};
 pub use cli::{ToolArgs, ToolArgsError};
-pub use distributions::Distribution;
 pub use limits::Limits;
 pub use registry::{
     Availability, LlmToolsConfig, Registry, RegistryError, SearchConfig, SearchProvider,

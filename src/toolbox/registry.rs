@@ -1,13 +1,15 @@
-//! The registry: the tool table (`table.rs`) read under one [`ToolConfig`]:
-//! toolsets (their tools plus `includes`, resolved), each tool's OpenAI function
-//! schema, and which tools can be offered.
+//! The registry: the catalog's names ([`crate::catalog::toolsets`]) and the tool table
+//! (`table.rs`) read under one [`ToolConfig`]: toolsets (their tools plus `includes`,
+//! resolved), each tool's OpenAI function schema, and which tools can be offered.
 //!
 //! A tool is offered only when it is [`Availability::Available`]: a tool whose backend
 //! is not configured (no search provider, no model for vision) is
 //! [`Availability::NotConfigured`]; a tool traj does not implement (skills, cron
 //! jobs, ...) is [`Availability::NotImplemented`] and is never offered; one whose
 //! machine dependency is missing (the browser without Chromium) is
-//! [`Availability::Unavailable`], and its toolset is never drawn.
+//! [`Availability::Unavailable`]: never offered, though its toolset is still drawn
+//! (the draw is the catalog's alone; traj-run fails a task none of whose drawn tools
+//! can run as `tool_host`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -17,7 +19,12 @@ use serde_json::Value;
 pub use super::config::{
     Availability, LlmToolsConfig, SANDBOX_PATH, SearchConfig, SearchProvider, ToolConfig, on_path,
 };
-use super::table::{self, TOOLS, TOOLSETS};
+use super::table;
+use crate::catalog::toolsets::{self as catalog};
+pub use crate::catalog::toolsets::{Toolset, all_tool_names};
+
+/// A name that is not a toolset (the catalog's error).
+pub type RegistryError = crate::catalog::UnknownToolset;
 
 /// One tool as the registry knows it.
 #[derive(Debug, Clone)]
@@ -27,29 +34,6 @@ pub struct ToolInfo {
     /// for tools traj does not implement.
     pub schema: Option<Value>,
     pub availability: Availability,
-}
-
-/// A named group of tools, plus other toolsets it includes.
-#[derive(Debug, Clone)]
-pub struct Toolset {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub tools: Vec<&'static str>,
-    pub includes: Vec<&'static str>,
-}
-
-/// Every tool name traj knows, implemented or not, sorted: the tools of every
-/// toolset plus names only the reference's newest version uses.
-pub fn all_tool_names() -> Vec<&'static str> {
-    let set: BTreeSet<&'static str> = TOOLS.iter().map(|d| d.name).collect();
-    set.into_iter().collect()
-}
-
-/// A name that is not a toolset.
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    #[error("unknown toolset {name:?} (known: {known})")]
-    UnknownToolset { name: String, known: String },
 }
 
 /// Toolsets and tools, with availability decided by one [`ToolConfig`].
@@ -64,23 +48,11 @@ pub struct Registry {
 impl Registry {
     /// The built-in toolsets and tools; availability follows `config`.
     pub fn builtin(config: &ToolConfig) -> Registry {
-        let toolsets: Vec<Toolset> = TOOLSETS
-            .iter()
-            .map(|&(name, description, includes)| Toolset {
-                name,
-                description,
-                tools: TOOLS
-                    .iter()
-                    .filter(|d| d.toolsets.contains(&name))
-                    .map(|d| d.name)
-                    .collect(),
-                includes: includes.to_vec(),
-            })
-            .collect();
+        let toolsets = catalog::toolsets();
         let mut tools = Vec::new();
         let mut index = HashMap::new();
         for name in all_tool_names() {
-            let (schema, availability) = match table::find(name).and_then(|d| d.tool.as_ref()) {
+            let (schema, availability) = match table::find(name).map(|d| &d.tool) {
                 Some(t) => (Some(t.schema(name)), (t.availability)(config)),
                 None => (
                     None,
@@ -117,12 +89,10 @@ impl Registry {
         let offered = self.resolve(toolsets)?;
         let calls = offered
             .iter()
-            .map(
-                |name| match table::find(name).and_then(|d| d.tool.as_ref()) {
-                    Some(t) => t.call,
-                    None => unreachable!("{name} is offered, so it is implemented"),
-                },
-            )
+            .map(|name| match table::find(name).map(|d| &d.tool) {
+                Some(t) => t.call,
+                None => unreachable!("{name} is offered, so it is implemented"),
+            })
             .collect();
         let schemas = self.schemas(&offered);
         super::Task::with_tools(offered, calls, schemas, self.config_arc(), sandbox, spec)
@@ -158,40 +128,11 @@ impl Registry {
             .is_some_and(|t| t.availability.is_available())
     }
 
-    /// Every tool of the toolsets named (their `includes` followed recursively; `all`
-    /// or `*` means every toolset), available or not, without duplicates, in order of
-    /// first appearance. Unknown toolset names are an error.
+    /// Every tool of the toolsets named, available or not: the catalog's
+    /// [`resolve_all`](catalog::resolve_all) (includes followed, `all` or `*` for every
+    /// toolset, no duplicates, in order of first appearance).
     pub fn resolve_all(&self, toolsets: &[String]) -> Result<Vec<&'static str>, RegistryError> {
-        let mut out = Vec::new();
-        let mut seen_tools = BTreeSet::new();
-        let mut seen_sets = BTreeSet::new();
-        let mut stack: Vec<&str> = Vec::new();
-        for name in toolsets.iter().rev() {
-            if name == "all" || name == "*" {
-                stack.extend(self.toolsets.iter().rev().map(|t| t.name));
-            } else {
-                stack.push(name);
-            }
-        }
-        while let Some(name) = stack.pop() {
-            let Some(set) = self.toolset(name) else {
-                let known: Vec<&str> = self.toolsets.iter().map(|t| t.name).collect();
-                return Err(RegistryError::UnknownToolset {
-                    name: name.to_string(),
-                    known: known.join(", "),
-                });
-            };
-            if !seen_sets.insert(set.name) {
-                continue; // already expanded (also stops include cycles)
-            }
-            for tool in &set.tools {
-                if seen_tools.insert(*tool) {
-                    out.push(*tool);
-                }
-            }
-            stack.extend(set.includes.iter().rev());
-        }
-        Ok(out)
+        catalog::resolve_all(toolsets)
     }
 
     /// The tools offered for these toolsets: [`Registry::resolve_all`] keeping only
@@ -219,48 +160,32 @@ impl Registry {
             .collect()
     }
 
-    /// THE rule for which toolsets a distribution may draw, in traj-sample-tools and in
-    /// traj-run's own draw alike (so one seed gives the same toolsets in both): a
-    /// toolset is drawable when none of its own tools lacks a machine dependency
-    /// ([`Availability::Unavailable`]: the browser without Chromium) and at least one
-    /// of its tools (includes followed) is implemented. Configuration (a vision model,
-    /// a search provider) is not part of the rule: traj-sample-tools cannot know
-    /// traj-run's flags; traj-run offers the configured subset of a drawn toolset, and
-    /// a task none of whose drawn tools is configured fails as `tool_host` naming them
-    /// (never a request with an empty tool list).
+    /// The toolsets a distribution may draw: the catalog's one rule
+    /// ([`catalog::why_not_drawable`]), the same on every machine and under every
+    /// configuration.
     pub fn drawable_toolsets(&self) -> BTreeSet<String> {
-        self.toolsets
-            .iter()
-            .filter(|t| self.why_not_drawable(t.name).is_none())
-            .map(|t| t.name.to_string())
-            .collect()
+        catalog::drawable_toolsets()
     }
 
-    /// Why `toolset` is not drawable under [`Registry::drawable_toolsets`]'s rule
-    /// (`None`: it is), in words for listings.
+    /// Why `toolset` is not drawable (`None`: it is), in words for listings.
     pub fn why_not_drawable(&self, toolset: &str) -> Option<String> {
-        let Some(set) = self.toolset(toolset) else {
-            return Some("unknown toolset".to_string());
-        };
-        for n in &set.tools {
-            if let Some(ToolInfo {
+        catalog::why_not_drawable(toolset)
+    }
+
+    /// Why a task drawing `toolset` could not use it on this machine (`None`: it can):
+    /// one of its own tools lacks a machine dependency ([`Availability::Unavailable`]:
+    /// the browser without Chromium). Configuration is not part of it (traj-run's
+    /// flags decide that). traj-sample-tools warns with it, and its `--only-available`
+    /// leaves such toolsets out of the draw.
+    pub fn why_not_here(&self, toolset: &str) -> Option<String> {
+        let set = self.toolset(toolset)?;
+        set.tools.iter().find_map(|n| match self.tool(n) {
+            Some(ToolInfo {
                 availability: Availability::Unavailable(why),
                 ..
-            }) = self.tool(n)
-            {
-                return Some(why.clone());
-            }
-        }
-        let all = self.resolve_all(&[toolset.to_string()]).unwrap_or_default();
-        let implemented = all.iter().any(|n| {
-            self.tool(n).is_some_and(|i| {
-                matches!(
-                    i.availability,
-                    Availability::Available | Availability::NotConfigured(_)
-                )
-            })
-        });
-        (!implemented).then(|| "traj implements none of its tools".to_string())
+            }) => Some(why.clone()),
+            _ => None,
+        })
     }
 
     /// The schemas of `tools` (unknown or unimplemented names are skipped).
@@ -309,19 +234,24 @@ mod tests {
         let r = Registry::builtin(&ToolConfig::default());
         let chromium = crate::toolbox::browser::chromium_path().is_some();
         assert_eq!(r.toolset_available("browser"), chromium);
-        for (forced, drawable) in [(true, true), (false, false)] {
+        // Chromium or not, the browser is drawn (the draw is the catalog's); without
+        // one it cannot run here, and says why.
+        for forced in [true, false] {
             let r = Registry::builtin(&ToolConfig {
                 chromium: Some(forced),
                 ..ToolConfig::default()
             });
-            assert_eq!(r.drawable_toolsets().contains("browser"), drawable);
+            assert!(r.drawable_toolsets().contains("browser"));
+            assert_eq!(r.why_not_drawable("browser"), None);
             assert_eq!(r.is_available("browser_navigate"), forced);
+            assert_eq!(r.why_not_here("browser").is_none(), forced);
+            assert_eq!(r.why_not_here("terminal"), None);
         }
         let why = Registry::builtin(&ToolConfig {
             chromium: Some(false),
             ..ToolConfig::default()
         })
-        .why_not_drawable("browser")
+        .why_not_here("browser")
         .unwrap();
         assert!(why.contains("no chromium"), "{why}");
         assert!(!r.toolset_available("image_gen"));
@@ -344,23 +274,10 @@ mod tests {
             r.tool("browser_click").unwrap().availability.is_available(),
             chromium
         );
-        let drawable: Vec<String> = r.drawable_toolsets().into_iter().collect();
-        let mut want = vec![
-            "code_execution",
-            "debugging",
-            "file",
-            "image_gen",
-            "moa",
-            "safe",
-            "search",
-            "terminal",
-            "vision",
-            "web",
-        ];
-        if chromium {
-            want.insert(0, "browser");
-        }
-        assert_eq!(drawable, names(&want));
+        assert_eq!(
+            r.drawable_toolsets(),
+            crate::catalog::toolsets::drawable_toolsets()
+        );
         assert_eq!(
             r.why_not_drawable("skills").as_deref(),
             Some("traj implements none of its tools")
@@ -370,7 +287,7 @@ mod tests {
     #[test]
     fn every_implemented_tool_has_a_valid_schema() {
         let r = Registry::builtin(&ToolConfig::default());
-        for name in TOOLS.iter().filter(|d| d.tool.is_some()).map(|d| d.name) {
+        for name in table::TOOLS.iter().map(|d| d.name) {
             let s = r.tool(name).unwrap().schema.clone().unwrap();
             assert_eq!(s["type"], "function");
             assert_eq!(s["function"]["name"], name);

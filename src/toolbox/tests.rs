@@ -1289,35 +1289,3 @@ fn auto_uses_bwrap_where_it_works() {
     let (v, _) = term(&mut t, "pwd");
     assert_eq!(v["output"], "/workspace\n");
 }
-
-/// On a machine set up by `make setup` (Chromium installed) every toolset a built-in
-/// distribution names is drawable under the one rule both binaries use, and 4000 draws
-/// of each distribution draw each of its toolsets.
-#[test]
-fn every_distribution_draws_every_listed_toolset() {
-    assert!(
-        crate::toolbox::browser::chromium_path().is_some(),
-        "no chromium: run `make setup` (scripts/setup.sh installs Debian's chromium)"
-    );
-    let registry = Registry::builtin(&ToolConfig::default());
-    let available = registry.drawable_toolsets();
-    for d in crate::toolbox::distributions::builtin() {
-        let mut drawn = std::collections::BTreeSet::new();
-        for key in 0..4000 {
-            let got = crate::toolbox::distributions::sample(&d, 7, key, &available);
-            assert!(!got.is_empty(), "{}: empty draw for row {key}", d.name);
-            drawn.extend(got);
-        }
-        for (t, p) in &d.toolsets {
-            assert!(
-                available.contains(t),
-                "{}: {t} is not drawable: {:?}",
-                d.name,
-                registry.why_not_drawable(t)
-            );
-            if *p > 0.0 {
-                assert!(drawn.contains(t), "{}: {t} ({p}%) never drawn", d.name);
-            }
-        }
-    }
-}

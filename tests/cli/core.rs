@@ -2,19 +2,20 @@
 
 use crate::util::*;
 
-const ALL: [&str; 6] = [
+const ALL: &[&str] = &[
     "traj-normalize",
     "traj-filter",
     "traj-merge",
     "traj-compress",
     "traj-sample-tools",
+    #[cfg(feature = "agent")]
     "traj-run",
 ];
 
 #[test]
 fn every_binary_has_help_and_version() {
     let d = tmpdir();
-    for b in ALL {
+    for &b in ALL {
         let mut c = cmd(b, d.path());
         c.arg("--help");
         let o = run(c);
@@ -31,7 +32,7 @@ fn every_binary_has_help_and_version() {
 #[test]
 fn unknown_flag_is_a_usage_error() {
     let d = tmpdir();
-    for b in ALL {
+    for &b in ALL {
         let mut c = cmd(b, d.path());
         c.arg("--no-such-flag");
         let o = run(c);
@@ -42,7 +43,7 @@ fn unknown_flag_is_a_usage_error() {
 #[test]
 fn a_missing_input_is_exit_2_naming_the_file() {
     let d = tmpdir();
-    for b in ALL {
+    for &b in ALL {
         let mut c = cmd(b, d.path());
         c.arg("no-such-input.jsonl");
         if b == "traj-run" {
@@ -160,7 +161,7 @@ fn man_pages_and_completions_are_generated_for_every_binary() {
         .status()
         .unwrap();
     assert!(st.success());
-    for b in ALL {
+    for &b in ALL {
         let man = std::fs::read_to_string(d.path().join(format!("man/man1/{b}.1"))).unwrap();
         assert!(man.contains(".TH") && man.contains(b), "{b}.1");
         let bash = std::fs::read_to_string(d.path().join(format!("completions/bash/{b}"))).unwrap();

@@ -93,7 +93,7 @@ fn a_hub_cache_snapshot_directory_is_searched_recursively() {
 }
 
 fn python(dir: &Path, code: &str) -> String {
-    let o = Command::new("python3")
+    let o = Command::new(data_python())
         .args(["-c", code])
         .current_dir(dir)
         .output()

@@ -1,6 +1,8 @@
 //! Integration tests: every test drives a real binary.
 //!
-//! One test crate (one link on a 2-core machine); one module per binary.
+//! One test crate (one link on a 2-core machine); one module per binary. The modules
+//! that drive traj-run need the `agent` feature; the rest are the data core's tests
+//! (`cargo test --no-default-features`).
 
 mod util;
 
@@ -11,9 +13,12 @@ mod compress;
 mod compress_fit;
 mod conservation;
 mod core;
+#[cfg(feature = "agent")]
 mod demo;
 mod filter;
 mod formats;
+#[cfg(feature = "agent")]
+mod install;
 mod integrity;
 mod keep;
 mod lossless;
@@ -21,17 +26,24 @@ mod merge;
 mod normalize;
 mod numbers;
 mod parquet_typed;
+#[cfg(feature = "agent")]
 mod pipeline;
+#[cfg(feature = "agent")]
 mod pod;
 mod repair;
 mod repair_bridge;
 mod report;
+#[cfg(feature = "agent")]
 mod run;
+#[cfg(feature = "agent")]
 mod run_faults;
+#[cfg(feature = "agent")]
 mod run_resume;
 mod sample;
+#[cfg(feature = "agent")]
 mod sandbox;
 mod scale;
+#[cfg(feature = "agent")]
 mod tools;
 mod training;
 mod training_llamafactory;

@@ -790,7 +790,7 @@ for path, n in ((sys.argv[1], 350), (sys.argv[2], 22)):
 print("ok")
 "#;
     let cache = d.path().join("hf-cache");
-    let o = std::process::Command::new("python3")
+    let o = std::process::Command::new(data_python())
         .arg("-c")
         .arg(script)
         .arg(&merged)
@@ -803,7 +803,7 @@ print("ok")
         .expect("python3 must be installed for this test (scripts/setup.sh)");
     assert!(
         o.status.success() && String::from_utf8_lossy(&o.stdout).contains("ok"),
-        "datasets could not load the output (install it with `python3 -m pip install datasets`):\n{}",
+        "datasets could not load the output (scripts/setup.sh makes the venv):\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
 }

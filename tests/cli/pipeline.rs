@@ -168,7 +168,7 @@ fn demo_pipeline_end_to_end() {
     for f in ["trajectories.jsonl", "trajectories_compressed.jsonl"] {
         let p = dir.join(f);
         let cache = tmpdir();
-        let o = Command::new("python3")
+        let o = Command::new(data_python())
             .env("HF_DATASETS_OFFLINE", "1")
             .env("HF_HOME", cache.path())
             .arg("-c")
@@ -510,7 +510,8 @@ fn with_bins(script: &'static str) -> impl Fn(String) -> String {
         b.replace(
             &format!("scripts/{script}"),
             &format!(
-                "python3 {} --bin-dir {}",
+                "{} {} --bin-dir {}",
+                data_python().display(),
                 repo().join("scripts").join(script).display(),
                 bin_dir().display()
             ),

@@ -37,7 +37,7 @@ fn direct(d: &Path, input: &Path) -> (Vec<String>, usize) {
 fn script(d: &Path, name: &str, args: &[&str]) -> std::process::Output {
     let bin_dir = bin("traj-filter").parent().unwrap().to_path_buf();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let o = Command::new("python3")
+    let o = Command::new(data_python())
         .arg(root.join("scripts").join(name))
         .arg("--bin-dir")
         .arg(&bin_dir)
@@ -111,7 +111,7 @@ fn spark_gives_the_rows_of_the_binaries_and_fails_with_a_stage() {
     // Parquet as the Hub writes it (pyarrow, the rows' own columns): the same rows as the
     // binaries reading that Parquet file themselves.
     let pq = d.path().join("in.parquet");
-    let w = Command::new("python3")
+    let w = Command::new(data_python())
         .args([
             "-c",
             "import sys, pyarrow.json as pj, pyarrow.parquet as pq; \

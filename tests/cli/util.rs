@@ -17,6 +17,7 @@ pub fn bin(name: &str) -> PathBuf {
         "traj-merge" => env!("CARGO_BIN_EXE_traj-merge"),
         "traj-compress" => env!("CARGO_BIN_EXE_traj-compress"),
         "traj-sample-tools" => env!("CARGO_BIN_EXE_traj-sample-tools"),
+        #[cfg(feature = "agent")]
         "traj-run" => env!("CARGO_BIN_EXE_traj-run"),
         "traj-report" => env!("CARGO_BIN_EXE_traj-report"),
         other => panic!("unknown binary {other}"),
@@ -127,15 +128,48 @@ pub fn rejected_token_counts(rejects: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// Where the tests' Python venvs are: `$TRAJ_VENVS`, else `target/venvs` (what
+/// `scripts/setup.sh` makes; nothing is installed into the system Python).
+pub fn venvs_dir() -> PathBuf {
+    std::env::var_os("TRAJ_VENVS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venvs"))
+}
+
+/// A Python with HF `datasets`, pyarrow, PySpark and Ray Data: the `data` venv
+/// `scripts/setup.sh` makes (`target/venvs/data`, or under `$TRAJ_VENVS`), else a
+/// `python3` that already has them. Fails loudly when neither has them (checked once
+/// per run).
+pub fn data_python() -> PathBuf {
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let venv = venvs_dir().join("data/bin/python");
+    let found = FOUND.get_or_init(|| {
+        [venv.clone(), PathBuf::from("python3")]
+            .into_iter()
+            .find(|py| {
+                Command::new(py)
+                    .args(["-c", "import datasets, pyarrow, pyspark, ray.data"])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+    });
+    found.clone().unwrap_or_else(|| {
+        panic!(
+            "neither {} nor python3 has datasets, pyarrow, pyspark and ray[data]: run scripts/setup.sh",
+            venv.display()
+        )
+    })
+}
+
 /// A Python with transformers (CPU only; `apply_chat_template` needs no torch):
 /// `$TRAJ_TRANSFORMERS_PYTHON`, the venv `scripts/setup.sh` makes
-/// (`${TRAJ_VENVS:-/tmp/venvs}/tok`), or `python3`. Fails loudly when none has it.
+/// (`target/venvs/tok`, or under `$TRAJ_VENVS`), or `python3`. Fails loudly when
+/// none has it.
 pub fn transformers_python() -> String {
     let mut candidates: Vec<String> = std::env::var("TRAJ_TRANSFORMERS_PYTHON")
         .into_iter()
         .collect();
-    let venvs = std::env::var("TRAJ_VENVS").unwrap_or_else(|_| "/tmp/venvs".into());
-    candidates.push(format!("{venvs}/tok/bin/python"));
+    candidates.push(venvs_dir().join("tok/bin/python").display().to_string());
     candidates.push("python3".into());
     for py in &candidates {
         let ok = Command::new(py)

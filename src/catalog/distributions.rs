@@ -1,9 +1,10 @@
 //! Toolset distributions and the per-row draw of traj-sample-tools.
 //!
 //! A distribution maps toolset names to inclusion probabilities in percent. A draw
-//! includes each available toolset independently with its probability; when nothing
-//! is drawn, the distribution's most probable available toolset (the first on a tie)
-//! is used, so a draw is never empty while any of its toolsets is available.
+//! includes each available toolset (by default the catalog's drawable ones,
+//! [`super::toolsets::drawable_toolsets`]) independently with its probability; when
+//! nothing is drawn, the distribution's most probable available toolset (the first on
+//! a tie) is used, so a draw is never empty while any of its toolsets is available.
 //!
 //! Draws are deterministic: toolset `t` of row `key` under run seed `seed` uses the
 //! uniform number `u(seed, key, t)` from a splitmix64 mix of the three, so a row's

@@ -1,0 +1,220 @@
+//! Installing traj as a new user would: the wheel (`make wheel`, then `pip install
+//! --no-index` into a fresh venv), `cargo install --locked --path .` and `make install
+//! PREFIX=...`. Each gets exactly the seven binaries (the six stages and traj-report),
+//! which run from where they were installed; the wheel's six stages are checked against
+//! the size targets (BENCHMARKS.md bench:sizes; traj-report is counted apart).
+//!
+//! These build the release binaries when `make build` has not (`make test` builds them
+//! first, so the tests reuse that build); the wheel needs maturin, which `make wheel`
+//! installs from PyPI into `target/venvs/maturin`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::*;
+
+const BINARIES: [&str; 7] = [
+    "traj-compress",
+    "traj-filter",
+    "traj-merge",
+    "traj-normalize",
+    "traj-report",
+    "traj-run",
+    "traj-sample-tools",
+];
+
+/// The six stages the size targets of issue 30 are about (traj-report is apart).
+const SIX: [&str; 6] = [
+    "traj-compress",
+    "traj-filter",
+    "traj-merge",
+    "traj-normalize",
+    "traj-run",
+    "traj-sample-tools",
+];
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `make TARGET ARGS...` in the repository, without the make/cargo job-server variables
+/// of an enclosing `make test` (their descriptors are not this process's).
+fn make(target: &str, args: &[String]) -> std::process::Output {
+    let mut c = Command::new("make");
+    c.current_dir(repo())
+        .arg("--no-print-directory")
+        .arg(target)
+        .args(args);
+    for v in ["MAKEFLAGS", "MFLAGS", "MAKELEVEL", "CARGO_MAKEFLAGS"] {
+        c.env_remove(v);
+    }
+    let o = c.output().expect("make must be installed");
+    assert!(
+        o.status.success(),
+        "make {target} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// The file names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Each binary in `dir` answers `--version` with its name and the crate's version.
+fn versions_answer(dir: &Path) {
+    for b in BINARIES {
+        let o = Command::new(dir.join(b)).arg("--version").output().unwrap();
+        assert_code(&o, 0);
+        assert_eq!(
+            stdout(&o),
+            format!("{b} {}\n", env!("CARGO_PKG_VERSION")),
+            "{}",
+            dir.display()
+        );
+    }
+}
+
+/// A small pipeline (normalize | filter | compress, and sample-tools) with the
+/// binaries of `dir` found by `PATH`: its output, and that the same pipeline with the
+/// binaries this test run built gives the same bytes.
+fn pipeline_from(dir: &Path, work: &Path) -> Vec<u8> {
+    let script = format!(
+        "traj-normalize -q {hermes} | traj-filter -q --well-formed \
+         | traj-compress -q --target-max-tokens 1500 --tokenizer o200k_base \
+           --metrics {work}/metrics.json \
+         && traj-sample-tools -q -d development --seed 4 {prompts}",
+        hermes = fixture("hermes_reason_tool_use_50.jsonl").display(),
+        prompts = fixture("prompts_glaive.jsonl").display(),
+        work = work.display(),
+    );
+    let run_with = |bins: &Path| {
+        let path = format!("{}:/usr/bin:/bin", bins.display());
+        let o = Command::new("bash")
+            .args(["-o", "pipefail", "-c", &script])
+            .env_clear()
+            .env("PATH", path)
+            .current_dir(work)
+            .output()
+            .unwrap();
+        assert_code(&o, 0);
+        o.stdout
+    };
+    let installed = run_with(dir);
+    let built = run_with(bin("traj-filter").parent().unwrap());
+    assert!(installed == built, "the installed binaries' output differs");
+    let text = String::from_utf8(installed.clone()).unwrap();
+    assert!(text.lines().count() > 50, "{text}");
+    installed
+}
+
+/// `make wheel`, `pip install --no-index` of the wheel into a fresh venv: every binary
+/// on the venv's PATH, each the size it should be, a pipeline from there.
+#[test]
+fn the_wheel_installs_every_binary_into_a_fresh_venv() {
+    let d = tmpdir();
+    let dist = d.path().join("dist");
+    make("wheel", &[format!("DIST={}", dist.display())]);
+    let wheels = names_in(&dist);
+    assert_eq!(wheels.len(), 1, "{wheels:?}");
+    assert!(wheels[0].starts_with("traj-") && wheels[0].ends_with(".whl"));
+    let venv = d.path().join("venv");
+    let st = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .expect("python3 must be installed (scripts/setup.sh)");
+    assert!(st.success());
+    let o = Command::new(venv.join("bin/pip"))
+        .args([
+            "install",
+            "--quiet",
+            "--no-index",
+            "--disable-pip-version-check",
+        ])
+        .arg(dist.join(&wheels[0]))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bin_dir = venv.join("bin");
+    let installed: Vec<String> = names_in(&bin_dir)
+        .into_iter()
+        .filter(|n| n.starts_with("traj"))
+        .collect();
+    assert_eq!(installed, BINARIES, "the wheel's scripts");
+    versions_answer(&bin_dir);
+    pipeline_from(&bin_dir, d.path());
+    // The sizes of issue 30: the six <= 120 MB, traj-merge and traj-sample-tools
+    // <= 15 MB each (MB = 10^6 bytes, as BENCHMARKS.md counts them).
+    let size = |b: &str| std::fs::metadata(bin_dir.join(b)).unwrap().len();
+    let total: u64 = SIX.iter().map(|b| size(b)).sum();
+    let sizes: Vec<String> = SIX
+        .iter()
+        .map(|b| format!("{b} {:.1} MB", size(b) as f64 / 1e6))
+        .collect();
+    assert!(
+        total <= 120_000_000,
+        "six binaries {total} bytes: {sizes:?}"
+    );
+    for b in ["traj-merge", "traj-sample-tools"] {
+        assert!(size(b) <= 15_000_000, "{b}: {sizes:?}");
+    }
+}
+
+/// `cargo install --locked --path .` installs exactly the seven binaries: no examples
+/// (the stand-in endpoint, gen-docs, sandbox-ceiling), no test helpers. It reuses this
+/// repository's release build (`--target-dir target`).
+#[test]
+fn cargo_install_installs_exactly_the_binaries() {
+    let d = tmpdir();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let o = Command::new(cargo)
+        .args(["install", "--quiet", "--locked", "--path"])
+        .arg(repo())
+        .arg("--root")
+        .arg(d.path())
+        .arg("--target-dir")
+        .arg(repo().join("target"))
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bin_dir = d.path().join("bin");
+    assert_eq!(names_in(&bin_dir), BINARIES);
+    versions_answer(&bin_dir);
+}
+
+/// `make install PREFIX=...`: the seven binaries, a man page each, and bash, zsh and fish
+/// completions each, under PREFIX; nothing else in PREFIX/bin.
+#[test]
+fn make_install_puts_binaries_man_pages_and_completions_under_prefix() {
+    let d = tmpdir();
+    let prefix: PathBuf = d.path().join("prefix");
+    make("install", &[format!("PREFIX={}", prefix.display())]);
+    let bin_dir = prefix.join("bin");
+    assert_eq!(names_in(&bin_dir), BINARIES);
+    versions_answer(&bin_dir);
+    let share = prefix.join("share");
+    let man: Vec<String> = BINARIES.iter().map(|b| format!("{b}.1")).collect();
+    assert_eq!(names_in(&share.join("man/man1")), man);
+    for (dir, name) in [
+        ("bash-completion/completions", "{}"),
+        ("zsh/site-functions", "_{}"),
+        ("fish/vendor_completions.d", "{}.fish"),
+    ] {
+        let want: Vec<String> = BINARIES.iter().map(|b| name.replace("{}", b)).collect();
+        let mut want = want;
+        want.sort();
+        assert_eq!(names_in(&share.join(dir)), want, "{dir}");
+    }
+    let page = std::fs::read_to_string(share.join("man/man1/traj-filter.1")).unwrap();
+    assert!(page.contains(".TH traj-filter"), "{page}");
+    let o = pipeline_from(&bin_dir, d.path());
+    assert!(!o.is_empty());
+}
