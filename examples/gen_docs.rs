@@ -13,7 +13,7 @@ use clap_complete::Shell;
 
 /// The binaries of this build (traj-run only with the `agent` feature).
 fn commands() -> Vec<clap::Command> {
-    let mut all = vec![
+    let data = [
         traj::cmd::normalize::Args::command(),
         traj::cmd::filter::Args::command(),
         traj::cmd::merge::Args::command(),
@@ -22,8 +22,10 @@ fn commands() -> Vec<clap::Command> {
         traj::cmd::report::Args::command(),
     ];
     #[cfg(feature = "agent")]
-    all.push(traj::cmd::run::Args::command());
-    all
+    let agent = [traj::cmd::run::Args::command()];
+    #[cfg(not(feature = "agent"))]
+    let agent: [clap::Command; 0] = [];
+    data.into_iter().chain(agent).collect()
 }
 
 fn write(dir: &Path) -> std::io::Result<()> {

@@ -32,6 +32,8 @@ mod pipeline;
 mod pod;
 mod repair;
 mod repair_bridge;
+// Its browser tests drive Chromium through headless_chrome, which the agent feature brings.
+#[cfg(feature = "agent")]
 mod report;
 #[cfg(feature = "agent")]
 mod run;
