@@ -207,7 +207,8 @@ fn a_429_wave_slows_the_whole_run_down_once() {
     // Back-off 0.1 s doubling to 0.4 s. Eight workers backing off alone would send about
     // 8 x 6 = 48 requests into the wave; the shared back-off sends the 8 in flight, then
     // one probe per wait (about 6 in the wave); the bound leaves room for a loaded machine
-    // that starts some workers late, and stays far below the unshared 48.
+    // that starts some workers late (fewer than 8 in flight when the wave is first seen),
+    // and stays far below the unshared 48.
     c.args([&input, "-j", "8", "--max-retries", "30"]);
     c.args(["--retry-base-ms", "100", "--retry-max-ms", "400"]);
     let o = run_cmd(c);
@@ -217,7 +218,7 @@ fn a_429_wave_slows_the_whole_run_down_once() {
     assert!(failures(&run).is_empty());
     let refused = s.count_status(429);
     assert!(
-        (8..=24).contains(&refused),
+        (1..=24).contains(&refused),
         "{refused} requests refused: the back-off is not shared"
     );
     let st = read_json(&run.join("statistics.json"));
