@@ -27,7 +27,7 @@ use crate::io::{Panic, Record, Records, Source, in_order, parse_object};
 /// Lines per batch handed to a worker (a row's tokens cost far more than the hand-off).
 pub const BATCH_LINES: usize = 256;
 /// Input bytes per batch (a batch holds at least one line, however long).
-pub const BATCH_BYTES: usize = 1 << 20;
+pub const BATCH_BYTES: usize = 256 << 10;
 
 /// One input line and what it tells.
 pub struct Scanned {
