@@ -227,7 +227,10 @@ fn demo_script_reports_every_stage_compresses_and_runs_under_bwrap() {
     // The page of the demo's data: named in the output, every compressed row counted,
     // the compressed rows' summaries shown beside the turns they replaced (--before).
     let page = dir.join("report.html");
-    assert!(out.contains(&format!("Report: {}", page.display())), "{out}");
+    assert!(
+        out.contains(&format!("Report: {}", page.display())),
+        "{out}"
+    );
     let html = std::fs::read_to_string(&page).unwrap();
     let open = r#"<script type="application/json" id="data">"#;
     let start = html.find(open).expect("the page's data block") + open.len();
@@ -242,5 +245,8 @@ fn demo_script_reports_every_stage_compresses_and_runs_under_bwrap() {
         .flat_map(|r| r["t"].as_array().into_iter().flatten())
         .filter(|t| t["r"] == "summary" && t["rep"]["turns"].is_array())
         .count();
-    assert_eq!(replaced as u64, n_compressed, "summaries with their replaced turns");
+    assert_eq!(
+        replaced as u64, n_compressed,
+        "summaries with their replaced turns"
+    );
 }
