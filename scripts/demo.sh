@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The offline demo: build, start the stand-in endpoint, run the whole batch-then-compress
 # pipeline over examples/prompts.jsonl, and say where each file is and what each stage did
-# (rows in and out, rejects, tokens before and after compression, the sandbox that ran).
+# (rows in and out, rejects, tokens before and after compression, the sandbox that ran),
+# and write a traj-report page of the data (DATA/NAME/report.html).
 #
 # Usage: scripts/demo.sh [--run NAME] [--base-url URL --model MODEL] [--fresh]
 #   --run NAME       run directory DATA/NAME (default: demo, or demo-live with a real model)
@@ -106,6 +107,16 @@ sandbox=$(jq -r '.sandbox.backend // "?"' "$dir/statistics.json")
 warning=$(jq -r '.sandbox.warning // empty' "$dir/statistics.json")
 saved=$(( before > 0 ? (before - after) * 100 / before : 0 ))
 
+# A page of the demo's data: the compressed rows (each summary beside the turns it
+# replaced), the rejects of every stage and traj-run's failures, the budget drawn.
+report="$dir/report.html"
+report_in=("$dir/trajectories_compressed.jsonl")
+for f in failures merge_rejects normalize_rejects rejects; do
+  [ -s "$dir/$f.jsonl" ] && report_in+=("$dir/$f.jsonl")
+done
+"$bin/traj-report" -q "${report_in[@]}" --before "$dir/trajectories.jsonl" --budget "$budget" \
+  --title "traj demo: $dir" -o "$report"
+
 echo
 echo "What each stage did ($dir):"
 printf '  %-18s %7s %8s %8s  %s\n' stage "rows in" "rows out" rejected notes
@@ -124,4 +135,5 @@ else
 fi
 echo "Files: $dir/trajectories.jsonl, $dir/trajectories_compressed.jsonl (metrics: compression_metrics.json,"
 echo "  statistics: statistics.json, checkpoint: checkpoint.json, raw records: batch_*.jsonl)"
+echo "Report: $report (open it in a browser: file://$(cd "$(dirname "$report")" && pwd)/report.html)"
 echo "Look at one trajectory:  head -n 1 $dir/trajectories.jsonl | jq -r '.conversations[] | \"[\" + .from + \"] \" + .value' | less"

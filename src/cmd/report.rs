@@ -44,6 +44,9 @@ pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,
 
+    #[command(flatten)]
+    pub jobs: crate::cli::JobsArgs,
+
     /// Two datasets or runs (files or directories) side by side, each figure with the
     /// difference B - A.
     #[arg(long, num_args = 2, value_names = ["A", "B"])]
@@ -102,6 +105,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         max_rows: args.max_rows,
         seed: args.seed,
         on_error: args.io.on_error,
+        jobs: args.jobs.jobs,
     };
     let glob = args.io.glob.as_ref();
     let sets: Vec<(String, inputs::Inputs)> = if args.compare.is_empty() {

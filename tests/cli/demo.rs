@@ -223,4 +223,30 @@ fn demo_script_reports_every_stage_compresses_and_runs_under_bwrap() {
     assert!(stats["sandbox"].get("warning").is_none());
     assert!(out.contains("\nSandbox: bwrap"), "{out}");
     assert!(t["traj-run"].notes.contains("sandbox: bwrap"), "{out}");
+
+    // The page of the demo's data: named in the output, every compressed row counted,
+    // the compressed rows' summaries shown beside the turns they replaced (--before).
+    let page = dir.join("report.html");
+    assert!(
+        out.contains(&format!("Report: {}", page.display())),
+        "{out}"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    let open = r#"<script type="application/json" id="data">"#;
+    let start = html.find(open).expect("the page's data block") + open.len();
+    let end = start + html[start..].find("</script>").unwrap();
+    let data: Value = serde_json::from_str(&html[start..end]).unwrap();
+    let ov = &data["datasets"][0]["overview"];
+    assert_eq!(ov["rows"], compressed_rows.len(), "{ov}");
+    let replaced = data["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["t"].as_array().into_iter().flatten())
+        .filter(|t| t["r"] == "summary" && t["rep"]["turns"].is_array())
+        .count();
+    assert_eq!(
+        replaced as u64, n_compressed,
+        "summaries with their replaced turns"
+    );
 }

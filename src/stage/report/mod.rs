@@ -7,13 +7,16 @@
 //! - [`dist`]: exact distributions with memory bounded by distinct values.
 //! - [`overview`]: every row counted, as the page's figures.
 //! - [`sample`]: the reproducible sample of rows the page embeds, extremes included.
+//! - [`scan`]: the lines read, parsed and counted by `-j` workers, back in input order.
 //! - [`view`]: one row as the viewer shows it.
 //! - [`page`]: the HTML page (its script and styles inline, from files beside this one).
 //! - [`figures`]: the overview as a list of named figures, one value per dataset, and
 //!   as the plain text table of `--summary` (the page shows the same list).
 //!
-//! Rows are read one at a time ([`crate::io::Records`], the bad-line policy of every
-//! stage through [`crate::io::Tally`]); only the sampled rows' views are kept.
+//! Rows are parsed and their tokens counted in parallel ([`scan`]), then folded one at a
+//! time in input order (the bad-line policy of every stage through
+//! [`crate::io::Tally`]), so the page does not depend on `-j`; only the sampled rows'
+//! views are kept.
 
 pub mod dist;
 pub mod facts;
@@ -22,6 +25,7 @@ pub mod inputs;
 pub mod overview;
 pub mod page;
 pub mod sample;
+pub mod scan;
 pub mod view;
 
 use std::collections::HashMap;
@@ -47,6 +51,8 @@ pub struct Config {
     pub max_rows: usize,
     pub seed: u64,
     pub on_error: OnError,
+    /// Worker threads reading the rows (`-j`; 0: one per core).
+    pub jobs: usize,
 }
 
 /// One dataset read: its overview, its embedded rows, the line counts.
@@ -98,19 +104,17 @@ pub fn read_dataset(
     let mut ov = Overview::new(cfg.budget);
     let mut sample = Sample::new(cfg.max_rows, cfg.seed);
     let mut tally = Tally::new(cfg.on_error, true, rejects);
-    let mut records = Records::new(inputs.sources, None);
     let (mut viewable, mut rows) = (0u64, 0u64);
-    while let Some(rec) = records.next_record()? {
-        let at = format!("{}:{}", rec.source, rec.lineno);
-        let line = parse_object(rec.bytes).and_then(|obj| facts::read_line(obj, tk));
-        let verdict = match line {
-            Err(e) => Verdict::Bad(e),
+    scan::scan(inputs.sources, tk, cfg.jobs, |l| {
+        let at = format!("{}:{}", l.source, l.lineno);
+        let verdict = match &l.line {
+            Err(e) => Verdict::Bad(e.clone()),
             Ok(Line::Row(rl)) => {
                 ov.add_row(&rl.facts);
                 let key = pair_key(&rl.row.obj, rows);
                 rows += 1;
                 sample.offer(viewable, &measures(&rl.facts), || {
-                    let mut v = view::row(viewable, &at, &rl);
+                    let mut v = view::row(viewable, &at, rl);
                     v["key"] = key.into();
                     v["sum_at"] = json!(rl.facts.summary_at);
                     v["region"] = json!(rl.facts.compression.as_ref().and_then(|c| c.region));
@@ -120,19 +124,19 @@ pub fn read_dataset(
                 Verdict::Written
             }
             Ok(Line::Reject(r)) => {
-                ov.add_reject(&r);
+                ov.add_reject(r);
                 Verdict::Written
             }
             Ok(Line::Failure(f)) => {
-                ov.add_failure(&f);
+                ov.add_failure(f);
                 let none: Measures = [None; sample::EXTREMES.len()];
-                sample.offer(viewable, &none, || view::failure(viewable, &at, &f));
+                sample.offer(viewable, &none, || view::failure(viewable, &at, f));
                 viewable += 1;
                 Verdict::Written
             }
         };
-        tally.account(&rec, verdict)?;
-    }
+        tally.account(&l.record(), verdict)
+    })?;
     let mut embedded = sample.finish();
     if let Some(b) = before {
         attach_replaced(&mut embedded, b, &mut tally)?;
