@@ -291,22 +291,9 @@ fn a_run_directory_page_has_the_runs_cost_calls_and_records() {
     let s = Standin::json(
         json!({"default": {"content": "Answer to: {prompt}", "reasoning": "thinking", "cost": 0.001}}),
     );
-    let prompts: String = ["a", "b", "c"]
-        .iter()
-        .map(|p| format!("{}\n", json!({"prompt": p})))
-        .collect();
-    std::fs::write(d.path().join("prompts.jsonl"), prompts).unwrap();
-    let mut c = cmd("traj-run", d.path());
-    c.args([
-        "--model",
-        "standin",
-        "--base-url",
-        &s.url(),
-        "--run-dir",
-        "data/r",
-        "-q",
-    ])
-    .args(["prompts.jsonl", "--batch-size", "2"]);
+    let prompts = write_prompts(d.path(), &["a", "b", "c"]);
+    let mut c = standin_run(d.path(), &s.url(), "data/r");
+    c.args(["-q", &prompts, "--batch-size", "2"]);
     assert_code(&run(c), 0);
     let run_dir = d.path().join("data/r");
     let mut recs = Vec::new();

@@ -107,16 +107,8 @@ use crate::util::*;
 
 /// traj-run against `s`, run dir `data/r`, fast retries.
 fn traj_run(dir: &Path, s: &Standin) -> Command {
-    let mut c = cmd("traj-run", dir);
-    c.args([
-        "--model",
-        "standin",
-        "--base-url",
-        &s.url(),
-        "--run-dir",
-        "data/r",
-    ])
-    .args(["--retry-base-ms", "1", "--retry-max-ms", "20", "-q"]);
+    let mut c = standin_run(dir, &s.url(), "data/r");
+    c.arg("-q");
     c
 }
 

@@ -22,18 +22,8 @@ fn traj_run(dir: &Path, s: &Standin) -> Command {
 
 /// [`traj_run`] with its summary on stderr.
 fn traj_run_loud(dir: &Path, s: &Standin) -> Command {
-    let mut c = cmd("traj-run", dir);
-    c.args([
-        "--model",
-        "standin",
-        "--base-url",
-        &s.url(),
-        "--run-dir",
-        "data/r",
-        "--toolsets",
-        "file",
-    ])
-    .args(["--retry-base-ms", "1", "--retry-max-ms", "20"]);
+    let mut c = standin_run(dir, &s.url(), "data/r");
+    c.args(["--toolsets", "file"]);
     c
 }
 

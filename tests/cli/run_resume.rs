@@ -16,10 +16,8 @@ use crate::util::*;
 
 /// traj-run against `s` in `run_dir`, fast retries, quiet.
 fn traj_run(dir: &Path, s: &Standin, run_dir: &str) -> Command {
-    let mut c = cmd("traj-run", dir);
-    c.args(["--model", "standin", "--base-url", &s.url()])
-        .args(["--run-dir", run_dir, "--toolsets", "file"])
-        .args(["--retry-base-ms", "1", "--retry-max-ms", "20", "-q"]);
+    let mut c = standin_run(dir, &s.url(), run_dir);
+    c.args(["--toolsets", "file", "-q"]);
     c
 }
 

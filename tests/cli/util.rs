@@ -245,3 +245,19 @@ pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// traj-run against the stand-in at `url`, run directory `run_dir`, fast retries (1 ms
+/// doubling to 20 ms): what every traj-run test starts from.
+pub fn standin_run(dir: &Path, url: &str, run_dir: &str) -> Command {
+    let mut c = cmd("traj-run", dir);
+    c.args([
+        "--model",
+        "standin",
+        "--base-url",
+        url,
+        "--run-dir",
+        run_dir,
+    ])
+    .args(["--retry-base-ms", "1", "--retry-max-ms", "20"]);
+    c
+}
