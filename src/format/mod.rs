@@ -16,12 +16,15 @@
 //! - [`jsonscan`]: JSON validation and string decoding without building values.
 //! - [`row`]: the borrowed row view that traj-filter, traj-merge and traj-compress share.
 //! - [`outcome`]: how a row says its run ended (stop reason, failure class), counted.
+//! - [`groups`]: rollouts grouped by task, and a group's rewards (mean, variance,
+//!   pass@k, signal).
 //! - [`tokens`]: token counting (tiktoken encodings, HF `tokenizer.json`, HF tokenizer
 //!   directories with their chat template).
 //! - [`chat_template`]: a model's `chat_template` rendered as transformers renders it.
 
 pub mod bridge;
 pub mod chat_template;
+pub mod groups;
 pub mod hermes;
 pub mod jsonscan;
 pub mod llamafactory;

@@ -1,0 +1,210 @@
+//! Groups of rollouts: the task a rollout belongs to, and the figures of a group's
+//! rewards (mean, variance, pass@k, whether the group has a signal for RL).
+//!
+//! A rollout's task is its `task_uid` without the last (`:ROLLOUT`) part, so the K
+//! rollouts of one task row (`ROW:COPY:0` .. `ROW:COPY:K-1`) form one group; a row
+//! without a `task_uid` is grouped by its `prompt_index`. A rollout passes when its
+//! reward is at least the pass threshold (1 by default: a verifier's 0/1 reward passes
+//! at 1). pass@k is the unbiased estimator of Chen et al. (2021), `1 - C(n-c, k) / C(n, k)`
+//! for `n` rollouts of which `c` pass, computed as a product so that it never overflows.
+//! `traj-run`'s `statistics.json` and `traj-filter --stats` both read these figures from
+//! here, so the two never disagree.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The default pass threshold: a rollout with reward >= 1 passes.
+pub const PASS_THRESHOLD: f64 = 1.0;
+
+/// The group key of a row: its task (`task_uid` without its rollout part), else
+/// `prompt_index:N`, else `None` (the row belongs to no group).
+pub fn task_of(row: &Map<String, Value>) -> Option<String> {
+    if let Some(uid) = row.get("task_uid").and_then(Value::as_str) {
+        return Some(task_of_uid(uid).to_string());
+    }
+    match row.get("prompt_index") {
+        Some(Value::Number(n)) => Some(format!("prompt_index:{n}")),
+        _ => None,
+    }
+}
+
+/// `ROW:COPY:ROLLOUT` -> `ROW:COPY`; a uid with fewer than three parts is its own task.
+pub fn task_of_uid(uid: &str) -> &str {
+    if uid.matches(':').count() >= 2 {
+        uid.rsplit_once(':').map_or(uid, |(task, _)| task)
+    } else {
+        uid
+    }
+}
+
+/// A row's reward: the number in its `reward` field, if it has one.
+pub fn reward_of(row: &Map<String, Value>) -> Option<f64> {
+    row.get("reward").and_then(Value::as_f64).filter(|r| r.is_finite())
+}
+
+/// pass@k for `n` rollouts of which `c` pass: the probability that at least one of `k`
+/// rollouts drawn without replacement passes. `k` must be in `1..=n`.
+pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
+    assert!(k >= 1 && k <= n && c <= n, "pass@k needs 1 <= k <= n and c <= n");
+    if n - c < k {
+        return 1.0;
+    }
+    // C(n-c, k) / C(n, k) = prod_{i = n-c+1}^{n} (1 - k / i)
+    let fail: f64 = ((n - c + 1)..=n).map(|i| 1.0 - k as f64 / i as f64).product();
+    1.0 - fail
+}
+
+/// The figures of one group's rewards.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupStats {
+    /// Rollouts with a reward.
+    pub n: usize,
+    /// Rollouts whose reward is at least the threshold.
+    pub passed: usize,
+    pub reward_mean: f64,
+    /// The population variance of the rewards (0 for one rollout).
+    pub reward_variance: f64,
+    pub reward_min: f64,
+    pub reward_max: f64,
+    /// `pass_at_k[k-1]` is pass@k, for every k in 1..=n.
+    pub pass_at_k: Vec<f64>,
+    /// The rewards are not all equal: the group gives GRPO a gradient.
+    pub has_signal: bool,
+}
+
+impl GroupStats {
+    /// The figures of `rewards` (empty: `None`).
+    pub fn of(rewards: &[f64], threshold: f64) -> Option<GroupStats> {
+        let n = rewards.len();
+        if n == 0 {
+            return None;
+        }
+        let mean = rewards.iter().sum::<f64>() / n as f64;
+        let variance = rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n as f64;
+        let min = rewards.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = rewards.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let passed = rewards.iter().filter(|&&r| r >= threshold).count();
+        Some(GroupStats {
+            n,
+            passed,
+            reward_mean: mean,
+            reward_variance: variance,
+            reward_min: min,
+            reward_max: max,
+            pass_at_k: (1..=n).map(|k| pass_at_k(n, passed, k)).collect(),
+            has_signal: max > min,
+        })
+    }
+}
+
+/// The figures over many groups: the mean of each group's pass@k (over the groups with
+/// at least k rollouts), the rewards' mean and variance over every rollout, and the share
+/// of groups with a signal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunGroupStats {
+    pub groups: usize,
+    pub rollouts: usize,
+    pub reward_mean: f64,
+    pub reward_variance: f64,
+    /// `pass_at_k[k-1]`: the mean pass@k over the groups with at least k rollouts.
+    pub pass_at_k: Vec<f64>,
+    pub groups_with_signal: usize,
+    pub share_with_signal: f64,
+}
+
+impl RunGroupStats {
+    /// The figures over `groups` (each a group's rewards); groups without rewards are
+    /// left out.
+    pub fn of<'a>(groups: impl IntoIterator<Item = &'a [f64]>, threshold: f64) -> RunGroupStats {
+        let mut n_groups = 0;
+        let mut all: Vec<f64> = Vec::new();
+        let mut sums: Vec<(f64, usize)> = Vec::new();
+        let mut signal = 0;
+        for rewards in groups {
+            let Some(g) = GroupStats::of(rewards, threshold) else { continue };
+            n_groups += 1;
+            all.extend_from_slice(rewards);
+            signal += usize::from(g.has_signal);
+            if sums.len() < g.n {
+                sums.resize(g.n, (0.0, 0));
+            }
+            for (k, p) in g.pass_at_k.iter().enumerate() {
+                sums[k].0 += p;
+                sums[k].1 += 1;
+            }
+        }
+        let whole = GroupStats::of(&all, threshold);
+        RunGroupStats {
+            groups: n_groups,
+            rollouts: all.len(),
+            reward_mean: whole.as_ref().map_or(0.0, |g| g.reward_mean),
+            reward_variance: whole.as_ref().map_or(0.0, |g| g.reward_variance),
+            pass_at_k: sums.iter().map(|(s, c)| s / *c as f64).collect(),
+            groups_with_signal: signal,
+            share_with_signal: if n_groups == 0 { 0.0 } else { signal as f64 / n_groups as f64 },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// pass@k by counting every k-subset: the definition the product must equal.
+    fn by_subsets(n: usize, c: usize, k: usize) -> f64 {
+        fn choose(n: usize, k: usize) -> f64 {
+            (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+        }
+        if n - c < k { 1.0 } else { 1.0 - choose(n - c, k) / choose(n, k) }
+    }
+
+    #[test]
+    fn pass_at_k_is_the_unbiased_estimator() {
+        for n in 1..=12 {
+            for c in 0..=n {
+                for k in 1..=n {
+                    let (a, b) = (pass_at_k(n, c, k), by_subsets(n, c, k));
+                    assert!((a - b).abs() < 1e-12, "n={n} c={c} k={k}: {a} vs {b}");
+                }
+            }
+        }
+        assert_eq!(pass_at_k(4, 1, 1), 0.25);
+        assert_eq!(pass_at_k(4, 0, 4), 0.0);
+        assert_eq!(pass_at_k(4, 1, 4), 1.0);
+    }
+
+    #[test]
+    fn a_group_of_equal_rewards_has_no_signal() {
+        let g = GroupStats::of(&[1.0, 1.0, 1.0], PASS_THRESHOLD).unwrap();
+        assert!(!g.has_signal);
+        assert_eq!(g.pass_at_k, vec![1.0, 1.0, 1.0]);
+        let g = GroupStats::of(&[0.0, 1.0, 0.0, 0.0], PASS_THRESHOLD).unwrap();
+        assert!(g.has_signal);
+        assert_eq!((g.n, g.passed, g.reward_mean), (4, 1, 0.25));
+        assert!((g.reward_variance - 0.1875).abs() < 1e-12);
+        assert!(GroupStats::of(&[], PASS_THRESHOLD).is_none());
+    }
+
+    #[test]
+    fn run_figures_average_pass_at_k_over_groups_that_reach_k() {
+        let a = [1.0, 0.0];
+        let b = [0.0, 0.0, 0.0, 1.0];
+        let r = RunGroupStats::of([&a[..], &b[..]], PASS_THRESHOLD);
+        assert_eq!((r.groups, r.rollouts, r.groups_with_signal), (2, 6, 2));
+        assert_eq!(r.pass_at_k.len(), 4);
+        assert!((r.pass_at_k[0] - (0.5 + 0.25) / 2.0).abs() < 1e-12);
+        assert_eq!(r.pass_at_k[3], 1.0);
+    }
+
+    #[test]
+    fn the_task_is_the_uid_without_its_rollout() {
+        let row = |v: Value| v.as_object().unwrap().clone();
+        assert_eq!(task_of(&row(json!({"task_uid": "ab12:0:3"}))).unwrap(), "ab12:0");
+        assert_eq!(task_of(&row(json!({"prompt_index": 7}))).unwrap(), "prompt_index:7");
+        assert_eq!(task_of(&row(json!({"id": 1}))), None);
+        assert_eq!(task_of_uid("plain"), "plain");
+        assert_eq!(reward_of(&row(json!({"reward": 0.5}))), Some(0.5));
+        assert_eq!(reward_of(&row(json!({"reward": "1"}))), None);
+    }
+}
