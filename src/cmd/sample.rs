@@ -148,29 +148,30 @@ pub fn run_cli(args: Args) -> Result<Status> {
     Ok(Status::from_summary(&summary))
 }
 
-/// What this machine can run, asked of the toolbox's registry under traj-run's default
-/// configuration.
+/// What this machine can run, asked of the toolbox's availability rules under
+/// traj-run's default configuration (the rules alone: no tool is linked).
 #[cfg(feature = "agent")]
 fn machine() -> Box<dyn Machine> {
-    use crate::toolbox::{Availability, Registry, ToolConfig};
-    struct Here(Registry);
+    use crate::toolbox::{Availability, ToolConfig, availability};
+    struct Here(ToolConfig);
     impl Machine for Here {
         fn tool_status(&self, tool: &str) -> (&'static str, String) {
-            let Some(info) = self.0.tool(tool) else {
+            if crate::catalog::toolsets::tool(tool).is_none() {
                 return ("*", "unknown tool".to_string());
-            };
-            let mark = match info.availability {
+            }
+            let a = availability::of(tool, &self.0);
+            let mark = match a {
                 Availability::Available => "",
                 Availability::NotConfigured(_) => "?",
                 _ => "*",
             };
-            (mark, info.availability.describe())
+            (mark, a.describe())
         }
         fn why_not_here(&self, toolset: &str) -> Option<String> {
-            self.0.why_not_here(toolset)
+            availability::why_not_here(toolset, &self.0)
         }
     }
-    Box::new(Here(Registry::builtin(&ToolConfig::default())))
+    Box::new(Here(ToolConfig::default()))
 }
 
 /// Without the agent runtime nothing of the machine is checked.

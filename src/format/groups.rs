@@ -39,18 +39,25 @@ pub fn task_of_uid(uid: &str) -> &str {
 
 /// A row's reward: the number in its `reward` field, if it has one.
 pub fn reward_of(row: &Map<String, Value>) -> Option<f64> {
-    row.get("reward").and_then(Value::as_f64).filter(|r| r.is_finite())
+    row.get("reward")
+        .and_then(Value::as_f64)
+        .filter(|r| r.is_finite())
 }
 
 /// pass@k for `n` rollouts of which `c` pass: the probability that at least one of `k`
 /// rollouts drawn without replacement passes. `k` must be in `1..=n`.
 pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
-    assert!(k >= 1 && k <= n && c <= n, "pass@k needs 1 <= k <= n and c <= n");
+    assert!(
+        k >= 1 && k <= n && c <= n,
+        "pass@k needs 1 <= k <= n and c <= n"
+    );
     if n - c < k {
         return 1.0;
     }
     // C(n-c, k) / C(n, k) = prod_{i = n-c+1}^{n} (1 - k / i)
-    let fail: f64 = ((n - c + 1)..=n).map(|i| 1.0 - k as f64 / i as f64).product();
+    let fail: f64 = ((n - c + 1)..=n)
+        .map(|i| 1.0 - k as f64 / i as f64)
+        .product();
     1.0 - fail
 }
 
@@ -121,7 +128,9 @@ impl RunGroupStats {
         let mut sums: Vec<(f64, usize)> = Vec::new();
         let mut signal = 0;
         for rewards in groups {
-            let Some(g) = GroupStats::of(rewards, threshold) else { continue };
+            let Some(g) = GroupStats::of(rewards, threshold) else {
+                continue;
+            };
             n_groups += 1;
             all.extend_from_slice(rewards);
             signal += usize::from(g.has_signal);
@@ -141,7 +150,11 @@ impl RunGroupStats {
             reward_variance: whole.as_ref().map_or(0.0, |g| g.reward_variance),
             pass_at_k: sums.iter().map(|(s, c)| s / *c as f64).collect(),
             groups_with_signal: signal,
-            share_with_signal: if n_groups == 0 { 0.0 } else { signal as f64 / n_groups as f64 },
+            share_with_signal: if n_groups == 0 {
+                0.0
+            } else {
+                signal as f64 / n_groups as f64
+            },
         }
     }
 }
@@ -156,7 +169,11 @@ mod tests {
         fn choose(n: usize, k: usize) -> f64 {
             (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
         }
-        if n - c < k { 1.0 } else { 1.0 - choose(n - c, k) / choose(n, k) }
+        if n - c < k {
+            1.0
+        } else {
+            1.0 - choose(n - c, k) / choose(n, k)
+        }
     }
 
     #[test]
@@ -200,8 +217,14 @@ mod tests {
     #[test]
     fn the_task_is_the_uid_without_its_rollout() {
         let row = |v: Value| v.as_object().unwrap().clone();
-        assert_eq!(task_of(&row(json!({"task_uid": "ab12:0:3"}))).unwrap(), "ab12:0");
-        assert_eq!(task_of(&row(json!({"prompt_index": 7}))).unwrap(), "prompt_index:7");
+        assert_eq!(
+            task_of(&row(json!({"task_uid": "ab12:0:3"}))).unwrap(),
+            "ab12:0"
+        );
+        assert_eq!(
+            task_of(&row(json!({"prompt_index": 7}))).unwrap(),
+            "prompt_index:7"
+        );
         assert_eq!(task_of(&row(json!({"id": 1}))), None);
         assert_eq!(task_of_uid("plain"), "plain");
         assert_eq!(reward_of(&row(json!({"reward": 0.5}))), Some(0.5));

@@ -30,6 +30,7 @@ use std::sync::{Arc, OnceLock};
 use crate::format::chat_template::{ChatTemplate, ChatTemplateError};
 
 mod fast_hf;
+mod tables;
 pub use fast_hf::FastHf;
 
 /// Why a `--tokenizer` spec gives no tokenizer.
@@ -221,8 +222,8 @@ impl BpeOpenai {
 
     fn bpe(&self) -> &'static bpe_openai::byte_pair_encoding::BytePairEncoding {
         match self.enc {
-            Encoding::Cl100k => &bpe_openai::cl100k_base().bpe,
-            Encoding::O200k => &bpe_openai::o200k_base().bpe,
+            Encoding::Cl100k => tables::cl100k(),
+            Encoding::O200k => tables::o200k(),
         }
     }
 
@@ -735,7 +736,7 @@ mod tests {
     /// a merge (ordered by the rank of what it makes), o200k's regex, `<|endoftext|>`
     /// and `<|im_start|>` as added tokens.
     fn o200k_tokenizer_json() -> Vec<u8> {
-        let table = &bpe_openai::o200k_base().bpe;
+        let table = tables::o200k();
         let chars = fast_hf::byte_level_chars();
         let enc = |b: &[u8]| -> String { b.iter().map(|&x| chars[x as usize]).collect() };
         let n = table.num_tokens() as u32;

@@ -5,7 +5,9 @@
 //!
 //! The pieces:
 //! - `table`: the one tool table. Each tool is declared once there: its name, its
-//!   toolsets, and (when traj implements it) its schema, availability rule and call.
+//!   toolsets, and (when traj implements it) its schema and call; [`availability`]
+//!   holds each implemented tool's availability rule, apart, so that asking what this
+//!   machine can run links no tool.
 //! - [`Registry`] ([`registry`]): the table read under a [`ToolConfig`]: toolsets
 //!   resolved (with `includes`), each tool's OpenAI function schema and availability.
 //!   Tools traj does not implement (browser, image generation, ...) are listed as
@@ -41,6 +43,7 @@
 
 use serde_json::Value;
 
+pub mod availability;
 pub mod beneath;
 pub mod browser;
 pub mod bwrap;

@@ -19,7 +19,7 @@ use serde_json::Value;
 pub use super::config::{
     Availability, LlmToolsConfig, SANDBOX_PATH, SearchConfig, SearchProvider, ToolConfig, on_path,
 };
-use super::table;
+use super::{availability, table};
 use crate::catalog::toolsets::{self as catalog};
 pub use crate::catalog::toolsets::{Toolset, all_tool_names};
 
@@ -52,13 +52,8 @@ impl Registry {
         let mut tools = Vec::new();
         let mut index = HashMap::new();
         for name in all_tool_names() {
-            let (schema, availability) = match table::find(name).map(|d| &d.tool) {
-                Some(t) => (Some(t.schema(name)), (t.availability)(config)),
-                None => (
-                    None,
-                    Availability::NotImplemented("traj has no implementation".to_string()),
-                ),
-            };
+            let schema = table::find(name).map(|d| d.tool.schema(name));
+            let availability = availability::of(name, config);
             index.insert(name, tools.len());
             tools.push(ToolInfo {
                 name,
@@ -178,14 +173,7 @@ impl Registry {
     /// flags decide that). traj-sample-tools warns with it, and its `--only-available`
     /// leaves such toolsets out of the draw.
     pub fn why_not_here(&self, toolset: &str) -> Option<String> {
-        let set = self.toolset(toolset)?;
-        set.tools.iter().find_map(|n| match self.tool(n) {
-            Some(ToolInfo {
-                availability: Availability::Unavailable(why),
-                ..
-            }) => Some(why.clone()),
-            _ => None,
-        })
+        availability::why_not_here(toolset, &self.config)
     }
 
     /// The schemas of `tools` (unknown or unimplemented names are skipped).

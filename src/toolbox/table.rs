@@ -1,5 +1,6 @@
-//! The tool table: every tool traj implements, declared once: its schema, its
-//! availability rule and its call.
+//! The tool table: every tool traj implements, declared once: its schema and its call
+//! (its availability rule is [`super::availability`]'s, kept apart so that what only
+//! asks which tools this machine can run links none of the tools).
 //!
 //! The names, their toolsets and their order are the catalog's
 //! ([`crate::catalog::toolsets`], the same in every build and on every machine);
@@ -13,8 +14,7 @@
 use crate::toolbox::ToolError;
 use serde_json::{Value, json};
 
-use super::browser::{actions, chromium_path};
-use super::config::{Availability, SANDBOX_PATH, ToolConfig, on_path};
+use super::browser::actions;
 use super::task::Task;
 use super::{ToolResult, llm_tools, web};
 
@@ -32,8 +32,6 @@ pub(crate) struct Tool {
     pub description: &'static str,
     /// The JSON schema of the arguments object.
     pub parameters: fn() -> Value,
-    /// Whether this configuration lets the tool be offered.
-    pub availability: fn(&ToolConfig) -> Availability,
     /// Run one call (arguments already checked to be an object).
     pub call: fn(&mut Task, &Value) -> ToolResult,
 }
@@ -58,81 +56,6 @@ fn outcome(r: Result<Value, ToolError>) -> ToolResult {
         Ok(v) => ToolResult::ok(v),
         Err(e) => ToolResult::error(e),
     }
-}
-
-fn needs(ok: bool, why: &str) -> Availability {
-    if ok {
-        Availability::Available
-    } else {
-        Availability::NotConfigured(why.to_string())
-    }
-}
-
-fn always(_: &ToolConfig) -> Availability {
-    Availability::Available
-}
-
-fn python(cfg: &ToolConfig) -> Availability {
-    match cfg.python {
-        Some(true) => Availability::Available,
-        Some(false) => needs(false, "execute_code disabled"),
-        None => needs(
-            on_path("python3", SANDBOX_PATH),
-            "python3 is not on the sandbox PATH",
-        ),
-    }
-}
-
-fn web_fetch(cfg: &ToolConfig) -> Availability {
-    needs(cfg.web_fetch, "web fetching disabled")
-}
-
-fn search(cfg: &ToolConfig) -> Availability {
-    needs(
-        cfg.search.is_some(),
-        "no search provider (SearXNG, Brave or Tavily) configured",
-    )
-}
-
-fn vision(cfg: &ToolConfig) -> Availability {
-    needs(
-        cfg.llm.as_ref().is_some_and(|l| l.vision_model.is_some()),
-        "no vision model configured",
-    )
-}
-
-fn image_gen(cfg: &ToolConfig) -> Availability {
-    needs(
-        cfg.image.is_some(),
-        "no image model configured (--image-model)",
-    )
-}
-
-fn browser(cfg: &ToolConfig) -> Availability {
-    if cfg.chromium.unwrap_or_else(|| chromium_path().is_some()) {
-        Availability::Available
-    } else {
-        Availability::Unavailable(
-            "no chromium on this machine (install Debian's `chromium`, or set TRAJ_CHROMIUM)"
-                .to_string(),
-        )
-    }
-}
-
-fn browser_vision(cfg: &ToolConfig) -> Availability {
-    match browser(cfg) {
-        Availability::Available => vision(cfg),
-        other => other,
-    }
-}
-
-fn moa(cfg: &ToolConfig) -> Availability {
-    needs(
-        cfg.llm
-            .as_ref()
-            .is_some_and(|l| l.moa_aggregator.is_some() && !l.moa_models.is_empty()),
-        "no reference models and aggregator configured",
-    )
 }
 
 /// Every implemented tool (the catalog orders them).
@@ -168,7 +91,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["command"]
                 })
             },
-            availability: always,
             call: |t, a| t.terminal(a),
         },
     },
@@ -198,7 +120,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["action"]
                 })
             },
-            availability: always,
             call: |t, a| t.process(a),
         },
     },
@@ -220,7 +141,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["path"]
                 })
             },
-            availability: always,
             call: |t, a| outcome(t.files.read_file(a)),
         },
     },
@@ -239,7 +159,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["path", "content"]
                 })
             },
-            availability: always,
             call: |t, a| outcome(t.files.write_file(a)),
         },
     },
@@ -261,7 +180,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["path", "old_string", "new_string"]
                 })
             },
-            availability: always,
             call: |t, a| outcome(t.files.patch(a)),
         },
     },
@@ -285,7 +203,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["pattern"]
                 })
             },
-            availability: always,
             call: |t, a| outcome(t.files.search_files(a)),
         },
     },
@@ -305,7 +222,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["code"]
                 })
             },
-            availability: python,
             call: |t, a| t.execute_code(a),
         },
     },
@@ -318,7 +234,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
              browser_snapshot. Only http and https pages on the public web open; a task \
              may load a limited number of pages.",
             parameters: || json!({"type": "object", "properties": {"url": {"type": "string", "description": "The address to open (https:// is assumed when no scheme is given)."}}, "required": ["url"]}),
-            availability: browser,
             call: |t, a| t.browse(a, actions::navigate),
         },
     },
@@ -330,7 +245,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
              carry a ref for browser_click and browser_type; refs change with every \
              snapshot, so take a new one after the page changes.",
             parameters: || json!({"type": "object", "properties": {"full": {"type": "boolean", "description": "Return the whole page instead of the first part (default false)."}}}),
-            availability: browser,
             call: |t, a| t.browse(a, actions::snapshot),
         },
     },
@@ -340,7 +254,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
             description: "Click an element of the page by its ref from the last browser_snapshot, and \
              wait for what the click sets off (navigation, scripts).",
             parameters: || json!({"type": "object", "properties": {"ref": {"type": "string", "description": "The element's ref from the last browser_snapshot, e.g. e12 (a leading @ is fine)."}}, "required": ["ref"]}),
-            availability: browser,
             call: |t, a| t.browse(a, actions::click),
         },
     },
@@ -351,7 +264,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
              ref from the last browser_snapshot. The field is cleared first; input events \
              fire as if a user typed. Press Enter with browser_press to submit.",
             parameters: || json!({"type": "object", "properties": {"ref": {"type": "string", "description": "The element's ref from the last browser_snapshot, e.g. e12 (a leading @ is fine)."}, "text": {"type": "string", "description": "The text to type."}}, "required": ["ref", "text"]}),
-            availability: browser,
             call: |t, a| t.browse(a, actions::type_text),
         },
     },
@@ -361,7 +273,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
             description: "Scroll the page up or down by most of a screen; returns the new scroll \
              position and the page height.",
             parameters: || json!({"type": "object", "properties": {"direction": {"type": "string", "enum": ["up", "down"], "description": "Which way to scroll."}}, "required": ["direction"]}),
-            availability: browser,
             call: |t, a| t.browse(a, actions::scroll),
         },
     },
@@ -370,7 +281,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
         tool: Tool {
             description: "Go back to the previous page in this tab's history.",
             parameters: || json!({"type": "object", "properties": {}}),
-            availability: browser,
             call: |t, a| t.browse(a, actions::back),
         },
     },
@@ -380,7 +290,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
             description: "Press a key in the page, on whatever has focus: Enter, Tab, Escape, \
              ArrowDown, Backspace, a single character, ...",
             parameters: || json!({"type": "object", "properties": {"key": {"type": "string", "description": "The key name (as in KeyboardEvent.key)."}}, "required": ["key"]}),
-            availability: browser,
             call: |t, a| t.browse(a, actions::press),
         },
     },
@@ -389,7 +298,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
         tool: Tool {
             description: "List the images of the current page: each one's URL, alt text and size.",
             parameters: || json!({"type": "object", "properties": {}}),
-            availability: browser,
             call: |t, a| t.browse(a, actions::get_images),
         },
     },
@@ -400,7 +308,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
              question about it (layout, charts, images, CAPTCHAs the text snapshot cannot \
              describe).",
             parameters: || json!({"type": "object", "properties": {"question": {"type": "string", "description": "What to find out from the screenshot."}}, "required": ["question"]}),
-            availability: browser_vision,
             call: |t, a| t.browser_vision(a),
         },
     },
@@ -411,7 +318,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
              error), and optionally evaluate a JavaScript expression in the page and get \
              its value.",
             parameters: || json!({"type": "object", "properties": {"clear": {"type": "boolean", "description": "Clear the kept messages after reading them."}, "expression": {"type": "string", "description": "JavaScript to evaluate in the page (promises are awaited)."}}}),
-            availability: browser,
             call: |t, a| t.browse(a, actions::console),
         },
     },
@@ -421,7 +327,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
             description: "Answer a JavaScript dialog (alert, confirm, prompt, beforeunload) that \
              blocks the page; browser_snapshot shows one as pending_dialog.",
             parameters: || json!({"type": "object", "properties": {"action": {"type": "string", "enum": ["accept", "dismiss"], "description": "accept (OK, or the prompt text) or dismiss (Cancel)."}, "prompt_text": {"type": "string", "description": "The answer to a prompt() dialog."}}, "required": ["action"]}),
-            availability: browser,
             call: |t, a| t.browse(a, actions::dialog),
         },
     },
@@ -441,7 +346,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["query"]
                 })
             },
-            availability: search,
             call: |t, a| match &t.config.search {
                 Some(s) => outcome(web::web_search(&t.agent, s, a)),
                 None => ToolResult::error("web_search is not configured"),
@@ -462,7 +366,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["urls"]
                 })
             },
-            availability: web_fetch,
             call: |t, a| outcome(web::web_extract(&t.agent, a)),
         },
     },
@@ -482,7 +385,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["image_url", "question"]
                 })
             },
-            availability: vision,
             call: |t, a| match (&t.llm, &t.config.llm) {
                 (Some(client), Some(cfg)) => {
                     outcome(llm_tools::vision_analyze(client, cfg, &t.files, a))
@@ -508,7 +410,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["prompt"]
                 })
             },
-            availability: image_gen,
             call: |t, a| t.image_generate(a),
         },
     },
@@ -527,7 +428,6 @@ pub(crate) const TOOLS: &[ToolDef] = &[
                     "required": ["user_prompt"]
                 })
             },
-            availability: moa,
             call: |t, a| match (&t.llm, &t.config.llm) {
                 (Some(client), Some(cfg)) => outcome(llm_tools::mixture_of_agents(client, cfg, a)),
                 _ => ToolResult::error("mixture_of_agents is not configured"),
