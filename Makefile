@@ -66,7 +66,7 @@ setup: ## Install what the tests need if missing (Debian packages; Python ones i
 # only those two test modules run again (NO_AGENT_TESTS), not the whole suite. Measured
 # on the shared 2-core machine: 8.4 CPU-minutes to build (most of it the dependencies,
 # whose features differ without headless_chrome) and 129 s to run the 18 tests.
-NO_AGENT_TESTS ?= sample:: core::
+NO_AGENT_TESTS ?= sample:: core:: golden::
 
 test: setup build ## fmt check, clippy -D warnings (both feature sets), the rust-version check, every test, then the tests that differ without the agent runtime
 	$(CARGO) fmt --check

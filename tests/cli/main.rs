@@ -17,6 +17,7 @@ mod core;
 mod demo;
 mod filter;
 mod formats;
+mod golden;
 #[cfg(feature = "agent")]
 mod install;
 mod integrity;
