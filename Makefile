@@ -100,14 +100,17 @@ install: build ## Copy the seven binaries, their man pages and shell completions
 	install -m 644 target/gen-docs/completions/fish/* $(PREFIX)/share/fish/vendor_completions.d/
 
 # The wheel: maturin (from PyPI, in its own venv under target/venvs) packs the release
-# binaries `make build` made as the wheel's scripts.
+# binaries `make build` made as the wheel's scripts. `make wheel WHEEL_PROFILE=dist`
+# packs the dist profile's instead (fat LTO: 10-25% smaller, a much longer build;
+# BENCHMARKS.md bench:sizes).
 MATURIN_VENV ?= target/venvs/maturin
 DIST ?= dist
+WHEEL_PROFILE ?= release
 
 wheel: build ## The pip-installable wheel of the seven binaries into $(DIST)/ (pip install dist/traj-*.whl)
 	@[ -x $(MATURIN_VENV)/bin/maturin ] || { python3 -m venv $(MATURIN_VENV) && \
 	  $(MATURIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'maturin>=1.9,<2'; }
-	$(MATURIN_VENV)/bin/maturin build --release --locked --out $(DIST)
+	$(MATURIN_VENV)/bin/maturin build --profile $(WHEEL_PROFILE) --locked --out $(DIST)
 
 clean: ## Remove build output (not data/)
 	$(CARGO) clean

@@ -13,6 +13,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+bytes() { [ -f "$1" ] && stat -c %s "$1" || echo 0; }
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
+# The size of one ELF section (`size -A`), 0 when the file or the section is absent.
+section() { [ -f "$1" ] && size -A "$1" | awk -v s="$2" '$1 ~ s { n += $2 } END { print n + 0 }' || echo 0; }
+# Whether the binary embeds the BPE tables (format::tokens::tables): the message of its
+# loader is in every binary that links it (symbols are stripped, strings are not).
+tokenizers_in() {
+  if grep -qa 'the embedded table decompresses' "$1"; then echo "o200k + cl100k tables (zstd)"; else echo "none"; fi
+}
+
 six=(traj-normalize traj-filter traj-merge traj-compress traj-sample-tools traj-run)
 # The data core first (--no-default-features), its binaries copied aside, then the default
 # build, so target/release ends as `make build` leaves it. One target directory: the
@@ -28,7 +38,7 @@ cargo build --release --locked --bins >&2
 echo "## Binary sizes and build times"
 echo
 echo "\`scripts/bench-sizes.sh\` on $(date -u +%Y-%m-%d), $(rustc --version | cut -d' ' -f1-2):"
-echo "release profile (no debug info, symbols kept), MB = 10^6 bytes. Default features, and"
+echo "release profile (no debug info, no symbols), MB = 10^6 bytes. Default features, and"
 echo "the data core alone (\`--no-default-features\`: no traj-run, no agent runtime)."
 echo "Targets (issue 30): the six <= 120 MB, traj-merge and traj-sample-tools <= 15 MB each."
 echo

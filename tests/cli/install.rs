@@ -150,10 +150,11 @@ fn the_wheel_installs_every_binary_into_a_fresh_venv() {
     assert_eq!(installed, BINARIES, "the wheel's scripts");
     versions_answer(&bin_dir);
     pipeline_from(&bin_dir, d.path());
-    // The installed sizes, against ceilings that keep what round 3 won (1.2 GB before,
-    // 239 MB measured on 2026-12-02, about 15% above it allowed). Issue 30's targets (the
-    // six <= 120 MB, traj-merge and traj-sample-tools <= 15 MB) are not met yet:
-    // BENCHMARKS.md's size table says how far, and what stands in the way.
+    // The installed sizes (the release profile). Issue 30's targets for traj-merge and
+    // traj-sample-tools (<= 15 MB each) are met and held here exactly; the six come to
+    // 140 MB in the release profile (measured 2026-12-02), above the 120 MB target by the
+    // two copies of the BPE tables (BENCHMARKS.md bench:sizes), so they are held at what
+    // was measured plus 5%.
     let size = |b: &str| std::fs::metadata(bin_dir.join(b)).unwrap().len();
     let total: u64 = SIX.iter().map(|b| size(b)).sum();
     let sizes: Vec<String> = SIX
@@ -162,10 +163,14 @@ fn the_wheel_installs_every_binary_into_a_fresh_venv() {
         .collect();
     eprintln!("installed: {sizes:?}, the six {:.1} MB", total as f64 / 1e6);
     assert!(
-        total <= 275_000_000,
+        total <= 147_000_000,
         "six binaries {total} bytes: {sizes:?}"
     );
-    for (b, ceiling) in [("traj-merge", 18_500_000), ("traj-normalize", 19_500_000)] {
+    for (b, ceiling) in [
+        ("traj-merge", 15_000_000),
+        ("traj-sample-tools", 15_000_000),
+        ("traj-normalize", 15_000_000),
+    ] {
         assert!(size(b) <= ceiling, "{b}: {sizes:?}");
     }
 }
