@@ -180,21 +180,79 @@ pub fn bad_lines_text(s: &Summary) -> String {
     }
 }
 
+/// `, N lines lost (no --rejects file)`, or nothing when none was: the one wording of
+/// lost lines in every binary's summary.
+pub fn lost_text(s: &Summary) -> String {
+    if s.lost > 0 {
+        format!(", {} lines lost (no --rejects file)", s.lost)
+    } else {
+        String::new()
+    }
+}
+
+/// `, N dropped (reason: n, ...)`, or nothing when none was.
+pub fn dropped_text<'a>(n: u64, per: impl IntoIterator<Item = (&'a String, &'a u64)>) -> String {
+    if n == 0 {
+        return String::new();
+    }
+    let per: Vec<String> = per.into_iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    format!(", {n} dropped ({})", per.join(", "))
+}
+
+/// Where the lines not passed on went: ` -> FILE`, or a hint to keep them.
+pub fn rejects_text(io: &IoArgs) -> String {
+    match &io.rejects {
+        Some(p) => format!(" -> {}", p.display()),
+        None => " (not kept: use --rejects FILE to keep them)".to_string(),
+    }
+}
+
+/// The one summary line of a line stage: `N read, N written`, the drops, the bad lines,
+/// the lost lines.
 pub fn summary_line(s: &Summary) -> String {
     let mut msg = format!("{} read, {} written", s.read, s.written);
-    if s.dropped_lines > 0 {
-        let per: Vec<String> = s.dropped.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        msg.push_str(&format!(
-            ", {} dropped ({})",
-            s.dropped_lines,
-            per.join(", ")
-        ));
-    }
+    msg.push_str(&dropped_text(s.dropped_lines, &s.dropped));
     msg.push_str(&bad_lines_text(s));
-    if s.lost > 0 {
-        msg.push_str(&format!(", {} lines lost (no --rejects file)", s.lost));
-    }
+    msg.push_str(&lost_text(s));
     msg
+}
+
+/// The skeleton of a data command: open the output (`-o`, else stdout) and the rejects
+/// file (`--rejects`) for `stage`, run `engine` on the sources, then commit the output
+/// and the rejects together. Nothing is left behind when the engine fails.
+pub fn run_stage<T>(
+    io: &IoArgs,
+    stage: &'static str,
+    sources: Vec<crate::io::Source>,
+    engine: impl FnOnce(
+        Vec<crate::io::Source>,
+        &mut crate::io::Output,
+        &mut crate::io::Rejects,
+    ) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let mut out = crate::io::Output::create(io.output.as_deref())?;
+    let mut rejects = crate::io::Rejects::open(stage, io.rejects.as_deref())?;
+    let result = engine(sources, &mut out, &mut rejects)?;
+    crate::io::commit(out, rejects)?;
+    Ok(result)
+}
+
+/// The end of a data command: the summary line on stderr (unless `-q`; `text` is only
+/// built then) and the status its line counts give.
+pub fn done(name: &str, io: &IoArgs, lines: &Summary, text: impl FnOnce() -> String) -> Status {
+    if !io.quiet {
+        note(name, &text());
+    }
+    Status::from_summary(lines)
+}
+
+/// The one `--stats` writer: `doc` as pretty JSON and a newline to `path` (`-`: stdout),
+/// through a temp file renamed into place.
+pub fn write_stats(path: &std::path::Path, doc: &serde_json::Value) -> anyhow::Result<()> {
+    let mut o = crate::io::Output::create(Some(path))?;
+    serde_json::to_writer_pretty(&mut o, doc)?;
+    o.write_all(b"\n")?;
+    o.commit()
 }
 
 /// True when stderr is a terminal (progress bars only then).

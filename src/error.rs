@@ -24,6 +24,30 @@ pub const EXIT_USAGE: u8 = 2;
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// Any error the user must fix (a flag, a spec, a config), marked so without changing
+/// its text or cutting its chain: it displays as the error it holds and its `source()`
+/// is that error's, so `cli::finish` prints the whole chain and exits 2.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct Usage(pub Box<dyn std::error::Error + Send + Sync + 'static>);
+
+/// An error type that knows whether it is the user's to fix; [`classify`] is the one
+/// place that turns that answer into the exit code's class.
+pub trait Classify: std::error::Error + Send + Sync + Sized + 'static {
+    /// True for a command line or config the user must fix (exit 2).
+    fn is_usage(&self) -> bool;
+}
+
+/// `e` marked as a usage error ([`Usage`]), its chain kept.
+pub fn usage(e: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> anyhow::Error {
+    anyhow::Error::new(Usage(e.into()))
+}
+
+/// `e` as a usage error when its type says it is one ([`Classify`]), else as it is.
+pub fn classify<E: Classify>(e: E) -> anyhow::Error {
+    if e.is_usage() { usage(e) } else { e.into() }
+}
+
 /// An input that cannot be opened or read (as jq and ripgrep do, exit 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{what} {path}: {source}")]
@@ -50,7 +74,9 @@ impl Error {
     /// The class of `e`, from the first typed error in its chain.
     pub fn of(e: &anyhow::Error) -> Error {
         for c in e.chain() {
-            if c.downcast_ref::<UsageError>().is_some() || c.downcast_ref::<InputError>().is_some()
+            if c.downcast_ref::<UsageError>().is_some()
+                || c.downcast_ref::<Usage>().is_some()
+                || c.downcast_ref::<InputError>().is_some()
             {
                 return Error::Usage;
             }
@@ -102,6 +128,21 @@ mod tests {
         assert_eq!(
             Error::of(&anyhow::anyhow!("x.jsonl:3: invalid JSON")).code(),
             EXIT_DATA
+        );
+    }
+
+    #[test]
+    fn usage_keeps_the_text_and_the_chain() {
+        let inner: anyhow::Result<()> =
+            Err(std::io::Error::from(std::io::ErrorKind::NotFound)).context("cannot read t.json");
+        let inner = inner.unwrap_err();
+        let text = format!("{inner:#}");
+        let e = usage(inner).context("--tools");
+        assert_eq!(Error::of(&e), Error::Usage);
+        assert_eq!(format!("{e:#}"), format!("--tools: {text}"));
+        assert!(
+            e.chain()
+                .any(|c| c.downcast_ref::<std::io::Error>().is_some())
         );
     }
 }

@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::cli::{IoArgs, Status, UsageError};
-use crate::format::tokens::{Tokenizer, TokenizerError};
-use crate::stage::compress::config::{ConfigError, FileConfig, Resolved};
-use crate::stage::compress::jobs::{JobsError, Layout, plan_jobs};
-use crate::stage::compress::run::{RunConfig, compress, count_only, dry_run};
+use crate::cli::{IoArgs, Status};
+use crate::error::classify;
+use crate::format::tokens::Tokenizer;
+use crate::stage::compress::config::{FileConfig, Resolved};
+use crate::stage::compress::jobs::{Layout, plan_jobs};
+use crate::stage::compress::run::{Progress, RunConfig, compress, count_only, dry_run};
 use crate::stage::compress::select::{Sampling, sample_jobs};
 use crate::stage::compress::{Compressor, OnSummaryFailure, OverBudget};
 use crate::usage_bail;
@@ -171,27 +172,11 @@ pub struct Args {
     pub count_only: bool,
 }
 
-/// A tokenizer spec that gives no tokenizer: a usage error (exit 2) when the spec is
-/// wrong, a plain error when the file it names is bad. traj-filter maps it the same way.
-pub fn tokenizer_error(e: TokenizerError) -> anyhow::Error {
-    usage_if(e.is_usage(), e)
-}
-
-/// `e` as a usage error (exit 2) when `usage`, else as it is.
-fn usage_if<E: std::error::Error + Send + Sync + 'static>(usage: bool, e: E) -> anyhow::Error {
-    if usage {
-        UsageError(e.to_string()).into()
-    } else {
-        e.into()
-    }
-}
-
 /// The settings, and the tokenizer when checking the config file's one loaded it (so
 /// that it is loaded once).
 fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
-    let config_error = |e: ConfigError| usage_if(e.is_usage(), e);
     let file = match &args.config {
-        Some(p) => FileConfig::read(p).map_err(config_error)?,
+        Some(p) => FileConfig::read(p).map_err(classify)?,
         None => FileConfig::default(),
     };
     let mut r = file.resolve();
@@ -237,7 +222,7 @@ fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
         r.max_concurrent_requests = v.max(1);
     }
     r.metrics_enabled &= !args.no_metrics;
-    r.check().map_err(config_error)?;
+    r.check().map_err(classify)?;
     Ok((r, tokenizer))
 }
 
@@ -247,7 +232,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let sampling = (args.sample_percent)
         .map(|p| Sampling::new(p, args.seed, args.shard.shard))
         .transpose()
-        .map_err(|e| usage_if(true, e))?;
+        .map_err(crate::error::usage)?;
     let layout = Layout {
         input: args.input.as_deref(),
         inputs: &args.io.expanded_inputs()?,
@@ -256,10 +241,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         output_suffix: &r.output_suffix,
         metrics_file: &r.metrics_file,
     };
-    let (mut jobs, metrics_path) = plan_jobs(&layout).map_err(|e| match e {
-        JobsError::Io(e) => e,
-        usage => UsageError(usage.to_string()).into(),
-    })?;
+    let (mut jobs, metrics_path) = plan_jobs(&layout).map_err(classify)?;
     let metrics_path = metrics_path.filter(|_| r.metrics_enabled && !args.count_only);
     let api_key = std::env::var(&r.api_key_env)
         .ok()
@@ -271,13 +253,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
         return Ok(Status::Ok);
     }
-    let load = || crate::format::tokens::load(&r.tokenizer).map_err(tokenizer_error);
+    let load = || crate::format::tokens::load(&r.tokenizer).map_err(classify);
     let tokenizer = tokenizer.map_or_else(load, Ok)?;
     let _spool = sampling.map(|s| sample_jobs(&mut jobs, s)).transpose()?; // stdin's spool
     let cfg = RunConfig {
         pipe: args.io.pipe(NAME, &args.jobs, &args.shard),
         rejects: args.io.rejects.clone(),
-        progress: !args.io.quiet && crate::cli::stderr_is_tty(),
         max_concurrent_requests: r.max_concurrent_requests,
         metrics: metrics_path,
     };
@@ -291,10 +272,47 @@ pub fn run_cli(args: Args) -> Result<Status> {
         crate::cli::note(NAME, &msg);
     }
     let comp = Compressor::new(r.settings.clone(), tokenizer.clone(), summarizer.clone());
-    let report = compress(&comp, jobs, &cfg)?;
-    if !args.io.quiet {
+    let bar = (!args.io.quiet && crate::cli::stderr_is_tty()).then(ProgressBar::default);
+    let draw = bar.as_ref().map(|b| move |p: Progress| b.show(p));
+    let draw = draw.as_ref().map(|d| d as &(dyn Fn(Progress) + Sync));
+    let report = compress(&comp, jobs, &cfg, draw)?;
+    Ok(crate::cli::done(NAME, &args.io, &report.total, || {
         let total = crate::cli::summary_line(&report.total);
-        crate::cli::note(NAME, &format!("{total}; {}", report.describe(&comp)));
+        format!("{total}; {}", report.describe(&comp))
+    }))
+}
+
+/// The byte progress bar traj-compress draws on a terminal from the run's
+/// [`Progress`] events.
+#[derive(Default)]
+struct ProgressBar(std::sync::OnceLock<indicatif::ProgressBar>);
+
+impl ProgressBar {
+    fn show(&self, p: Progress) {
+        match p {
+            Progress::Start { total_bytes } => {
+                let pb = indicatif::ProgressBar::with_draw_target(
+                    Some(total_bytes).filter(|&t| t > 0),
+                    indicatif::ProgressDrawTarget::stderr(),
+                );
+                pb.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                let _ = self.0.set(pb);
+            }
+            Progress::Advance(n) => {
+                if let Some(pb) = self.0.get() {
+                    pb.inc(n);
+                }
+            }
+            Progress::Done => {
+                if let Some(pb) = self.0.get() {
+                    pb.finish_and_clear();
+                }
+            }
+        }
     }
-    Ok(Status::from_summary(&report.total))
 }

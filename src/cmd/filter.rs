@@ -7,17 +7,16 @@
 //! (`--on-error`). Predicates are in [`crate::stage::filter`].
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::cli::{IoArgs, Status, note};
+use crate::cli::{IoArgs, Status};
 use crate::format::outcome::{self, Outcomes};
 use crate::format::tokens::Tokenizer;
 use crate::io::passthru;
-use crate::io::{Output, PipeConfig, Rejects, Summary, Verdict};
+use crate::io::{PipeConfig, Summary, Verdict};
 use crate::stage::filter::{self, Predicates};
 
 const NAME: &str = "traj-filter";
@@ -156,7 +155,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         tools: match &args.tools {
             Some(p) => Some(
                 crate::cmd::normalize::load_tool_names(p)
-                    .map_err(|e| crate::cli::UsageError(format!("--tools: {e:#}")))?
+                    .map_err(|e| crate::error::usage(e).context("--tools"))?
                     .into_iter()
                     .collect(),
             ),
@@ -177,17 +176,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
         crate::usage_bail!("--invert needs at least one predicate");
     }
     let tokenizer: Option<Arc<dyn Tokenizer>> = if preds.needs_tokens() {
-        Some(
-            crate::format::tokens::load(&args.tokenizer)
-                .map_err(crate::cmd::compress::tokenizer_error)?,
-        )
+        Some(crate::format::tokens::load(&args.tokenizer).map_err(crate::error::classify)?)
     } else {
         None
     };
 
     let sources = args.io.sources()?;
-    let mut out = Output::create(args.io.output.as_deref())?;
-    let mut rejects = Rejects::open("filter", args.io.rejects.as_deref())?;
     let cfg = PipeConfig {
         // Dropping is what a filter is for: drops without --rejects are counted and
         // reported, not an error (bad lines still are).
@@ -205,38 +199,34 @@ pub fn run_cli(args: Args) -> Result<Status> {
             outcomes.lock().unwrap_or_else(|e| e.into_inner()).add(&o);
         }
     };
-    let summary =
+    let judge = |line: &[u8]| {
         if preds.is_empty() {
-            passthru::run(&cfg, sources, &mut out, &mut rejects, |line| {
-                match filter::validate_object(line) {
-                    Ok(()) => {
-                        count(line);
-                        Verdict::Written
-                    }
-                    Err(e) => Verdict::Bad(e.to_string()),
+            return match filter::validate_object(line) {
+                Ok(()) => {
+                    count(line);
+                    Verdict::Written
                 }
-            })?
-        } else {
-            passthru::run(&cfg, sources, &mut out, &mut rejects, |line| {
-                count(line);
-                let row = match filter::parse_row(line) {
-                    Ok(r) => r,
-                    Err(e) => return Verdict::Bad(e.to_string()),
-                };
-                let reasons = match filter::evaluate(&row, &preds, tk) {
-                    Ok(r) => r,
-                    Err(e) => return Verdict::Bad(e.to_string()),
-                };
-                match (reasons.is_empty(), invert) {
-                    (true, false) | (false, true) => Verdict::Written,
-                    (true, true) => {
-                        Verdict::Dropped(vec!["inverted: passes every predicate".into()])
-                    }
-                    (false, false) => Verdict::Dropped(reasons),
-                }
-            })?
+                Err(e) => Verdict::Bad(e.to_string()),
+            };
+        }
+        count(line);
+        let row = match filter::parse_row(line) {
+            Ok(r) => r,
+            Err(e) => return Verdict::Bad(e.to_string()),
         };
-    crate::io::commit(out, rejects)?;
+        let reasons = match filter::evaluate(&row, &preds, tk) {
+            Ok(r) => r,
+            Err(e) => return Verdict::Bad(e.to_string()),
+        };
+        match (reasons.is_empty(), invert) {
+            (true, false) | (false, true) => Verdict::Written,
+            (true, true) => Verdict::Dropped(vec!["inverted: passes every predicate".into()]),
+            (false, false) => Verdict::Dropped(reasons),
+        }
+    };
+    let summary = crate::cli::run_stage(&args.io, "filter", sources, |src, out, rejects| {
+        passthru::run(&cfg, src, out, rejects, judge)
+    })?;
 
     let per_reason = by_category(&summary);
     let outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -251,15 +241,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "stop_reasons": outcomes.stop_reasons,
             "failure_classes": outcomes.failure_classes,
         });
-        let mut o = Output::create(Some(path))?;
-        serde_json::to_writer_pretty(&mut o, &stats)?;
-        o.write_all(b"\n")?;
-        o.commit()?;
+        crate::cli::write_stats(path, &stats)?;
     }
-    if !args.io.quiet {
-        note(NAME, &summary_text(&summary, &per_reason, &args));
-    }
-    Ok(Status::from_summary(&summary))
+    let text = || summary_text(&summary, &per_reason, &args);
+    Ok(crate::cli::done(NAME, &args.io, &summary, text))
 }
 
 /// Drop counts per reason category (a row failing two predicates counts in both).
@@ -273,21 +258,11 @@ fn by_category(s: &Summary) -> BTreeMap<String, u64> {
 
 fn summary_text(s: &Summary, per: &BTreeMap<String, u64>, args: &Args) -> String {
     let mut msg = format!("{} read, {} kept", s.read, s.written);
+    msg.push_str(&crate::cli::dropped_text(s.dropped_lines, per));
     if s.dropped_lines > 0 {
-        let list: Vec<String> = per.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        msg.push_str(&format!(
-            ", {} dropped ({})",
-            s.dropped_lines,
-            list.join(", ")
-        ));
-        match &args.io.rejects {
-            Some(p) => msg.push_str(&format!(" -> {}", p.display())),
-            None => msg.push_str(" (not kept: use --rejects FILE to keep them)"),
-        }
+        msg.push_str(&crate::cli::rejects_text(&args.io));
     }
     msg.push_str(&crate::cli::bad_lines_text(s));
-    if s.lost > 0 {
-        msg.push_str(&format!(", {} bad lines lost (no --rejects file)", s.lost));
-    }
+    msg.push_str(&crate::cli::lost_text(s));
     msg
 }

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::cli::{IoArgs, Status, note};
-use crate::io::{Output, Rejects};
+use crate::cli::{IoArgs, Status};
 use crate::stage::merge::{Keep, KeySpec, MergeConfig, MergeSummary};
 
 const NAME: &str = "traj-merge";
@@ -98,14 +97,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
             .map(|n| crate::stage::merge::Sample { n, seed: args.seed }),
     };
     let sources = crate::io::sources_matching(&args.io.inputs, "batch_", args.io.glob.as_ref())?;
-    let mut out = Output::create(args.io.output.as_deref())?;
-    let mut rejects = Rejects::open("merge", args.io.rejects.as_deref())?;
-    let s = crate::stage::merge::merge(&cfg, sources, &mut out, &mut rejects)?;
-    crate::io::commit(out, rejects)?;
-    if !args.io.quiet {
-        note(NAME, &summary_text(&s, &args));
-    }
-    Ok(Status::from_summary(&s.lines))
+    let s = crate::cli::run_stage(&args.io, "merge", sources, |src, out, rejects| {
+        crate::stage::merge::merge(&cfg, src, out, rejects)
+    })?;
+    Ok(crate::cli::done(NAME, &args.io, &s.lines, || {
+        summary_text(&s, &args)
+    }))
 }
 
 fn summary_text(s: &MergeSummary, args: &Args) -> String {
@@ -143,14 +140,9 @@ fn summary_text(s: &MergeSummary, args: &Args) -> String {
     }
     msg.push_str(&crate::cli::bad_lines_text(lines));
     if s.duplicates + s.tombstones + lines.bad > 0 {
-        match &args.io.rejects {
-            Some(p) => msg.push_str(&format!(" -> {}", p.display())),
-            None => msg.push_str(" (not kept: use --rejects FILE to keep them)"),
-        }
+        msg.push_str(&crate::cli::rejects_text(&args.io));
     }
-    if lines.lost > 0 {
-        msg.push_str(&format!(", {} bad lines lost", lines.lost));
-    }
+    msg.push_str(&crate::cli::lost_text(lines));
     if let Some(n) = args.sample {
         msg.push_str(&format!(
             ", sample of {n} (seed {}): {} rows left out",

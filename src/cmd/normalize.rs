@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::cli::{IoArgs, Status};
 use crate::format::repair::{Repair, Repairs};
-use crate::io::{Rejects, Verdict};
+use crate::io::Verdict;
 use crate::stage::normalize::{
     self, Arguments, Bridge, Columns, Options, Part, Parts, SystemRule, Tally, Target, ToolsAs,
 };
@@ -232,8 +232,7 @@ fn parts_text(p: &Parts) -> String {
 /// Run traj-normalize.
 pub fn run_cli(args: Args) -> Result<Status> {
     let known_tools = match &args.tools {
-        Some(p) => load_tool_names(p)
-            .map_err(|e| anyhow::Error::new(crate::cli::UsageError(format!("--tools: {e:#}"))))?,
+        Some(p) => load_tool_names(p).map_err(|e| crate::error::usage(e).context("--tools"))?,
         None => Vec::new(),
     };
     let opts = Options {
@@ -266,14 +265,13 @@ pub fn run_cli(args: Args) -> Result<Status> {
         );
     }
     let sources = args.io.sources()?;
-    let mut out = crate::io::Output::create(args.io.output.as_deref())?;
-    let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let cfg = args.io.pipe(NAME, &args.jobs, &args.shard);
     let tally = std::sync::Mutex::new(Tally::default());
-    let summary = crate::io::process(&cfg, sources, &mut out, &mut rejects, |line, buf| {
-        convert_line_counted(line, &opts, buf, &tally)
+    let summary = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
+        crate::io::process(&cfg, src, out, rejects, |line, buf| {
+            convert_line_counted(line, &opts, buf, &tally)
+        })
     })?;
-    crate::io::commit(out, rejects)?;
     let Tally { repairs, parts } = std::mem::take(&mut *tally.lock().expect("tally"));
     if let Some(path) = &args.stats {
         let per: serde_json::Map<String, Value> = Repair::ALL
@@ -295,17 +293,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "kept_outside_conversation": of(false),
             "dropped_parts": of(true),
         });
-        let mut o = crate::io::Output::create(Some(path))?;
-        serde_json::to_writer_pretty(&mut o, &stats)?;
-        std::io::Write::write_all(&mut o, b"\n")?;
-        o.commit()?;
+        crate::cli::write_stats(path, &stats)?;
     }
-    if !args.io.quiet {
+    Ok(crate::cli::done(NAME, &args.io, &summary, || {
         let line = crate::cli::summary_line(&summary);
-        crate::cli::note(
-            NAME,
-            &format!("{line}{}{}", repairs_text(&repairs), parts_text(&parts)),
-        );
-    }
-    Ok(Status::from_summary(&summary))
+        format!("{line}{}{}", repairs_text(&repairs), parts_text(&parts))
+    }))
 }

@@ -97,8 +97,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     if args.max_rows == 0 {
         crate::usage_bail!("--max-rows must be at least 1");
     }
-    let tokenizer = crate::format::tokens::load(&args.tokenizer)
-        .map_err(crate::cmd::compress::tokenizer_error)?;
+    let tokenizer = crate::format::tokens::load(&args.tokenizer).map_err(crate::error::classify)?;
     let cfg = Config {
         tokenizer,
         budget: args.budget,
@@ -175,12 +174,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 d.rows.len()
             );
             msg.push_str(&crate::cli::bad_lines_text(&d.summary));
-            if d.summary.lost > 0 {
-                msg.push_str(&format!(
-                    ", {} bad lines lost (no --rejects file)",
-                    d.summary.lost
-                ));
-            }
+            msg.push_str(&crate::cli::lost_text(&d.summary));
             note(NAME, &msg);
         }
     }

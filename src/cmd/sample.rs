@@ -18,7 +18,8 @@ use anyhow::Result;
 
 use crate::catalog::distributions;
 use crate::cli::{IoArgs, Status, UsageError, note, summary_line};
-use crate::io::{Output, Rejects};
+use crate::error::classify;
+use crate::io::Output;
 use crate::stage::sample::{
     Available, Machine, Plan, list_distributions, list_toolsets, sample_rows,
 };
@@ -91,14 +92,13 @@ pub struct Args {
 
 /// Run traj-sample-tools.
 pub fn run_cli(args: Args) -> Result<Status> {
-    let usage = |e: crate::stage::sample::PlanError| UsageError(e.to_string());
     let machine = machine();
     let mut dists = distributions::builtin();
     if let Some(path) = &args.distributions {
-        let extra = distributions::load(path).map_err(|e| UsageError(format!("{e:#}")))?;
+        let extra = distributions::load(path).map_err(crate::error::usage)?;
         dists = distributions::merge(dists, extra);
     }
-    let mut available = Available::parse(args.available.as_deref()).map_err(usage)?;
+    let mut available = Available::parse(args.available.as_deref()).map_err(classify)?;
     if args.only_available {
         if !cfg!(feature = "agent") {
             return Err(UsageError(
@@ -121,13 +121,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
         out.commit()?;
         return Ok(Status::Ok);
     }
-    let plan = Plan::new(dists, &args.distribution, available, args.seed).map_err(usage)?;
+    let plan = Plan::new(dists, &args.distribution, available, args.seed).map_err(classify)?;
     let sources = args.io.sources()?;
-    let mut out = Output::create(args.io.output.as_deref())?;
-    let mut rejects = Rejects::open(NAME, args.io.rejects.as_deref())?;
     let (shard, on_error) = (args.shard.shard, args.io.on_error);
-    let summary = sample_rows(&plan, sources, shard, on_error, &mut out, &mut rejects)?;
-    crate::io::commit(out, rejects)?;
+    let summary = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
+        sample_rows(&plan, src, shard, on_error, out, rejects)
+    })?;
     let not_here: Vec<String> = plan
         .drawn()
         .iter()
@@ -142,10 +141,9 @@ pub fn run_cli(args: Args) -> Result<Status> {
             ),
         );
     }
-    if !args.io.quiet {
-        note(NAME, &summary_line(&summary));
-    }
-    Ok(Status::from_summary(&summary))
+    Ok(crate::cli::done(NAME, &args.io, &summary, || {
+        summary_line(&summary)
+    }))
 }
 
 /// What this machine can run, asked of the toolbox's availability rules under

@@ -36,3 +36,11 @@ pub mod repair;
 pub mod row;
 pub mod time;
 pub mod tokens;
+
+/// A tokenizer spec that names nothing loadable is the user's to fix (exit 2); a bad
+/// tokenizer file is not.
+impl crate::error::Classify for tokens::TokenizerError {
+    fn is_usage(&self) -> bool {
+        tokens::TokenizerError::is_usage(self)
+    }
+}

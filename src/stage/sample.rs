@@ -46,6 +46,13 @@ pub enum PlanError {
     },
 }
 
+/// Every plan error is a flag or a distributions file to fix.
+impl crate::error::Classify for PlanError {
+    fn is_usage(&self) -> bool {
+        true
+    }
+}
+
 /// Why a row gets no toolsets (a bad input line).
 #[derive(Debug, thiserror::Error)]
 pub enum RowError {

@@ -37,9 +37,9 @@ pub enum ConfigError {
     Seconds(&'static str),
 }
 
-impl ConfigError {
+impl crate::error::Classify for ConfigError {
     /// True for a config the user must fix (exit 2); false when the file is unreadable.
-    pub fn is_usage(&self) -> bool {
+    fn is_usage(&self) -> bool {
         !matches!(self, ConfigError::Read { .. })
     }
 }
@@ -258,6 +258,7 @@ impl FileConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Classify;
 
     // Reference §9.1: config.
     #[test]

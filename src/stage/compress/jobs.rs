@@ -77,9 +77,9 @@ pub enum JobsError {
     Io(#[from] anyhow::Error),
 }
 
-impl JobsError {
+impl crate::error::Classify for JobsError {
     /// True for the errors of the command line (exit 2), false for I/O.
-    pub fn is_usage(&self) -> bool {
+    fn is_usage(&self) -> bool {
         !matches!(self, JobsError::Io(_))
     }
 }
@@ -169,6 +169,7 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Classify;
 
     fn layout<'a>(input: Option<&'a Path>, output: Option<&'a Path>) -> Layout<'a> {
         Layout {

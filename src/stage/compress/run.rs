@@ -1,6 +1,7 @@
 //! One traj-compress run over its jobs: each job's lines through the ordered pipeline
-//! and the [`Compressor`], the progress bar, the aggregate metrics file; and the
-//! count-only baseline (the same parsing and tokenizer, no compression).
+//! and the [`Compressor`], the progress it reports to its caller ([`Progress`]; the
+//! caller draws it), the aggregate metrics file; and the count-only baseline (the same
+//! parsing and tokenizer, no compression).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,8 +33,6 @@ pub struct RunConfig {
     pub pipe: PipeConfig,
     /// `--rejects FILE`.
     pub rejects: Option<PathBuf>,
-    /// Draw a progress bar on stderr.
-    pub progress: bool,
     /// Summary requests in flight at once when the summarizer waits on the network.
     pub max_concurrent_requests: usize,
     /// Where the aggregate metrics go, if anywhere.
@@ -111,35 +110,46 @@ pub fn add_summary(total: &mut Summary, s: Summary) {
     }
 }
 
-/// A byte progress bar over the jobs' inputs (a sample's own bytes when sampled).
-pub fn progress_bar(jobs: &[Job]) -> indicatif::ProgressBar {
+/// What a run reports while it goes, for its caller to show (traj-compress draws a
+/// progress bar on a terminal); the library itself never writes to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The run begins: the bytes of its inputs (a sample's own bytes when sampled; 0
+    /// when unknown, as for stdin).
+    Start { total_bytes: u64 },
+    /// This many more input bytes are done.
+    Advance(u64),
+    /// Every output is committed.
+    Done,
+}
+
+/// The bytes of the jobs' inputs (a sample's own bytes when sampled).
+fn input_bytes(jobs: &[Job]) -> u64 {
     let file_bytes = |s: &Source| match s {
         Source::File(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
         Source::Stdin => 0,
     };
-    let total: u64 = jobs
-        .iter()
+    jobs.iter()
         .map(|j| match &j.sample {
             Some((_, bytes)) => *bytes,
             None => j.sources.iter().map(file_bytes).sum(),
         })
-        .sum();
-    let pb = indicatif::ProgressBar::with_draw_target(
-        Some(total).filter(|&t| t > 0),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
-    pb.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    pb
+        .sum()
 }
 
-/// Compress every job to its output, then write the metrics file.
-pub fn compress(comp: &Compressor, jobs: Vec<Job>, cfg: &RunConfig) -> Result<Report> {
-    let pb = cfg.progress.then(|| progress_bar(&jobs));
+/// Compress every job to its output, then write the metrics file; `progress` hears
+/// how far the run is (pass `None` when nobody listens: nothing is then counted).
+pub fn compress(
+    comp: &Compressor,
+    jobs: Vec<Job>,
+    cfg: &RunConfig,
+    progress: Option<&(dyn Fn(Progress) + Sync)>,
+) -> Result<Report> {
+    if let Some(p) = progress {
+        p(Progress::Start {
+            total_bytes: input_bytes(&jobs),
+        });
+    }
     let start_wall = SystemTime::now();
     let started = Instant::now();
     let mut rejects = Rejects::open(STAGE, cfg.rejects.as_deref())?;
@@ -168,16 +178,16 @@ pub fn compress(comp: &Compressor, jobs: Vec<Job>, cfg: &RunConfig) -> Result<Re
                 bound: Bound::for_requests(cfg.max_concurrent_requests),
             };
             let tick = |n: u64| {
-                if let Some(pb) = &pb {
-                    pb.inc(n);
+                if let Some(p) = progress {
+                    p(Progress::Advance(n));
                 }
             };
             super::flow::process(comp, &flow, job.sources, &mut out, &mut rejects, &tick)?
         } else {
             let f = |line: &[u8], buf: &mut Vec<u8>| {
                 let v = comp.line(line, buf);
-                if let Some(pb) = &pb {
-                    pb.inc(line.len() as u64 + 1);
+                if let Some(p) = progress {
+                    p(Progress::Advance(line.len() as u64 + 1));
                 }
                 v
             };
@@ -187,8 +197,8 @@ pub fn compress(comp: &Compressor, jobs: Vec<Job>, cfg: &RunConfig) -> Result<Re
         add_summary(&mut total, s);
     }
     commit.rejects(rejects)?.done()?;
-    if let Some(pb) = &pb {
-        pb.finish_and_clear();
+    if let Some(p) = progress {
+        p(Progress::Done);
     }
     let aggregate = comp.aggregate();
     let elapsed = started.elapsed().as_secs_f64();
