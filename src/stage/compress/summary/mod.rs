@@ -77,8 +77,14 @@ pub trait Summarizer: Send + Sync {
 
 #[cfg(test)]
 mod tests {
+    use super::super::row::turn_text;
+    use super::extractive::*;
+    use super::llm::*;
+    use super::render::*;
     use super::*;
     use crate::format::tokens::CharsPerToken4;
+    use serde_json::json;
+    use std::time::Duration;
 
     fn sg(turns: &[(&str, &str)]) -> Vec<Value> {
         turns
