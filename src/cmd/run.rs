@@ -11,6 +11,8 @@ use crate::cli::{IoArgs, Status, UsageError};
 use crate::llm::ClientConfig;
 use crate::run::config::{self, ConfigError, RunConfig, SendReasoning, split_list};
 use crate::run::record::{SandboxUsed, SystemPromptUsed};
+use crate::run::rollout::{RolloutConfig, SeedParam};
+use crate::run::verify::Verifier;
 use crate::run::{agent::AgentConfig, engine, hosts, prompt::SystemPrompt, tasks::TaskSource};
 use crate::toolbox::ToolArgs;
 
@@ -24,7 +26,15 @@ const EXAMPLES: &str = "Examples:
       --max-cost 5 --cache .cache/llm --run-dir data/run2 tasks.jsonl
 
   # after a crash, Ctrl-C or a spend cap: run what is left (never re-runs a finished prompt)
-  traj-run --resume --model anthropic/claude-sonnet-4.6 --run-dir data/run1 tasks.jsonl";
+  traj-run --resume --model anthropic/claude-sonnet-4.6 --run-dir data/run1 tasks.jsonl
+
+  # RL data: 8 rollouts per task, each scored by the tests it left in its sandbox
+  traj-run --model qwen3 --base-url http://localhost:8000/v1 --rollouts 8 --temperature 1 \\
+      --verifier 'python3 -m pytest -q tests && echo 1 || echo 0' --logprobs \\
+      --run-dir data/rl tasks.jsonl
+
+  # math rows with an `answer` field: reward 1 when the last number of the answer equals it
+  traj-run --model qwen3 --rollouts 4 --verifier number:answer --run-dir data/math math.jsonl";
 
 /// Flags of traj-run.
 #[derive(Debug, clap::Parser)]
@@ -180,6 +190,36 @@ pub struct Args {
     /// Seed of the toolset sampling (as traj-sample-tools: per seed and prompt_index).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Independent rollouts of every task (the unit of work, checkpoint and resume is
+    /// the task's rollout; records carry `rollout_index` and `sampling`).
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub rollouts: u32,
+    /// `temperature` of every request (not sent by default).
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f64>,
+    /// `top_p` of every request (not sent by default).
+    #[arg(long, value_name = "P")]
+    pub top_p: Option<f64>,
+    /// Send a per-rollout `seed` (docs/rollouts.md): `auto` = when --rollouts > 1,
+    /// `off` for endpoints that reject the field.
+    #[arg(long, value_enum, default_value_t = SeedParam::Auto, value_name = "WHEN")]
+    pub seed_param: SeedParam,
+    /// Ask for the sampled tokens' logprobs; each assistant message keeps the reply's
+    /// `choices[0].logprobs` as its `logprobs` member.
+    #[arg(long)]
+    pub logprobs: bool,
+    /// With --logprobs: `top_logprobs` alternatives per token.
+    #[arg(long, value_name = "N", requires = "logprobs")]
+    pub top_logprobs: Option<u32>,
+    /// Score each rollout: a shell command run in its sandbox after the agent is done
+    /// (reward on its last stdout line: a number or {"reward": ..}), or a built-in
+    /// check of the final answer against a task field: match:FIELD, regex:FIELD,
+    /// number:FIELD. See docs/rollouts.md.
+    #[arg(long, value_name = "CMD")]
+    pub verifier: Option<String>,
+    /// Time limit of one verifier run, in seconds.
+    #[arg(long, default_value_t = 300.0, value_name = "SECS")]
+    pub verifier_timeout: f64,
     /// Seconds between progress lines on stderr (default: 2 on a terminal, else 10).
     #[arg(long, value_name = "SECS")]
     pub progress_secs: Option<f64>,
@@ -268,6 +308,7 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
             on_error: args.io.on_error,
             shard: args.shard.shard,
             max_samples: args.max_samples,
+            rollouts: args.rollouts,
         },
         output: args.io.output.clone(),
         quiet: args.io.quiet,
@@ -290,6 +331,25 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
             .map(|s| Duration::from_secs_f64(s.max(0.05))),
         system_prompt,
         sandbox: Default::default(),
+        rollout: RolloutConfig {
+            rollouts: args.rollouts,
+            temperature: args.temperature,
+            top_p: args.top_p,
+            seed_param: args.seed_param,
+            logprobs: args.logprobs,
+            top_logprobs: args.top_logprobs,
+            verifier: args
+                .verifier
+                .as_deref()
+                .map(Verifier::parse)
+                .transpose()
+                .map_err(ConfigError::Invalid)?,
+            verifier_timeout: config::positive_secs(
+                Some(args.verifier_timeout),
+                "--verifier-timeout",
+            )?
+            .unwrap_or_default(),
+        },
     }
     .validated()
 }

@@ -85,8 +85,9 @@ impl Chat for Llm {
             .map(|_| Cache::key(&self.client.config().base_url, body));
         if let (Some(cache), Some(key)) = (&self.cache, &key)
             && let Some(raw) = cache.get(key)
-            && let Some(response) = ChatResponse::from_body(raw, 1)
+            && let Some(mut response) = ChatResponse::from_body(raw, 1)
         {
+            keep_logprobs(body, &mut response);
             return Ok(Call {
                 response,
                 cached: true,
@@ -101,7 +102,7 @@ impl Chat for Llm {
             deadline,
             stop: Some(&self.stop),
         };
-        let response = match self.client.chat_opts(body, &opts) {
+        let mut response = match self.client.chat_opts(body, &opts) {
             Ok(r) => r,
             Err(e) => {
                 if e.class == ErrorClass::PaymentRequired {
@@ -129,6 +130,7 @@ impl Chat for Llm {
             // A cache that cannot be written is not worth failing the prompt for.
             let _ = cache.put(key, &response.raw);
         }
+        keep_logprobs(body, &mut response);
         Ok(Call {
             response,
             cached: false,
@@ -138,5 +140,22 @@ impl Chat for Llm {
 
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// With `logprobs: true` in the request (`--logprobs`), the reply's
+/// `choices[0].logprobs`, exactly as the server sent it, becomes the assistant
+/// message's `logprobs` member (never sent back: see `agent::outgoing`).
+fn keep_logprobs(body: &Value, response: &mut ChatResponse) {
+    if body.get("logprobs") != Some(&Value::Bool(true)) {
+        return;
+    }
+    let lp = response
+        .raw
+        .pointer("/choices/0/logprobs")
+        .filter(|v| !v.is_null())
+        .cloned();
+    if let (Some(lp), Some(m)) = (lp, response.message.as_object_mut()) {
+        m.insert("logprobs".into(), lp);
     }
 }

@@ -113,6 +113,8 @@ pub struct RunConfig {
     pub system_prompt: SystemPromptUsed,
     /// The sandbox the tools run in, as `statistics.json` records it.
     pub sandbox: SandboxUsed,
+    /// Rollouts per task, their sampling and their verifier.
+    pub rollout: super::rollout::RolloutConfig,
 }
 
 impl RunConfig {
@@ -128,6 +130,10 @@ impl RunConfig {
                 "--num-workers, --batch-size and --max-attempts must be at least 1".into(),
             ));
         }
+        if self.rollout.rollouts == 0 {
+            return Err(ConfigError::Invalid("--rollouts must be at least 1".into()));
+        }
+        self.tasks.rollouts = self.rollout.rollouts;
         let positive = |x: f64| x > 0.0 && x.is_finite();
         if self.max_rps.is_some_and(|r| !positive(r)) || self.max_cost.is_some_and(|c| !positive(c))
         {

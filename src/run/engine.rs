@@ -23,7 +23,7 @@ use super::lock;
 use super::note;
 use super::plan::plan;
 use super::progress::Progress;
-use super::record::{ReasoningStatistics, Statistics, ThisRun, UsageTotals};
+use super::record::{ReasoningStatistics, RewardStatistics, Statistics, ThisRun, UsageTotals};
 use super::rundir::{self, Checkpoint, Stats};
 use super::scheduler::{self, Done, Shared};
 use super::tasks::read_tasks;
@@ -144,6 +144,7 @@ pub fn run(
             seed: cfg.seed,
         },
         live: Mutex::new(HashMap::new()),
+        rollout: cfg.rollout.clone(),
     });
     let weak = Arc::downgrade(&shared);
     let on_cap = move |why: &str| {
@@ -380,5 +381,46 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
         },
         system_prompt: cfg.system_prompt.clone(),
         sandbox: cfg.sandbox.clone(),
+        rollouts: cfg.rollout.rollouts,
+        rewards: reward_statistics(&cfg.run_dir),
     }
+}
+
+/// The reward figures of every record with a reward in the batch files of `dir`,
+/// grouped by task ([`groups::task_of`]); `None` when no record has a reward.
+fn reward_statistics(dir: &Path) -> Option<RewardStatistics> {
+    use crate::format::groups::{self, GroupStats, PASS_THRESHOLD, RunGroupStats};
+    let mut by_task: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let rd = std::fs::read_dir(dir).ok()?;
+    for e in rd.flatten() {
+        if e.file_name()
+            .to_str()
+            .and_then(rundir::batch_number)
+            .is_none()
+        {
+            continue;
+        }
+        let Ok(text) = std::fs::read(e.path()) else {
+            continue;
+        };
+        for line in text.split(|b| *b == b'\n') {
+            let Ok(row) = crate::io::parse_object(line) else {
+                continue;
+            };
+            if let (Some(task), Some(r)) = (groups::task_of(&row), groups::reward_of(&row)) {
+                by_task.entry(task).or_default().push(r);
+            }
+        }
+    }
+    if by_task.is_empty() {
+        return None;
+    }
+    Some(RewardStatistics {
+        pass_threshold: PASS_THRESHOLD,
+        run: RunGroupStats::of(by_task.values().map(Vec::as_slice), PASS_THRESHOLD),
+        per_task: by_task
+            .iter()
+            .filter_map(|(k, r)| Some((k.clone(), GroupStats::of(r, PASS_THRESHOLD)?)))
+            .collect(),
+    })
 }

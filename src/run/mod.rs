@@ -13,9 +13,11 @@ pub mod plan;
 pub mod progress;
 pub mod prompt;
 pub mod record;
+pub mod rollout;
 pub mod rundir;
 pub mod scheduler;
 pub mod tasks;
+pub mod verify;
 pub mod writer;
 
 /// Where the engine's diagnostic lines go. The library never prints: the binary

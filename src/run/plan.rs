@@ -10,7 +10,9 @@
 //! `prompt_index` names one task in a run directory, however the dataset was reordered
 //! or edited between resumes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+use crate::format::groups::task_of_uid;
 
 use thiserror::Error;
 
@@ -31,6 +33,8 @@ pub struct Task {
     pub batch: u64,
     /// This prompt's run number (1 + earlier failed runs).
     pub attempt: u32,
+    /// The rollout (the last part of `uid`).
+    pub rollout: u32,
 }
 
 /// What runs now, and what was left out.
@@ -90,6 +94,16 @@ pub fn plan(
         .chain(tasks.positions.checked_sub(1))
         .max()
         .map_or(0, |m| m + 1);
+    // The rollouts of one task share its prompt_index: the index a record or failure
+    // of any of its rollouts holds, else the one given to its first rollout here.
+    let mut task_index: HashMap<String, u64> = HashMap::new();
+    let mut claims: Vec<(&u64, &super::rundir::Claim)> = scan.claims.iter().collect();
+    claims.sort_by_key(|(i, c)| (!c.record, **i));
+    for (i, c) in claims {
+        task_index
+            .entry(task_of_uid(&c.key).to_string())
+            .or_insert(*i);
+    }
     for row in tasks.rows {
         let keys = keys_of(&row);
         if let Some(k) = keys
@@ -114,7 +128,11 @@ pub fn plan(
         let before = failed.and_then(|(k, _)| scan.failed_index.get(k).copied());
         let index = if row.explicit {
             match scan.claims.get(&row.index) {
-                Some(c) if c.record && !keys.contains(&c.key) => {
+                Some(c)
+                    if c.record
+                        && !keys.contains(&c.key)
+                        && task_of_uid(&c.key) != task_of_uid(&row.uid) =>
+                {
                     return Err(IndexInUse {
                         place: row.place,
                         index: row.index,
@@ -125,6 +143,8 @@ pub fn plan(
             }
         } else if let Some(i) = before {
             i
+        } else if let Some(i) = task_index.get(task_of_uid(&row.uid)) {
+            *i
         } else if used.insert(row.index) {
             row.index
         } else {
@@ -135,6 +155,9 @@ pub fn plan(
             p.renumbered += 1;
             fresh
         };
+        task_index
+            .entry(task_of_uid(&row.uid).to_string())
+            .or_insert(index);
         let batch = first + (p.tasks.len() / batch_size) as u64;
         p.tasks.push(Task {
             index,
@@ -144,6 +167,7 @@ pub fn plan(
             line: row.line,
             batch,
             attempt,
+            rollout: row.rollout,
         });
     }
     Ok(p)
@@ -162,6 +186,7 @@ mod tests {
             hash: text.into(),
             key: format!("k{text}"),
             uid: format!("u{text}:{index}"),
+            rollout: 0,
             place: format!("t.jsonl:{}", index + 1),
             line: format!("{{\"prompt\": \"{text}\"}}").into(),
         }

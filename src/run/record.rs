@@ -24,6 +24,8 @@ pub enum FailureClass {
     ToolHost,
     /// The task row cannot run (bad `toolsets`, unknown toolset).
     BadTask,
+    /// The rollout's verifier crashed, timed out or printed no reward (run twice).
+    VerifierError,
 }
 
 impl FailureClass {
@@ -35,6 +37,7 @@ impl FailureClass {
             FailureClass::Length => "length",
             FailureClass::ToolHost => "tool_host",
             FailureClass::BadTask => "bad_task",
+            FailureClass::VerifierError => "verifier_error",
         }
     }
 }
@@ -132,6 +135,16 @@ pub struct Record {
     pub timings: Timings,
     pub metadata: Metadata,
     pub attempt: u32,
+    /// Which of the task's `--rollouts` this is (0-based: the last part of `task_uid`).
+    pub rollout_index: u32,
+    /// The sampling parameters sent with every request (`null`: not sent).
+    pub sampling: Sampling,
+    /// The verifier's reward (only with `--verifier`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reward: Option<Value>,
+    /// How the verifier ran (only with `--verifier`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Value>,
     /// The task row's other fields, in row order (see [`Record::extra_from_row`]).
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -139,7 +152,7 @@ pub struct Record {
 
 impl Record {
     /// The fields of the record's own schema.
-    pub const FIELDS: [&'static str; 18] = [
+    pub const FIELDS: [&'static str; 20] = [
         "prompt_index",
         "task_uid",
         "prompt_hash",
@@ -158,6 +171,8 @@ impl Record {
         "timings",
         "metadata",
         "attempt",
+        "rollout_index",
+        "sampling",
     ];
 
     /// The row's fields that the record does not set itself, carried over as they are.
@@ -166,6 +181,14 @@ impl Record {
             .filter(|(k, _)| !Self::FIELDS.contains(&k.as_str()))
             .collect()
     }
+}
+
+/// The `sampling` object of a record: what each request carried.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Sampling {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub seed: Option<u64>,
 }
 
 /// One line of `failures.jsonl`.
@@ -273,6 +296,22 @@ pub struct Statistics {
     pub system_prompt: SystemPromptUsed,
     /// Where its tools ran (and the warning of an unisolated fallback).
     pub sandbox: SandboxUsed,
+    /// `--rollouts` of the last process.
+    pub rollouts: u32,
+    /// The reward figures of the records that have a reward (absent when none has):
+    /// over the run and per task (see [`crate::format::groups`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewards: Option<RewardStatistics>,
+}
+
+/// `rewards` of `statistics.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RewardStatistics {
+    /// A rollout passes at a reward of at least this.
+    pub pass_threshold: f64,
+    pub run: crate::format::groups::RunGroupStats,
+    /// Per task (`task_uid` without its rollout part), sorted by task.
+    pub per_task: BTreeMap<String, crate::format::groups::GroupStats>,
 }
 
 /// `value` as one JSONL line.
@@ -299,6 +338,7 @@ mod tests {
             FailureClass::Length,
             FailureClass::ToolHost,
             FailureClass::BadTask,
+            FailureClass::VerifierError,
         ] {
             assert_eq!(serde_json::to_value(f).unwrap(), json!(f.as_str()));
         }
@@ -372,6 +412,10 @@ mod tests {
                 model: "m".into(),
             },
             attempt: 1,
+            rollout_index: 0,
+            sampling: Sampling::default(),
+            reward: None,
+            verification: None,
             extra: Record::extra_from_row(row),
         };
         let v = serde_json::to_value(&r).unwrap();

@@ -16,6 +16,9 @@ use super::chat::Llm;
 use super::hosts::{HostFactory, ToolsetChoice};
 use super::plan::Task;
 use super::record::{self, FailureClass, Metadata, Record, Timings};
+use super::rollout::RolloutConfig;
+use super::verify::{self, Verifier};
+
 use super::rundir::Stats;
 use crate::format::time::{utc_iso, utc_now};
 
@@ -48,6 +51,8 @@ pub struct Shared {
     pub toolsets: ToolsetChoice,
     /// Workspaces of the tasks in flight, by task.
     pub live: Mutex<HashMap<usize, PathBuf>>,
+    /// Sampling and verifier settings of the rollouts.
+    pub rollout: RolloutConfig,
 }
 
 impl Shared {
@@ -201,10 +206,29 @@ fn run_task(s: &Shared, i: usize) -> Done {
         Err(e) => return early_failure(s, i, e.class, e.retryable, e.message),
     };
     let tools = host.schemas();
+    let sampling = s.rollout.sampling(&row, &task.uid, task.rollout);
+    let fields = s.rollout.body_fields(&sampling);
+    let mut own_cfg;
+    let cfg = if fields.is_empty() {
+        &s.cfg
+    } else {
+        own_cfg = s.cfg.clone();
+        for (k, v) in fields {
+            own_cfg.extra_body.insert(k, v);
+        }
+        &own_cfg
+    };
     let started_wall = SystemTime::now();
     let t0 = Instant::now();
-    let outcome = agent::run_prompt(&s.cfg, &s.llm, host.as_mut(), &prompt);
+    let outcome = agent::run_prompt(cfg, &s.llm, host.as_mut(), &prompt);
     let duration = t0.elapsed();
+    // The verifier runs in the rollout's sandbox, before it is torn down.
+    let verdict = match (&outcome, &s.rollout.verifier) {
+        (Outcome::Done(t), Some(v)) if !s.llm.stopping() => {
+            Some(verify_rollout(s, v, host.as_mut(), &row, task, t))
+        }
+        _ => None,
+    };
     drop(host);
     s.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&i);
     match outcome {
@@ -219,7 +243,25 @@ fn run_task(s: &Shared, i: usize) -> Done {
             line.usage = Some(agent::usage_json(&f.usage));
             failure_done(i, &line)
         }
+        Outcome::Done(_) if verdict.is_none() && s.rollout.verifier.is_some() => Done::Abandoned,
         Outcome::Done(t) => {
+            let (reward, verification) = match verdict {
+                None => (None, None),
+                Some(Ok((r, v))) => (Some(r), Some(v)),
+                Some(Err(e)) => {
+                    // Never a reward of 0: a failure line, retried on resume.
+                    let mut line = failure(&s.cfg, task, FailureClass::VerifierError, true);
+                    line.error = e;
+                    line.api_calls = t.api_calls;
+                    line.usage = Some(agent::usage_json(&t.usage));
+                    return failure_done(i, &line);
+                }
+            };
+            let mut extra = Record::extra_from_row(row);
+            if reward.is_some() {
+                extra.remove("reward");
+                extra.remove("verification");
+            }
             let rec = Record {
                 prompt_index: task.index,
                 task_uid: task.uid.clone(),
@@ -249,7 +291,11 @@ fn run_task(s: &Shared, i: usize) -> Done {
                     model: s.cfg.model.clone(),
                 },
                 attempt: task.attempt,
-                extra: Record::extra_from_row(row),
+                rollout_index: task.rollout,
+                sampling,
+                reward,
+                verification,
+                extra,
             };
             let v = serde_json::to_value(&rec).unwrap_or_default();
             let mut stats = Stats::default();
@@ -260,5 +306,46 @@ fn run_task(s: &Shared, i: usize) -> Done {
                 stats: Box::new(stats),
             }
         }
+    }
+}
+
+/// The final answer of a trajectory: the text of its last assistant message.
+fn final_answer(t: &agent::Trajectory) -> String {
+    t.messages
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .map(|m| crate::format::message::content_text(m.get("content").unwrap_or(&Value::Null)))
+        .unwrap_or_default()
+}
+
+/// Score a finished rollout: a built-in check, or the command in its sandbox, run a
+/// second time when the first run is a `verifier_error`.
+fn verify_rollout(
+    s: &Shared,
+    v: &Verifier,
+    host: &mut dyn crate::toolbox::ToolHost,
+    row: &serde_json::Map<String, Value>,
+    task: &Task,
+    t: &agent::Trajectory,
+) -> verify::Verdict {
+    let answer = final_answer(t);
+    if let Some(verdict) = verify::builtin(v, row, &answer) {
+        return verdict;
+    }
+    let Verifier::Command(script) = v else {
+        unreachable!("built-in verifiers answered above");
+    };
+    let r = verify::Rollout {
+        row,
+        answer: &answer,
+        rollout_index: task.rollout,
+        task_uid: &task.uid,
+    };
+    let timeout = s.rollout.verifier_timeout;
+    match verify::run_command(host, script, &r, timeout) {
+        Ok(v) => Ok(v),
+        Err(first) => verify::run_command(host, script, &r, timeout)
+            .map_err(|second| format!("verifier_error twice: {first}; then: {second}")),
     }
 }

@@ -25,6 +25,8 @@ pub struct TaskSource {
     pub shard: Option<Shard>,
     /// Use only the first N valid rows.
     pub max_samples: Option<usize>,
+    /// Rollouts of every row (`--rollouts`; 0 is taken as 1).
+    pub rollouts: u32,
 }
 
 /// A valid task row.
@@ -39,8 +41,11 @@ pub struct Row {
     pub hash: String,
     /// [`rundir::task_key`] of the row.
     pub key: String,
-    /// [`rundir::task_uid`] of the row: its whole content and its copy number.
+    /// [`rundir::task_uid`] of the row: its whole content, its copy number and the
+    /// rollout.
     pub uid: String,
+    /// The rollout (`0..--rollouts`): each row is read as one `Row` per rollout.
+    pub rollout: u32,
     /// Where the row was read (`file:line`).
     pub place: String,
     /// The task row, as read.
@@ -137,21 +142,25 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
             let verdict = match checked {
                 Ok(c) => {
                     let copy = copies.entry(c.content.clone()).or_default();
-                    let uid = rundir::task_uid(&c.content, *copy, 0);
+                    let this_copy = *copy;
                     *copy += 1;
                     if let Some(i) = c.index {
                         t.explicit.insert(i);
                     }
                     if in_shard {
-                        t.rows.push(Row {
-                            index: c.index.unwrap_or(valid),
-                            explicit: c.index.is_some(),
-                            hash: c.hash,
-                            key: c.key,
-                            uid,
-                            place,
-                            line: String::from_utf8_lossy(rec.bytes).into(),
-                        });
+                        let line: Box<str> = String::from_utf8_lossy(rec.bytes).into();
+                        for rollout in 0..src.rollouts.max(1) {
+                            t.rows.push(Row {
+                                index: c.index.unwrap_or(valid),
+                                explicit: c.index.is_some(),
+                                hash: c.hash.clone(),
+                                key: c.key.clone(),
+                                uid: rundir::task_uid(&c.content, this_copy, rollout),
+                                rollout,
+                                place: place.clone(),
+                                line: line.clone(),
+                            });
+                        }
                     }
                     valid += 1;
                     Verdict::Written

@@ -155,4 +155,13 @@ pub trait ToolHost: Send {
     fn schemas(&self) -> Vec<Value>;
     /// Run one call. `args` is the parsed arguments object.
     fn call(&mut self, name: &str, args: &Value) -> ToolResult;
+    /// Run a verifier shell script in this task's sandbox, after the agent is done
+    /// (see [`task::Task::verify`]); a host without a sandbox cannot.
+    fn verify(&mut self, _check: &task::Check) -> Result<task::Checked, String> {
+        Err(
+            "this task has no sandbox to run the verifier in (no tools); use a \
+             built-in verifier (match:, regex:, number:)"
+                .into(),
+        )
+    }
 }

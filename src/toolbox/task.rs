@@ -257,7 +257,80 @@ impl Task {
     }
 }
 
+/// A verifier to run in a task's sandbox: its shell script, files to put in the
+/// workspace first, environment variables, and its time limit.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub script: String,
+    /// Paths relative to the workspace root, and their content.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Set for the script (names and values are the caller's, never secrets).
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+    /// Where the script's stdout is kept (relative to the workspace root).
+    pub stdout_file: String,
+}
+
+/// How a [`Check`] ran.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// Its stdout (at most 16 MiB are read).
+    pub stdout: String,
+    /// Its stderr (capped as tool output is).
+    pub stderr: String,
+    pub exit_code: i32,
+    pub timed_out: bool,
+}
+
+impl Task {
+    /// Run `check` in this task's sandbox (same workspace, same image), as the terminal
+    /// tool runs a command, but with its own time limit. The files are written through
+    /// the workspace's descriptor, never following a link the agent left.
+    pub fn verify(&mut self, check: &Check) -> Result<Checked, String> {
+        let view = self.sandbox.view_root().to_string();
+        for (path, bytes) in &check.files {
+            self.files
+                .write_bytes(&format!("{view}/{path}"), bytes)
+                .map_err(|e| format!("cannot write {path}: {e}"))?;
+        }
+        let quote = |v: &str| format!("'{}'", v.replace('\'', "'\\''"));
+        let mut script = String::new();
+        for (k, v) in &check.env {
+            script.push_str(&format!("export {k}={}\n", quote(v)));
+        }
+        let out = quote(&format!("{view}/{}", check.stdout_file));
+        script.push_str(&format!("( {}\n) >{out}\n", check.script));
+        let full = format!("exec 2>&1\n{script}");
+        let run = self
+            .sandbox
+            .run_for(&["/bin/sh", "-c", &full], None, check.timeout)
+            .map_err(|e| format!("{e:#}"))?;
+        let stdout =
+            match self
+                .files
+                .open_file(&format!("{view}/{}", check.stdout_file), 16 << 20, false)
+            {
+                Ok((mut f, _, _)) => {
+                    let mut b = Vec::new();
+                    let _ = std::io::Read::read_to_end(&mut f, &mut b);
+                    String::from_utf8_lossy(&b).into_owned()
+                }
+                Err(_) => String::new(),
+            };
+        Ok(Checked {
+            stdout,
+            stderr: run.output,
+            exit_code: run.exit_code,
+            timed_out: run.timed_out,
+        })
+    }
+}
+
 impl ToolHost for Task {
+    fn verify(&mut self, check: &Check) -> Result<Checked, String> {
+        Task::verify(self, check)
+    }
+
     fn schemas(&self) -> Vec<Value> {
         self.schemas.clone()
     }

@@ -42,6 +42,8 @@ mod run;
 mod run_faults;
 #[cfg(feature = "agent")]
 mod run_resume;
+#[cfg(feature = "agent")]
+mod run_rollouts;
 mod sample;
 #[cfg(feature = "agent")]
 mod sandbox;

@@ -155,6 +155,8 @@ struct State {
     queue: Mutex<std::collections::VecDeque<Reply>>,
     before_used: Mutex<HashMap<(usize, String), usize>>,
     requests: Mutex<Vec<Value>>,
+    /// The chat completion bodies sent (not streamed), as sent.
+    responses: Mutex<Vec<String>>,
     /// Bodies of `POST /images/generations` requests.
     image_requests: Mutex<Vec<Value>>,
     count: AtomicU64,
@@ -199,6 +201,7 @@ impl Standin {
             queue: Mutex::new(script.queue.clone().into()),
             before_used: Mutex::new(HashMap::new()),
             requests: Mutex::new(Vec::new()),
+            responses: Mutex::new(Vec::new()),
             image_requests: Mutex::new(Vec::new()),
             count: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
@@ -245,6 +248,11 @@ impl Standin {
     /// The chat request bodies received so far, in arrival order.
     pub fn requests(&self) -> Vec<Value> {
         self.state.requests.lock().unwrap().clone()
+    }
+
+    /// The chat completion bodies sent (200, not streamed), byte for byte.
+    pub fn responses(&self) -> Vec<String> {
+        self.state.responses.lock().unwrap().clone()
     }
 
     /// Every images request body received.
@@ -647,6 +655,9 @@ fn answer(w: &mut TcpStream, st: &State, req: &Request) -> bool {
         .find(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
         .map(|m| text_of(m.get("content")))
         .unwrap_or_default();
+    // `{seed}` and `{seed%N}` (N in 2..=9) are the request's seed (`none` without one).
+    let seed = body.get("seed").and_then(Value::as_u64);
+    let fill = |t: &str, p: &str, turn: usize, o: &str| fill(&seed_fill(t, seed), p, turn, o);
     let mut message = json!({"role": "assistant"});
     let mut content = reply
         .content
@@ -718,10 +729,21 @@ fn answer(w: &mut TcpStream, st: &State, req: &Request) -> bool {
     if let Some(n) = &reply.native_finish_reason {
         resp["choices"][0]["native_finish_reason"] = json!(n);
     }
-    if reply.chunked {
-        return respond_chunked(w, &resp.to_string());
+    if body.get("logprobs").and_then(Value::as_bool) == Some(true) {
+        let top = body
+            .get("top_logprobs")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        resp["choices"][0]["logprobs"] = logprobs(content.as_deref().unwrap_or(""), top);
     }
-    respond(w, 200, &[], &resp.to_string(), req.close)
+    let text = resp.to_string();
+    if st.script.record.unwrap_or(true) {
+        st.responses.lock().unwrap().push(text.clone());
+    }
+    if reply.chunked {
+        return respond_chunked(w, &text);
+    }
+    respond(w, 200, &[], &text, req.close)
 }
 
 /// An SSE reply: one delta chunk with the whole message, one with the finish reason.
@@ -761,4 +783,46 @@ fn stream(
     let _ = w.write_all(out.as_bytes());
     let _ = w.flush();
     false
+}
+
+/// `template` with `{seed}` and `{seed%N}` filled in from the request's seed.
+fn seed_fill(template: &str, seed: Option<u64>) -> String {
+    let mut t = template.replace(
+        "{seed}",
+        &seed.map_or("none".to_string(), |s| s.to_string()),
+    );
+    for n in 2..=9u64 {
+        let pat = format!("{{seed%{n}}}");
+        if t.contains(&pat) {
+            t = t.replace(
+                &pat,
+                &seed.map_or("none".to_string(), |s| (s % n).to_string()),
+            );
+        }
+    }
+    t
+}
+
+/// OpenAI-shaped `logprobs` of `content`: tokens of up to 3 characters, each with a
+/// made-up but deterministic logprob (from the token and its place), a token id, its
+/// bytes and `top` alternatives.
+fn logprobs(content: &str, top: u64) -> Value {
+    let chars: Vec<char> = content.chars().collect();
+    let tokens: Vec<Value> = chars
+        .chunks(3)
+        .enumerate()
+        .map(|(i, c)| {
+            let tok: String = c.iter().collect();
+            let h = tok
+                .bytes()
+                .fold(i as u64 * 7919 + 17, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+            let lp = -((h % 40000) as f64) / 10000.0 - 0.0001;
+            let alts: Vec<Value> = (0..top)
+                .map(|k| json!({"token": format!("{tok}~{k}"), "logprob": lp - 1.0 - k as f64, "bytes": format!("{tok}~{k}").into_bytes()}))
+                .collect();
+            json!({"token": tok, "logprob": lp, "bytes": tok.clone().into_bytes(),
+                   "token_id": h % 50000, "top_logprobs": alts})
+        })
+        .collect();
+    json!({"content": tokens, "refusal": null})
 }

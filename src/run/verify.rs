@@ -1,0 +1,309 @@
+//! Verifiers (`--verifier`): what scores a rollout once its agent is done. A command
+//! runs in the rollout's own sandbox before it is torn down and prints its reward on
+//! its last stdout line; the built-in checks (`match:`, `regex:`, `number:`) compare
+//! the final answer with a field of the task row and need no sandbox. The contract is
+//! in docs/rollouts.md.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use crate::toolbox::ToolHost;
+use crate::toolbox::task::Check;
+
+/// The directory, relative to the workspace root, of the verifier's files.
+pub const DIR: &str = ".traj";
+/// The JSON file a verifier command reads: `{"task", "final_answer", "rollout_index",
+/// "task_uid"}`.
+pub const TASK_FILE: &str = ".traj/verify.json";
+/// The final answer alone, as text.
+pub const ANSWER_FILE: &str = ".traj/final_answer.txt";
+/// Where the verifier's stdout is kept.
+pub const STDOUT_FILE: &str = ".traj/verify.stdout";
+/// The most of a verifier's output kept in the record (bytes, from the end).
+pub const OUTPUT_CAP: usize = 4096;
+
+/// A `--verifier`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verifier {
+    /// A shell command run in the rollout's sandbox.
+    Command(String),
+    /// `match:FIELD`: the answer equals the field after [`normalise`].
+    Match(String),
+    /// `regex:FIELD`: the field is a regex the answer matches.
+    Regex(String),
+    /// `number:FIELD`: the answer's last number equals the field's within 1e-6
+    /// relative.
+    Number(String),
+}
+
+impl Verifier {
+    /// Parse `--verifier`: `match:F`, `regex:F`, `number:F`, else a command.
+    pub fn parse(s: &str) -> Result<Verifier, String> {
+        for (prefix, make) in [
+            ("match:", Verifier::Match as fn(String) -> Verifier),
+            ("regex:", Verifier::Regex),
+            ("number:", Verifier::Number),
+        ] {
+            if let Some(f) = s.strip_prefix(prefix) {
+                if f.is_empty() {
+                    return Err(format!("--verifier {prefix}FIELD needs a field name"));
+                }
+                return Ok(make(f.to_string()));
+            }
+        }
+        if s.trim().is_empty() {
+            return Err("--verifier needs a command".into());
+        }
+        Ok(Verifier::Command(s.to_string()))
+    }
+}
+
+/// What a rollout's verification gave: a reward and the `verification` object, or why
+/// there is none (a `verifier_error`).
+pub type Verdict = Result<(Value, Value), String>;
+
+/// The answer compared by `match:`: trimmed, white space runs as one space, case
+/// folded, one trailing period dropped.
+pub fn normalise(s: &str) -> String {
+    let t = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let t = t.to_lowercase();
+    t.strip_suffix('.').unwrap_or(&t).trim_end().to_string()
+}
+
+/// The last number in `s` (integers, decimals, exponents, a sign; `,` thousands
+/// separators dropped).
+pub fn last_number(s: &str) -> Option<f64> {
+    let s = s.replace(',', "");
+    let bytes = s.as_bytes();
+    let mut best = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let start = i;
+        if (bytes[i] == b'-' || bytes[i] == b'+')
+            && bytes
+                .get(i + 1)
+                .is_some_and(|c| c.is_ascii_digit() || *c == b'.')
+        {
+            i += 1;
+        }
+        let digits = i;
+        while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
+            i += 1;
+        }
+        if i > digits {
+            if i < bytes.len() && (bytes[i] == b'e' || bytes[i] == b'E') {
+                let mut j = i + 1;
+                if j < bytes.len() && (bytes[j] == b'-' || bytes[j] == b'+') {
+                    j += 1;
+                }
+                if j < bytes.len() && bytes[j].is_ascii_digit() {
+                    while j < bytes.len() && bytes[j].is_ascii_digit() {
+                        j += 1;
+                    }
+                    i = j;
+                }
+            }
+            let text = s[start..i].trim_end_matches('.');
+            if let Ok(x) = text.parse::<f64>() {
+                best = Some(x);
+            }
+        } else {
+            i = start + 1;
+        }
+    }
+    best
+}
+
+fn field_text(row: &Map<String, Value>, field: &str) -> Result<String, String> {
+    match row.get(field) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Number(n)) => Ok(n.to_string()),
+        Some(Value::Bool(b)) => Ok(b.to_string()),
+        Some(other) => Err(format!(
+            "the task row's {field:?} is {}, expected a string or number",
+            crate::io::json_kind(other)
+        )),
+        None => Err(format!("the task row has no {field:?} field")),
+    }
+}
+
+/// Score `answer` by a built-in check (`None` for a command verifier).
+pub fn builtin(v: &Verifier, row: &Map<String, Value>, answer: &str) -> Option<Verdict> {
+    let t = Instant::now();
+    let (kind, field) = match v {
+        Verifier::Command(_) => return None,
+        Verifier::Match(f) => ("match", f),
+        Verifier::Regex(f) => ("regex", f),
+        Verifier::Number(f) => ("number", f),
+    };
+    let verdict = field_text(row, field).and_then(|want| {
+        let ok = match v {
+            Verifier::Match(_) => normalise(answer) == normalise(&want),
+            Verifier::Regex(_) => regex::Regex::new(&want)
+                .map_err(|e| format!("the task row's {field:?} is no regex: {e}"))?
+                .is_match(answer),
+            _ => {
+                let want = last_number(&want)
+                    .ok_or_else(|| format!("the task row's {field:?} holds no number"))?;
+                last_number(answer)
+                    .is_some_and(|got| (got - want).abs() <= 1e-6 * want.abs().max(got.abs()))
+            }
+        };
+        Ok(ok)
+    });
+    Some(verdict.map(|ok| {
+        let reward = if ok { 1 } else { 0 };
+        (
+            json!(reward),
+            json!({"verifier": format!("{kind}:{field}"), "exit_code": null,
+                   "output": "", "truncated": false,
+                   "seconds": round3(t.elapsed().as_secs_f64())}),
+        )
+    }))
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The last `OUTPUT_CAP` bytes of `s` (on a character boundary), and whether it was cut.
+fn cap(s: &str) -> (String, bool) {
+    if s.len() <= OUTPUT_CAP {
+        return (s.to_string(), false);
+    }
+    let mut start = s.len() - OUTPUT_CAP;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    (s[start..].to_string(), true)
+}
+
+/// The reward of a verifier's stdout: its last non-blank line, a number or a JSON
+/// object with a numeric `reward` (its other members are returned too).
+pub fn parse_reward(stdout: &str) -> Result<(Value, Map<String, Value>), String> {
+    let Some(line) = stdout.lines().rev().map(str::trim).find(|l| !l.is_empty()) else {
+        return Err("the verifier printed nothing on stdout".into());
+    };
+    match serde_json::from_str::<Value>(line) {
+        Ok(Value::Number(n)) if n.as_f64().is_some_and(f64::is_finite) => {
+            Ok((Value::Number(n), Map::new()))
+        }
+        Ok(Value::Object(mut o)) => match o.remove("reward") {
+            Some(Value::Number(n)) if n.as_f64().is_some_and(f64::is_finite) => {
+                Ok((Value::Number(n), o))
+            }
+            _ => Err(format!(
+                "the verifier's last line has no numeric \"reward\": {}",
+                cap(line).0
+            )),
+        },
+        _ => Err(format!(
+            "the verifier's last line is no reward (a number or a JSON object with \
+             \"reward\"): {}",
+            cap(line).0
+        )),
+    }
+}
+
+/// What a verifier command is told about its rollout.
+pub struct Rollout<'a> {
+    pub row: &'a Map<String, Value>,
+    pub answer: &'a str,
+    pub rollout_index: u32,
+    pub task_uid: &'a str,
+}
+
+/// Run the command `script` once in `host`'s sandbox.
+pub fn run_command(
+    host: &mut dyn ToolHost,
+    script: &str,
+    r: &Rollout,
+    timeout: Duration,
+) -> Verdict {
+    let task = json!({"task": r.row, "final_answer": r.answer,
+        "rollout_index": r.rollout_index, "task_uid": r.task_uid});
+    let check = Check {
+        script: script.to_string(),
+        files: vec![
+            (
+                TASK_FILE.into(),
+                serde_json::to_vec(&task).unwrap_or_default(),
+            ),
+            (ANSWER_FILE.into(), r.answer.as_bytes().to_vec()),
+        ],
+        env: vec![
+            ("TRAJ_TASK_FILE".into(), TASK_FILE.into()),
+            ("TRAJ_FINAL_ANSWER_FILE".into(), ANSWER_FILE.into()),
+            ("TRAJ_ROLLOUT_INDEX".into(), r.rollout_index.to_string()),
+            ("TRAJ_TASK_UID".into(), r.task_uid.into()),
+        ],
+        timeout,
+        stdout_file: STDOUT_FILE.into(),
+    };
+    let t = Instant::now();
+    let out = host.verify(&check)?;
+    let seconds = round3(t.elapsed().as_secs_f64());
+    if out.timed_out {
+        return Err(format!(
+            "the verifier timed out after {}s (--verifier-timeout)",
+            timeout.as_secs_f64()
+        ));
+    }
+    let parsed = parse_reward(&out.stdout);
+    let (reward, extra) = match parsed {
+        Ok(p) => p,
+        Err(e) if out.exit_code != 0 => {
+            return Err(format!(
+                "the verifier exited with {} and printed no reward ({e}); output: {}",
+                out.exit_code,
+                cap(&format!("{}{}", out.stderr, out.stdout)).0
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    let (output, truncated) = cap(&out.stdout);
+    let (stderr, stderr_truncated) = cap(&out.stderr);
+    let mut v = json!({"verifier": "command", "exit_code": out.exit_code, "output": output,
+        "truncated": truncated, "stderr": stderr, "stderr_truncated": stderr_truncated,
+        "seconds": seconds});
+    for (k, x) in extra {
+        v.as_object_mut().expect("an object").entry(k).or_insert(x);
+    }
+    Ok((reward, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation_numbers_and_reward_lines() {
+        assert_eq!(normalise("  The  Answer\tIS 42. "), "the answer is 42");
+        assert_eq!(last_number("about 1,234.5 or -2e3."), Some(-2000.0));
+        assert_eq!(last_number("x = 7."), Some(7.0));
+        assert_eq!(last_number("none"), None);
+        assert_eq!(parse_reward("log\n0.5\n\n").unwrap().0, json!(0.5));
+        let (r, extra) = parse_reward(r#"{"reward": 1, "tests": 3}"#).unwrap();
+        assert_eq!((r, extra["tests"].clone()), (json!(1), json!(3)));
+        assert!(parse_reward("ok").is_err());
+        assert!(parse_reward(r#"{"score": 1}"#).is_err());
+        assert!(parse_reward("").is_err());
+        let row = json!({"a": "Paris", "n": "3.0", "re": "^fo+$"});
+        let row = row.as_object().unwrap();
+        let score = |v: &str, ans: &str| {
+            builtin(&Verifier::parse(v).unwrap(), row, ans)
+                .unwrap()
+                .map(|(r, _)| r)
+        };
+        assert_eq!(score("match:a", " paris. ").unwrap(), json!(1));
+        assert_eq!(score("match:a", "Lyon").unwrap(), json!(0));
+        assert_eq!(score("number:n", "it is 3").unwrap(), json!(1));
+        assert_eq!(score("regex:re", "foo").unwrap(), json!(1));
+        assert!(score("match:zz", "x").is_err());
+        assert_eq!(
+            Verifier::parse("pytest -q").unwrap(),
+            Verifier::Command("pytest -q".into())
+        );
+    }
+}

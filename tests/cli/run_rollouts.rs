@@ -1,0 +1,281 @@
+//! traj-run `--rollouts K` with verifiers: a scripted endpoint whose answer depends on
+//! the request's `seed` writes a file in each rollout's workspace; a verifier command
+//! run in that sandbox scores it. Rewards, pass@k in statistics.json (against
+//! `traj::format::groups` over the records), kill -9 and `--resume` (every (task,
+//! rollout) once), crashing verifiers (`verifier_error`, never a reward), the built-in
+//! checks, and logprobs kept byte for byte.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use traj::format::groups::{GroupStats, PASS_THRESHOLD, RunGroupStats, task_of_uid};
+
+use crate::standin::Standin;
+use crate::util::*;
+
+/// Each rollout writes `answer.txt` holding its seed mod 2, then answers with it.
+fn seeded_script(latency_ms: u64) -> Value {
+    json!({"latency_ms": latency_ms, "rules": [{"match": "", "turns": [
+        {"tool_calls": [{"name": "write_file",
+            "arguments": {"path": "answer.txt", "content": "{seed%2}"}}]},
+        {"content": "The answer is {seed%2}."}
+    ]}]})
+}
+
+/// Reward 1 when the agent's answer.txt holds 1, else 0 (a file in the workspace).
+const VERIFIER: &str = "if [ \"$(cat answer.txt)\" = 1 ]; then echo 1; else echo 0; fi";
+
+fn tasks(dir: &Path, n: usize) {
+    let text: String = (0..n)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"prompt": format!("task {i}"), "expected": "1"})
+            )
+        })
+        .collect();
+    std::fs::write(dir.join("tasks.jsonl"), text).unwrap();
+}
+
+fn traj_run(dir: &Path, s: &Standin, run_dir: &str) -> Command {
+    let mut c = standin_run(dir, &s.url(), run_dir);
+    c.args(["--toolsets", "file", "-q", "tasks.jsonl"]);
+    c
+}
+
+/// Records of `run` by (task, rollout), asserting each appears once.
+fn by_rollout(run: &Path) -> BTreeMap<(String, u64), Value> {
+    let mut out = BTreeMap::new();
+    for r in records(run) {
+        let uid = r["task_uid"].as_str().unwrap();
+        let key = (
+            task_of_uid(uid).to_string(),
+            r["rollout_index"].as_u64().unwrap(),
+        );
+        assert!(uid.ends_with(&format!(":{}", key.1)), "{uid}");
+        assert!(out.insert(key.clone(), r).is_none(), "{key:?} twice");
+    }
+    out
+}
+
+#[test]
+fn four_rollouts_scored_in_their_sandbox_with_pass_at_k_and_logprobs() {
+    let d = tmpdir();
+    tasks(d.path(), 3);
+    let s = Standin::json(seeded_script(0));
+    let mut c = traj_run(d.path(), &s, "run");
+    c.args([
+        "--rollouts",
+        "4",
+        "--temperature",
+        "0.7",
+        "--verifier",
+        VERIFIER,
+    ]);
+    c.args(["--logprobs", "--top-logprobs", "2"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let run_dir = d.path().join("run");
+    let recs = by_rollout(&run_dir);
+    assert_eq!(recs.len(), 12);
+    let mut rewards = BTreeSet::new();
+    for ((_, k), r) in &recs {
+        let seed = r["sampling"]["seed"].as_u64().unwrap();
+        assert_eq!(r["sampling"]["temperature"], json!(0.7));
+        assert_eq!(r["sampling"]["top_p"], Value::Null);
+        // The verifier's reward, from the file this rollout's agent wrote.
+        assert_eq!(r["reward"], json!(seed % 2), "rollout {k}");
+        assert_eq!(r["verification"]["exit_code"], 0);
+        assert_eq!(r["verification"]["truncated"], false);
+        assert_eq!(r["verification"]["output"], format!("{}\n", seed % 2));
+        rewards.insert(seed % 2);
+    }
+    assert_eq!(rewards.len(), 2, "some rollouts pass, some fail");
+    // Every request of a rollout carried its seed, its temperature and logprobs.
+    for b in s.requests() {
+        assert!(b["seed"].is_u64() && b["temperature"] == json!(0.7), "{b}");
+        assert_eq!(
+            (b["logprobs"].clone(), b["top_logprobs"].clone()),
+            (json!(true), json!(2))
+        );
+    }
+    // The logprobs of each assistant message are the stand-in's, byte for byte.
+    let sent: BTreeSet<String> = s
+        .responses()
+        .iter()
+        .map(|t| {
+            let v: Value = serde_json::from_str(t).unwrap();
+            v["choices"][0]["logprobs"].to_string()
+        })
+        .collect();
+    let lines = std::fs::read_to_string(run_dir.join("batch_0.jsonl")).unwrap();
+    let mut kept = 0;
+    for r in recs.values() {
+        for m in r["messages"].as_array().unwrap() {
+            if m["role"] == "assistant" {
+                let lp = m["logprobs"].to_string();
+                assert!(sent.contains(&lp), "{lp}");
+                assert!(lines.contains(&lp), "raw bytes of the batch file");
+                kept += 1;
+            }
+        }
+    }
+    assert_eq!(kept, 24);
+    // pass@k as traj::format::groups computes it from the records.
+    let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for ((task, _), r) in &recs {
+        groups
+            .entry(task.clone())
+            .or_default()
+            .push(r["reward"].as_f64().unwrap());
+    }
+    let want = RunGroupStats::of(groups.values().map(Vec::as_slice), PASS_THRESHOLD);
+    let st = read_json(&run_dir.join("statistics.json"));
+    assert_eq!(st["rollouts"], 4);
+    assert_eq!(st["rewards"]["run"], serde_json::to_value(&want).unwrap());
+    for (task, r) in &groups {
+        let g = GroupStats::of(r, PASS_THRESHOLD).unwrap();
+        assert_eq!(
+            st["rewards"]["per_task"][task],
+            serde_json::to_value(&g).unwrap()
+        );
+    }
+    assert_eq!(
+        st["rewards"]["run"]["pass_at_k"].as_array().unwrap().len(),
+        4
+    );
+}
+
+#[test]
+fn kill_9_at_random_then_resume_runs_every_rollout_once() {
+    let d = tmpdir();
+    tasks(d.path(), 6);
+    let s = Standin::json(json!({"latency_ms": 30, "record": false,
+        "rules": seeded_script(0)["rules"]}));
+    let run_dir = d.path().join("run");
+    let args = [
+        "--rollouts",
+        "4",
+        "--verifier",
+        VERIFIER,
+        "-j",
+        "3",
+        "--batch-size",
+        "5",
+    ];
+    let mut seed = 0x9e37_79b9_u64;
+    for kill in 0..8 {
+        let mut c = traj_run(d.path(), &s, "run");
+        c.args(args).stdout(Stdio::null()).stderr(Stdio::null());
+        if kill > 0 {
+            c.arg("--resume");
+        }
+        let mut child = c.spawn().unwrap();
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_millis(40 + (seed >> 33) % 250));
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    let mut c = traj_run(d.path(), &s, "run");
+    c.args(args).arg("--resume");
+    assert_code(&run(c), 0);
+    let recs = by_rollout(&run_dir);
+    assert_eq!(recs.len(), 24, "every (task, rollout) exactly once");
+    for r in recs.values() {
+        assert_eq!(
+            r["reward"],
+            json!(r["sampling"]["seed"].as_u64().unwrap() % 2)
+        );
+    }
+    // The four rollouts of a task share its prompt_index.
+    let mut idx: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    for ((task, _), r) in &recs {
+        idx.entry(task.clone())
+            .or_default()
+            .insert(r["prompt_index"].as_u64().unwrap());
+    }
+    assert!(idx.values().all(|s| s.len() == 1), "{idx:?}");
+    assert_eq!(failures(&run_dir).len(), 0);
+}
+
+#[test]
+fn a_crashing_verifier_is_a_verifier_error_never_a_reward() {
+    let d = tmpdir();
+    tasks(d.path(), 2);
+    let s = Standin::json(seeded_script(0));
+    for (n, verifier) in ["echo oops >&2; exit 3", "echo not-a-number", "sleep 5"]
+        .iter()
+        .enumerate()
+    {
+        let dir = format!("run{n}");
+        let mut c = traj_run(d.path(), &s, &dir);
+        c.args([
+            "--rollouts",
+            "2",
+            "--verifier",
+            verifier,
+            "--verifier-timeout",
+            "0.5",
+        ]);
+        assert_code(&run(c), 1);
+        let run_dir = d.path().join(&dir);
+        assert!(records(&run_dir).is_empty(), "{verifier}");
+        let f = failures(&run_dir);
+        assert_eq!(f.len(), 4, "{verifier}");
+        assert!(f.iter().all(|f| f["class"] == "verifier_error"), "{f:?}");
+        assert!(f.iter().all(|f| f["retryable"] == true));
+        let st = read_json(&run_dir.join("statistics.json"));
+        assert_eq!(st["failure_classes"]["verifier_error"], 4);
+        assert!(st.get("rewards").is_none());
+    }
+}
+
+#[test]
+fn builtin_verifiers_match_regex_and_number() {
+    let d = tmpdir();
+    let rows = [
+        json!({"prompt": "a", "want": "the answer is  1", "re": "^The answer is [01]\\.$", "n": "1.0000001"}),
+        json!({"prompt": "b", "want": "something else", "re": "^no$", "n": "2"}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("tasks.jsonl"), text).unwrap();
+    let s = Standin::json(json!({"default": {"content": "The answer is 1."}}));
+    for (v, want) in [
+        ("match:want", [1, 0]),
+        ("regex:re", [1, 0]),
+        ("number:n", [1, 0]),
+    ] {
+        let dir = v.replace(':', "_");
+        let mut c = traj_run(d.path(), &s, &dir);
+        c.args(["--verifier", v, "--toolsets", ""]);
+        assert_code(&run(c), 0);
+        let recs = records(&d.path().join(&dir));
+        let mut got: Vec<(String, Value)> = recs
+            .iter()
+            .map(|r| {
+                (
+                    r["prompt"].as_str().unwrap().to_string(),
+                    r["reward"].clone(),
+                )
+            })
+            .collect();
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            got,
+            [("a".into(), json!(want[0])), ("b".into(), json!(want[1]))],
+            "{v}"
+        );
+        assert!(recs.iter().all(|r| r["verification"]["verifier"] == v));
+        // One rollout: no seed sent, byte-compatible requests.
+        assert!(recs.iter().all(|r| r["sampling"]["seed"].is_null()));
+    }
+    assert!(s.requests().iter().all(|b| b.get("seed").is_none()));
+}
