@@ -17,6 +17,7 @@ use crate::format::outcome::{self, Outcomes};
 use crate::format::tokens::Tokenizer;
 use crate::io::passthru;
 use crate::io::{PipeConfig, Summary, Verdict};
+use crate::stage::filter::groups::{self, GroupRules, Rewards};
 use crate::stage::filter::{self, Predicates};
 
 const NAME: &str = "traj-filter";
@@ -35,6 +36,11 @@ Examples:
 
   # rows between 1k and 32k tokens
   traj-filter --min-row-tokens 1000 --max-row-tokens 32000 --tokenizer o200k_base in.jsonl
+
+  # rejection-sampling SFT data: the best well-formed rollout of each task, reward >= 1
+  traj-filter --well-formed --min-reward 1 --best-of rollouts.jsonl -o best.jsonl
+  # GRPO groups: drop the tasks whose rollouts all have one reward; pass@k in the stats
+  traj-filter --group-has-signal rollouts.jsonl -o grpo.jsonl --stats -
 
 Rows dropped by a predicate exit 0: dropping is the filter's job. Without --rejects they
 are counted on stderr but not kept anywhere. Bad lines follow --on-error.";
@@ -117,6 +123,29 @@ pub struct Args {
     #[arg(long, value_name = "N", help_heading = "Predicates")]
     pub max_row_tokens: Option<usize>,
 
+    /// Drop rows whose numeric `reward` is below X (rows without one: `no-reward`).
+    #[arg(long, value_name = "X", value_parser = finite, help_heading = "Rewards")]
+    pub min_reward: Option<f64>,
+
+    /// Drop rows whose numeric `reward` is above X (rows without one: `no-reward`).
+    #[arg(long, value_name = "X", value_parser = finite, help_heading = "Rewards")]
+    pub max_reward: Option<f64>,
+
+    /// Keep only the highest-reward rollout of each task (`task_uid` without its
+    /// rollout part, else `prompt_index`), among the rows passing the other predicates;
+    /// ties keep the first. Reads the input twice (stdin is spooled to a temp folder).
+    #[arg(long, help_heading = "Rewards")]
+    pub best_of: bool,
+
+    /// Drop every rollout of a task whose rewards (of the rows passing the other
+    /// predicates) are all equal: no gradient for GRPO. Reads the input twice.
+    #[arg(long, help_heading = "Rewards")]
+    pub group_has_signal: bool,
+
+    /// A rollout passes at a reward of at least X, for the pass@k of --stats.
+    #[arg(long, value_name = "X", default_value_t = crate::format::groups::PASS_THRESHOLD, value_parser = finite, help_heading = "Rewards")]
+    pub pass_threshold: f64,
+
     /// Tokenizer for --min-row-tokens/--max-row-tokens: o200k_base, cl100k_base, a
     /// .tiktoken file, a tokenizer.json, an HF tokenizer directory (chat template).
     #[arg(long, value_name = "SPEC", default_value = "o200k_base")]
@@ -126,16 +155,31 @@ pub struct Args {
     #[arg(long)]
     pub invert: bool,
 
-    /// Write counts (read, kept, dropped per reason, bad, and the rows read per
-    /// `stop_reason` and per failure `class`) as JSON to FILE (`-`: stdout). The
+    /// Write counts (read, kept, dropped per reason, bad, the rows read per
+    /// `stop_reason` and per failure `class`, and, when rows have a `reward`, the reward
+    /// figures per task and over the input: mean, variance, pass@k, groups with signal,
+    /// of the rows read and of the rows kept) as JSON to FILE (`-`: stdout). The
     /// overview of a run directory:
     /// `traj-filter data/run1/*.jsonl -o /dev/null --stats -`.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
 }
 
+/// A finite number (`--min-reward` and the like).
+fn finite(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        _ => Err(format!("{s:?} is not a finite number")),
+    }
+}
+
 /// Run traj-filter.
 pub fn run_cli(args: Args) -> Result<Status> {
+    if let (Some(a), Some(b)) = (args.min_reward, args.max_reward)
+        && a > b
+    {
+        crate::usage_bail!("--min-reward {a} is above --max-reward {b}");
+    }
     if let (Some(a), Some(b)) = (args.min_turns, args.max_turns)
         && a > b
     {
@@ -171,8 +215,14 @@ pub fn run_cli(args: Args) -> Result<Status> {
         min_row_tokens: args.min_row_tokens,
         max_row_tokens: args.max_row_tokens,
         alternating: args.alternating,
+        min_reward: args.min_reward,
+        max_reward: args.max_reward,
     };
-    if args.invert && preds.is_empty() {
+    let rules = GroupRules {
+        best_of: args.best_of,
+        has_signal: args.group_has_signal,
+    };
+    if args.invert && preds.is_empty() && !rules.any() {
         crate::usage_bail!("--invert needs at least one predicate");
     }
     let tokenizer: Option<Arc<dyn Tokenizer>> = if preds.needs_tokens() {
@@ -192,6 +242,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let tk = tokenizer.as_deref();
     // Stop reasons and failure classes of the rows read (only for --stats).
     let outcomes = std::sync::Mutex::new(Outcomes::default());
+    let rewards = std::sync::Mutex::new(Rewards::default());
     let count = |line: &[u8]| {
         if args.stats.is_some()
             && let Some(o) = outcome::of_line(line)
@@ -199,11 +250,26 @@ pub fn run_cli(args: Args) -> Result<Status> {
             outcomes.lock().unwrap_or_else(|e| e.into_inner()).add(&o);
         }
     };
+    // The task and reward of a row read, for --stats.
+    let count_reward = |row: &filter::RowView<'_>, kept: bool| {
+        if args.stats.is_some() {
+            let (task, reward) = groups::task_and_reward(row);
+            rewards
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add(task, reward, kept);
+        }
+    };
     let judge = |line: &[u8]| {
         if preds.is_empty() {
             return match filter::validate_object(line) {
                 Ok(()) => {
                     count(line);
+                    if args.stats.is_some()
+                        && let Ok(row) = filter::parse_row(line)
+                    {
+                        count_reward(&row, true);
+                    }
                     Verdict::Written
                 }
                 Err(e) => Verdict::Bad(e.to_string()),
@@ -218,20 +284,52 @@ pub fn run_cli(args: Args) -> Result<Status> {
             Ok(r) => r,
             Err(e) => return Verdict::Bad(e.to_string()),
         };
-        match (reasons.is_empty(), invert) {
+        let verdict = match (reasons.is_empty(), invert) {
             (true, false) | (false, true) => Verdict::Written,
             (true, true) => Verdict::Dropped(vec!["inverted: passes every predicate".into()]),
             (false, false) => Verdict::Dropped(reasons),
+        };
+        count_reward(&row, matches!(verdict, Verdict::Written));
+        verdict
+    };
+    // The first read of the group predicates: the row predicates, the task, the reward.
+    let judge_row = |line: &[u8]| {
+        let row = match filter::parse_row(line) {
+            Ok(row) => row,
+            // With no row predicate any JSON object passes them (and has no task).
+            Err(_) if preds.is_empty() && filter::validate_object(line).is_ok() => {
+                return Ok((Vec::new(), None, None));
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        let reasons = if preds.is_empty() {
+            Vec::new()
+        } else {
+            filter::evaluate(&row, &preds, tk).map_err(|e| e.to_string())?
+        };
+        let (task, reward) = groups::task_and_reward(&row);
+        Ok((reasons, task, reward))
+    };
+    let seen = |line: &[u8], kept: bool| {
+        count(line);
+        if let Ok(row) = filter::parse_row(line) {
+            count_reward(&row, kept);
         }
     };
     let summary = crate::cli::run_stage(&args.io, "filter", sources, |src, out, rejects| {
-        passthru::run(&cfg, src, out, rejects, judge)
+        if rules.any() {
+            groups::run(&cfg, src, out, rejects, (&judge_row, rules, invert), &seen)
+        } else {
+            passthru::run(&cfg, src, out, rejects, judge)
+        }
     })?;
 
     let per_reason = by_category(&summary);
     let outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
     if let Some(path) = &args.stats {
-        let stats = serde_json::json!({
+        let rewards = rewards.into_inner().unwrap_or_else(|e| e.into_inner());
+        let (read, kept) = rewards.figures(args.pass_threshold);
+        let mut stats = serde_json::json!({
             "read": summary.read,
             "kept": summary.written,
             "dropped": summary.dropped_lines,
@@ -241,6 +339,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "stop_reasons": outcomes.stop_reasons,
             "failure_classes": outcomes.failure_classes,
         });
+        if let Some(read) = read {
+            stats["rewards"] = serde_json::to_value(read)?;
+            stats["rewards_kept"] = serde_json::to_value(kept)?;
+        }
         crate::cli::write_stats(path, &stats)?;
     }
     let text = || summary_text(&summary, &per_reason, &args);

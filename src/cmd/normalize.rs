@@ -5,6 +5,7 @@
 //! written in input order; memory is a few 1 MiB batches per worker, whatever the input
 //! size.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -13,6 +14,7 @@ use serde_json::Value;
 use crate::cli::{IoArgs, Status};
 use crate::format::repair::{Repair, Repairs};
 use crate::io::Verdict;
+use crate::stage::normalize::groups::{self, Gathered, Gathering};
 use crate::stage::normalize::{
     self, Arguments, Bridge, Columns, Options, Part, Parts, SystemRule, Tally, Target, ToolsAs,
 };
@@ -34,12 +36,18 @@ Examples:
   traj-normalize --to llamafactory --columns core hermes.jsonl -o trajectories_lf.jsonl
   # hermes-agent 0.21+ rows: bridge calls as the model made them (default: the real tool)
   traj-normalize --bridge keep batch_0.jsonl -o hermes.jsonl
+  # scored rollouts (traj-run --rollouts K --verifier ...): GRPO groups, DPO pairs
+  traj-normalize --to groups data/rl/batch_*.jsonl -o groups.jsonl
+  traj-normalize --to dpo --min-margin 0.5 data/rl/batch_*.jsonl -o dpo.jsonl --rejects no-pair.jsonl
+  # an Atropos `process` dump (groups with messages and scores): one row per rollout
+  traj-normalize atropos_groups.jsonl -o rollouts.jsonl
 
 Input shapes (detected per row): traj-run raw records and OpenAI `messages` datasets
 (tool_calls, function_call, role tool/function, typed content parts, reasoning fields);
 ShareGPT `conversations` (from/value, LLaMA-Factory function_call/observation, or
 role/content); rows already in Hermes ShareGPT or in `--to llamafactory[-openai]`
-(normalising again changes nothing).
+(normalising again changes nothing); groups of scored rollouts (`--to groups` rows,
+Atropos `ScoredDataGroup` dumps with messages), read as one row per rollout.
 
 Exit status: 0 ok, 1 bad input or lost lines, 2 usage error.";
 
@@ -64,9 +72,20 @@ pub struct Args {
     /// LLaMA-Factory's own: `llamafactory` (ShareGPT `human`/`gpt`/`function_call`/
     /// `observation` turns, calls as a JSON string with object arguments, raw tool
     /// output) and `llamafactory-openai` (the same values as `user`/`assistant`/
-    /// `function_call`/`tool` messages), each with `tools` as a JSON string.
+    /// `function_call`/`tool` messages), each with `tools` as a JSON string. For scored
+    /// rollouts (rows with `reward` and `task_uid`): `groups` (one row per task:
+    /// `task`, `messages` and `scores` per rollout as Atropos' ScoredDataGroup, each
+    /// rollout's other fields in `rollouts`) and `dpo` (one TRL conversational
+    /// preference row per task: `prompt`, `chosen` = the best reward, `rejected` = the
+    /// worst, `tools` as a JSON string); see docs/rollouts.md.
     #[arg(long, value_enum, default_value_t = Target::Hermes, value_name = "SHAPE")]
     pub to: Target,
+
+    /// With --to dpo: a pair only when the best and the worst reward differ by at least
+    /// X (and at all); the other tasks are counted, and go to --rejects as their groups
+    /// row.
+    #[arg(long, value_name = "X", default_value_t = 0.0, value_parser = finite)]
+    pub min_margin: f64,
 
     /// The field holding the message list (default: `conversations`, then `messages`),
     /// e.g. `history` for SWE-agent trajectories.
@@ -97,10 +116,11 @@ pub struct Args {
     #[arg(long)]
     pub merge_consecutive: bool,
 
-    /// With --to openai: call arguments as a JSON `string` (default, the OpenAI API's
-    /// spelling) or the JSON `object` itself (LLaMA-Factory, Qwen2.5-style templates).
-    #[arg(long, value_enum, default_value_t = Arguments::String, value_name = "HOW")]
-    pub arguments: Arguments,
+    /// With --to openai or groups: call arguments as a JSON `string` (default, the
+    /// OpenAI API's spelling) or the JSON `object` itself (LLaMA-Factory, Qwen2.5-style
+    /// templates, and the default of --to dpo, as chat templates read them).
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub arguments: Option<Arguments>,
 
     /// The `tools` column as a `list` of schemas or one JSON `string` (loads in
     /// `datasets` 4.x whatever the schemas hold). Default: list, string under
@@ -149,6 +169,14 @@ enum SetError {
     EmptyKey(String),
 }
 
+/// A finite number (`--min-margin`).
+fn finite(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a finite number >= 0")),
+    }
+}
+
 fn parse_set(s: &str) -> Result<(String, Value), SetError> {
     let (k, v) = s
         .split_once('=')
@@ -194,6 +222,37 @@ fn convert_line_counted(
     }
 }
 
+/// `N read, N rollouts of N tasks -> N groups` (or `N pairs, N tasks without a pair
+/// (reason: n, ...)`), then the drops, bad and lost lines.
+fn gathered_text(g: &Gathered, how: Gathering, io: &crate::cli::IoArgs) -> String {
+    let s = &g.lines;
+    let mut msg = format!("{} read, {} rollouts of {} tasks", s.read, g.rollouts, g.tasks);
+    match how {
+        Gathering::Groups => msg.push_str(&format!(" -> {} groups", g.rows)),
+        Gathering::Dpo { .. } => {
+            msg.push_str(&format!(" -> {} pairs", g.rows));
+            let none: u64 = g.no_pair.values().sum();
+            if none > 0 {
+                let per: Vec<String> = g.no_pair.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+                msg.push_str(&format!(", {none} tasks without a pair ({})", per.join(", ")));
+                msg.push_str(&crate::cli::rejects_text(io));
+            }
+        }
+    }
+    let mut per: BTreeMap<String, u64> = BTreeMap::new();
+    for (reason, n) in &s.dropped {
+        let kind = reason.split_once(": ").map_or(reason.as_str(), |(k, _)| k);
+        *per.entry(kind.to_string()).or_default() += n;
+    }
+    msg.push_str(&crate::cli::dropped_text(s.dropped_lines, &per));
+    if s.dropped_lines > 0 {
+        msg.push_str(&crate::cli::rejects_text(io));
+    }
+    msg.push_str(&crate::cli::bad_lines_text(s));
+    msg.push_str(&crate::cli::lost_text(s));
+    msg
+}
+
 /// `, N envelope repairs (kind: n, ...)`, or nothing when none was made.
 fn repairs_text(r: &Repairs) -> String {
     if r.total() == 0 {
@@ -235,14 +294,19 @@ pub fn run_cli(args: Args) -> Result<Status> {
         Some(p) => load_tool_names(p).map_err(|e| crate::error::usage(e).context("--tools"))?,
         None => Vec::new(),
     };
+    let arguments = args.arguments.unwrap_or(if args.to == Target::Dpo {
+        Arguments::Object
+    } else {
+        Arguments::String
+    });
     let opts = Options {
-        target: args.to,
+        target: args.to.row_shape(),
         messages_field: args.messages_field.clone(),
         known_tools,
         set_fields: args.set.clone(),
         columns: args.columns,
         merge_consecutive: args.merge_consecutive,
-        arguments: args.arguments,
+        arguments,
         tools_as: args.tools_as,
         no_repair: args.no_repair,
         bridge: args.bridge,
@@ -254,10 +318,16 @@ pub fn run_cli(args: Args) -> Result<Status> {
             SystemRule::KeepButRuns
         },
     };
-    if args.arguments == Arguments::Object && args.to != Target::OpenAi {
+    if arguments == Arguments::Object && args.to.row_shape() != Target::OpenAi {
         crate::usage_bail!(
-            "--arguments object is for --to openai (Hermes text and LLaMA-Factory's calls always have objects)"
+            "--arguments object is for --to openai, groups or dpo (Hermes text and LLaMA-Factory's calls always have objects)"
         );
+    }
+    if args.min_margin != 0.0 && args.to != Target::Dpo {
+        crate::usage_bail!("--min-margin is for --to dpo");
+    }
+    if args.to.gathers() && args.columns == Columns::Core {
+        crate::usage_bail!("--columns core is for one row per rollout, not --to groups or dpo");
     }
     if args.tools_as.is_some() && !args.to.has_tools_column() && args.columns != Columns::Core {
         crate::usage_bail!(
@@ -267,6 +337,34 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let sources = args.io.sources()?;
     let cfg = args.io.pipe(NAME, &args.jobs, &args.shard);
     let tally = std::sync::Mutex::new(Tally::default());
+    if args.to.gathers() {
+        let how = match args.to {
+            Target::Dpo => Gathering::Dpo {
+                margin: args.min_margin,
+            },
+            _ => Gathering::Groups,
+        };
+        let convert = |line: &[u8], buf: &mut Vec<u8>| convert_line_counted(line, &opts, buf, &tally);
+        let g = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
+            groups::gather(&cfg, src, (out, rejects), &convert, how)
+        })?;
+        let Tally { repairs, parts } = std::mem::take(&mut *tally.lock().expect("tally"));
+        if let Some(path) = &args.stats {
+            let stats = serde_json::json!({
+                "read": g.lines.read,
+                "bad": g.lines.bad,
+                "dropped": g.lines.dropped_lines,
+                "rollouts": g.rollouts,
+                "tasks": g.tasks,
+                "written": g.rows,
+                "tasks_without_pair": g.no_pair,
+            });
+            crate::cli::write_stats(path, &stats)?;
+        }
+        return Ok(crate::cli::done(NAME, &args.io, &g.lines, || {
+            gathered_text(&g, how, &args.io) + &repairs_text(&repairs) + &parts_text(&parts)
+        }));
+    }
     let summary = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
         crate::io::process(&cfg, src, out, rejects, |line, buf| {
             convert_line_counted(line, &opts, buf, &tally)

@@ -10,6 +10,8 @@
 //! `traj-run`'s `statistics.json` and `traj-filter --stats` both read these figures from
 //! here, so the two never disagree.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -19,13 +21,36 @@ pub const PASS_THRESHOLD: f64 = 1.0;
 /// The group key of a row: its task (`task_uid` without its rollout part), else
 /// `prompt_index:N`, else `None` (the row belongs to no group).
 pub fn task_of(row: &Map<String, Value>) -> Option<String> {
-    if let Some(uid) = row.get("task_uid").and_then(Value::as_str) {
+    let index = match row.get("prompt_index") {
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    task_key(row.get("task_uid").and_then(Value::as_str), index.as_deref())
+}
+
+/// The one rule behind [`task_of`], from the row's `task_uid` string and the text of
+/// its `prompt_index` number (what a reader that keeps raw JSON text has).
+pub fn task_key(task_uid: Option<&str>, prompt_index: Option<&str>) -> Option<String> {
+    if let Some(uid) = task_uid {
         return Some(task_of_uid(uid).to_string());
     }
-    match row.get("prompt_index") {
-        Some(Value::Number(n)) => Some(format!("prompt_index:{n}")),
-        _ => None,
-    }
+    prompt_index.map(|n| format!("prompt_index:{n}"))
+}
+
+/// A row's task ([`task_key`]) and reward ([`reward_of_raw`]), read from its borrowed
+/// view (traj-filter, the gathering of traj-normalize).
+pub fn task_and_reward(row: &crate::format::row::RowView<'_>) -> (Option<String>, Option<f64>) {
+    let uid = row
+        .task_uid
+        .filter(|u| u.starts_with('"'))
+        .and_then(crate::format::row::decode_str);
+    let index = row
+        .prompt_index
+        .filter(|n| n.bytes().next().is_some_and(|b| b.is_ascii_digit()));
+    (
+        task_key(uid.as_deref(), index),
+        row.reward.and_then(reward_of_raw),
+    )
 }
 
 /// `ROW:COPY:ROLLOUT` -> `ROW:COPY`; a uid with fewer than three parts is its own task.
@@ -39,9 +64,15 @@ pub fn task_of_uid(uid: &str) -> &str {
 
 /// A row's reward: the number in its `reward` field, if it has one.
 pub fn reward_of(row: &Map<String, Value>) -> Option<f64> {
-    row.get("reward")
-        .and_then(Value::as_f64)
-        .filter(|r| r.is_finite())
+    row.get("reward").and_then(Value::as_f64).filter(|r| r.is_finite())
+}
+
+/// [`reward_of`] for the raw JSON text of a `reward` value.
+pub fn reward_of_raw(raw: &str) -> Option<f64> {
+    match raw.as_bytes().first() {
+        Some(b'-' | b'0'..=b'9') => raw.parse::<f64>().ok().filter(|r| r.is_finite()),
+        _ => None,
+    }
 }
 
 /// pass@k for `n` rollouts of which `c` pass: the probability that at least one of `k`
@@ -159,6 +190,40 @@ impl RunGroupStats {
     }
 }
 
+/// The reward figures of many rollouts, over the run and per task: `rewards` of
+/// traj-run's `statistics.json` and of `traj-filter --stats`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RewardStatistics {
+    /// A rollout passes at a reward of at least this.
+    pub pass_threshold: f64,
+    pub run: RunGroupStats,
+    /// Per task (`task_uid` without its rollout part), sorted by task.
+    pub per_task: BTreeMap<String, GroupStats>,
+}
+
+impl RewardStatistics {
+    /// The figures of the rewards of each task (`None` when there is none). Each
+    /// task's rewards are sorted first, so the figures do not depend on the order the
+    /// rollouts were read in.
+    pub fn of(by_task: &mut BTreeMap<String, Vec<f64>>, threshold: f64) -> Option<RewardStatistics> {
+        by_task.retain(|_, r| !r.is_empty());
+        if by_task.is_empty() {
+            return None;
+        }
+        for r in by_task.values_mut() {
+            r.sort_by(f64::total_cmp);
+        }
+        Some(RewardStatistics {
+            pass_threshold: threshold,
+            run: RunGroupStats::of(by_task.values().map(Vec::as_slice), threshold),
+            per_task: by_task
+                .iter()
+                .filter_map(|(k, r)| Some((k.clone(), GroupStats::of(r, threshold)?)))
+                .collect(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +294,12 @@ mod tests {
         assert_eq!(task_of_uid("plain"), "plain");
         assert_eq!(reward_of(&row(json!({"reward": 0.5}))), Some(0.5));
         assert_eq!(reward_of(&row(json!({"reward": "1"}))), None);
+        for raw in ["0.5", "-1", "1e3", "0"] {
+            let v: Value = serde_json::from_str(raw).unwrap();
+            assert_eq!(reward_of_raw(raw), reward_of(&row(json!({ "reward": v }))));
+        }
+        assert_eq!(reward_of_raw("\"1\""), None);
+        assert_eq!(reward_of_raw("true"), None);
+        assert_eq!(task_key(None, Some("7")).unwrap(), "prompt_index:7");
     }
 }

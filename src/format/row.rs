@@ -60,6 +60,12 @@ pub struct RowView<'a> {
     pub stop_reason: Option<&'a str>,
     /// Tool schemas stored on the row (raw records; some datasets store a JSON string).
     pub tools: Option<&'a str>,
+    /// `reward` of a scored rollout (raw JSON text).
+    pub reward: Option<&'a str>,
+    /// `task_uid` of a traj-run record (raw JSON text): the rollout's task.
+    pub task_uid: Option<&'a str>,
+    /// `prompt_index` of a traj-run record (raw JSON text).
+    pub prompt_index: Option<&'a str>,
 }
 
 /// One ShareGPT turn; the value is kept as raw JSON text until it is needed.
@@ -194,6 +200,9 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
             b"partial" => row.partial = Some(raw),
             b"stop_reason" => row.stop_reason = Some(raw),
             b"tools" => row.tools = Some(raw),
+            b"reward" => row.reward = Some(raw),
+            b"task_uid" => row.task_uid = Some(raw),
+            b"prompt_index" => row.prompt_index = Some(raw),
             _ => {}
         }
         Ok(ve)

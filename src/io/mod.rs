@@ -31,7 +31,7 @@ pub use records::{Record, Records, Tally};
 pub use rejects::{Rejects, reject_line};
 pub use source::{
     BUF_SIZE, Glob, Source, data_files_in, jsonl_files_in, natural_cmp, open_source, raw_file,
-    sources_from_args, sources_matching, sources_with_prefix,
+    sources_from_args, sources_matching, sources_with_prefix, spool_stdin,
 };
 
 #[cfg(test)]

@@ -41,6 +41,20 @@ impl Source {
     }
 }
 
+/// `src` as a source that can be read more than once: stdin is copied to `dir/stdin`
+/// (read once, to its end), a file stays as it is.
+pub fn spool_stdin(src: Source, dir: &Path) -> Result<Source> {
+    match src {
+        Source::Stdin => {
+            let p = dir.join("stdin");
+            let mut f = File::create(&p).with_context(|| format!("cannot create {}", p.display()))?;
+            io::copy(&mut open_source(&Source::Stdin)?, &mut f).context("<stdin>: read error")?;
+            Ok(Source::File(p))
+        }
+        file => Ok(file),
+    }
+}
+
 /// Turn command-line input arguments into sources; none means stdin.
 ///
 /// A directory expands to its data files ([`data_files_in`]) in natural order

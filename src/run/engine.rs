@@ -389,7 +389,7 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
 /// The reward figures of every record with a reward in the batch files of `dir`,
 /// grouped by task ([`groups::task_of`]); `None` when no record has a reward.
 fn reward_statistics(dir: &Path) -> Option<RewardStatistics> {
-    use crate::format::groups::{self, GroupStats, PASS_THRESHOLD, RunGroupStats};
+    use crate::format::groups;
     let mut by_task: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     let rd = std::fs::read_dir(dir).ok()?;
     for e in rd.flatten() {
@@ -412,15 +412,5 @@ fn reward_statistics(dir: &Path) -> Option<RewardStatistics> {
             }
         }
     }
-    if by_task.is_empty() {
-        return None;
-    }
-    Some(RewardStatistics {
-        pass_threshold: PASS_THRESHOLD,
-        run: RunGroupStats::of(by_task.values().map(Vec::as_slice), PASS_THRESHOLD),
-        per_task: by_task
-            .iter()
-            .filter_map(|(k, r)| Some((k.clone(), GroupStats::of(r, PASS_THRESHOLD)?)))
-            .collect(),
-    })
+    RewardStatistics::of(&mut by_task, groups::PASS_THRESHOLD)
 }

@@ -304,15 +304,7 @@ pub struct Statistics {
     pub rewards: Option<RewardStatistics>,
 }
 
-/// `rewards` of `statistics.json`.
-#[derive(Debug, Clone, Serialize)]
-pub struct RewardStatistics {
-    /// A rollout passes at a reward of at least this.
-    pub pass_threshold: f64,
-    pub run: crate::format::groups::RunGroupStats,
-    /// Per task (`task_uid` without its rollout part), sorted by task.
-    pub per_task: BTreeMap<String, crate::format::groups::GroupStats>,
-}
+pub use crate::format::groups::RewardStatistics;
 
 /// `value` as one JSONL line.
 pub fn to_line<T: Serialize>(value: &T) -> Vec<u8> {

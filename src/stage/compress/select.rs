@@ -58,15 +58,7 @@ pub fn sample_sources(sources: Vec<Source>, sampling: Sampling, dir: &Path) -> R
     let mut chosen: Vec<(u64, u64)> = Vec::new(); // (line across all sources, bytes)
     let mut offset = 0u64;
     for src in sources {
-        let src = match src {
-            Source::Stdin => {
-                let p = dir.join("stdin.jsonl");
-                let mut f = std::fs::File::create(&p)?;
-                std::io::copy(&mut crate::io::open_source(&Source::Stdin)?, &mut f)?;
-                Source::File(p)
-            }
-            file => file,
-        };
+        let src = crate::io::spool_stdin(src, dir)?;
         // The length of each non-blank line, for the progress bar.
         let mut lens = Vec::new();
         let mut r = Records::new(vec![src.clone()], None);

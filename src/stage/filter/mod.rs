@@ -22,6 +22,7 @@ pub use crate::format::row::{BadRow, RowView, parse_row, validate_object};
 use crate::format::tokens::Tokenizer;
 
 mod chat;
+pub mod groups;
 mod hermes;
 mod raw;
 mod roles;
@@ -45,6 +46,10 @@ pub struct Predicates {
     pub max_row_tokens: Option<usize>,
     /// Turns must alternate as LLaMA-Factory and axolotl require (`--alternating`).
     pub alternating: bool,
+    /// The row's numeric `reward` must be at least this (`--min-reward`).
+    pub min_reward: Option<f64>,
+    /// The row's numeric `reward` must be at most this (`--max-reward`).
+    pub max_reward: Option<f64>,
 }
 
 impl Predicates {
@@ -60,6 +65,8 @@ impl Predicates {
             || self.min_turns.is_some()
             || self.max_turns.is_some()
             || self.alternating
+            || self.min_reward.is_some()
+            || self.max_reward.is_some()
             || self.needs_tokens())
     }
 
@@ -82,6 +89,12 @@ pub mod reason {
     pub const TOO_FEW_TOKENS: &str = "too-few-tokens";
     pub const TOO_MANY_TOKENS: &str = "too-many-tokens";
     pub const NOT_ALTERNATING: &str = "not-alternating";
+    pub const NO_REWARD: &str = "no-reward";
+    pub const REWARD_TOO_LOW: &str = "reward-too-low";
+    pub const REWARD_TOO_HIGH: &str = "reward-too-high";
+    pub const NO_TASK: &str = "no-task";
+    pub const NOT_BEST: &str = "not-best";
+    pub const NO_SIGNAL: &str = "no-signal";
 }
 
 /// The category of a reason string (`"malformed: turn 3: ..."` -> `"malformed"`).
@@ -117,6 +130,19 @@ pub fn evaluate(
         && crate::format::outcome::TRUNCATED.contains(&r.as_ref())
     {
         reasons.push(format!("{}: `stop_reason` is {r}", reason::TRUNCATED));
+    }
+    if p.min_reward.is_some() || p.max_reward.is_some() {
+        match row.reward.and_then(crate::format::groups::reward_of_raw) {
+            None => reasons.push(no_reward(row.reward)),
+            Some(r) => {
+                if let Some(min) = p.min_reward.filter(|&m| r < m) {
+                    reasons.push(format!("{}: {r} < {min}", reason::REWARD_TOO_LOW));
+                }
+                if let Some(max) = p.max_reward.filter(|&m| r > m) {
+                    reasons.push(format!("{}: {r} > {max}", reason::REWARD_TOO_HIGH));
+                }
+            }
+        }
     }
     let mut facts = match (&row.conversations, &row.messages) {
         (Some(turns), _) => hermes::facts(turns, row, p, tokenizer)?,
@@ -170,6 +196,14 @@ pub fn evaluate(
         ));
     }
     Ok(reasons)
+}
+
+/// The reason of a row without a numeric reward (`raw`: its `reward` value, if any).
+pub fn no_reward(raw: Option<&str>) -> String {
+    match raw {
+        None => format!("{}: no `reward` field", reason::NO_REWARD),
+        Some(v) => format!("{}: `reward` is not a number ({v})", reason::NO_REWARD),
+    }
 }
 
 /// What the predicates need to know about one row.

@@ -45,6 +45,9 @@ pub enum BadRow {
     NoTurns,
     #[error("the row has both `{0}` (read) and `{1}` (would be overwritten)")]
     BothLists(String, &'static str),
+    /// A group of rollouts (`--to groups` rows, Atropos dumps) that cannot be read.
+    #[error("group of rollouts: {0}")]
+    Group(String),
     /// Turn `n` (1-based, the system turn is 1) cannot be written as Hermes text.
     #[error("turn {0}: {1}")]
     Envelope(usize, EnvelopeError),

@@ -17,6 +17,7 @@
 
 mod bridged;
 pub mod error;
+pub mod groups;
 pub mod keep;
 pub mod read;
 pub mod shape;
@@ -53,6 +54,13 @@ pub enum Target {
     /// `function_call` and `tool` messages, plus `tools` (a JSON string).
     #[value(name = "llamafactory-openai")]
     LlamaFactoryOpenAi,
+    /// One row per task: its rollouts' `messages` (OpenAI) and `scores`, as Atropos'
+    /// `ScoredDataGroup`, with each rollout's other fields in `rollouts`
+    /// ([`groups::group_row`]).
+    Groups,
+    /// One TRL conversational preference row per task: `prompt`, `chosen` (the best
+    /// reward), `rejected` (the worst) ([`groups::dpo_row`]).
+    Dpo,
 }
 
 impl Target {
@@ -60,8 +68,24 @@ impl Target {
     pub fn list_key(self) -> &'static str {
         match self {
             Target::Hermes | Target::LlamaFactory => "conversations",
-            Target::OpenAi | Target::LlamaFactoryOpenAi => "messages",
+            Target::OpenAi | Target::LlamaFactoryOpenAi | Target::Groups | Target::Dpo => {
+                "messages"
+            }
         }
+    }
+
+    /// The shape of each rollout's row: `--to groups` and `--to dpo` gather rows
+    /// converted as `--to openai`.
+    pub fn row_shape(self) -> Target {
+        match self {
+            Target::Groups | Target::Dpo => Target::OpenAi,
+            t => t,
+        }
+    }
+
+    /// True when the output gathers the rollouts of each task into one row.
+    pub fn gathers(self) -> bool {
+        matches!(self, Target::Groups | Target::Dpo)
     }
 
     /// True when the row carries a `tools` column (the Hermes rows carry the tools in
@@ -162,6 +186,24 @@ pub fn normalize_line(
     out: &mut Vec<u8>,
     done: &mut Tally,
 ) -> Result<(), BadLine> {
+    // A group of rollouts gives one row per rollout.
+    if memchr::memmem::find(line, b"\"scores\"").is_some() {
+        let row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
+        if !groups::is_group(&row) {
+            normalize_row_counted(row, opts, out, done)?;
+            return Ok(());
+        }
+        let start = out.len();
+        let mut made = Tally::default();
+        for r in groups::rollouts(row, line)? {
+            if let Err(e) = normalize_row_counted(r, opts, out, &mut made) {
+                out.truncate(start);
+                return Err(e.into());
+            }
+        }
+        done.merge(&made);
+        return Ok(());
+    }
     if let typed::Quick::Done(r) = typed::quick(line, opts, out, done) {
         return Ok(r?);
     }
@@ -356,7 +398,7 @@ fn weights_on_turns(opts: &Options) -> bool {
 /// The [`keep::MESSAGE_KEYS`] value of the row: what the message list written does not
 /// carry (`--to openai` carries all of it).
 fn kept_value(traj: &Trajectory, opts: &Options) -> Option<Value> {
-    if opts.target == Target::OpenAi {
+    if opts.target.row_shape() == Target::OpenAi {
         return None;
     }
     keep::kept_value(traj, weights_on_turns(opts))
@@ -367,7 +409,7 @@ fn write_list(traj: &Trajectory, opts: &Options, out: &mut Vec<u8>) -> Result<()
     let weights = weights_on_turns(opts);
     match opts.target {
         Target::Hermes => hermes_conversations_with(traj, &AsIs::default(), weights, out),
-        Target::OpenAi => {
+        Target::OpenAi | Target::Groups | Target::Dpo => {
             out.extend_from_slice(&openai_messages_with(traj, opts.arguments));
             Ok(())
         }
