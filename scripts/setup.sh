@@ -51,6 +51,17 @@ venv data 'import datasets, pyarrow, pyspark, ray.data' datasets pyarrow pyspark
 # tests (tests/cli/util.rs transformers_python, or $TRAJ_TRANSFORMERS_PYTHON).
 venv tok 'import transformers' transformers tokenizers jinja2
 
+# TRL's own preference-data code (trl.data_utils: is_conversational,
+# maybe_apply_chat_template) for the --to dpo test (tests/cli/util.rs trl_python). CPU
+# only and without torch: trl.data_utils imports datasets, transformers, numpy and
+# pyarrow, never torch or accelerate, so trl itself goes in with --no-deps beside those.
+if ! "$venvs/trl/bin/python" -c 'import trl.data_utils' >/dev/null 2>&1; then
+  python3 -m venv "$venvs/trl"
+  "$venvs/trl/bin/python" -m pip install --quiet --disable-pip-version-check \
+    datasets transformers tokenizers jinja2 numpy pandas pyarrow pyyaml packaging psutil
+  "$venvs/trl/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps 'trl>=1,<2'
+fi
+
 # maturin, which builds the wheel (`make wheel`, tests/cli/install.rs).
 venv maturin 'import maturin' 'maturin>=1.9,<2'
 

@@ -213,7 +213,7 @@ fn convert_line_counted(
     let mut made = Tally::default();
     match normalize::normalize_line(line, opts, out, &mut made) {
         Ok(()) => {
-            if made.repairs.total() > 0 || made.parts != Parts::default() {
+            if made.repairs.total() > 0 || made.parts != Parts::default() || made.groups.0 > 0 {
                 tally.lock().expect("tally").merge(&made);
             }
             Verdict::Written
@@ -226,7 +226,10 @@ fn convert_line_counted(
 /// (reason: n, ...)`), then the drops, bad and lost lines.
 fn gathered_text(g: &Gathered, how: Gathering, io: &crate::cli::IoArgs) -> String {
     let s = &g.lines;
-    let mut msg = format!("{} read, {} rollouts of {} tasks", s.read, g.rollouts, g.tasks);
+    let mut msg = format!(
+        "{} read, {} rollouts of {} tasks",
+        s.read, g.rollouts, g.tasks
+    );
     match how {
         Gathering::Groups => msg.push_str(&format!(" -> {} groups", g.rows)),
         Gathering::Dpo { .. } => {
@@ -234,7 +237,10 @@ fn gathered_text(g: &Gathered, how: Gathering, io: &crate::cli::IoArgs) -> Strin
             let none: u64 = g.no_pair.values().sum();
             if none > 0 {
                 let per: Vec<String> = g.no_pair.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-                msg.push_str(&format!(", {none} tasks without a pair ({})", per.join(", ")));
+                msg.push_str(&format!(
+                    ", {none} tasks without a pair ({})",
+                    per.join(", ")
+                ));
                 msg.push_str(&crate::cli::rejects_text(io));
             }
         }
@@ -344,11 +350,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
             },
             _ => Gathering::Groups,
         };
-        let convert = |line: &[u8], buf: &mut Vec<u8>| convert_line_counted(line, &opts, buf, &tally);
+        let convert =
+            |line: &[u8], buf: &mut Vec<u8>| convert_line_counted(line, &opts, buf, &tally);
         let g = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
             groups::gather(&cfg, src, (out, rejects), &convert, how)
         })?;
-        let Tally { repairs, parts } = std::mem::take(&mut *tally.lock().expect("tally"));
+        let Tally { repairs, parts, .. } = std::mem::take(&mut *tally.lock().expect("tally"));
         if let Some(path) = &args.stats {
             let stats = serde_json::json!({
                 "read": g.lines.read,
@@ -370,7 +377,11 @@ pub fn run_cli(args: Args) -> Result<Status> {
             convert_line_counted(line, &opts, buf, &tally)
         })
     })?;
-    let Tally { repairs, parts } = std::mem::take(&mut *tally.lock().expect("tally"));
+    let Tally {
+        repairs,
+        parts,
+        groups: (groups_read, rollouts_read),
+    } = std::mem::take(&mut *tally.lock().expect("tally"));
     if let Some(path) = &args.stats {
         let per: serde_json::Map<String, Value> = Repair::ALL
             .iter()
@@ -383,7 +394,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 .map(|k| (k.name().to_string(), Value::from(parts.get(*k))))
                 .collect()
         };
-        let stats = serde_json::json!({
+        let mut stats = serde_json::json!({
             "read": summary.read,
             "written": summary.written,
             "bad": summary.bad,
@@ -391,10 +402,23 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "kept_outside_conversation": of(false),
             "dropped_parts": of(true),
         });
+        if groups_read > 0 {
+            stats["groups_read"] = groups_read.into();
+            stats["rollouts_from_groups"] = rollouts_read.into();
+        }
         crate::cli::write_stats(path, &stats)?;
     }
     Ok(crate::cli::done(NAME, &args.io, &summary, || {
         let line = crate::cli::summary_line(&summary);
-        format!("{line}{}{}", repairs_text(&repairs), parts_text(&parts))
+        let groups = if groups_read > 0 {
+            format!(" ({groups_read} groups of rollouts read as {rollouts_read} rows)")
+        } else {
+            String::new()
+        };
+        format!(
+            "{line}{groups}{}{}",
+            repairs_text(&repairs),
+            parts_text(&parts)
+        )
     }))
 }

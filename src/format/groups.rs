@@ -25,7 +25,10 @@ pub fn task_of(row: &Map<String, Value>) -> Option<String> {
         Some(Value::Number(n)) => Some(n.to_string()),
         _ => None,
     };
-    task_key(row.get("task_uid").and_then(Value::as_str), index.as_deref())
+    task_key(
+        row.get("task_uid").and_then(Value::as_str),
+        index.as_deref(),
+    )
 }
 
 /// The one rule behind [`task_of`], from the row's `task_uid` string and the text of
@@ -64,7 +67,9 @@ pub fn task_of_uid(uid: &str) -> &str {
 
 /// A row's reward: the number in its `reward` field, if it has one.
 pub fn reward_of(row: &Map<String, Value>) -> Option<f64> {
-    row.get("reward").and_then(Value::as_f64).filter(|r| r.is_finite())
+    row.get("reward")
+        .and_then(Value::as_f64)
+        .filter(|r| r.is_finite())
 }
 
 /// [`reward_of`] for the raw JSON text of a `reward` value.
@@ -205,7 +210,10 @@ impl RewardStatistics {
     /// The figures of the rewards of each task (`None` when there is none). Each
     /// task's rewards are sorted first, so the figures do not depend on the order the
     /// rollouts were read in.
-    pub fn of(by_task: &mut BTreeMap<String, Vec<f64>>, threshold: f64) -> Option<RewardStatistics> {
+    pub fn of(
+        by_task: &mut BTreeMap<String, Vec<f64>>,
+        threshold: f64,
+    ) -> Option<RewardStatistics> {
         by_task.retain(|_, r| !r.is_empty());
         if by_task.is_empty() {
             return None;

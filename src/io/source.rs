@@ -47,7 +47,8 @@ pub fn spool_stdin(src: Source, dir: &Path) -> Result<Source> {
     match src {
         Source::Stdin => {
             let p = dir.join("stdin");
-            let mut f = File::create(&p).with_context(|| format!("cannot create {}", p.display()))?;
+            let mut f =
+                File::create(&p).with_context(|| format!("cannot create {}", p.display()))?;
             io::copy(&mut open_source(&Source::Stdin)?, &mut f).context("<stdin>: read error")?;
             Ok(Source::File(p))
         }

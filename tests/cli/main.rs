@@ -33,6 +33,7 @@ mod pipeline;
 mod pod;
 mod repair;
 mod repair_bridge;
+mod rl_data;
 // Its browser tests drive Chromium through headless_chrome, which the agent feature brings.
 #[cfg(feature = "agent")]
 mod report;

@@ -864,6 +864,9 @@ fn a_page_of_many_rows_loads_in_chromium_with_every_row_drawn() {
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
     {
-        assert!(ms < max, "the page of {n} rows took {ms:.0} ms to draw (bound {max} ms)");
+        assert!(
+            ms < max,
+            "the page of {n} rows took {ms:.0} ms to draw (bound {max} ms)"
+        );
     }
 }

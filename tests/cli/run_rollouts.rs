@@ -11,7 +11,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use traj::format::groups::{GroupStats, PASS_THRESHOLD, RunGroupStats, task_of_uid};
+use traj::format::groups::{
+    GroupStats, PASS_THRESHOLD, RewardStatistics, RunGroupStats, task_of_uid,
+};
 
 use crate::standin::Standin;
 use crate::util::*;
@@ -132,15 +134,22 @@ fn four_rollouts_scored_in_their_sandbox_with_pass_at_k_and_logprobs() {
             .or_default()
             .push(r["reward"].as_f64().unwrap());
     }
-    let want = RunGroupStats::of(groups.values().map(Vec::as_slice), PASS_THRESHOLD);
+    let mut sorted = groups.clone();
+    let want = RewardStatistics::of(&mut sorted, PASS_THRESHOLD).unwrap();
     let st = read_json(&run_dir.join("statistics.json"));
     assert_eq!(st["rollouts"], 4);
-    assert_eq!(st["rewards"]["run"], serde_json::to_value(&want).unwrap());
+    assert_eq!(st["rewards"], serde_json::to_value(&want).unwrap());
+    // The same figures by the definitions, rollout by rollout.
+    let by_def = RunGroupStats::of(groups.values().map(Vec::as_slice), PASS_THRESHOLD);
+    assert_eq!(
+        st["rewards"]["run"]["pass_at_k"],
+        serde_json::to_value(&by_def.pass_at_k).unwrap()
+    );
     for (task, r) in &groups {
         let g = GroupStats::of(r, PASS_THRESHOLD).unwrap();
         assert_eq!(
-            st["rewards"]["per_task"][task],
-            serde_json::to_value(&g).unwrap()
+            st["rewards"]["per_task"][task]["pass_at_k"],
+            serde_json::to_value(&g.pass_at_k).unwrap()
         );
     }
     assert_eq!(
@@ -152,8 +161,8 @@ fn four_rollouts_scored_in_their_sandbox_with_pass_at_k_and_logprobs() {
 #[test]
 fn kill_9_at_random_then_resume_runs_every_rollout_once() {
     let d = tmpdir();
-    tasks(d.path(), 6);
-    let s = Standin::json(json!({"latency_ms": 30, "record": false,
+    tasks(d.path(), 12);
+    let s = Standin::json(json!({"latency_ms": 80, "record": false,
         "rules": seeded_script(0)["rules"]}));
     let run_dir = d.path().join("run");
     let args = [
@@ -167,7 +176,8 @@ fn kill_9_at_random_then_resume_runs_every_rollout_once() {
         "5",
     ];
     let mut seed = 0x9e37_79b9_u64;
-    for kill in 0..8 {
+    let mut kills = 0;
+    for kill in 0..20 {
         let mut c = traj_run(d.path(), &s, "run");
         c.args(args).stdout(Stdio::null()).stderr(Stdio::null());
         if kill > 0 {
@@ -177,18 +187,20 @@ fn kill_9_at_random_then_resume_runs_every_rollout_once() {
         seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        std::thread::sleep(Duration::from_millis(40 + (seed >> 33) % 250));
+        std::thread::sleep(Duration::from_millis(40 + (seed >> 33) % 150));
         if child.try_wait().unwrap().is_some() {
             break;
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
+        kills += 1;
     }
+    assert_eq!(kills, 20, "the run finished before 20 kills");
     let mut c = traj_run(d.path(), &s, "run");
     c.args(args).arg("--resume");
     assert_code(&run(c), 0);
     let recs = by_rollout(&run_dir);
-    assert_eq!(recs.len(), 24, "every (task, rollout) exactly once");
+    assert_eq!(recs.len(), 48, "every (task, rollout) exactly once");
     for r in recs.values() {
         assert_eq!(
             r["reward"],
@@ -278,4 +290,104 @@ fn builtin_verifiers_match_regex_and_number() {
         assert!(recs.iter().all(|r| r["sampling"]["seed"].is_null()));
     }
     assert!(s.requests().iter().all(|b| b.get("seed").is_none()));
+}
+
+/// TRL's own preference-data code reads `traj-normalize --to dpo` of scored rollouts:
+/// `datasets` loads the file, `trl.data_utils.is_conversational` says each row is a
+/// conversational preference row, and `maybe_apply_chat_template` renders it with a
+/// tool-calling chat template (tests/fixtures/templates/qwen2.5-style) and its tools.
+#[test]
+fn trl_loads_the_dpo_pairs_of_scored_rollouts_and_applies_a_chat_template() {
+    let py = trl_python();
+    let d = tmpdir();
+    tasks(d.path(), 6);
+    let s = Standin::json(seeded_script(0));
+    let mut c = traj_run(d.path(), &s, "run");
+    c.args(["--rollouts", "4", "--verifier", VERIFIER]);
+    assert_code(&run(c), 0);
+    let recs = by_rollout(&d.path().join("run"));
+    let mut with_signal = BTreeSet::new();
+    let mut rewards: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    for ((task, _), r) in &recs {
+        rewards
+            .entry(task.clone())
+            .or_default()
+            .insert(r["reward"].as_u64().unwrap());
+    }
+    for (task, r) in &rewards {
+        if r.len() == 2 {
+            with_signal.insert(task.clone());
+        }
+    }
+    assert!(
+        !with_signal.is_empty(),
+        "some task has rollouts that pass and fail"
+    );
+    let mut c = cmd("traj-normalize", d.path());
+    c.args(["--to", "dpo", "-o", "dpo.jsonl"]);
+    for e in std::fs::read_dir(d.path().join("run")).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        if name.starts_with("batch_") {
+            c.arg(format!("run/{name}"));
+        }
+    }
+    let o = run(c);
+    assert_code(&o, 0);
+    let pairs = read_jsonl(&d.path().join("dpo.jsonl"));
+    assert_eq!(pairs.len(), with_signal.len(), "{}", stderr(&o));
+    let script = r#"
+import json, sys
+from datasets import load_dataset
+from transformers import AutoTokenizer
+from trl.data_utils import is_conversational, maybe_apply_chat_template
+ds = load_dataset("json", data_files=sys.argv[1], split="train")
+tok = AutoTokenizer.from_pretrained(sys.argv[2])
+out = []
+for ex in ds:
+    assert is_conversational(ex), ex
+    r = maybe_apply_chat_template(ex, tok, tools=json.loads(ex["tools"]))
+    out.append({k: r[k] for k in ("prompt", "chosen", "rejected")})
+print(json.dumps(out))
+"#;
+    let o = Command::new(&py)
+        .args(["-c", script])
+        .arg(d.path().join("dpo.jsonl"))
+        .arg(fixture("templates/qwen2.5-style"))
+        .env("HF_DATASETS_CACHE", d.path().join("hf-cache"))
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rendered: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rendered.len(), pairs.len());
+    for (r, p) in rendered.iter().zip(&pairs) {
+        assert!(with_signal.contains(p["task"].as_str().unwrap()));
+        assert_eq!(
+            (p["chosen_reward"].as_f64(), p["rejected_reward"].as_f64()),
+            (Some(1.0), Some(0.0))
+        );
+        let (prompt, chosen, rejected) = (
+            r["prompt"].as_str().unwrap(),
+            r["chosen"].as_str().unwrap(),
+            r["rejected"].as_str().unwrap(),
+        );
+        // The prompt is the task's, with the tools the template lists; the two replies
+        // are the rollouts' own: the file written, then the answer the verifier scored.
+        let task = p["prompt"].as_array().unwrap().last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(prompt.contains(&task), "{prompt}");
+        assert!(
+            prompt.contains("write_file") && prompt.contains("<tools>"),
+            "{prompt}"
+        );
+        assert!(
+            chosen.contains("<tool_call>") && chosen.contains("answer.txt"),
+            "{chosen}"
+        );
+        assert!(chosen.contains("The answer is 1."), "{chosen}");
+        assert!(rejected.contains("The answer is 0."), "{rejected}");
+        assert!(!prompt.contains("The answer is"), "{prompt}");
+    }
 }

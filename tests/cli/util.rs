@@ -183,6 +183,18 @@ pub fn transformers_python() -> String {
     panic!("no Python with transformers among {candidates:?}: run scripts/setup.sh");
 }
 
+/// A Python with TRL's preference-data code (`trl.data_utils`, CPU, no torch): the
+/// `trl` venv `scripts/setup.sh` makes. Fails loudly when it is missing.
+pub fn trl_python() -> PathBuf {
+    let py = venvs_dir().join("trl/bin/python");
+    let ok = Command::new(&py)
+        .args(["-c", "import trl.data_utils, datasets"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(ok, "{} has no trl: run scripts/setup.sh", py.display());
+    py
+}
+
 /// The top-level fields of a row, each as its raw text.
 pub fn raw_fields(line: &str) -> std::collections::BTreeMap<String, String> {
     let m: std::collections::BTreeMap<String, &serde_json::value::RawValue> =

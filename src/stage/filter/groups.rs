@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::Arc;
 
-pub use crate::format::groups::task_and_reward;
 use crate::format::groups::RewardStatistics;
+pub use crate::format::groups::task_and_reward;
 use crate::io::{PipeConfig, Record, Records, Rejects, Source, Summary, Tally, Verdict};
 
 use super::reason;
@@ -39,6 +39,10 @@ impl GroupRules {
         self.best_of || self.has_signal
     }
 }
+
+/// A line judged by the row predicates: the failed predicates (empty: it passes), the
+/// row's task and its reward.
+pub type Judged = (Vec<String>, Option<String>, Option<f64>);
 
 /// What the first read learnt of one line.
 #[derive(Debug)]
@@ -76,7 +80,7 @@ pub struct Plan {
 impl Plan {
     /// Note the next line: bad input (`Err`), or the row's failed predicates (empty:
     /// it passes) with its task and reward.
-    pub fn add(&mut self, judged: Result<(Vec<String>, Option<String>, Option<f64>), String>) {
+    pub fn add(&mut self, judged: Result<Judged, String>) {
         let seen = match judged {
             Err(e) => Seen::Bad(e),
             Ok((reasons, _, _)) if !reasons.is_empty() => Seen::Failed(reasons),
@@ -203,8 +207,7 @@ impl Plan {
 
 /// What [`run`] needs to judge a line by the row predicates: the failed predicates
 /// (empty: it passes), the row's task and reward; `Err`: bad input.
-pub type JudgeRow<'a> =
-    &'a (dyn Fn(&[u8]) -> Result<(Vec<String>, Option<String>, Option<f64>), String> + Sync);
+pub type JudgeRow<'a> = &'a (dyn Fn(&[u8]) -> Result<Judged, String> + Sync);
 
 /// Run the group predicates over `sources` (see the module documentation), writing the
 /// kept lines, unchanged, to `out`; `seen(line, kept)` is called once per line of the
@@ -365,7 +368,11 @@ mod tests {
     #[test]
     fn rows_failing_a_row_predicate_do_not_count_in_their_group() {
         let mut p = Plan::default();
-        p.add(Ok((vec!["malformed: x".into()], Some("a".into()), Some(1.0))));
+        p.add(Ok((
+            vec!["malformed: x".into()],
+            Some("a".into()),
+            Some(1.0),
+        )));
         p.add(Ok((Vec::new(), Some("a".into()), Some(0.0))));
         p.add(Err("invalid JSON".into()));
         let best = GroupRules {

@@ -8,7 +8,8 @@
 //! `rollouts[i]` (every other field of the rollout's row, `reward` and `task_uid`
 //! included), so that reading a group row gives back the rows it was made of. An Atropos
 //! dump has no `rollouts`: its per-rollout lists (`tokens`, `masks`, `advantages`,
-//! `ref_logprobs`, `inference_logprobs`, `overrides`) become fields of each rollout's
+//! `ref_logprobs`, `inference_logprobs`, `overrides`, `distill_token_ids`,
+//! `distill_logprobs`) become fields of each rollout's
 //! row, its other fields (`generation_params`, `group_overrides`, ...) are copied to
 //! every row, and each row gets the `task_uid` `G:0:i`, `G` the hash of the group's line
 //! (the rollouts of a dump group stay one task).
@@ -25,13 +26,15 @@ use crate::format::pyjson::{self, Style};
 use crate::io::{PipeConfig, Raw, Rejects, Source, Summary, Verdict};
 
 /// The per-rollout lists of an Atropos `ScoredDataGroup`, besides `messages` and `scores`.
-const PER_ROLLOUT: [&str; 6] = [
+const PER_ROLLOUT: [&str; 8] = [
     "tokens",
     "masks",
     "advantages",
     "ref_logprobs",
     "inference_logprobs",
     "overrides",
+    "distill_token_ids",
+    "distill_logprobs",
 ];
 
 /// True when `row` is a group of rollouts: a `scores` list beside a `messages` list of
@@ -49,7 +52,10 @@ pub fn is_group(row: &Map<String, Value>) -> bool {
 
 /// The rows of the rollouts of a group row (see the module documentation); `line` is
 /// the group's input line (its hash names an Atropos group's task).
-pub fn rollouts(mut row: Map<String, Value>, line: &[u8]) -> Result<Vec<Map<String, Value>>, BadRow> {
+pub fn rollouts(
+    mut row: Map<String, Value>,
+    line: &[u8],
+) -> Result<Vec<Map<String, Value>>, BadRow> {
     let bad = |s: String| BadRow::Group(s);
     let Some(Value::Array(scores)) = row.shift_remove("scores") else {
         return Err(bad("no `scores` list".into()));
@@ -114,11 +120,19 @@ pub fn rollouts(mut row: Map<String, Value>, line: &[u8]) -> Result<Vec<Map<Stri
         let r = match &own {
             Some(own) => match &own[i] {
                 Value::Object(o) => with_messages(o, msgs),
-                v => return Err(bad(format!("rollouts[{i}] is not an object, found {}", kind(v)))),
+                v => {
+                    return Err(bad(format!(
+                        "rollouts[{i}] is not an object, found {}",
+                        kind(v)
+                    )));
+                }
             },
             None => {
                 let mut r = Map::new();
-                r.insert("task_uid".into(), Value::from(format!("{group_hash}:0:{i}")));
+                r.insert(
+                    "task_uid".into(),
+                    Value::from(format!("{group_hash}:0:{i}")),
+                );
                 r.insert("rollout_index".into(), Value::from(i));
                 r.insert("reward".into(), Value::from(reward));
                 r.insert("messages".into(), msgs);
@@ -200,7 +214,10 @@ pub fn group_row(task: &str, rollouts: Vec<(Map<String, Value>, f64)>) -> Map<St
     let mut scores = Vec::with_capacity(rollouts.len());
     let mut rest = Vec::with_capacity(rollouts.len());
     for (mut row, reward) in rollouts {
-        messages.push(row.shift_remove("messages").unwrap_or(Value::Array(Vec::new())));
+        messages.push(
+            row.shift_remove("messages")
+                .unwrap_or(Value::Array(Vec::new())),
+        );
         scores.push(Value::from(reward));
         rest.push(Value::Object(row));
     }
@@ -217,9 +234,13 @@ pub fn group_row(task: &str, rollouts: Vec<(Map<String, Value>, f64)>) -> Map<St
 pub enum NoPair {
     #[error("no-pair: one rollout (reward {0})")]
     One(f64),
-    #[error("no-pair: the best reward {best} and the worst {worst} differ by less than --min-margin {margin}")]
+    #[error(
+        "no-pair: the best reward {best} and the worst {worst} differ by less than --min-margin {margin}"
+    )]
     Margin { best: f64, worst: f64, margin: f64 },
-    #[error("no-pair: the best and the worst rollouts have different prompts (messages before the first assistant message)")]
+    #[error(
+        "no-pair: the best and the worst rollouts have different prompts (messages before the first assistant message)"
+    )]
     Prompts,
 }
 
@@ -234,10 +255,10 @@ pub fn dpo_row(
     margin: f64,
 ) -> Result<Map<String, Value>, NoPair> {
     let first = |better: fn(f64, f64) -> bool| {
-        rollouts
-            .iter()
-            .enumerate()
-            .fold(0, |b, (i, r)| if better(r.1, rollouts[b].1) { i } else { b })
+        rollouts.iter().enumerate().fold(
+            0,
+            |b, (i, r)| if better(r.1, rollouts[b].1) { i } else { b },
+        )
     };
     let (best, worst) = (first(|a, b| a > b), first(|a, b| a < b));
     let (cr, rr) = (rollouts[best].1, rollouts[worst].1);
@@ -296,7 +317,9 @@ pub fn dpo_row(
 pub enum Gathering {
     Groups,
     /// Pairs whose rewards differ by at least `margin` (and at all).
-    Dpo { margin: f64 },
+    Dpo {
+        margin: f64,
+    },
 }
 
 /// The counts of a gathering run.
@@ -337,7 +360,10 @@ pub fn gather(
         if !matches!(v, Verdict::Written) {
             return v;
         }
-        for row in buf[start..].split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        for row in buf[start..]
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+        {
             let why = match crate::format::row::parse_row(row) {
                 Ok(r) => match task_and_reward(&r) {
                     (None, _) => Some(
@@ -358,7 +384,10 @@ pub fn gather(
     };
     let mut spool = std::io::BufWriter::new(std::fs::File::create(&spool_path)?);
     let lines = crate::io::process(cfg, sources, &mut spool, rejects, checked)?;
-    spool.into_inner().map_err(|e| e.into_error())?.sync_data()?;
+    spool
+        .into_inner()
+        .map_err(|e| e.into_error())?
+        .sync_data()?;
 
     // Index the spool: each row's task, reward and place.
     let file = std::fs::File::open(&spool_path)?;
@@ -407,7 +436,11 @@ pub fn gather(
                     *done.no_pair.entry(e.kind()).or_default() += 1;
                     if rejects.is_kept() {
                         text.clear();
-                        pyjson::write_value(&mut text, &Value::Object(group_row(&task, rows)), Style::Python);
+                        pyjson::write_value(
+                            &mut text,
+                            &Value::Object(group_row(&task, rows)),
+                            Style::Python,
+                        );
                         let raw = Raw {
                             bytes: &text,
                             cr: false,
@@ -449,10 +482,14 @@ mod tests {
 
     #[test]
     fn a_group_row_reads_back_into_its_rollouts() {
-        let a = obj(json!({"task_uid": "t:0:0", "messages": [{"role": "user", "content": "q"}],
-                           "tools": [], "reward": 1}));
-        let b = obj(json!({"task_uid": "t:0:1", "messages": [{"role": "user", "content": "q"}],
-                           "tools": [], "reward": 0}));
+        let a = obj(
+            json!({"task_uid": "t:0:0", "messages": [{"role": "user", "content": "q"}],
+                           "tools": [], "reward": 1}),
+        );
+        let b = obj(
+            json!({"task_uid": "t:0:1", "messages": [{"role": "user", "content": "q"}],
+                           "tools": [], "reward": 0}),
+        );
         let g = group_row("t:0", vec![(a.clone(), 1.0), (b.clone(), 0.0)]);
         assert_eq!(g["scores"], json!([1.0, 0.0]));
         assert!(is_group(&g));
@@ -478,7 +515,9 @@ mod tests {
         assert_eq!(rows[1]["group_overrides"], json!({}));
         let uid = rows[0]["task_uid"].as_str().unwrap();
         assert!(uid.ends_with(":0:0"), "{uid}");
-        assert!(!is_group(&obj(json!({"messages": [{"role": "user"}], "scores": [1]}))));
+        assert!(!is_group(&obj(
+            json!({"messages": [{"role": "user"}], "scores": [1]})
+        )));
         let e = rollouts(obj(json!({"tokens": [[1]], "scores": [1.0]})), b"").unwrap_err();
         assert!(e.to_string().contains("without `messages`"), "{e}");
     }
@@ -486,22 +525,42 @@ mod tests {
     #[test]
     fn dpo_pairs_the_first_best_with_the_first_worst() {
         let row = |a: &str| {
-            obj(json!({"task_uid": a, "tools": [{"type": "function"}], "messages": [
+            obj(
+                json!({"task_uid": a, "tools": [{"type": "function"}], "messages": [
                 {"role": "system", "content": "s"}, {"role": "user", "content": "q"},
-                {"role": "assistant", "content": a}]}))
+                {"role": "assistant", "content": a}]}),
+            )
         };
-        let rs = vec![(row("t:0:0"), 0.0), (row("t:0:1"), 1.0), (row("t:0:2"), 1.0), (row("t:0:3"), 0.0)];
+        let rs = vec![
+            (row("t:0:0"), 0.0),
+            (row("t:0:1"), 1.0),
+            (row("t:0:2"), 1.0),
+            (row("t:0:3"), 0.0),
+        ];
         let d = dpo_row("t:0", &rs, 0.0).unwrap();
         assert_eq!(d["prompt"].as_array().unwrap().len(), 2);
-        assert_eq!(d["chosen"], json!([{"role": "assistant", "content": "t:0:1"}]));
-        assert_eq!(d["rejected"], json!([{"role": "assistant", "content": "t:0:0"}]));
+        assert_eq!(
+            d["chosen"],
+            json!([{"role": "assistant", "content": "t:0:1"}])
+        );
+        assert_eq!(
+            d["rejected"],
+            json!([{"role": "assistant", "content": "t:0:0"}])
+        );
         assert_eq!(d["tools"], json!("[{\"type\":\"function\"}]"));
         assert_eq!(
             dpo_row("t:0", &rs, 1.5).unwrap_err(),
-            NoPair::Margin { best: 1.0, worst: 0.0, margin: 1.5 }
+            NoPair::Margin {
+                best: 1.0,
+                worst: 0.0,
+                margin: 1.5
+            }
         );
         let same = vec![(row("a"), 1.0), (row("b"), 1.0)];
-        assert!(matches!(dpo_row("t", &same, 0.0), Err(NoPair::Margin { .. })));
+        assert!(matches!(
+            dpo_row("t", &same, 0.0),
+            Err(NoPair::Margin { .. })
+        ));
         assert_eq!(dpo_row("t", &same[..1], 0.0).unwrap_err(), NoPair::One(1.0));
     }
 }

@@ -159,12 +159,17 @@ impl Parts {
 pub struct Tally {
     pub repairs: Repairs,
     pub parts: Parts,
+    /// Groups of rollouts read (`--to groups` rows, Atropos dumps), and the rollout rows
+    /// they gave.
+    pub groups: (u64, u64),
 }
 
 impl Tally {
     pub fn merge(&mut self, other: &Tally) {
         self.repairs.merge(&other.repairs);
         self.parts.merge(&other.parts);
+        self.groups.0 += other.groups.0;
+        self.groups.1 += other.groups.1;
     }
 }
 

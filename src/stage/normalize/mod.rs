@@ -195,7 +195,9 @@ pub fn normalize_line(
         }
         let start = out.len();
         let mut made = Tally::default();
-        for r in groups::rollouts(row, line)? {
+        let rollouts = groups::rollouts(row, line)?;
+        made.groups = (1, rollouts.len() as u64);
+        for r in rollouts {
             if let Err(e) = normalize_row_counted(r, opts, out, &mut made) {
                 out.truncate(start);
                 return Err(e.into());

@@ -168,6 +168,7 @@ pub(super) fn quick(line: &[u8], opts: &Options, out: &mut Vec<u8>, done: &mut T
     done.merge(&Tally {
         repairs: made.repairs,
         parts: made.parts,
+        groups: (0, 0),
     });
     Quick::Done(Ok(()))
 }
