@@ -154,6 +154,14 @@ pub struct Args {
     #[arg(long)]
     pub drop_system_prompt: bool,
 
+    /// Move the sampled tokens and logprobs of `traj-run --logprobs` records (each
+    /// assistant message's `logprobs`) out of the rows into FILE: one row per token,
+    /// keyed by `row_id` (the row's `task_uid`), `turn` (the assistant message's number,
+    /// the row's gpt turn), `position`; Parquet when FILE ends in `.parquet`, else JSONL
+    /// (docs/rollouts.md). Reads the input twice: give files, not stdin.
+    #[arg(long, value_name = "FILE")]
+    pub token_sidecar: Option<PathBuf>,
+
     /// Write counts (read, written, bad, envelope repairs per kind, parts set aside and
     /// dropped per kind) as JSON to FILE.
     #[arg(long, value_name = "FILE")]
@@ -259,6 +267,24 @@ fn gathered_text(g: &Gathered, how: Gathering, io: &crate::cli::IoArgs) -> Strin
     msg
 }
 
+/// Move the token sidecar into place (after the output); the tokens it holds.
+fn commit_sidecar(sidecar: Option<(crate::io::Output, u64)>) -> Result<u64> {
+    match sidecar {
+        None => Ok(0),
+        Some((out, tokens)) => {
+            out.commit()?;
+            Ok(tokens)
+        }
+    }
+}
+
+/// `, N tokens -> FILE`, with --token-sidecar.
+fn sidecar_text(tokens: u64, path: Option<&Path>) -> String {
+    path.map_or(String::new(), |p| {
+        format!(", {tokens} tokens -> {}", p.display())
+    })
+}
+
 /// `, N envelope repairs (kind: n, ...)`, or nothing when none was made.
 fn repairs_text(r: &Repairs) -> String {
     if r.total() == 0 {
@@ -323,6 +349,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         } else {
             SystemRule::KeepButRuns
         },
+        strip_logprobs: args.token_sidecar.is_some(),
     };
     if arguments == Arguments::Object && args.to.row_shape() != Target::OpenAi {
         crate::usage_bail!(
@@ -342,6 +369,18 @@ pub fn run_cli(args: Args) -> Result<Status> {
     }
     let sources = args.io.sources()?;
     let cfg = args.io.pipe(NAME, &args.jobs, &args.shard);
+    // The sidecar is written first and committed after the output.
+    let sidecar = match &args.token_sidecar {
+        None => None,
+        Some(_) if sources.contains(&crate::io::Source::Stdin) => {
+            crate::usage_bail!("--token-sidecar reads the input twice: give files, not stdin")
+        }
+        Some(path) => {
+            let mut out = crate::io::Output::create(Some(path))?;
+            let tokens = normalize::sidecar::write(sources.clone(), cfg.select.clone(), &mut out)?;
+            Some((out, tokens))
+        }
+    };
     let tally = std::sync::Mutex::new(Tally::default());
     if args.to.gathers() {
         let how = match args.to {
@@ -355,6 +394,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         let g = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
             groups::gather(&cfg, src, (out, rejects), &convert, how)
         })?;
+        let tokens = commit_sidecar(sidecar)?;
         let Tally { repairs, parts, .. } = std::mem::take(&mut *tally.lock().expect("tally"));
         if let Some(path) = &args.stats {
             let stats = serde_json::json!({
@@ -369,7 +409,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
             crate::cli::write_stats(path, &stats)?;
         }
         return Ok(crate::cli::done(NAME, &args.io, &g.lines, || {
-            gathered_text(&g, how, &args.io) + &repairs_text(&repairs) + &parts_text(&parts)
+            gathered_text(&g, how, &args.io)
+                + &repairs_text(&repairs)
+                + &parts_text(&parts)
+                + &sidecar_text(tokens, args.token_sidecar.as_deref())
         }));
     }
     let summary = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
@@ -377,6 +420,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             convert_line_counted(line, &opts, buf, &tally)
         })
     })?;
+    let tokens = commit_sidecar(sidecar)?;
     let Tally {
         repairs,
         parts,
@@ -416,9 +460,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
             String::new()
         };
         format!(
-            "{line}{groups}{}{}",
+            "{line}{groups}{}{}{}",
             repairs_text(&repairs),
-            parts_text(&parts)
+            parts_text(&parts),
+            sidecar_text(tokens, args.token_sidecar.as_deref())
         )
     }))
 }

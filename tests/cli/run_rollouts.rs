@@ -391,3 +391,84 @@ print(json.dumps(out))
         assert!(!prompt.contains("The answer is"), "{prompt}");
     }
 }
+
+/// `traj-normalize --token-sidecar FILE.parquet` moves the logprobs of `--logprobs`
+/// records out of the rows into one Parquet row per token, keyed by the row's
+/// `task_uid`, the assistant turn and the position: every token as the server sent it.
+#[test]
+fn logprobs_move_to_a_parquet_token_sidecar_keyed_by_row_turn_and_position() {
+    let d = tmpdir();
+    tasks(d.path(), 2);
+    let s = Standin::json(seeded_script(0));
+    let mut c = traj_run(d.path(), &s, "run");
+    c.args(["--rollouts", "2", "--logprobs", "--top-logprobs", "2"]);
+    assert_code(&run(c), 0);
+    let recs = records(&d.path().join("run"));
+    assert_eq!(recs.len(), 4);
+    let mut c = cmd("traj-normalize", d.path());
+    c.args(["--token-sidecar", "tokens.parquet", "-o", "rows.jsonl"]);
+    for e in std::fs::read_dir(d.path().join("run")).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        if name.starts_with("batch_") {
+            c.arg(format!("run/{name}"));
+        }
+    }
+    let o = run(c);
+    assert_code(&o, 0);
+    let rows = std::fs::read_to_string(d.path().join("rows.jsonl")).unwrap();
+    assert!(!rows.contains("logprob"), "the rows keep no logprobs");
+    assert_eq!(rows.lines().count(), 4);
+    // Read the sidecar back (any stage reads Parquet): the tokens of every assistant
+    // message of every record, in order.
+    let mut c = cmd("traj-filter", d.path());
+    c.arg("tokens.parquet");
+    let o = run(c);
+    assert_code(&o, 0);
+    let side = parse_jsonl(&stdout(&o));
+    let mut want = Vec::new();
+    for r in &recs {
+        let uid = r["task_uid"].as_str().unwrap();
+        let mut turn = 0;
+        for m in r["messages"].as_array().unwrap() {
+            if m["role"] != "assistant" {
+                continue;
+            }
+            for (p, e) in m["logprobs"]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .enumerate()
+            {
+                want.push(json!({"row_id": uid, "turn": turn, "position": p,
+                    "token": e["token"], "logprob": e["logprob"].as_f64(),
+                    "top": e["top_logprobs"].as_array().map(Vec::len)}));
+            }
+            turn += 1;
+        }
+    }
+    let got: Vec<Value> = side
+        .iter()
+        .map(|t| {
+            assert_eq!(t["kind"], "content");
+            json!({"row_id": t["row_id"], "turn": t["turn"], "position": t["position"],
+                "token": t["token"], "logprob": t["logprob"].as_f64(),
+                "top": t["top_logprobs"].as_array().map(Vec::len)})
+        })
+        .collect();
+    let key = |v: &Value| {
+        (
+            v["row_id"].to_string(),
+            v["turn"].as_u64(),
+            v["position"].as_u64(),
+        )
+    };
+    let (mut got, mut want) = (got, want);
+    got.sort_by_key(key);
+    want.sort_by_key(key);
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+    // stdin cannot be read twice.
+    let mut c = cmd("traj-normalize", d.path());
+    c.args(["--token-sidecar", "t.jsonl"]);
+    assert_code(&run_with_stdin(c, b""), 2);
+}

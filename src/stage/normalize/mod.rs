@@ -21,6 +21,7 @@ pub mod groups;
 pub mod keep;
 pub mod read;
 pub mod shape;
+pub mod sidecar;
 mod typed;
 
 use std::collections::BTreeMap;
@@ -123,6 +124,8 @@ pub struct Options {
     pub bridge: Bridge,
     /// Whose system text is kept (`--keep-run-system-prompt`, `--drop-system-prompt`).
     pub system_rule: SystemRule,
+    /// Leave out the messages' `logprobs` (they go to `--token-sidecar`, [`sidecar`]).
+    pub strip_logprobs: bool,
 }
 
 /// What the Hermes text shows of a `tool_call` bridge call ([`crate::format::bridge`]).
@@ -186,6 +189,14 @@ pub fn normalize_line(
     out: &mut Vec<u8>,
     done: &mut Tally,
 ) -> Result<(), BadLine> {
+    // The logprobs go to the token sidecar, not into the row.
+    if opts.strip_logprobs && memchr::memmem::find(line, b"\"logprobs\"").is_some() {
+        let mut row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
+        if !sidecar::take(&mut row).is_empty() {
+            normalize_row_counted(row, opts, out, done)?;
+            return Ok(());
+        }
+    }
     // A group of rollouts gives one row per rollout.
     if memchr::memmem::find(line, b"\"scores\"").is_some() {
         let row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
