@@ -15,6 +15,7 @@ use anyhow::Result;
 use crate::cli::{IoArgs, Status};
 use crate::format::outcome::{self, Outcomes};
 use crate::format::tokens::Tokenizer;
+use crate::format::tokens::pieces::Pieces;
 use crate::io::passthru;
 use crate::io::{PipeConfig, Summary, Verdict};
 use crate::stage::filter::groups::{self, GroupRules, Rewards};
@@ -146,6 +147,18 @@ pub struct Args {
     #[arg(long, value_name = "X", default_value_t = crate::format::groups::PASS_THRESHOLD, value_parser = finite, help_heading = "Rewards")]
     pub pass_threshold: f64,
 
+    /// Re-tokenize the text of every assistant turn's sampled tokens (the `logprobs`
+    /// of `traj-run --logprobs` records) with the model's tokenizer (--tokenizer DIR or
+    /// tokenizer.json) and count the turns whose tokens differ from those sampled: the
+    /// drift that breaks on-policy RL. Reported in the summary and --stats; rows are
+    /// kept unless --drop-drift.
+    #[arg(long, help_heading = "Tokens")]
+    pub retokenize_check: bool,
+
+    /// With --retokenize-check: drop the rows with drift (reason `token-drift`).
+    #[arg(long, requires = "retokenize_check", help_heading = "Tokens")]
+    pub drop_drift: bool,
+
     /// Tokenizer for --min-row-tokens/--max-row-tokens: o200k_base, cl100k_base, a
     /// .tiktoken file, a tokenizer.json, an HF tokenizer directory (chat template).
     #[arg(long, value_name = "SPEC", default_value = "o200k_base")]
@@ -222,9 +235,33 @@ pub fn run_cli(args: Args) -> Result<Status> {
         best_of: args.best_of,
         has_signal: args.group_has_signal,
     };
-    if args.invert && preds.is_empty() && !rules.any() {
+    if args.invert && preds.is_empty() && !rules.any() && !args.drop_drift {
         crate::usage_bail!("--invert needs at least one predicate");
     }
+    let pieces = if args.retokenize_check {
+        Some(Pieces::load(&args.tokenizer).map_err(crate::error::usage)?)
+    } else {
+        None
+    };
+    // Rows checked, rows with drift, turns checked, turns with drift.
+    let drift_counts = std::sync::Mutex::new([0u64; 4]);
+    // The token drift of a row (--retokenize-check): counted, a reason with --drop-drift.
+    let check_drift = |row: &filter::RowView<'_>, reasons: &mut Vec<String>| {
+        let Some(p) = &pieces else { return };
+        let (why, c) = filter::drift::check(row, p);
+        if c.turns > 0 {
+            let mut n = drift_counts.lock().unwrap_or_else(|e| e.into_inner());
+            n[0] += 1;
+            n[1] += u64::from(c.drifted > 0);
+            n[2] += c.turns;
+            n[3] += c.drifted;
+        }
+        if args.drop_drift
+            && let Some(why) = why
+        {
+            reasons.push(format!("{}: {why}", filter::reason::TOKEN_DRIFT));
+        }
+    };
     let tokenizer: Option<Arc<dyn Tokenizer>> = if preds.needs_tokens() {
         Some(crate::format::tokens::load(&args.tokenizer).map_err(crate::error::classify)?)
     } else {
@@ -261,7 +298,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
     };
     let judge = |line: &[u8]| {
-        if preds.is_empty() {
+        if preds.is_empty() && pieces.is_none() {
             return match filter::validate_object(line) {
                 Ok(()) => {
                     count(line);
@@ -280,10 +317,11 @@ pub fn run_cli(args: Args) -> Result<Status> {
             Ok(r) => r,
             Err(e) => return Verdict::Bad(e.to_string()),
         };
-        let reasons = match filter::evaluate(&row, &preds, tk) {
+        let mut reasons = match filter::evaluate(&row, &preds, tk) {
             Ok(r) => r,
             Err(e) => return Verdict::Bad(e.to_string()),
         };
+        check_drift(&row, &mut reasons);
         let verdict = match (reasons.is_empty(), invert) {
             (true, false) | (false, true) => Verdict::Written,
             (true, true) => Verdict::Dropped(vec!["inverted: passes every predicate".into()]),
@@ -297,16 +335,21 @@ pub fn run_cli(args: Args) -> Result<Status> {
         let row = match filter::parse_row(line) {
             Ok(row) => row,
             // With no row predicate any JSON object passes them (and has no task).
-            Err(_) if preds.is_empty() && filter::validate_object(line).is_ok() => {
+            Err(_)
+                if preds.is_empty()
+                    && pieces.is_none()
+                    && filter::validate_object(line).is_ok() =>
+            {
                 return Ok((Vec::new(), None, None));
             }
             Err(e) => return Err(e.to_string()),
         };
-        let reasons = if preds.is_empty() {
+        let mut reasons = if preds.is_empty() {
             Vec::new()
         } else {
             filter::evaluate(&row, &preds, tk).map_err(|e| e.to_string())?
         };
+        check_drift(&row, &mut reasons);
         let (task, reward) = groups::task_and_reward(&row);
         Ok((reasons, task, reward))
     };
@@ -339,13 +382,33 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "stop_reasons": outcomes.stop_reasons,
             "failure_classes": outcomes.failure_classes,
         });
+        if pieces.is_some() {
+            let n = *drift_counts.lock().unwrap_or_else(|e| e.into_inner());
+            stats["token_drift"] = serde_json::json!({
+                "rows_checked": n[0],
+                "rows_with_drift": n[1],
+                "turns_checked": n[2],
+                "turns_with_drift": n[3],
+                "dropped": args.drop_drift,
+            });
+        }
         if let Some(read) = read {
             stats["rewards"] = serde_json::to_value(read)?;
             stats["rewards_kept"] = serde_json::to_value(kept)?;
         }
         crate::cli::write_stats(path, &stats)?;
     }
-    let text = || summary_text(&summary, &per_reason, &args);
+    let drift = drift_counts.into_inner().unwrap_or_else(|e| e.into_inner());
+    let text = || {
+        let mut t = summary_text(&summary, &per_reason, &args);
+        if pieces.is_some() {
+            t.push_str(&format!(
+                ", token drift in {} of {} turns checked ({} of {} rows)",
+                drift[3], drift[2], drift[1], drift[0]
+            ));
+        }
+        t
+    };
     Ok(crate::cli::done(NAME, &args.io, &summary, text))
 }
 

@@ -93,6 +93,9 @@ pub struct Message<'a> {
     /// OpenAI's legacy single call (`{"name", "arguments"}`).
     #[serde(borrow, default)]
     pub function_call: Option<&'a RawValue>,
+    /// The sampled tokens and their logprobs (`traj-run --logprobs`).
+    #[serde(borrow, default)]
+    pub logprobs: Option<&'a RawValue>,
 }
 
 /// An entry of an OpenAI `tool_calls` list.

@@ -30,6 +30,7 @@ use std::sync::{Arc, OnceLock};
 use crate::format::chat_template::{ChatTemplate, ChatTemplateError};
 
 mod fast_hf;
+pub mod pieces;
 mod tables;
 pub use fast_hf::FastHf;
 

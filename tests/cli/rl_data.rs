@@ -401,3 +401,121 @@ fn stats_give_the_reward_figures_of_the_rows_read_and_kept() {
     let st: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(st.get("rewards").is_none());
 }
+
+/// `--retokenize-check`: rows whose sampled tokens are the ones the model's tokenizer
+/// makes of their text pass; a word sampled in two pieces, or vLLM token ids that are
+/// not the tokenizer's own, is drift. The true tokens come from the `tokenizers` Python
+/// package (another implementation than traj's), on the fixture tokenizer.
+#[test]
+fn retokenize_check_finds_the_turns_whose_sampled_tokens_drift() {
+    let d = tmpdir();
+    let tok = fixture("templates/qwen2.5-style/tokenizer.json");
+    let texts = [
+        "The answer is 391.",
+        "Canberra is the capital of Australia.",
+    ];
+    let script = r#"
+import json, sys
+from tokenizers import Tokenizer
+t = Tokenizer.from_file(sys.argv[1])
+out = []
+for text in json.loads(sys.argv[2]):
+    e = t.encode(text, add_special_tokens=False)
+    out.append([[i, text[a:b]] for i, (a, b) in zip(e.ids, e.offsets)])
+print(json.dumps(out))
+"#;
+    let o = std::process::Command::new(transformers_python())
+        .args(["-c", script])
+        .arg(&tok)
+        .arg(serde_json::to_string(&texts).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let true_tokens: Vec<Vec<(u32, String)>> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(true_tokens[0].len() > 2);
+    let entry =
+        |t: &str| json!({"token": t, "logprob": -0.25, "bytes": t.as_bytes(), "top_logprobs": []});
+    let record = |uid: &str, text: &str, content: Vec<Value>| {
+        json!({"task_uid": uid, "reward": 1, "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": text, "logprobs": {"content": content}}]})
+    };
+    let canonical =
+        |k: usize| -> Vec<Value> { true_tokens[k].iter().map(|(_, t)| entry(t)).collect() };
+    // The first token of text 1 split in two: the same text, other tokens.
+    let mut split = canonical(1);
+    let first = true_tokens[1][0].1.clone();
+    assert!(first.len() >= 2, "{first}");
+    split.splice(0..1, [entry(&first[..1]), entry(&first[1..])]);
+    let ids = |k: usize| -> Vec<Value> {
+        true_tokens[k]
+            .iter()
+            .map(|(i, _)| json!({"token": format!("token_id:{i}"), "logprob": -0.1}))
+            .collect()
+    };
+    let rows = [
+        record("a:0:0", texts[0], canonical(0)),
+        record("a:0:1", texts[1], canonical(1)),
+        record("b:0:0", texts[1], split),
+        record("c:0:0", texts[0], ids(0)),
+        // vLLM ids in reverse order: a sequence the tokenizer would never make.
+        record("c:0:1", texts[0], ids(0).into_iter().rev().collect()),
+        json!({"task_uid": "d:0:0", "messages": [{"role": "user", "content": "no logprobs"},
+            {"role": "assistant", "content": "x"}]}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("lp.jsonl"), text).unwrap();
+    let dir = fixture("templates/qwen2.5-style");
+    let dir = dir.to_str().unwrap();
+    let o = filter(
+        d.path(),
+        &[
+            "--retokenize-check",
+            "--tokenizer",
+            dir,
+            "lp.jsonl",
+            "--stats",
+            "st.json",
+        ],
+    );
+    assert_code(&o, 0);
+    assert_eq!(
+        parse_jsonl(&stdout(&o)).len(),
+        6,
+        "kept without --drop-drift"
+    );
+    assert!(
+        stderr(&o).contains("token drift in 2 of 5 turns checked (2 of 5 rows)"),
+        "{}",
+        stderr(&o)
+    );
+    let st = read_json(&d.path().join("st.json"));
+    assert_eq!(st["token_drift"]["rows_with_drift"], 2);
+    let o = filter(
+        d.path(),
+        &[
+            "--retokenize-check",
+            "--drop-drift",
+            "--tokenizer",
+            dir,
+            "lp.jsonl",
+            "--rejects",
+            "rej.jsonl",
+        ],
+    );
+    assert_code(&o, 0);
+    let kept: Vec<String> = parse_jsonl(&stdout(&o))
+        .iter()
+        .map(|r| r["task_uid"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kept, ["a:0:0", "a:0:1", "c:0:0", "d:0:0"]);
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    let why = rej[0]["reasons"][0].as_str().unwrap();
+    assert!(
+        why.starts_with("token-drift: turn 0: ") && why.contains("first difference at token 0"),
+        "{why}"
+    );
+    // The check needs the model's tokenizer, not a built-in encoding.
+    assert_code(&filter(d.path(), &["--retokenize-check", "lp.jsonl"]), 2);
+    assert_code(&filter(d.path(), &["--drop-drift", "lp.jsonl"]), 2);
+}

@@ -22,6 +22,7 @@ pub use crate::format::row::{BadRow, RowView, parse_row, validate_object};
 use crate::format::tokens::Tokenizer;
 
 mod chat;
+pub mod drift;
 pub mod groups;
 mod hermes;
 mod raw;
@@ -95,6 +96,7 @@ pub mod reason {
     pub const NO_TASK: &str = "no-task";
     pub const NOT_BEST: &str = "not-best";
     pub const NO_SIGNAL: &str = "no-signal";
+    pub const TOKEN_DRIFT: &str = "token-drift";
 }
 
 /// The category of a reason string (`"malformed: turn 3: ..."` -> `"malformed"`).
