@@ -211,6 +211,12 @@ pub struct Args {
     /// With --logprobs: `top_logprobs` alternatives per token.
     #[arg(long, value_name = "N", requires = "logprobs")]
     pub top_logprobs: Option<u32>,
+    /// With --logprobs, against vLLM: ask for the sampled token ids
+    /// (`return_tokens_as_token_ids`; each token is spelled `token_id:N`), which
+    /// `traj-filter --retokenize-check` compares by id. Endpoints without the extension
+    /// may refuse the field: leave it off for them.
+    #[arg(long, requires = "logprobs")]
+    pub token_ids: bool,
     /// Score each rollout: a shell command run in its sandbox after the agent is done
     /// (reward on its last stdout line: a number or {"reward": ..}), or a built-in
     /// check of the final answer against a task field: match:FIELD, regex:FIELD,
@@ -338,6 +344,7 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
             seed_param: args.seed_param,
             logprobs: args.logprobs,
             top_logprobs: args.top_logprobs,
+            token_ids: args.token_ids,
             verifier: args
                 .verifier
                 .as_deref()

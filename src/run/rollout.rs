@@ -37,6 +37,8 @@ pub struct RolloutConfig {
     /// Ask for `logprobs` (and `top_logprobs`).
     pub logprobs: bool,
     pub top_logprobs: Option<u32>,
+    /// Ask vLLM for token ids (`return_tokens_as_token_ids`: tokens spelled `token_id:N`).
+    pub token_ids: bool,
     pub verifier: Option<Verifier>,
     pub verifier_timeout: Duration,
 }
@@ -76,6 +78,9 @@ impl RolloutConfig {
             m.insert("logprobs".into(), json!(true));
             if let Some(n) = self.top_logprobs {
                 m.insert("top_logprobs".into(), json!(n));
+            }
+            if self.token_ids {
+                m.insert("return_tokens_as_token_ids".into(), json!(true));
             }
         }
         m

@@ -467,6 +467,17 @@ fn logprobs_move_to_a_parquet_token_sidecar_keyed_by_row_turn_and_position() {
     want.sort_by_key(key);
     assert!(!want.is_empty());
     assert_eq!(got, want);
+    // --token-ids asks vLLM for the ids of the sampled tokens.
+    let mut c = traj_run(d.path(), &s, "run-ids");
+    c.args(["--logprobs", "--token-ids"]);
+    assert_code(&run(c), 0);
+    let last = s.requests().pop().unwrap();
+    assert_eq!(last["return_tokens_as_token_ids"], json!(true), "{last}");
+    assert!(
+        s.requests()[..2]
+            .iter()
+            .all(|b| b.get("return_tokens_as_token_ids").is_none())
+    );
     // stdin cannot be read twice.
     let mut c = cmd("traj-normalize", d.path());
     c.args(["--token-sidecar", "t.jsonl"]);
