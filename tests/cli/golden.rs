@@ -636,3 +636,57 @@ fn report_compare_summary() {
         ],
     });
 }
+
+const ATROPOS: &[&str] = &["atropos_scored_groups.jsonl"];
+
+#[test]
+fn normalize_atropos_rollouts() {
+    check(&Case {
+        name: "normalize_atropos_rollouts",
+        bin: "traj-normalize",
+        fixtures: ATROPOS,
+        args: &[
+            "atropos_scored_groups.jsonl",
+            "--stats",
+            "stats.json",
+            "-o",
+            "rows.jsonl",
+        ],
+    });
+}
+
+#[test]
+fn normalize_groups() {
+    check(&Case {
+        name: "normalize_groups",
+        bin: "traj-normalize",
+        fixtures: ATROPOS,
+        args: &[
+            "--to",
+            "groups",
+            "atropos_scored_groups.jsonl",
+            "-o",
+            "groups.jsonl",
+        ],
+    });
+}
+
+#[test]
+fn normalize_dpo() {
+    check(&Case {
+        name: "normalize_dpo",
+        bin: "traj-normalize",
+        fixtures: ATROPOS,
+        args: &[
+            "--to",
+            "dpo",
+            "atropos_scored_groups.jsonl",
+            "--rejects",
+            "rejects.jsonl",
+            "--stats",
+            "stats.json",
+            "-o",
+            "dpo.jsonl",
+        ],
+    });
+}
