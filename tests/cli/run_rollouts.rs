@@ -48,6 +48,18 @@ fn traj_run(dir: &Path, s: &Standin, run_dir: &str) -> Command {
     c
 }
 
+/// The batch files of the run directory `dir/run`, as paths relative to `dir`.
+fn batch_files(dir: &Path, run: &str) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir.join(run))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("batch_"))
+        .map(|n| format!("{run}/{n}"))
+        .collect();
+    out.sort();
+    out
+}
+
 /// Records of `run` by (task, rollout), asserting each appears once.
 fn by_rollout(run: &Path) -> BTreeMap<(String, u64), Value> {
     let mut out = BTreeMap::new();
@@ -325,12 +337,7 @@ fn trl_loads_the_dpo_pairs_of_scored_rollouts_and_applies_a_chat_template() {
     );
     let mut c = cmd("traj-normalize", d.path());
     c.args(["--to", "dpo", "-o", "dpo.jsonl"]);
-    for e in std::fs::read_dir(d.path().join("run")).unwrap() {
-        let name = e.unwrap().file_name().into_string().unwrap();
-        if name.starts_with("batch_") {
-            c.arg(format!("run/{name}"));
-        }
-    }
+    c.args(batch_files(d.path(), "run"));
     let o = run(c);
     assert_code(&o, 0);
     let pairs = read_jsonl(&d.path().join("dpo.jsonl"));
@@ -407,12 +414,7 @@ fn logprobs_move_to_a_parquet_token_sidecar_keyed_by_row_turn_and_position() {
     assert_eq!(recs.len(), 4);
     let mut c = cmd("traj-normalize", d.path());
     c.args(["--token-sidecar", "tokens.parquet", "-o", "rows.jsonl"]);
-    for e in std::fs::read_dir(d.path().join("run")).unwrap() {
-        let name = e.unwrap().file_name().into_string().unwrap();
-        if name.starts_with("batch_") {
-            c.arg(format!("run/{name}"));
-        }
-    }
+    c.args(batch_files(d.path(), "run"));
     let o = run(c);
     assert_code(&o, 0);
     let rows = std::fs::read_to_string(d.path().join("rows.jsonl")).unwrap();

@@ -11,7 +11,7 @@
 //! `ref_logprobs`, `inference_logprobs`, `overrides`, `distill_token_ids`,
 //! `distill_logprobs`) become fields of each rollout's
 //! row, its other fields (`generation_params`, `group_overrides`, ...) are copied to
-//! every row, and each row gets the `task_uid` `G:0:i`, `G` the hash of the group's line
+//! every row, and each row gets the `task_uid` `G:0:i`, `G` the hash of the group's messages
 //! (the rollouts of a dump group stay one task).
 
 use std::collections::{BTreeMap, HashMap};
@@ -51,11 +51,8 @@ pub fn is_group(row: &Map<String, Value>) -> bool {
 }
 
 /// The rows of the rollouts of a group row (see the module documentation); `line` is
-/// the group's input line (its hash names an Atropos group's task).
-pub fn rollouts(
-    mut row: Map<String, Value>,
-    line: &[u8],
-) -> Result<Vec<Map<String, Value>>, BadRow> {
+/// a hash of the group's messages names an Atropos group's task.
+pub fn rollouts(mut row: Map<String, Value>) -> Result<Vec<Map<String, Value>>, BadRow> {
     let bad = |s: String| BadRow::Group(s);
     let Some(Value::Array(scores)) = row.shift_remove("scores") else {
         return Err(bad("no `scores` list".into()));
@@ -105,7 +102,10 @@ pub fn rollouts(
             }
         }
     }
-    let group_hash = format!("{:016x}", fnv1a(line));
+    let group_hash = format!(
+        "{:016x}",
+        fnv1a(&serde_json::to_vec(&messages).unwrap_or_default())
+    );
     let mut out = Vec::with_capacity(scores.len());
     for (i, (msgs, score)) in messages.into_iter().zip(scores).enumerate() {
         if !msgs.is_array() {
@@ -493,7 +493,7 @@ mod tests {
         let g = group_row("t:0", vec![(a.clone(), 1.0), (b.clone(), 0.0)]);
         assert_eq!(g["scores"], json!([1.0, 0.0]));
         assert!(is_group(&g));
-        let back = rollouts(g, b"line").unwrap();
+        let back = rollouts(g).unwrap();
         assert_eq!(back, vec![a, b]);
         let keys: Vec<&String> = back[0].keys().collect();
         assert_eq!(keys, ["task_uid", "messages", "tools", "reward"]);
@@ -508,7 +508,7 @@ mod tests {
                          [{"role": "user", "content": "q"}, {"role": "assistant", "content": "b"}]]
         }));
         assert!(is_group(&g));
-        let rows = rollouts(g, b"x").unwrap();
+        let rows = rollouts(g).unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[1]["reward"], json!(-1.0));
         assert_eq!(rows[1]["tokens"], json!([1, 3]));
@@ -518,7 +518,7 @@ mod tests {
         assert!(!is_group(&obj(
             json!({"messages": [{"role": "user"}], "scores": [1]})
         )));
-        let e = rollouts(obj(json!({"tokens": [[1]], "scores": [1.0]})), b"").unwrap_err();
+        let e = rollouts(obj(json!({"tokens": [[1]], "scores": [1.0]}))).unwrap_err();
         assert!(e.to_string().contains("without `messages`"), "{e}");
     }
 

@@ -167,7 +167,20 @@ pub fn normalize_row_counted(
     done: &mut Tally,
 ) -> Result<(), BadRow> {
     let mut made = Tally::default();
-    normalize_row_with(row, &[], opts, out, &mut made)?;
+    if groups::is_group(&row) {
+        // A group of rollouts gives one row per rollout, all or none.
+        let start = out.len();
+        let rollouts = groups::rollouts(row)?;
+        made.groups = (1, rollouts.len() as u64);
+        for r in rollouts {
+            if let Err(e) = normalize_row_with(r, &[], opts, out, &mut made) {
+                out.truncate(start);
+                return Err(e);
+            }
+        }
+    } else {
+        normalize_row_with(row, &[], opts, out, &mut made)?;
+    }
     done.merge(&made);
     Ok(())
 }
@@ -200,21 +213,7 @@ pub fn normalize_line(
     // A group of rollouts gives one row per rollout.
     if memchr::memmem::find(line, b"\"scores\"").is_some() {
         let row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
-        if !groups::is_group(&row) {
-            normalize_row_counted(row, opts, out, done)?;
-            return Ok(());
-        }
-        let start = out.len();
-        let mut made = Tally::default();
-        let rollouts = groups::rollouts(row, line)?;
-        made.groups = (1, rollouts.len() as u64);
-        for r in rollouts {
-            if let Err(e) = normalize_row_counted(r, opts, out, &mut made) {
-                out.truncate(start);
-                return Err(e.into());
-            }
-        }
-        done.merge(&made);
+        normalize_row_counted(row, opts, out, done)?;
         return Ok(());
     }
     if let typed::Quick::Done(r) = typed::quick(line, opts, out, done) {
