@@ -17,7 +17,11 @@ fn sources() -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(fixture(""))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".jsonl") && !n.starts_with("prompts_"))
+        // Prompts are no trajectories; a group of rollouts (Atropos dumps) is one line in
+        // and one row per rollout out by design (tests/cli/rl_data.rs conserves those).
+        .filter(|n| {
+            n.ends_with(".jsonl") && !n.starts_with("prompts_") && !n.starts_with("atropos_")
+        })
         .collect();
     names.sort();
     assert!(names.len() >= 10, "fixture sources: {names:?}");
