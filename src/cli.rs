@@ -246,6 +246,14 @@ pub fn done(name: &str, io: &IoArgs, lines: &Summary, text: impl FnOnce() -> Str
     Status::from_summary(lines)
 }
 
+/// A finite number (`--min-reward`, `--min-margin` and the like): clap's value parser.
+pub fn finite(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        _ => Err(format!("{s:?} is not a finite number")),
+    }
+}
+
 /// The one `--stats` writer: `doc` as pretty JSON and a newline to `path` (`-`: stdout),
 /// through a temp file renamed into place.
 pub fn write_stats(path: &std::path::Path, doc: &serde_json::Value) -> anyhow::Result<()> {

@@ -290,9 +290,9 @@ pub fn splitmix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// FNV-1a: a stable hash of a toolset name (std's hashers are not stable across
-/// releases).
-fn fnv1a(s: &str) -> u64 {
+/// FNV-1a: a stable hash of a toolset name, and of an Atropos group's messages (std's
+/// hashers are not stable across releases).
+pub fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })

@@ -125,11 +125,11 @@ pub struct Args {
     pub max_row_tokens: Option<usize>,
 
     /// Drop rows whose numeric `reward` is below X (rows without one: `no-reward`).
-    #[arg(long, value_name = "X", value_parser = finite, help_heading = "Rewards")]
+    #[arg(long, value_name = "X", value_parser = crate::cli::finite, help_heading = "Rewards")]
     pub min_reward: Option<f64>,
 
     /// Drop rows whose numeric `reward` is above X (rows without one: `no-reward`).
-    #[arg(long, value_name = "X", value_parser = finite, help_heading = "Rewards")]
+    #[arg(long, value_name = "X", value_parser = crate::cli::finite, help_heading = "Rewards")]
     pub max_reward: Option<f64>,
 
     /// Keep only the highest-reward rollout of each task (`task_uid` without its
@@ -144,7 +144,7 @@ pub struct Args {
     pub group_has_signal: bool,
 
     /// A rollout passes at a reward of at least X, for the pass@k of --stats.
-    #[arg(long, value_name = "X", default_value_t = crate::format::groups::PASS_THRESHOLD, value_parser = finite, help_heading = "Rewards")]
+    #[arg(long, value_name = "X", default_value_t = crate::format::groups::PASS_THRESHOLD, value_parser = crate::cli::finite, help_heading = "Rewards")]
     pub pass_threshold: f64,
 
     /// Re-tokenize the text of every assistant turn's sampled tokens (the `logprobs`
@@ -176,14 +176,6 @@ pub struct Args {
     /// `traj-filter data/run1/*.jsonl -o /dev/null --stats -`.
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
-}
-
-/// A finite number (`--min-reward` and the like).
-fn finite(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() => Ok(x),
-        _ => Err(format!("{s:?} is not a finite number")),
-    }
 }
 
 /// Run traj-filter.
@@ -317,11 +309,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
             Ok(r) => r,
             Err(e) => return Verdict::Bad(e.to_string()),
         };
-        let mut reasons = match filter::evaluate(&row, &preds, tk) {
+        let reasons = match row_reasons(&row, &preds, tk, &check_drift) {
             Ok(r) => r,
-            Err(e) => return Verdict::Bad(e.to_string()),
+            Err(e) => return Verdict::Bad(e),
         };
-        check_drift(&row, &mut reasons);
         let verdict = match (reasons.is_empty(), invert) {
             (true, false) | (false, true) => Verdict::Written,
             (true, true) => Verdict::Dropped(vec!["inverted: passes every predicate".into()]),
@@ -344,18 +335,15 @@ pub fn run_cli(args: Args) -> Result<Status> {
             }
             Err(e) => return Err(e.to_string()),
         };
-        let mut reasons = if preds.is_empty() {
-            Vec::new()
-        } else {
-            filter::evaluate(&row, &preds, tk).map_err(|e| e.to_string())?
-        };
-        check_drift(&row, &mut reasons);
+        let reasons = row_reasons(&row, &preds, tk, &check_drift)?;
         let (task, reward) = groups::task_and_reward(&row);
         Ok((reasons, task, reward))
     };
     let seen = |line: &[u8], kept: bool| {
         count(line);
-        if let Ok(row) = filter::parse_row(line) {
+        if args.stats.is_some()
+            && let Ok(row) = filter::parse_row(line)
+        {
             count_reward(&row, kept);
         }
     };
@@ -410,6 +398,23 @@ pub fn run_cli(args: Args) -> Result<Status> {
         t
     };
     Ok(crate::cli::done(NAME, &args.io, &summary, text))
+}
+
+/// The reasons a row fails the row predicates and the token-drift check (empty: it
+/// passes); `Err`: the row cannot be judged (bad input).
+fn row_reasons(
+    row: &filter::RowView<'_>,
+    preds: &Predicates,
+    tk: Option<&dyn Tokenizer>,
+    check_drift: &dyn Fn(&filter::RowView<'_>, &mut Vec<String>),
+) -> Result<Vec<String>, String> {
+    let mut reasons = if preds.is_empty() {
+        Vec::new()
+    } else {
+        filter::evaluate(row, preds, tk).map_err(|e| e.to_string())?
+    };
+    check_drift(row, &mut reasons);
+    Ok(reasons)
 }
 
 /// Drop counts per reason category (a row failing two predicates counts in both).

@@ -84,7 +84,7 @@ pub struct Args {
     /// With --to dpo: a pair only when the best and the worst reward differ by at least
     /// X (and at all); the other tasks are counted, and go to --rejects as their groups
     /// row.
-    #[arg(long, value_name = "X", default_value_t = 0.0, value_parser = finite)]
+    #[arg(long, value_name = "X", default_value_t = 0.0, value_parser = margin)]
     pub min_margin: f64,
 
     /// The field holding the message list (default: `conversations`, then `messages`),
@@ -177,11 +177,11 @@ enum SetError {
     EmptyKey(String),
 }
 
-/// A finite number (`--min-margin`).
-fn finite(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err(format!("{s:?} is not a finite number >= 0")),
+/// A finite number >= 0 (`--min-margin`).
+fn margin(s: &str) -> Result<f64, String> {
+    match crate::cli::finite(s)? {
+        x if x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a number >= 0")),
     }
 }
 

@@ -15,6 +15,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+/// Why a row is no member of any group (a reject reason: `no-task: ...`).
+pub const NO_TASK: &str =
+    "no-task: no `task_uid` or `prompt_index`: the row is no rollout of a task";
+
 /// The default pass threshold: a rollout with reward >= 1 passes.
 pub const PASS_THRESHOLD: f64 = 1.0;
 

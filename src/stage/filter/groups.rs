@@ -87,10 +87,7 @@ impl Plan {
             Ok((_, None, reward)) => Seen::Passed {
                 task: None,
                 reward,
-                unjudged: Some(format!(
-                    "{}: no `task_uid` or `prompt_index`: the row is no rollout of a task",
-                    reason::NO_TASK
-                )),
+                unjudged: Some(crate::format::groups::NO_TASK.to_string()),
             },
             Ok((_, Some(name), None)) => Seen::Passed {
                 task: Some(self.id(name)),
@@ -308,8 +305,12 @@ mod tests {
     }
 
     fn kept(p: &Plan, rules: GroupRules) -> Vec<usize> {
+        kept_as(p, rules, false)
+    }
+
+    fn kept_as(p: &Plan, rules: GroupRules, invert: bool) -> Vec<usize> {
         (0..p.len())
-            .filter(|&i| matches!(p.verdict(i, rules, false), Verdict::Written))
+            .filter(|&i| matches!(p.verdict(i, rules, invert), Verdict::Written))
             .collect()
     }
 
@@ -359,10 +360,7 @@ mod tests {
         };
         assert_eq!(kept(&p, both), vec![1]);
         // --invert keeps exactly the others
-        let inverted: Vec<usize> = (0..p.len())
-            .filter(|&i| matches!(p.verdict(i, both, true), Verdict::Written))
-            .collect();
-        assert_eq!(inverted, vec![0, 2, 3, 4]);
+        assert_eq!(kept_as(&p, both, true), vec![0, 2, 3, 4]);
     }
 
     #[test]

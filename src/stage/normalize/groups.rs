@@ -104,7 +104,7 @@ pub fn rollouts(mut row: Map<String, Value>) -> Result<Vec<Map<String, Value>>, 
     }
     let group_hash = format!(
         "{:016x}",
-        fnv1a(&serde_json::to_vec(&messages).unwrap_or_default())
+        crate::catalog::distributions::fnv1a(&serde_json::to_string(&messages).unwrap_or_default())
     );
     let mut out = Vec::with_capacity(scores.len());
     for (i, (msgs, score)) in messages.into_iter().zip(scores).enumerate() {
@@ -183,13 +183,6 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// FNV-1a, 64 bits: a stable name for an Atropos group (the same on every machine).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 /// The rollouts of every task, in the order each task first appears; each rollout is
 /// one converted row (an OpenAI-messages row) and its reward.
 #[derive(Debug, Default)]
@@ -242,6 +235,17 @@ pub enum NoPair {
         "no-pair: the best and the worst rollouts have different prompts (messages before the first assistant message)"
     )]
     Prompts,
+}
+
+impl NoPair {
+    /// The key of this reason in the counts.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NoPair::One(_) => "one",
+            NoPair::Margin { .. } => "margin",
+            NoPair::Prompts => "prompts",
+        }
+    }
 }
 
 /// The TRL conversational preference row of one task: `prompt` (the messages before the
@@ -366,10 +370,7 @@ pub fn gather(
         {
             let why = match crate::format::row::parse_row(row) {
                 Ok(r) => match task_and_reward(&r) {
-                    (None, _) => Some(
-                        "no-task: no `task_uid` or `prompt_index`: the row is no rollout of a task"
-                            .to_string(),
-                    ),
+                    (None, _) => Some(crate::format::groups::NO_TASK.to_string()),
                     (_, None) => Some("no-reward: no numeric `reward`".to_string()),
                     _ => None,
                 },
@@ -458,17 +459,6 @@ pub fn gather(
         done.rows += 1;
     }
     Ok(done)
-}
-
-impl NoPair {
-    /// The key of this reason in the counts.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            NoPair::One(_) => "one",
-            NoPair::Margin { .. } => "margin",
-            NoPair::Prompts => "prompts",
-        }
-    }
 }
 
 #[cfg(test)]

@@ -203,7 +203,7 @@ pub fn normalize_line(
     done: &mut Tally,
 ) -> Result<(), BadLine> {
     // The logprobs go to the token sidecar, not into the row.
-    if opts.strip_logprobs && memchr::memmem::find(line, b"\"logprobs\"").is_some() {
+    if opts.strip_logprobs && sidecar::may_hold(line) {
         let mut row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
         if !sidecar::take(&mut row).is_empty() {
             normalize_row_counted(row, opts, out, done)?;

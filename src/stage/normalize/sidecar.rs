@@ -22,6 +22,12 @@ use crate::io::{Records, Select, Source};
 /// The member of a message that holds its logprobs.
 pub const FIELD: &str = "logprobs";
 
+/// True when a line may hold logprobs (its text names the member): the others are not
+/// parsed for them.
+pub fn may_hold(line: &[u8]) -> bool {
+    memchr::memmem::find(line, b"\"logprobs\"").is_some()
+}
+
 /// The logprobs taken out of one message: its index in `messages`, its number among the
 /// assistant messages, and the value.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,7 +113,7 @@ pub fn write(
     let mut buf = Vec::new();
     let mut tokens = 0;
     while let Some(rec) = r.next_record()? {
-        if memchr::memmem::find(rec.bytes, b"\"logprobs\"").is_none() {
+        if !may_hold(rec.bytes) {
             continue;
         }
         let Ok(mut row) = crate::io::parse_object(rec.bytes) else {
