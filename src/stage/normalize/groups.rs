@@ -92,7 +92,9 @@ pub fn rollouts(mut row: Map<String, Value>) -> Result<Vec<Map<String, Value>>, 
     for key in PER_ROLLOUT {
         match row.shift_remove(key) {
             Some(Value::Array(v)) if v.len() == scores.len() => lists.push((key, v)),
-            Some(Value::Null) | None => {}
+            // A null list is null for every rollout.
+            Some(Value::Null) => lists.push((key, vec![Value::Null; scores.len()])),
+            None => {}
             Some(v) => {
                 return Err(bad(format!(
                     "`{key}` must be a list of {} (one per score), found {}",
@@ -503,6 +505,7 @@ mod tests {
         assert_eq!(rows[1]["reward"], json!(-1.0));
         assert_eq!(rows[1]["tokens"], json!([1, 3]));
         assert_eq!(rows[1]["group_overrides"], json!({}));
+        assert_eq!(rows[1]["advantages"], Value::Null);
         let uid = rows[0]["task_uid"].as_str().unwrap();
         assert!(uid.ends_with(":0:0"), "{uid}");
         assert!(!is_group(&obj(

@@ -37,7 +37,9 @@ pub struct Taken {
     pub logprobs: Value,
 }
 
-/// Take the `logprobs` member out of every message of the row's `messages`.
+/// Take the `logprobs` member out of every message of the row's `messages`, where it is
+/// the OpenAI shape the sidecar holds whole: an object whose members are token lists (or
+/// null). Any other value stays on its message (and in the row).
 pub fn take(row: &mut Map<String, Value>) -> Vec<Taken> {
     let Some(Value::Array(msgs)) = row.get_mut("messages") else {
         return Vec::new();
@@ -47,7 +49,9 @@ pub fn take(row: &mut Map<String, Value>) -> Vec<Taken> {
     for (i, m) in msgs.iter_mut().enumerate() {
         let Value::Object(m) = m else { continue };
         let assistant = m.get("role").and_then(Value::as_str) == Some("assistant");
-        if let Some(lp) = m.shift_remove(FIELD) {
+        let sidecar_shape = matches!(m.get(FIELD), Some(Value::Object(lp))
+            if lp.values().all(|v| v.is_array() || v.is_null()));
+        if sidecar_shape && let Some(lp) = m.shift_remove(FIELD) {
             taken.push(Taken {
                 message: i,
                 turn,
@@ -71,9 +75,10 @@ pub fn write_rows(row_id: &str, taken: &[Taken], out: &mut Vec<u8>) -> u64 {
                 continue;
             };
             for (position, e) in entries.iter().enumerate() {
-                let mut e = match e {
-                    Value::Object(e) => e.clone(),
-                    _ => Map::new(),
+                // An entry that is no object is kept whole in `extra`.
+                let (mut e, other) = match e {
+                    Value::Object(e) => (e.clone(), None),
+                    v => (Map::new(), Some(v.to_string())),
                 };
                 let mut r = Map::new();
                 r.insert("row_id".into(), Value::from(row_id));
@@ -84,14 +89,12 @@ pub fn write_rows(row_id: &str, taken: &[Taken], out: &mut Vec<u8>) -> u64 {
                 for key in ["token", "logprob", "bytes", "top_logprobs"] {
                     r.insert(key.into(), e.shift_remove(key).unwrap_or(Value::Null));
                 }
-                r.insert(
-                    "extra".into(),
-                    if e.is_empty() {
-                        Value::Null
-                    } else {
-                        Value::from(Value::Object(e).to_string())
-                    },
-                );
+                let extra = match other {
+                    Some(text) => Value::from(text),
+                    None if e.is_empty() => Value::Null,
+                    None => Value::from(Value::Object(e).to_string()),
+                };
+                r.insert("extra".into(), extra);
                 serde_json::to_writer(&mut *out, &Value::Object(r)).expect("a Vec takes any write");
                 out.push(b'\n');
                 n += 1;
@@ -169,5 +172,14 @@ mod tests {
         assert_eq!(rows[1]["extra"], "{\"id\":7}");
         assert_eq!(rows[2]["token"], "c");
         assert_eq!(rows[2]["top_logprobs"], Value::Null);
+        // A value of another shape stays on its message: nothing is lost.
+        let mut row = json!({"messages": [{"role": "assistant", "content": "a",
+            "logprobs": {"content": "not a list"}}, {"role": "assistant", "logprobs": 3}]})
+        .as_object()
+        .unwrap()
+        .clone();
+        let before = row.clone();
+        assert!(take(&mut row).is_empty());
+        assert_eq!(row, before);
     }
 }
