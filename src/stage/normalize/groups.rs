@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::BadRow;
@@ -203,25 +204,94 @@ impl<T> Gather<T> {
     }
 }
 
-/// The group row of one task's rollouts (converted rows with `messages`).
-pub fn group_row(task: &str, rollouts: Vec<(Map<String, Value>, f64)>) -> Map<String, Value> {
-    let mut messages = Vec::with_capacity(rollouts.len());
-    let mut scores = Vec::with_capacity(rollouts.len());
-    let mut rest = Vec::with_capacity(rollouts.len());
-    for (mut row, reward) in rollouts {
-        messages.push(
-            row.shift_remove("messages")
-                .unwrap_or(Value::Array(Vec::new())),
-        );
-        scores.push(Value::from(reward));
-        rest.push(Value::Object(row));
+/// A converted rollout row, read only as far as gathering needs: its members, each as
+/// its JSON text. The values are never parsed (a rollout's token lists are most of its
+/// bytes) and are written back as they are: the spool rows are traj-normalize's own
+/// output, already in the spelling the gathered rows are written in.
+pub struct Members<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'a> Members<'a> {
+    /// The members of one row of the spool.
+    pub fn of(row: &'a [u8]) -> Result<Members<'a>, serde_json::Error> {
+        let m: indexmap::IndexMap<String, &'a RawValue> = serde_json::from_slice(row)?;
+        Ok(Members(m.into_iter().collect()))
     }
-    let mut g = Map::new();
-    g.insert("task".into(), Value::from(task));
-    g.insert("messages".into(), Value::Array(messages));
-    g.insert("scores".into(), Value::Array(scores));
-    g.insert("rollouts".into(), Value::Array(rest));
-    g
+
+    fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
+
+/// Append `"key": ` to `out`.
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    pyjson::write_str(out, key, Style::Python);
+    out.extend_from_slice(b": ");
+}
+
+/// Append `[a, b, ...]` of JSON texts to `out`.
+fn write_list<'v>(out: &mut Vec<u8>, items: impl IntoIterator<Item = &'v RawValue>) {
+    out.push(b'[');
+    for (i, v) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(v.get().as_bytes());
+    }
+    out.push(b']');
+}
+
+/// Append a number as a float (`1.0`), as Atropos' scores are.
+fn write_float(out: &mut Vec<u8>, x: f64) {
+    pyjson::write_value(out, &Value::from(x), Style::Python);
+}
+
+/// Append the group row of one task's rollouts (without a newline): `task`, `messages`
+/// (each rollout's list; `[]` for a row without one), `scores`, `rollouts` (each row's
+/// other members, in order).
+pub fn write_group_row(out: &mut Vec<u8>, task: &str, rollouts: &[(Members<'_>, f64)]) {
+    out.push(b'{');
+    write_key(out, "task");
+    pyjson::write_str(out, task, Style::Python);
+    out.extend_from_slice(b", ");
+    write_key(out, "messages");
+    out.push(b'[');
+    for (i, (m, _)) in rollouts.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        match m.get("messages") {
+            Some(v) => out.extend_from_slice(v.get().as_bytes()),
+            None => out.extend_from_slice(b"[]"),
+        }
+    }
+    out.extend_from_slice(b"], ");
+    write_key(out, "scores");
+    out.push(b'[');
+    for (i, (_, r)) in rollouts.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        write_float(out, *r);
+    }
+    out.extend_from_slice(b"], ");
+    write_key(out, "rollouts");
+    out.push(b'[');
+    for (i, (m, _)) in rollouts.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        out.push(b'{');
+        let rest = m.0.iter().filter(|(k, _)| k != "messages");
+        for (j, (k, v)) in rest.enumerate() {
+            if j > 0 {
+                out.extend_from_slice(b", ");
+            }
+            write_key(out, k);
+            out.extend_from_slice(v.get().as_bytes());
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
 }
 
 /// Why a task gives no preference pair.
@@ -250,16 +320,41 @@ impl NoPair {
     }
 }
 
-/// The TRL conversational preference row of one task: `prompt` (the messages before the
-/// first assistant message), `chosen` (the rest of the first rollout with the highest
-/// reward), `rejected` (the rest of the first with the lowest), when their rewards differ
-/// by at least `margin` (and at all); then `tools` (a JSON string, as TRL's DPO trainer
-/// reads it), `task`, the two rewards and the two `task_uid`s.
-pub fn dpo_row(
+/// A rollout's messages, cut before its first assistant message: the prompt and the
+/// rest.
+fn split_prompt<'a>(m: &Members<'a>) -> (Vec<&'a RawValue>, Vec<&'a RawValue>) {
+    #[derive(serde::Deserialize)]
+    struct Role<'r> {
+        #[serde(borrow, default)]
+        role: Option<std::borrow::Cow<'r, str>>,
+    }
+    let mut msgs: Vec<&'a RawValue> = m
+        .get("messages")
+        .and_then(|v| serde_json::from_str(v.get()).ok())
+        .unwrap_or_default();
+    let at = msgs
+        .iter()
+        .position(|v| {
+            serde_json::from_str::<Role<'_>>(v.get())
+                .is_ok_and(|r| r.role.as_deref() == Some("assistant"))
+        })
+        .unwrap_or(msgs.len());
+    let rest = msgs.split_off(at);
+    (msgs, rest)
+}
+
+/// Append the TRL conversational preference row of one task (without a newline):
+/// `prompt` (the messages before the first assistant message), `chosen` (the rest of the
+/// first rollout with the highest reward), `rejected` (the rest of the first with the
+/// lowest), when their rewards differ by at least `margin` (and at all); then `tools`
+/// (a JSON string, as TRL's DPO trainer reads it), `task`, the two rewards and the two
+/// `task_uid`s. On `Err` nothing is written.
+pub fn write_dpo_row(
+    out: &mut Vec<u8>,
     task: &str,
-    rollouts: &[(Map<String, Value>, f64)],
+    rollouts: &[(Members<'_>, f64)],
     margin: f64,
-) -> Result<Map<String, Value>, NoPair> {
+) -> Result<(), NoPair> {
     let first = |better: fn(f64, f64) -> bool| {
         rollouts.iter().enumerate().fold(
             0,
@@ -278,44 +373,55 @@ pub fn dpo_row(
             margin,
         });
     }
-    let split = |row: &Map<String, Value>| -> (Vec<Value>, Vec<Value>) {
-        let msgs = match row.get("messages") {
-            Some(Value::Array(m)) => m.clone(),
-            _ => Vec::new(),
-        };
-        let at = msgs
-            .iter()
-            .position(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-            .unwrap_or(msgs.len());
-        let mut msgs = msgs;
-        let rest = msgs.split_off(at);
-        (msgs, rest)
-    };
-    let (prompt, chosen) = split(&rollouts[best].0);
-    let (prompt_r, rejected) = split(&rollouts[worst].0);
-    if prompt != prompt_r {
+    let (prompt, chosen) = split_prompt(&rollouts[best].0);
+    let (prompt_r, rejected) = split_prompt(&rollouts[worst].0);
+    if !prompt
+        .iter()
+        .map(|v| v.get())
+        .eq(prompt_r.iter().map(|v| v.get()))
+    {
         return Err(NoPair::Prompts);
     }
-    let mut d = Map::new();
-    d.insert("prompt".into(), Value::Array(prompt));
-    d.insert("chosen".into(), Value::Array(chosen));
-    d.insert("rejected".into(), Value::Array(rejected));
-    if let Some(tools) = rollouts[best].0.get("tools") {
-        let text = match tools {
-            Value::String(s) => s.clone(),
-            v => v.to_string(),
-        };
-        d.insert("tools".into(), Value::from(text));
+    out.push(b'{');
+    for (key, list) in [
+        ("prompt", prompt),
+        ("chosen", chosen),
+        ("rejected", rejected),
+    ] {
+        if key != "prompt" {
+            out.extend_from_slice(b", ");
+        }
+        write_key(out, key);
+        write_list(out, list);
     }
-    d.insert("task".into(), Value::from(task));
-    d.insert("chosen_reward".into(), Value::from(cr));
-    d.insert("rejected_reward".into(), Value::from(rr));
-    for (key, i) in [("chosen_task_uid", best), ("rejected_task_uid", worst)] {
-        if let Some(uid) = rollouts[i].0.get("task_uid") {
-            d.insert(key.into(), uid.clone());
+    if let Some(tools) = rollouts[best].0.get("tools") {
+        out.extend_from_slice(b", ");
+        write_key(out, "tools");
+        if tools.get().starts_with('"') {
+            out.extend_from_slice(tools.get().as_bytes());
+        } else {
+            // A list: its compact JSON text, as one string.
+            let v: Value = serde_json::from_str(tools.get()).unwrap_or(Value::Null);
+            pyjson::write_str(out, &v.to_string(), Style::Python);
         }
     }
-    Ok(d)
+    out.extend_from_slice(b", ");
+    write_key(out, "task");
+    pyjson::write_str(out, task, Style::Python);
+    for (key, r) in [("chosen_reward", cr), ("rejected_reward", rr)] {
+        out.extend_from_slice(b", ");
+        write_key(out, key);
+        write_float(out, r);
+    }
+    for (key, i) in [("chosen_task_uid", best), ("rejected_task_uid", worst)] {
+        if let Some(uid) = rollouts[i].0.get("task_uid") {
+            out.extend_from_slice(b", ");
+            write_key(out, key);
+            out.extend_from_slice(uid.get().as_bytes());
+        }
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 /// What `--to groups` and `--to dpo` write per task.
@@ -421,41 +527,38 @@ pub fn gather(
         tasks: index.tasks.len() as u64,
         ..Gathered::default()
     };
-    let mut buf = Vec::new();
     let mut text = Vec::new();
     for (k, (task, places)) in index.tasks.into_iter().enumerate() {
-        let mut rows = Vec::with_capacity(places.len());
+        let mut bufs = Vec::with_capacity(places.len());
         for ((at, len), reward) in places {
-            buf.resize(len, 0);
+            let mut buf = vec![0; len];
             file.read_exact_at(&mut buf, at)?;
-            let row: Map<String, Value> = serde_json::from_slice(&buf)?;
-            rows.push((row, reward));
+            bufs.push((buf, reward));
         }
-        let row = match how {
-            Gathering::Groups => group_row(&task, rows),
-            Gathering::Dpo { margin } => match dpo_row(&task, &rows, margin) {
-                Ok(d) => d,
-                Err(e) => {
-                    *done.no_pair.entry(e.kind()).or_default() += 1;
-                    if rejects.is_kept() {
-                        text.clear();
-                        pyjson::write_value(
-                            &mut text,
-                            &Value::Object(group_row(&task, rows)),
-                            Style::Python,
-                        );
-                        let raw = Raw {
-                            bytes: &text,
-                            cr: false,
-                        };
-                        rejects.write("<tasks>", k as u64 + 1, &[e.to_string()], raw, true)?;
-                    }
-                    continue;
-                }
-            },
-        };
+        let rows = bufs
+            .iter()
+            .map(|(b, r)| Ok((Members::of(b)?, *r)))
+            .collect::<Result<Vec<_>, serde_json::Error>>()?;
         text.clear();
-        pyjson::write_value(&mut text, &Value::Object(row), Style::Python);
+        let made = match how {
+            Gathering::Groups => {
+                write_group_row(&mut text, &task, &rows);
+                Ok(())
+            }
+            Gathering::Dpo { margin } => write_dpo_row(&mut text, &task, &rows, margin),
+        };
+        if let Err(e) = made {
+            *done.no_pair.entry(e.kind()).or_default() += 1;
+            if rejects.is_kept() {
+                write_group_row(&mut text, &task, &rows);
+                let raw = Raw {
+                    bytes: &text,
+                    cr: false,
+                };
+                rejects.write("<tasks>", k as u64 + 1, &[e.to_string()], raw, true)?;
+            }
+            continue;
+        }
         text.push(b'\n');
         out.write_all(&text)?;
         done.rows += 1;
@@ -472,6 +575,37 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
+    /// A row as traj-normalize writes it to the spool.
+    fn text(v: &Map<String, Value>) -> Vec<u8> {
+        let mut out = Vec::new();
+        pyjson::write_value(&mut out, &Value::Object(v.clone()), Style::Python);
+        out
+    }
+
+    fn group_row(task: &str, rows: &[(Vec<u8>, f64)]) -> Map<String, Value> {
+        let members: Vec<_> = rows
+            .iter()
+            .map(|(t, r)| (Members::of(t).unwrap(), *r))
+            .collect();
+        let mut out = Vec::new();
+        write_group_row(&mut out, task, &members);
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    fn dpo_row(
+        task: &str,
+        rows: &[(Vec<u8>, f64)],
+        margin: f64,
+    ) -> Result<Map<String, Value>, NoPair> {
+        let members: Vec<_> = rows
+            .iter()
+            .map(|(t, r)| (Members::of(t).unwrap(), *r))
+            .collect();
+        let mut out = Vec::new();
+        write_dpo_row(&mut out, task, &members, margin)?;
+        Ok(serde_json::from_slice(&out).unwrap())
+    }
+
     #[test]
     fn a_group_row_reads_back_into_its_rollouts() {
         let a = obj(
@@ -482,7 +616,7 @@ mod tests {
             json!({"task_uid": "t:0:1", "messages": [{"role": "user", "content": "q"}],
                            "tools": [], "reward": 0}),
         );
-        let g = group_row("t:0", vec![(a.clone(), 1.0), (b.clone(), 0.0)]);
+        let g = group_row("t:0", &[(text(&a), 1.0), (text(&b), 0.0)]);
         assert_eq!(g["scores"], json!([1.0, 0.0]));
         assert!(is_group(&g));
         let back = rollouts(g).unwrap();
@@ -518,11 +652,11 @@ mod tests {
     #[test]
     fn dpo_pairs_the_first_best_with_the_first_worst() {
         let row = |a: &str| {
-            obj(
+            text(&obj(
                 json!({"task_uid": a, "tools": [{"type": "function"}], "messages": [
                 {"role": "system", "content": "s"}, {"role": "user", "content": "q"},
                 {"role": "assistant", "content": a}]}),
-            )
+            ))
         };
         let rs = vec![
             (row("t:0:0"), 0.0),
