@@ -280,13 +280,20 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
     };
     // The task and reward of a row read, for --stats.
-    let count_reward = |row: &filter::RowView<'_>, kept: bool| {
+    let add_reward = |(task, reward): (Option<String>, Option<f64>), kept: bool| {
         if args.stats.is_some() {
-            let (task, reward) = groups::task_and_reward(row);
             rewards
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .add(task, reward, kept);
+        }
+    };
+    // ... of a line not read as a row (no predicate): one scan of its top-level members.
+    let add_reward_of_line = |line: &[u8], kept: bool| {
+        if args.stats.is_some()
+            && let Some(tr) = crate::format::groups::task_and_reward_of_line(line)
+        {
+            add_reward(tr, kept);
         }
     };
     let judge = |line: &[u8]| {
@@ -294,11 +301,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             return match filter::validate_object(line) {
                 Ok(()) => {
                     count(line);
-                    if args.stats.is_some()
-                        && let Ok(row) = filter::parse_row(line)
-                    {
-                        count_reward(&row, true);
-                    }
+                    add_reward_of_line(line, true);
                     Verdict::Written
                 }
                 Err(e) => Verdict::Bad(e.to_string()),
@@ -318,7 +321,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
             (true, true) => Verdict::Dropped(vec!["inverted: passes every predicate".into()]),
             (false, false) => Verdict::Dropped(reasons),
         };
-        count_reward(&row, matches!(verdict, Verdict::Written));
+        add_reward(
+            groups::task_and_reward(&row),
+            matches!(verdict, Verdict::Written),
+        );
         verdict
     };
     // The first read of the group predicates: the row predicates, the task, the reward.
@@ -341,11 +347,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     };
     let seen = |line: &[u8], kept: bool| {
         count(line);
-        if args.stats.is_some()
-            && let Ok(row) = filter::parse_row(line)
-        {
-            count_reward(&row, kept);
-        }
+        add_reward_of_line(line, kept);
     };
     let summary = crate::cli::run_stage(&args.io, "filter", sources, |src, out, rejects| {
         if rules.any() {

@@ -45,18 +45,40 @@ pub fn task_key(task_uid: Option<&str>, prompt_index: Option<&str>) -> Option<St
 }
 
 /// A row's task ([`task_key`]) and reward ([`reward_of_raw`]), read from its borrowed
-/// view (traj-filter, the gathering of traj-normalize).
+/// view (traj-filter's predicates have it already).
 pub fn task_and_reward(row: &crate::format::row::RowView<'_>) -> (Option<String>, Option<f64>) {
-    let uid = row
-        .task_uid
+    of_raw(row.task_uid, row.prompt_index, row.reward)
+}
+
+/// [`task_and_reward`] of a line, read by one pass of the JSON scanner over its top-level
+/// members (no message list parsed: `--stats`, the gathering of traj-normalize). `None`:
+/// the line is no JSON object.
+pub fn task_and_reward_of_line(line: &[u8]) -> Option<(Option<String>, Option<f64>)> {
+    let text = std::str::from_utf8(line).ok()?;
+    let (mut uid, mut index, mut reward) = (None, None, None);
+    crate::format::row::object_members(line, 0, |key, vs, ve| match key {
+        b"task_uid" => uid = Some(&text[vs..ve]),
+        b"prompt_index" => index = Some(&text[vs..ve]),
+        b"reward" => reward = Some(&text[vs..ve]),
+        _ => {}
+    })
+    .ok()?;
+    Some(of_raw(uid, index, reward))
+}
+
+/// The one reading of the three members' raw JSON texts.
+fn of_raw(
+    uid: Option<&str>,
+    index: Option<&str>,
+    reward: Option<&str>,
+) -> (Option<String>, Option<f64>) {
+    let uid = uid
         .filter(|u| u.starts_with('"'))
         .and_then(crate::format::row::decode_str);
-    let index = row
-        .prompt_index
-        .filter(|n| n.bytes().next().is_some_and(|b| b.is_ascii_digit()));
+    let index = index.filter(|n| n.bytes().next().is_some_and(|b| b.is_ascii_digit()));
     (
         task_key(uid.as_deref(), index),
-        row.reward.and_then(reward_of_raw),
+        reward.and_then(reward_of_raw),
     )
 }
 
@@ -126,8 +148,7 @@ impl GroupStats {
         if n == 0 {
             return None;
         }
-        let mean = rewards.iter().sum::<f64>() / n as f64;
-        let variance = rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n as f64;
+        let (mean, variance) = mean_and_variance(rewards);
         let min = rewards.iter().copied().fold(f64::INFINITY, f64::min);
         let max = rewards.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let passed = rewards.iter().filter(|&&r| r >= threshold).count();
@@ -142,6 +163,17 @@ impl GroupStats {
             has_signal: max > min,
         })
     }
+}
+
+/// The mean and the population variance of `rewards` (both 0 for none).
+fn mean_and_variance(rewards: &[f64]) -> (f64, f64) {
+    if rewards.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = rewards.len() as f64;
+    let mean = rewards.iter().sum::<f64>() / n;
+    let variance = rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n;
+    (mean, variance)
 }
 
 /// The figures over many groups: the mean of each group's pass@k (over the groups with
@@ -182,12 +214,14 @@ impl RunGroupStats {
                 sums[k].1 += 1;
             }
         }
-        let whole = GroupStats::of(&all, threshold);
+        // The mean and variance of every reward (not a GroupStats of them all: its
+        // pass@k for every k up to the number of rollouts is quadratic in it).
+        let (mean, variance) = mean_and_variance(&all);
         RunGroupStats {
             groups: n_groups,
             rollouts: all.len(),
-            reward_mean: whole.as_ref().map_or(0.0, |g| g.reward_mean),
-            reward_variance: whole.as_ref().map_or(0.0, |g| g.reward_variance),
+            reward_mean: mean,
+            reward_variance: variance,
             pass_at_k: sums.iter().map(|(s, c)| s / *c as f64).collect(),
             groups_with_signal: signal,
             share_with_signal: if n_groups == 0 {
@@ -313,5 +347,17 @@ mod tests {
         assert_eq!(reward_of_raw("\"1\""), None);
         assert_eq!(reward_of_raw("true"), None);
         assert_eq!(task_key(None, Some("7")).unwrap(), "prompt_index:7");
+        // The line scanner and the row view read the same.
+        for line in [
+            r#"{"task_uid": "ab:0:3", "reward": 0.5, "messages": []}"#,
+            r#"{"prompt_index": 7, "reward": "1", "conversations": []}"#,
+            r#"{"task_uid": 3, "messages": []}"#,
+        ] {
+            let row = crate::format::row::parse_row(line.as_bytes()).unwrap();
+            assert_eq!(
+                task_and_reward_of_line(line.as_bytes()).unwrap(),
+                task_and_reward(&row)
+            );
+        }
     }
 }

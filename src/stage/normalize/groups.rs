@@ -22,7 +22,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::BadRow;
-use crate::format::groups::task_and_reward;
+use crate::format::groups::task_and_reward_of_line;
 use crate::format::pyjson::{self, Style};
 use crate::io::{PipeConfig, Raw, Rejects, Source, Summary, Verdict};
 
@@ -451,7 +451,7 @@ pub struct Gathered {
 ///
 /// Every input line is converted by `convert` (to OpenAI-messages rows; a group row
 /// gives one row per rollout) in parallel, into a spool file in a private temp folder; a
-/// line whose rows have no task ([`task_and_reward`]) or no numeric reward is dropped
+/// line whose rows have no task ([`task_and_reward_of_line`]) or no numeric reward is dropped
 /// with that reason (its original line goes to the rejects file). The spool is then read
 /// once to index the rows by task (a task, a reward and two offsets per row in memory),
 /// and each task's rows are read back (`pread`) to write its row, in the order the tasks
@@ -476,13 +476,11 @@ pub fn gather(
             .split(|b| *b == b'\n')
             .filter(|l| !l.is_empty())
         {
-            let why = match crate::format::row::parse_row(row) {
-                Ok(r) => match task_and_reward(&r) {
-                    (None, _) => Some(crate::format::groups::NO_TASK.to_string()),
-                    (_, None) => Some("no-reward: no numeric `reward`".to_string()),
-                    _ => None,
-                },
-                Err(e) => Some(e.to_string()),
+            let why = match task_and_reward_of_line(row) {
+                Some((None, _)) => Some(crate::format::groups::NO_TASK.to_string()),
+                Some((_, None)) => Some("no-reward: no numeric `reward`".to_string()),
+                Some(_) => None,
+                None => Some("the converted row is no JSON object".to_string()),
             };
             if let Some(why) = why {
                 buf.truncate(start);
@@ -512,9 +510,10 @@ pub fn gather(
             if n == 0 {
                 break;
             }
-            let row = crate::format::row::parse_row(&line[..n - 1])
-                .map_err(|e| anyhow::anyhow!("the spool of converted rows: {e}"))?;
-            if let (Some(task), Some(reward)) = task_and_reward(&row) {
+            let tr = task_and_reward_of_line(&line[..n - 1]).ok_or_else(|| {
+                anyhow::anyhow!("the spool of converted rows: a row is no JSON object")
+            })?;
+            if let (Some(task), Some(reward)) = tr {
                 index.add(task, (at, n - 1), reward);
                 rollouts += 1;
             }
