@@ -10,9 +10,7 @@ use crate::util::*;
 const HERMES: &str = "hermes_reason_tool_use_50.jsonl";
 
 fn filter(dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut c = cmd("traj-filter", dir);
-    c.args(args);
-    run(c)
+    run_in("traj-filter", dir, args)
 }
 
 fn fx(name: &str) -> String {

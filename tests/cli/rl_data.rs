@@ -20,24 +20,16 @@ fn rollout_rows(dir: &Path) -> Vec<Value> {
         c
     });
     assert_code(&o, 0);
-    assert!(
-        stderr(&o).contains("(3 groups of rollouts read as 12 rows)"),
-        "{}",
-        stderr(&o)
-    );
+    assert_stderr_has(&o, "(3 groups of rollouts read as 12 rows)");
     read_jsonl(&dir.join("rows.jsonl"))
 }
 
 fn normalize(dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut c = cmd("traj-normalize", dir);
-    c.args(args);
-    run(c)
+    run_in("traj-normalize", dir, args)
 }
 
 fn filter(dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut c = cmd("traj-filter", dir);
-    c.args(args);
-    run(c)
+    run_in("traj-filter", dir, args)
 }
 
 #[test]
@@ -80,10 +72,9 @@ fn atropos_groups_read_into_one_row_per_rollout_with_its_score() {
     .unwrap();
     let o = normalize(d.path(), &["tokens_only.jsonl"]);
     assert_code(&o, 1);
-    assert!(
-        stderr(&o).contains("tokens_only.jsonl:1: group of rollouts: a group without `messages`"),
-        "{}",
-        stderr(&o)
+    assert_stderr_has(
+        &o,
+        "tokens_only.jsonl:1: group of rollouts: a group without `messages`",
     );
 }
 
@@ -148,10 +139,9 @@ fn dpo_pairs_the_best_with_the_worst_and_counts_the_tasks_without_a_pair() {
         ],
     );
     assert_code(&o, 0);
-    assert!(
-        stderr(&o).contains("12 read, 12 rollouts of 3 tasks -> 2 pairs, 1 tasks without a pair (margin: 1) -> rej.jsonl"),
-        "{}",
-        stderr(&o)
+    assert_stderr_has(
+        &o,
+        "12 read, 12 rollouts of 3 tasks -> 2 pairs, 1 tasks without a pair (margin: 1) -> rej.jsonl",
     );
     let pairs = read_jsonl(&d.path().join("dpo.jsonl"));
     let groups = read_jsonl(&fixture("atropos_scored_groups.jsonl"));
@@ -204,11 +194,7 @@ fn dpo_pairs_the_best_with_the_worst_and_counts_the_tasks_without_a_pair() {
     );
     assert_code(&o, 0);
     assert_eq!(stdout(&o), "");
-    assert!(
-        stderr(&o).contains("-> 0 pairs, 3 tasks without a pair (margin: 3)"),
-        "{}",
-        stderr(&o)
-    );
+    assert_stderr_has(&o, "-> 0 pairs, 3 tasks without a pair (margin: 3)");
     // A row without a reward is no rollout of a scored task: its exact line goes to the
     // rejects file; without one it is lost (exit 1).
     let mut text = std::fs::read_to_string(d.path().join("rows.jsonl")).unwrap();
@@ -267,11 +253,7 @@ fn best_of_and_group_has_signal_judge_each_task_by_its_rewards() {
         want.push(g[best].clone());
     }
     assert_eq!(kept, want);
-    assert!(
-        stderr(&o).contains("12 read, 3 kept, 9 dropped (not-best: 9)"),
-        "{}",
-        stderr(&o)
-    );
+    assert_stderr_has(&o, "12 read, 3 kept, 9 dropped (not-best: 9)");
     // The rejects hold every other line, byte for byte.
     let lines: Vec<String> = std::fs::read_to_string(d.path().join("rows.jsonl"))
         .unwrap()
@@ -484,11 +466,7 @@ print(json.dumps(out))
         6,
         "kept without --drop-drift"
     );
-    assert!(
-        stderr(&o).contains("token drift in 2 of 5 turns checked (2 of 5 rows)"),
-        "{}",
-        stderr(&o)
-    );
+    assert_stderr_has(&o, "token drift in 2 of 5 turns checked (2 of 5 rows)");
     let st = read_json(&d.path().join("st.json"));
     assert_eq!(st["token_drift"]["rows_with_drift"], 2);
     let o = filter(

@@ -95,6 +95,20 @@ pub fn read_jsonl(p: &Path) -> Vec<Value> {
 
 /// Assert the exit code, showing stderr when it differs.
 #[track_caller]
+/// Run binary `bin` in `dir` with `args`.
+pub fn run_in(bin: &str, dir: &Path, args: &[&str]) -> Output {
+    let mut c = cmd(bin, dir);
+    c.args(args);
+    run(c)
+}
+
+/// Assert that `o`'s stderr holds `text` (the stderr is the message otherwise).
+#[track_caller]
+pub fn assert_stderr_has(o: &Output, text: &str) {
+    let e = stderr(o);
+    assert!(e.contains(text), "stderr lacks {text:?}:\n{e}");
+}
+
 pub fn assert_code(o: &Output, code: i32) {
     assert_eq!(o.status.code(), Some(code), "stderr:\n{}", stderr(o));
 }
