@@ -49,17 +49,8 @@ QUARTER="$BENCH/report-$((ROWS / 4)).jsonl"
 BYTES=$(stat -L -c %s "$CORPUS")
 cat "$CORPUS" "$QUARTER" >/dev/null # warm the page cache
 
-# best CMD: the best wall seconds of RUNS runs and the largest peak RSS (KB).
-best() {
-    local t="" rss=0 out w m
-    for ((r = 0; r < RUNS; r++)); do
-        out=$({ $TIME -f "%e %M" bash -c "$1" >/dev/null; } 2>&1 | tail -n 1)
-        read -r w m <<<"$out"
-        if [[ -z $t ]] || awk -v a="$w" -v b="$t" 'BEGIN { exit !(a < b) }'; then t=$w; fi
-        ((m > rss)) && rss=$m
-    done
-    echo "$t $rss"
-}
+# shellcheck source=scripts/lib-bench.sh
+source "$ROOT/scripts/lib-bench.sh"
 PAGE="$BENCH/report-${ROWS}.html"
 read -r t_filter rss_filter < <(best "'$FILTER' -q '$CORPUS'")
 read -r t_ftok rss_ftok < <(best "'$FILTER' -q --max-row-tokens 1000000000 '$CORPUS'")
@@ -78,8 +69,6 @@ LOAD_OUT=$(cd "$ROOT" && TRAJ_REPORT_ROWS=$ROWS TRAJ_REPORT_MAX_MS=2000 cargo te
 LOAD=$(grep -o 'drawn in [0-9]* ms (opened again: [0-9]* ms)' <<<"$LOAD_OUT" || echo "not measured")
 ((LOAD_OK)) || LOAD="$LOAD, and the test FAILED (its 2 s bound, or see cargo test)"
 
-mbs() { awk -v b="$BYTES" -v t="$1" 'BEGIN { printf "%.0f", b / 1e6 / t }'; }
-mb() { awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }'; }
 echo "## traj-report"
 echo
 echo "$ROWS real-shaped rows (the rows of five fixtures in turn, each with its own \`id\`: Hermes"

@@ -38,17 +38,8 @@ fi
 BYTES=$(stat -L -c %s "$CORPUS")
 cat "$CORPUS" >/dev/null # warm the page cache
 
-# best CMD: the best wall seconds of RUNS runs and the largest peak RSS (KB).
-best() {
-    local t="" rss=0 out w m
-    for ((r = 0; r < RUNS; r++)); do
-        out=$({ $TIME -f "%e %M" bash -c "$1" >/dev/null; } 2>&1 | tail -n 1)
-        read -r w m <<<"$out"
-        if [[ -z $t ]] || awk -v a="$w" -v b="$t" 'BEGIN { exit !(a < b) }'; then t=$w; fi
-        ((m > rss)) && rss=$m
-    done
-    echo "$t $rss"
-}
+# shellcheck source=scripts/lib-bench.sh
+source "$ROOT/scripts/lib-bench.sh"
 F="$DIR/traj-filter"
 N="$DIR/traj-normalize"
 read -r t_pass rss_pass < <(best "'$F' -q '$CORPUS' -o /dev/null")
@@ -59,8 +50,6 @@ read -r t_open rss_open < <(best "'$N' -q --to openai '$CORPUS' -o /dev/null")
 read -r t_groups rss_groups < <(best "'$N' -q --to groups '$CORPUS' -o /dev/null")
 read -r t_dpo rss_dpo < <(best "'$N' -q --to dpo '$CORPUS' -o /dev/null")
 
-mbs() { awk -v b="$BYTES" -v t="$1" 'BEGIN { printf "%.0f", b / 1e6 / t }'; }
-mb() { awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
 echo "## Scored rollouts: group predicates, --to groups, --to dpo"
 echo
