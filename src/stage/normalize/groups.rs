@@ -228,16 +228,28 @@ fn write_key(out: &mut Vec<u8>, key: &str) {
     out.extend_from_slice(b": ");
 }
 
-/// Append `[a, b, ...]` of JSON texts to `out`.
-fn write_list<'v>(out: &mut Vec<u8>, items: impl IntoIterator<Item = &'v RawValue>) {
-    out.push(b'[');
-    for (i, v) in items.into_iter().enumerate() {
+/// Append `items` between `open` and `close`, `, ` between them, each written by `each`.
+fn write_seq<T>(
+    out: &mut Vec<u8>,
+    (open, close): (u8, u8),
+    items: impl IntoIterator<Item = T>,
+    mut each: impl FnMut(&mut Vec<u8>, T),
+) {
+    out.push(open);
+    for (i, x) in items.into_iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(b", ");
         }
-        out.extend_from_slice(v.get().as_bytes());
+        each(out, x);
     }
-    out.push(b']');
+    out.push(close);
+}
+
+/// Append `[a, b, ...]` of JSON texts to `out`.
+fn write_list<'v>(out: &mut Vec<u8>, items: impl IntoIterator<Item = &'v RawValue>) {
+    write_seq(out, (b'[', b']'), items, |o, v| {
+        o.extend_from_slice(v.get().as_bytes())
+    });
 }
 
 /// Append a number as a float (`1.0`), as Atropos' scores are.
@@ -254,44 +266,25 @@ pub fn write_group_row(out: &mut Vec<u8>, task: &str, rollouts: &[(Members<'_>, 
     pyjson::write_str(out, task, Style::Python);
     out.extend_from_slice(b", ");
     write_key(out, "messages");
-    out.push(b'[');
-    for (i, (m, _)) in rollouts.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
+    write_seq(out, (b'[', b']'), rollouts, |o, (m, _)| {
         match m.get("messages") {
-            Some(v) => out.extend_from_slice(v.get().as_bytes()),
-            None => out.extend_from_slice(b"[]"),
+            Some(v) => o.extend_from_slice(v.get().as_bytes()),
+            None => o.extend_from_slice(b"[]"),
         }
-    }
-    out.extend_from_slice(b"], ");
+    });
+    out.extend_from_slice(b", ");
     write_key(out, "scores");
-    out.push(b'[');
-    for (i, (_, r)) in rollouts.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        write_float(out, *r);
-    }
-    out.extend_from_slice(b"], ");
+    write_seq(out, (b'[', b']'), rollouts, |o, (_, r)| write_float(o, *r));
+    out.extend_from_slice(b", ");
     write_key(out, "rollouts");
-    out.push(b'[');
-    for (i, (m, _)) in rollouts.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        out.push(b'{');
+    write_seq(out, (b'[', b']'), rollouts, |o, (m, _)| {
         let rest = m.0.iter().filter(|(k, _)| k != "messages");
-        for (j, (k, v)) in rest.enumerate() {
-            if j > 0 {
-                out.extend_from_slice(b", ");
-            }
-            write_key(out, k);
-            out.extend_from_slice(v.get().as_bytes());
-        }
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"]}");
+        write_seq(o, (b'{', b'}'), rest, |o, (k, v)| {
+            write_key(o, k);
+            o.extend_from_slice(v.get().as_bytes());
+        });
+    });
+    out.push(b'}');
 }
 
 /// Why a task gives no preference pair.
