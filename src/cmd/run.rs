@@ -2,14 +2,16 @@
 //! status of a run. The engine is [`crate::run`]; see `docs/run.md` for the run
 //! directory, the record and resume.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::cli::{IoArgs, Status, UsageError};
+use crate::cli::{IoArgs, Status};
 use crate::llm::ClientConfig;
 use crate::run::config::{self, ConfigError, RunConfig, SendReasoning, split_list};
+use crate::run::events::{Events, Snapshot};
 use crate::run::record::{SandboxUsed, SystemPromptUsed};
 use crate::run::rollout::{RolloutConfig, SeedParam};
 use crate::run::verify::Verifier;
@@ -35,6 +37,8 @@ const EXAMPLES: &str = "Examples:
 
   # math rows with an `answer` field: reward 1 when the last number of the answer equals it
   traj-run --model qwen3 --rollouts 4 --verifier number:answer --run-dir data/math math.jsonl";
+
+const NAME: &str = "traj-run";
 
 /// Flags of traj-run.
 #[derive(Debug, clap::Parser)]
@@ -266,6 +270,9 @@ fn agent_config(args: &Args) -> Result<(AgentConfig, SystemPromptUsed), ConfigEr
             args.provider_sort.as_deref(),
         ),
     );
+    if let Some(why) = &fields.unsent {
+        crate::cli::note(NAME, why);
+    }
     let agent = AgentConfig {
         model: args.model.clone(),
         max_turns: args.max_turns,
@@ -285,10 +292,10 @@ fn agent_config(args: &Args) -> Result<(AgentConfig, SystemPromptUsed), ConfigEr
 
 /// A configuration error as the exit status sees it (usage: 2).
 fn usage(e: anyhow::Error) -> anyhow::Error {
-    match e.downcast_ref::<ConfigError>() {
-        Some(c) if c.is_usage() => UsageError(c.to_string()).into(),
-        _ if e.is::<crate::toolbox::cli::ToolArgsError>() => UsageError(e.to_string()).into(),
-        _ => e,
+    match e.downcast::<ConfigError>() {
+        Ok(c) => crate::error::classify(c),
+        Err(e) if e.is::<crate::toolbox::cli::ToolArgsError>() => crate::error::usage(e),
+        Err(e) => e,
     }
 }
 
@@ -332,9 +339,10 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
         toolsets: split_list(args.toolsets.as_deref()),
         distribution: args.distribution.clone(),
         seed: args.seed,
-        progress_every: args
-            .progress_secs
-            .map(|s| Duration::from_secs_f64(s.max(0.05))),
+        progress_every: Some(args.progress_secs.map_or(
+            Duration::from_secs(if crate::cli::stderr_is_tty() { 2 } else { 10 }),
+            |s| Duration::from_secs_f64(s.max(0.05)),
+        )),
         system_prompt,
         sandbox: Default::default(),
         rollout: RolloutConfig {
@@ -374,9 +382,58 @@ fn stop_on_signals() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     Ok(flag)
 }
 
+/// The run's events on stderr: notes as `traj-run: ...` lines, progress rewritten in place
+/// on a terminal and one line a snapshot otherwise.
+struct Stderr {
+    tty: bool,
+}
+
+impl Events for Stderr {
+    fn note(&self, msg: &str) {
+        crate::cli::note(NAME, msg);
+    }
+
+    fn progress(&self, now: &Snapshot) {
+        let eta = now.eta_secs().map_or_else(|| "?".into(), format_secs);
+        let line = format!(
+            "{}/{} done, {} failed, {} in flight, {:.1} prompts/s, {} tokens, ${:.4}, ETA {eta}",
+            now.records,
+            now.total,
+            now.failures,
+            now.in_flight,
+            now.rate(),
+            now.tokens,
+            now.spent
+        );
+        let mut err = std::io::stderr().lock();
+        let _ = if self.tty {
+            write!(err, "\r{NAME}: {line}\x1b[K")
+        } else {
+            writeln!(err, "{NAME}: {line}")
+        };
+    }
+
+    fn progress_done(&self) {
+        if self.tty {
+            let _ = writeln!(std::io::stderr().lock());
+        }
+    }
+}
+
+/// `5s`, `1m01s`, `1h02m`.
+fn format_secs(s: f64) -> String {
+    let s = s.round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
 /// Run traj-run.
 pub fn run_cli(args: Args) -> Result<Status> {
-    crate::run::set_notes(|msg| crate::cli::note("traj-run", msg));
     // Non-dumpable: /proc/PID/environ (the API key) is root's only. Before any tool runs.
     #[cfg(target_os = "linux")]
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
@@ -388,15 +445,29 @@ pub fn run_cli(args: Args) -> Result<Status> {
         .map_err(|e| usage(e.into()))?;
     let sandbox = args.tools.sandbox_config().map_err(|e| usage(e.into()))?;
     if let Some(warning) = &sandbox.auto_fallback {
-        crate::cli::note("traj-run", warning);
+        crate::cli::note(NAME, warning);
     }
     cfg.sandbox = SandboxUsed::of(&sandbox);
     let hosts = hosts::host_factory(&tool_config, sandbox, cfg.toolsets.as_deref())
         .map_err(|e| usage(e.into()))?;
-    let ending = engine::run(&cfg, hosts, &tool_config, stop_on_signals()?).map_err(usage)?;
+    let events = std::sync::Arc::new(Stderr {
+        tty: crate::cli::stderr_is_tty(),
+    });
+    let ending =
+        engine::run(&cfg, hosts, &tool_config, stop_on_signals()?, events).map_err(usage)?;
     Ok(if ending.ok() {
         Status::Ok
     } else {
         Status::Failed
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn eta_format() {
+        assert_eq!(super::format_secs(5.4), "5s");
+        assert_eq!(super::format_secs(61.0), "1m01s");
+        assert_eq!(super::format_secs(3725.0), "1h02m");
+    }
 }

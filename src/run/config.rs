@@ -67,9 +67,11 @@ impl ConfigError {
     pub fn inputs(e: anyhow::Error) -> ConfigError {
         ConfigError::Invalid(format!("{e:#}"))
     }
+}
 
+impl crate::error::Classify for ConfigError {
     /// A usage or configuration mistake (exit 2), rather than a file that cannot be read.
-    pub fn is_usage(&self) -> bool {
+    fn is_usage(&self) -> bool {
         !matches!(
             self,
             ConfigError::PrefillRead { .. } | ConfigError::SystemPromptRead { .. }
@@ -107,7 +109,8 @@ pub struct RunConfig {
     /// Distribution sampled for rows without a `toolsets` field.
     pub distribution: Option<String>,
     pub seed: u64,
-    /// Seconds between progress lines (default by terminal).
+    /// Time between progress snapshots to the run's events (`None`: none are sent;
+    /// neither with `quiet`).
     pub progress_every: Option<Duration>,
     /// The system prompt in `agent`, as `statistics.json` records it.
     pub system_prompt: SystemPromptUsed,
@@ -162,6 +165,8 @@ pub struct EndpointFields {
     pub reasoning: Option<Value>,
     pub provider: Option<Value>,
     pub extra_body: Map<String, Value>,
+    /// Why flags were not sent, for the caller to tell the user.
+    pub unsent: Option<String>,
 }
 
 impl EndpointFields {
@@ -174,12 +179,12 @@ impl EndpointFields {
     ) -> EndpointFields {
         let openrouter = is_openrouter(base_url);
         let send = send || openrouter;
-        if !send && (reasoning.is_some() || provider.is_some()) {
-            super::note(&format!(
+        let unsent = (!send && (reasoning.is_some() || provider.is_some())).then(|| {
+            format!(
                 "reasoning and provider flags are OpenRouter fields: not sent to {base_url} \
                  (--send-provider-fields sends them)"
-            ));
-        }
+            )
+        });
         let mut extra_body = Map::new();
         if openrouter {
             // OpenRouter reports the cost of a call only when asked to.
@@ -190,6 +195,7 @@ impl EndpointFields {
             reasoning: reasoning.filter(|_| send),
             provider: provider.filter(|_| send),
             extra_body,
+            unsent,
         }
     }
 }
@@ -307,6 +313,7 @@ pub fn delay(secs: f64, ms: Option<u64>, flag: &str) -> Result<Duration, ConfigE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Classify;
 
     #[test]
     fn request_fields() {
@@ -329,8 +336,15 @@ mod tests {
         let plain = EndpointFields::new("http://127.0.0.1:9/v1", false, r.clone(), r.clone());
         assert!(plain.reasoning.is_none() && plain.provider.is_none());
         assert!(plain.extra_body.is_empty());
+        assert!(
+            plain
+                .unsent
+                .unwrap()
+                .contains("not sent to http://127.0.0.1:9/v1")
+        );
         let asked = EndpointFields::new("http://127.0.0.1:9/v1", true, r.clone(), None);
         assert_eq!(asked.reasoning, r);
+        assert!(asked.unsent.is_none());
         let or = EndpointFields::new("https://openrouter.ai/api/v1", false, r.clone(), r.clone());
         assert!(or.openrouter && or.provider.is_some());
         assert_eq!(or.extra_body["usage"], json!({"include": true}));

@@ -18,9 +18,9 @@ use anyhow::{Context, Result};
 
 use super::chat::Llm;
 use super::config::{ConfigError, RunConfig};
+use super::events::Events;
 use super::hosts::{self, HostFactory, ToolsetChoice};
 use super::lock;
-use super::note;
 use super::plan::plan;
 use super::progress::Progress;
 use super::record::{ReasoningStatistics, RewardStatistics, Statistics, ThisRun, UsageTotals};
@@ -60,13 +60,16 @@ impl Ending {
 /// Run `cfg` with the task hosts of `hosts`. Setting `stop` (the binary's signal
 /// handler does, on SIGINT, SIGTERM or SIGHUP) ends the run as an interruption: agents
 /// abandon their prompts, which run again on resume. The engine sets it too, with its
-/// reason (spend cap, out of credits, stdout closed).
+/// reason (spend cap, out of credits, stdout closed). What the user should know while it
+/// runs goes to `events`.
 pub fn run(
     cfg: &RunConfig,
     hosts: Box<HostFactory>,
     tool_config: &ToolConfig,
     stop: Arc<AtomicBool>,
+    events: Arc<dyn Events>,
 ) -> Result<Ending> {
+    let note = |msg: &str| events.note(msg);
     let started_wall = SystemTime::now();
     let started = Instant::now();
     let dir = cfg.run_dir.clone();
@@ -101,6 +104,9 @@ pub fn run(
     }
 
     let tasks = read_tasks(&cfg.tasks)?;
+    if tasks.skipped > 0 {
+        note(&format!("{} bad task rows skipped", tasks.skipped));
+    }
     let (lost_rows, total_prompts) = (tasks.lost, tasks.rows.len());
     let plan = plan(tasks, &existing, cfg.max_attempts, cfg.batch_size)?;
     if plan.renumbered > 0 {
@@ -178,7 +184,8 @@ pub fn run(
         stdout_closed: false,
     };
     writer.checkpoint_from_scan(&existing, &shared.tasks);
-    let progress = Progress::start(shared.clone(), cfg.quiet, n_tasks, cfg.progress_every);
+    let every = cfg.progress_every.filter(|_| !cfg.quiet);
+    let progress = Progress::start(shared.clone(), events.clone(), n_tasks, every);
     let result = writer.drain(&shared, rx, &progress);
     progress.finish();
     shared.remove_live_workspaces();
@@ -262,42 +269,36 @@ fn remove_temp_files(dir: &Path) {
     }
 }
 
-fn count_batches(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .and_then(rundir::batch_number)
-                        .is_some()
-                })
-                .count()
+/// The batch files of `dir` (`batch_N.jsonl`), in no particular order.
+fn batch_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(rundir::batch_number)
+                .is_some()
         })
-        .unwrap_or(0)
+        .map(|e| e.path())
+        .collect()
 }
 
-/// Records per stop reason over every batch file of `dir` (one scan of each line's
-/// top-level members; a line that cannot be read counts as `unreadable`).
-fn count_stop_reasons(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+fn count_batches(dir: &Path) -> usize {
+    batch_files(dir).len()
+}
+
+/// Call `f` with every non-blank line of the batch files of `dir` (without its newline),
+/// streamed; a file that cannot be read is passed over.
+fn for_each_batch_line(dir: &Path, mut f: impl FnMut(&[u8])) {
     use std::io::BufRead;
-    let mut all = Outcomes::default();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return all.stop_reasons;
-    };
     let mut line = Vec::new();
-    for e in rd.flatten() {
-        if e.file_name()
-            .to_str()
-            .and_then(rundir::batch_number)
-            .is_none()
-        {
-            continue;
-        }
-        let Ok(f) = std::fs::File::open(e.path()) else {
+    for path in batch_files(dir) {
+        let Ok(file) = std::fs::File::open(path) else {
             continue;
         };
-        let mut r = std::io::BufReader::with_capacity(1 << 20, f);
+        let mut r = std::io::BufReader::with_capacity(1 << 20, file);
         loop {
             line.clear();
             match r.read_until(b'\n', &mut line) {
@@ -305,15 +306,21 @@ fn count_stop_reasons(dir: &Path) -> std::collections::BTreeMap<String, u64> {
                 Ok(_) => {}
             }
             let text = line.strip_suffix(b"\n").unwrap_or(&line);
-            if text.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            match outcome::of_line(text) {
-                Some(o) => all.add(&o),
-                None => *all.stop_reasons.entry("unreadable".into()).or_default() += 1,
+            if !text.iter().all(u8::is_ascii_whitespace) {
+                f(text);
             }
         }
     }
+}
+
+/// Records per stop reason over every batch file of `dir` (one scan of each line's
+/// top-level members; a line that cannot be read counts as `unreadable`).
+fn count_stop_reasons(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+    let mut all = Outcomes::default();
+    for_each_batch_line(dir, |text| match outcome::of_line(text) {
+        Some(o) => all.add(&o),
+        None => *all.stop_reasons.entry("unreadable".into()).or_default() += 1,
+    });
     all.stop_reasons
 }
 
@@ -378,6 +385,10 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
             retries: shared.llm.retries(),
             spent: shared.llm.spent(),
             stopped: shared.llm.stop_reason(),
+            cpu_seconds: {
+                let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+                t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+            },
         },
         system_prompt: cfg.system_prompt.clone(),
         sandbox: cfg.sandbox.clone(),
@@ -387,30 +398,15 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
 }
 
 /// The reward figures of every record with a reward in the batch files of `dir`,
-/// grouped by task ([`groups::task_of`]); `None` when no record has a reward.
+/// grouped by task ([`groups::task_and_reward_of_line`]: one scan of a line's members);
+/// `None` when no record has a reward.
 fn reward_statistics(dir: &Path) -> Option<RewardStatistics> {
     use crate::format::groups;
     let mut by_task: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
-    let rd = std::fs::read_dir(dir).ok()?;
-    for e in rd.flatten() {
-        if e.file_name()
-            .to_str()
-            .and_then(rundir::batch_number)
-            .is_none()
-        {
-            continue;
+    for_each_batch_line(dir, |line| {
+        if let Some((Some(task), Some(r))) = groups::task_and_reward_of_line(line) {
+            by_task.entry(task).or_default().push(r);
         }
-        let Ok(text) = std::fs::read(e.path()) else {
-            continue;
-        };
-        for line in text.split(|b| *b == b'\n') {
-            let Ok(row) = crate::io::parse_object(line) else {
-                continue;
-            };
-            if let (Some(task), Some(r)) = (groups::task_of(&row), groups::reward_of(&row)) {
-                by_task.entry(task).or_default().push(r);
-            }
-        }
-    }
+    });
     RewardStatistics::of(&mut by_task, groups::PASS_THRESHOLD)
 }

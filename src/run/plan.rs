@@ -202,6 +202,7 @@ mod tests {
             positions: rows.len() as u64,
             rows,
             lost: 0,
+            skipped: 0,
         }
     }
 

@@ -263,6 +263,9 @@ pub struct ThisRun {
     pub retries: u64,
     pub spent: f64,
     pub stopped: Option<String>,
+    /// CPU seconds (user + system, every thread) of this traj-run process itself, its
+    /// tools' processes not counted.
+    pub cpu_seconds: f64,
 }
 
 /// `statistics.json`: the reference's keys first, then traj's totals over the whole run

@@ -62,6 +62,8 @@ pub struct Tasks {
     pub positions: u64,
     /// Bad rows skipped without `--rejects`.
     pub lost: u64,
+    /// Bad rows skipped (`--on-error skip`), kept in the rejects file or not.
+    pub skipped: u64,
 }
 
 /// Why a line is not a task row.
@@ -174,9 +176,7 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
         tally.summary
     };
     rejects.finish()?;
-    if summary.bad > 0 {
-        super::note(&format!("{} bad task rows skipped", summary.bad));
-    }
+    t.skipped = summary.bad;
     t.positions = valid;
     t.lost = summary.lost;
     Ok(t)
