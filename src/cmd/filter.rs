@@ -203,7 +203,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         valid_tools: args.valid_tools,
         tools: match &args.tools {
             Some(p) => Some(
-                crate::cmd::normalize::load_tool_names(p)
+                crate::format::model::read_tool_names(p)
                     .map_err(|e| crate::error::usage(e).context("--tools"))?
                     .into_iter()
                     .collect(),

@@ -8,12 +8,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde_json::Value;
 
 use crate::cli::{IoArgs, Status};
 use crate::format::repair::{Repair, Repairs};
-use crate::io::Verdict;
 use crate::stage::normalize::groups::{self, Gathered, Gathering};
 use crate::stage::normalize::{
     self, Arguments, Bridge, Columns, Options, Part, Parts, SystemRule, Tally, Target, ToolsAs,
@@ -196,40 +195,6 @@ fn parse_set(s: &str) -> Result<(String, Value), SetError> {
     Ok((k.to_string(), value))
 }
 
-/// Read `--tools FILE` (traj-filter's too): the names of
-/// [`crate::format::model::tool_list_names`] (a JSON list of names or schemas, an object
-/// with such a list under `tools`, or one name per line).
-pub fn load_tool_names(path: &Path) -> Result<Vec<String>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    crate::format::model::tool_list_names(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
-}
-
-/// Convert one input line (the function [`crate::io::process`] runs on every line).
-pub fn convert_line(line: &[u8], opts: &Options, out: &mut Vec<u8>) -> Verdict {
-    convert_line_counted(line, opts, out, &std::sync::Mutex::default())
-}
-
-/// [`convert_line`], adding the row's envelope repairs and parts to `tally`.
-fn convert_line_counted(
-    line: &[u8],
-    opts: &Options,
-    out: &mut Vec<u8>,
-    tally: &std::sync::Mutex<Tally>,
-) -> Verdict {
-    let mut made = Tally::default();
-    match normalize::normalize_line(line, opts, out, &mut made) {
-        Ok(()) => {
-            if made.repairs.total() > 0 || made.parts != Parts::default() || made.groups.0 > 0 {
-                tally.lock().expect("tally").merge(&made);
-            }
-            Verdict::Written
-        }
-        Err(e) => Verdict::Bad(e.to_string()),
-    }
-}
-
 /// `N read, N rollouts of N tasks -> N groups` (or `N pairs, N tasks without a pair
 /// (reason: n, ...)`), then the drops, bad and lost lines.
 fn gathered_text(g: &Gathered, how: Gathering, io: &crate::cli::IoArgs) -> String {
@@ -323,7 +288,8 @@ fn parts_text(p: &Parts) -> String {
 /// Run traj-normalize.
 pub fn run_cli(args: Args) -> Result<Status> {
     let known_tools = match &args.tools {
-        Some(p) => load_tool_names(p).map_err(|e| crate::error::usage(e).context("--tools"))?,
+        Some(p) => crate::format::model::read_tool_names(p)
+            .map_err(|e| crate::error::usage(e).context("--tools"))?,
         None => Vec::new(),
     };
     let arguments = args.arguments.unwrap_or(if args.to == Target::Dpo {
@@ -390,7 +356,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             _ => Gathering::Groups,
         };
         let convert =
-            |line: &[u8], buf: &mut Vec<u8>| convert_line_counted(line, &opts, buf, &tally);
+            |line: &[u8], buf: &mut Vec<u8>| normalize::convert_line(line, &opts, buf, &tally);
         let g = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
             groups::gather(&cfg, src, (out, rejects), &convert, how)
         })?;
@@ -417,7 +383,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
     }
     let summary = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
         crate::io::process(&cfg, src, out, rejects, |line, buf| {
-            convert_line_counted(line, &opts, buf, &tally)
+            normalize::convert_line(line, &opts, buf, &tally)
         })
     })?;
     let tokens = commit_sidecar(sidecar)?;

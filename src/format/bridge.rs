@@ -203,6 +203,32 @@ pub struct Original {
 /// bridge call, not yet taken) after the real tool. Returns the originals, in order.
 pub fn resolve_turns(traj: &mut Trajectory) -> Vec<Original> {
     let mut out = Vec::new();
+    let walked: Result<(), std::convert::Infallible> = rename_calls(traj, |ordinal, c| {
+        let Some(e) = resolve(&c.name, &c.arguments) else {
+            return Ok(None);
+        };
+        let name = std::mem::replace(&mut c.name, e.name.clone());
+        let arguments = std::mem::replace(&mut c.arguments, e.arguments);
+        let pair = (name.clone(), e.name.clone());
+        out.push(Original {
+            call: ordinal,
+            resolved: e.name,
+            name,
+            arguments,
+        });
+        Ok(Some(pair))
+    });
+    let Ok(()) = walked;
+    out
+}
+
+/// Call `f` with every tool call of `traj` and its ordinal (over the row); where `f`
+/// renames the call (`Some((old, new))`), the result that answers it (the first result
+/// named `old`, not yet taken, of the next tool turn) is named `new`.
+fn rename_calls<E>(
+    traj: &mut Trajectory,
+    mut f: impl FnMut(usize, &mut crate::format::model::ToolCall) -> Result<Option<(String, String)>, E>,
+) -> Result<(), E> {
     let mut ordinal = 0;
     let mut renamed: Vec<(String, String)> = Vec::new();
     for turn in &mut traj.turns {
@@ -210,17 +236,7 @@ pub fn resolve_turns(traj: &mut Trajectory) -> Vec<Original> {
             Turn::Gpt(g) => {
                 renamed.clear();
                 for c in &mut g.tool_calls {
-                    if let Some(e) = resolve(&c.name, &c.arguments) {
-                        let name = std::mem::replace(&mut c.name, e.name.clone());
-                        let arguments = std::mem::replace(&mut c.arguments, e.arguments);
-                        renamed.push((name.clone(), e.name.clone()));
-                        out.push(Original {
-                            call: ordinal,
-                            resolved: e.name,
-                            name,
-                            arguments,
-                        });
-                    }
+                    renamed.extend(f(ordinal, c)?);
                     ordinal += 1;
                 }
             }
@@ -231,7 +247,7 @@ pub fn resolve_turns(traj: &mut Trajectory) -> Vec<Original> {
             Turn::Human(_) => renamed.clear(),
         }
     }
-    out
+    Ok(())
 }
 
 /// Name after `to` the first result named `from` not yet taken, for each `(from, to)`.
@@ -302,35 +318,21 @@ fn read_originals(v: &Value) -> Result<Vec<Original>, RestoreError> {
 pub fn restore_turns(traj: &mut Trajectory, v: &Value) -> Result<(), RestoreError> {
     let originals = read_originals(v)?;
     let mut next = originals.iter().peekable();
-    let mut ordinal = 0;
-    let mut renamed: Vec<(String, String)> = Vec::new();
-    for turn in &mut traj.turns {
-        match turn {
-            Turn::Gpt(g) => {
-                renamed.clear();
-                for c in &mut g.tool_calls {
-                    if let Some(o) = next.next_if(|o| o.call == ordinal) {
-                        if c.name != o.resolved {
-                            return Err(RestoreError::Mismatch(
-                                o.call,
-                                o.resolved.clone(),
-                                c.name.clone(),
-                            ));
-                        }
-                        renamed.push((o.resolved.clone(), o.name.clone()));
-                        c.name = o.name.clone();
-                        c.arguments = o.arguments.clone();
-                    }
-                    ordinal += 1;
-                }
-            }
-            Turn::Tool(results) => {
-                rename_results(results, &renamed);
-                renamed.clear();
-            }
-            Turn::Human(_) => renamed.clear(),
+    rename_calls(traj, |ordinal, c| {
+        let Some(o) = next.next_if(|o| o.call == ordinal) else {
+            return Ok(None);
+        };
+        if c.name != o.resolved {
+            return Err(RestoreError::Mismatch(
+                o.call,
+                o.resolved.clone(),
+                c.name.clone(),
+            ));
         }
-    }
+        c.name = o.name.clone();
+        c.arguments = o.arguments.clone();
+        Ok(Some((o.resolved.clone(), o.name.clone())))
+    })?;
     match next.next() {
         Some(o) => Err(RestoreError::NoSuchCall(o.call)),
         None => Ok(()),

@@ -4,7 +4,8 @@
 //! - [`bridge`]: hermes-agent's bridge tools (`tool_call` and the real tool it ran)
 //!   and MCP tool names.
 //! - [`model`]: the trajectory model (turns, tool calls and results), how a tool
-//!   declaration names its tool, tool statistics and the tool-success rule.
+//!   declaration names its tool, and the tool-success rule.
+//! - [`stats`]: per-tool call, success and failure counts of a trajectory (`tool_stats`).
 //! - [`hermes`]: the Hermes function-calling envelope, rendered and parsed, and the one
 //!   tag scanner every stage reads tags with.
 //! - [`message`]: the rules for OpenAI-style messages (text, reasoning).
@@ -34,6 +35,7 @@ pub mod outcome;
 pub mod pyjson;
 pub mod repair;
 pub mod row;
+pub mod stats;
 pub mod time;
 pub mod tokens;
 

@@ -658,3 +658,199 @@ fn openai_result(
         content,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::format::row::{BadRow as ViewError, parse_row};
+    use crate::stage::normalize::BadRow;
+    use serde_json::Value;
+
+    /// A JSON string literal of random text: escapes, `\u` forms, multi-byte characters.
+    fn string(rng: &mut fastrand::Rng) -> String {
+        const PIECES: [&str; 10] = [
+            "a",
+            "plain words",
+            "\\\"",
+            "\\n",
+            "\\\\",
+            "\\u00e9",
+            "\\ud83d\\ude00",
+            "é",
+            "中文",
+            "<think>",
+        ];
+        let mut s = String::from("\"");
+        for _ in 0..rng.usize(0..6) {
+            s.push_str(PIECES[rng.usize(0..PIECES.len())]);
+        }
+        s.push('"');
+        s
+    }
+
+    /// One member `"key": value` of a turn or message, or nothing.
+    fn member(rng: &mut fastrand::Rng, key: &str, texts: &[&str]) -> Option<String> {
+        match rng.u8(0..10) {
+            0 => None,
+            1 => Some(format!("\"{key}\": 3")),
+            2 => Some(format!("\"{key}\": null")),
+            3..=5 => Some(format!("\"{key}\": {}", string(rng))),
+            _ => Some(format!("\"{key}\": {}", texts[rng.usize(0..texts.len())])),
+        }
+    }
+
+    fn object(rng: &mut fastrand::Rng, mut members: Vec<String>) -> String {
+        rng.shuffle(&mut members);
+        format!("{{{}}}", members.join(", "))
+    }
+
+    fn list(rng: &mut fastrand::Rng, entry: impl Fn(&mut fastrand::Rng) -> String) -> String {
+        match rng.u8(0..12) {
+            0 => "3".into(),
+            1 => "{}".into(),
+            2 => string(rng),
+            _ => {
+                let n = rng.usize(0..5);
+                let items: Vec<String> = (0..n)
+                    .map(|_| match rng.u8(0..12) {
+                        0 => "1".to_string(),
+                        _ => entry(rng),
+                    })
+                    .collect();
+                format!("[{}]", items.join(", "))
+            }
+        }
+    }
+
+    /// A random row: a ShareGPT list, an OpenAI list, both or neither, other fields, and
+    /// now and then a line cut short (not JSON, or not even UTF-8).
+    fn row(rng: &mut fastrand::Rng) -> Vec<u8> {
+        let speakers = ["\"human\"", "\"gpt\"", "\"tool\"", "\"sys\\u0074em\""];
+        let roles = ["\"user\"", "\"assistant\"", "\"tool\""];
+        let mut members = Vec::new();
+        if rng.u8(0..4) > 0 {
+            let turns = list(rng, |rng| {
+                let m = [
+                    member(rng, "from", &speakers),
+                    member(rng, "value", &["\"x\""]),
+                ];
+                object(rng, m.into_iter().flatten().collect())
+            });
+            members.push(format!("\"conversations\": {turns}"));
+        }
+        if rng.u8(0..3) == 0 {
+            let messages = list(rng, |rng| {
+                let m = [
+                    member(rng, "role", &roles),
+                    member(rng, "content", &["\"x\""]),
+                ];
+                object(rng, m.into_iter().flatten().collect())
+            });
+            members.push(format!("\"messages\": {messages}"));
+        }
+        for key in ["completed", "id", "history"] {
+            if rng.bool() {
+                members.push(format!(
+                    "\"{key}\": {}",
+                    ["true", "[]", "\"r-1\""][rng.usize(0..3)]
+                ));
+            }
+        }
+        let mut line = object(rng, members).into_bytes();
+        if rng.u8(0..20) == 0 {
+            line.truncate(rng.usize(0..line.len()));
+        }
+        line
+    }
+
+    /// What the general reading expects of a list entry (`from` for turns, `role` for
+    /// messages): an object whose key is a string, and for a turn a `value`.
+    fn entries_ok(items: &[Value], key: &str, value: Option<&str>) -> bool {
+        items.iter().all(|t| {
+            t.as_object().is_some_and(|o| {
+                o.get(key).is_some_and(Value::is_string) && value.is_none_or(|v| o.contains_key(v))
+            })
+        })
+    }
+
+    /// The borrowed row view (`format::row::parse_row`: what traj-filter, traj-merge and
+    /// traj-compress read) and the general reading (`io::parse_object` and
+    /// [`super::find_messages`]: what traj-normalize reads, on `serde_json::Value`) agree
+    /// on random rows: the same lines are JSON objects, the same rows have a message
+    /// list, the same lists are refused, and a ShareGPT list has the same turns, speakers
+    /// and texts in both.
+    #[test]
+    fn the_row_view_reads_rows_as_the_general_reading_does() {
+        let mut rng = fastrand::Rng::with_seed(31);
+        let mut seen = [0usize; 4];
+        for _ in 0..20_000 {
+            let bytes = row(&mut rng);
+            let line = String::from_utf8_lossy(&bytes);
+            let view = parse_row(&bytes);
+            let general = crate::io::parse_object(&bytes);
+            let not_json = |e: &ViewError| {
+                matches!(
+                    e,
+                    ViewError::Json(_)
+                        | ViewError::JsonNear(_)
+                        | ViewError::Utf8(_)
+                        | ViewError::NotAnObject(_)
+                        | ViewError::Line(_)
+                )
+            };
+            let obj = match general {
+                Err(_) => {
+                    assert!(view.as_ref().is_err_and(not_json), "{line}: {view:?}");
+                    seen[0] += 1;
+                    continue;
+                }
+                Ok(obj) => obj,
+            };
+            assert!(!view.as_ref().is_err_and(not_json), "{line}: {view:?}");
+            let messages_ok = match obj.get("messages") {
+                None => true,
+                Some(Value::Array(items)) => entries_ok(items, "role", None),
+                Some(_) => false,
+            };
+            match super::find_messages(&obj, None) {
+                Err(BadRow::NoMessageList(_)) => {
+                    assert!(matches!(view, Err(ViewError::NoTurns)), "{line}: {view:?}");
+                    seen[1] += 1;
+                }
+                Err(e) => {
+                    assert!(matches!(e, BadRow::NotAList(..)), "{line}: {e}");
+                    assert!(matches!(view, Err(ViewError::Shape(_))), "{line}: {view:?}");
+                    seen[2] += 1;
+                }
+                Ok((key, items)) => {
+                    let turns_ok =
+                        key != "conversations" || entries_ok(items, "from", Some("value"));
+                    let view = match view {
+                        Ok(v) => v,
+                        Err(e) => {
+                            assert!(
+                                matches!(e, ViewError::Shape(_)) && !(turns_ok && messages_ok),
+                                "{line}: {e:?}"
+                            );
+                            continue;
+                        }
+                    };
+                    assert!(turns_ok && messages_ok, "{line}");
+                    if key == "conversations" {
+                        let turns = view.conversations.expect("turns");
+                        assert_eq!(turns.len(), items.len(), "{line}");
+                        for (t, item) in turns.iter().zip(items) {
+                            assert_eq!(item["from"].as_str(), Some(&*t.from), "{line}");
+                            let value: Value = serde_json::from_str(t.value).expect("raw JSON");
+                            assert_eq!(value, item["value"], "{line}");
+                        }
+                    } else {
+                        assert_eq!(view.messages.expect("messages").len(), items.len());
+                    }
+                    seen[3] += 1;
+                }
+            }
+        }
+        // Every branch was taken often.
+        assert!(seen.iter().all(|&n| n > 500), "{seen:?}");
+    }
+}

@@ -30,11 +30,10 @@ use super::read::{Pending, push_results};
 use super::{AsIs, Columns, Members, Options, Target, close_row, write_error_counts, write_stats};
 use crate::format::hermes::{self, QuickContent};
 use crate::format::jsonscan;
-use crate::format::model::{
-    Outcome, ToolResult, Trajectory, Turn, tool_content_value_owned, tool_stats,
-};
+use crate::format::model::{Outcome, ToolResult, Trajectory, Turn, tool_content_value_owned};
 use crate::format::pyjson;
 use crate::format::repair::{self, Mode, Repairs};
+use crate::format::stats::tool_stats;
 
 /// How the quick path reads a row, and what it counts (as [`super::read::ReadCtx`]).
 struct Ctx {

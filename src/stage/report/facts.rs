@@ -5,14 +5,15 @@
 //! ([`crate::stage::normalize::read`]), tokens are counted as traj-compress counts a
 //! turn ([`crate::stage::compress::row::for_each_text`], so the budget line compares
 //! like with like), tool errors by the reference's success rule
-//! ([`crate::format::model::tool_stats`]).
+//! ([`crate::format::stats::tool_stats`]).
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::format::model::{Trajectory, Turn, tool_stats};
+use crate::format::model::{Trajectory, Turn};
 use crate::format::repair::Mode;
+use crate::format::stats::tool_stats;
 use crate::format::tokens::Tokenizer;
 use crate::stage::compress::row::{Row, for_each_text, turn_text};
 use crate::stage::compress::summary::PREFIX;
