@@ -15,39 +15,25 @@ batch's rejects go to OUTPUT_DIR/rejects/STAGE-K-BATCH.jsonl, the rows (in input
 to OUTPUT_DIR/data.jsonl. On a cluster, --bin-dir must be a path every node has.
 """
 
-import argparse
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import uuid
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import traj_stages  # noqa: E402
+
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        description="Run traj stages over a dataset with Ray Data.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__.split("\n\n", 1)[1],
-    )
-    p.add_argument("input")
-    p.add_argument("output_dir")
-    p.add_argument("stages", nargs="+", metavar="'STAGE ARGS'")
-    p.add_argument("--bin-dir", default=None, help="where the traj binaries are (default: target/release, else PATH)")
+    p = traj_stages.stage_parser("Ray Data", __doc__)
     p.add_argument("--batch-size", type=int, default=4096, help="lines per subprocess call")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of a local Ray (default: all)")
     return p.parse_args(argv)
 
 
 def find_binary(name, bin_dir):
-    here = os.path.dirname(os.path.abspath(__file__))
-    for d in [bin_dir, os.path.join(here, "..", "target", "release")]:
-        if d and os.path.isfile(os.path.join(d, name)):
-            return os.path.abspath(os.path.join(d, name))
-    found = shutil.which(name)
-    if not found:
-        sys.exit(f"ray_pipeline: {name} not found (build with `make build` or pass --bin-dir)")
-    return found
+    return traj_stages.find_binary(name, bin_dir, "ray_pipeline")
 
 
 class Stage:
@@ -73,12 +59,8 @@ class Stage:
 
 def main(argv):
     a = parse_args(argv)
-    stages = []
-    for s in a.stages:
-        words = shlex.split(s)
-        if not words or not words[0].startswith("traj-"):
-            sys.exit(f"ray_pipeline: a stage is a traj binary and its flags, not {s!r}")
-        stages.append((find_binary(words[0], a.bin_dir), words[0], words[1:]))
+    stages = [(find_binary(name, a.bin_dir), name, args)
+              for name, args in traj_stages.parse_stages(a.stages, "ray_pipeline")]
 
     import ray
 

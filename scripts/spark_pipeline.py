@@ -24,40 +24,26 @@ could not get a file of their own; the runner below does what RDD.pipe(checkCode
 does (stdin from the partition, stdout as the new partition, exit code checked) and more.
 """
 
-import argparse
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import threading
 import warnings
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import traj_stages  # noqa: E402
+
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        description="Run traj stages over a dataset with PySpark.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__.split("\n\n", 1)[1],
-    )
-    p.add_argument("input")
-    p.add_argument("output_dir")
-    p.add_argument("stages", nargs="+", metavar="'STAGE ARGS'")
+    p = traj_stages.stage_parser("PySpark", __doc__)
     p.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[2])")
-    p.add_argument("--bin-dir", default=None, help="where the traj binaries are (default: target/release, else PATH)")
     p.add_argument("--partitions", type=int, default=None, help="minimum number of partitions of JSONL input")
     return p.parse_args(argv)
 
 
 def find_binary(name, bin_dir):
-    here = os.path.dirname(os.path.abspath(__file__))
-    for d in [bin_dir, os.path.join(here, "..", "target", "release")]:
-        if d and os.path.isfile(os.path.join(d, name)):
-            return os.path.abspath(os.path.join(d, name))
-    found = shutil.which(name)
-    if not found:
-        sys.exit(f"spark_pipeline: {name} not found (build with `make build` or pass --bin-dir)")
-    return found
+    return traj_stages.find_binary(name, bin_dir, "spark_pipeline")
 
 
 def run_stage(argv, lines, rejects):
@@ -118,12 +104,7 @@ def is_parquet_input(path):
 
 def main(argv):
     a = parse_args(argv)
-    stages = []
-    for s in a.stages:
-        words = shlex.split(s)
-        if not words or not words[0].startswith("traj-"):
-            sys.exit(f"spark_pipeline: a stage is a traj binary and its flags, not {s!r}")
-        stages.append((words[0], words[1:]))
+    stages = traj_stages.parse_stages(a.stages, "spark_pipeline")
 
     from pyspark.sql import SparkSession
 

@@ -34,6 +34,19 @@ pub use source::{
     sources_from_args, sources_matching, sources_with_prefix, spool_stdin,
 };
 
+/// The configuration the pipelines' tests run with.
+#[cfg(test)]
+pub(crate) fn test_pipe(on_error: OnError, jobs: usize, drops_are_loss: bool) -> PipeConfig {
+    PipeConfig {
+        stage: "test",
+        on_error,
+        jobs,
+        drops_are_loss,
+        select: None,
+        batch_lines: 0,
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn write_tmp(dir: &std::path::Path, name: &str, data: &[u8]) -> std::path::PathBuf {
     let p = dir.join(name);

@@ -157,12 +157,7 @@ where
         // The reader may wait for a free buffer: no more will come.
         drop(recycle_tx);
         drop(done_rx);
-        let read_result = reader.join().expect("reader thread panicked");
-        if let Some(payload) = panicked.take() {
-            std::panic::resume_unwind(payload);
-        }
-        result?;
-        read_result
+        crate::io::pipeline::join_reader(result, reader, &mut panicked)
     })?;
     Ok(summary)
 }
@@ -502,14 +497,7 @@ mod tests {
     use std::io::Write;
 
     fn cfg(on_error: OnError) -> PipeConfig {
-        PipeConfig {
-            stage: "test",
-            on_error,
-            jobs: 2,
-            drops_are_loss: false,
-            select: None,
-            batch_lines: 0,
-        }
+        crate::io::test_pipe(on_error, 2, false)
     }
 
     fn judge(line: &[u8]) -> Verdict {

@@ -156,14 +156,25 @@ where
         }
         drop(slot_rx);
         drop(done_rx);
-        let read_result = reader.join().expect("reader thread panicked");
-        if let Some(payload) = panicked.take() {
-            std::panic::resume_unwind(payload);
-        }
-        result?;
-        read_result
+        join_reader(result, reader, &mut panicked)
     })?;
     Ok(summary)
+}
+
+/// The end of an ordered pipeline, once the writer is done and the channels the reader
+/// waits on are dropped: wait for the reader, re-raise a worker's panic, then the
+/// writer's error before the reader's.
+pub(crate) fn join_reader(
+    written: Result<()>,
+    reader: std::thread::ScopedJoinHandle<'_, Result<()>>,
+    panicked: &mut Option<Panic>,
+) -> Result<()> {
+    let read = reader.join().expect("reader thread panicked");
+    if let Some(payload) = panicked.take() {
+        std::panic::resume_unwind(payload);
+    }
+    written?;
+    read
 }
 
 /// Run `f` over the lines of a batch, writing into `out` (a recycled buffer, or a new
@@ -387,14 +398,7 @@ mod tests {
     use serde_json::Value;
     use std::path::Path;
     fn cfg(on_error: OnError) -> PipeConfig {
-        PipeConfig {
-            stage: "test",
-            on_error,
-            jobs: 3,
-            drops_are_loss: true,
-            select: None,
-            batch_lines: 0,
-        }
+        crate::io::test_pipe(on_error, 3, true)
     }
 
     /// Each row its own batch, `jobs` workers, `fail` on bad lines.
