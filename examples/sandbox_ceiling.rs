@@ -7,7 +7,10 @@
 //! # MODE: bare (the command as a plain child: fork/exec alone), local, bwrap (traj's
 //! # sandbox made for the task: a new workspace, the call, the task-end clean-up),
 //! # local-pod, bwrap-pod (the sandbox each worker keeps between its tasks, as traj-run
-//! # does by default: the call, then the task-end reset). Prints calls per second.
+//! # does by default: the call, then the task-end reset), loop-bwrap (the floor: the
+//! # exact command line traj's bwrap sandbox spawns for the call, program, arguments,
+//! # environment and folder, built once and then spawned CALLS times by a bare loop,
+//! # none of traj's code between). Prints calls per second.
 //! ```
 
 // A measuring tool: its one figure goes to stdout.
@@ -48,20 +51,54 @@ fn main() {
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [mode, calls, threads] = &args[..] else {
-        eprintln!("usage: sandbox-ceiling bare|local|bwrap|local-pod|bwrap-pod CALLS THREADS");
+        eprintln!(
+            "usage: sandbox-ceiling bare|local|bwrap|local-pod|bwrap-pod|loop-bwrap CALLS THREADS"
+        );
         std::process::exit(2);
     };
     let calls: usize = calls.parse().expect("CALLS is a number");
     let threads: usize = threads.parse().expect("THREADS is a number");
     let cfg = SandboxConfig {
         backend: match mode.as_str() {
-            "bwrap" | "bwrap-pod" => Backend::Bwrap,
+            "bwrap" | "bwrap-pod" | "loop-bwrap" => Backend::Bwrap,
             _ => Backend::Local,
         },
         pod_exe: mode
             .ends_with("-pod")
             .then(|| std::env::current_exe().expect("its own path")),
         ..SandboxConfig::default()
+    };
+    // The floor: one sandbox's command line for the call, spawned again and again.
+    let exact = (mode == "loop-bwrap").then(|| {
+        let mut sandbox = Sandbox::new(&cfg, None, None).expect("sandbox");
+        let c = sandbox
+            .command(&["/bin/sh", "-c", &format!("exec 2>&1\n{SCRIPT}")])
+            .expect("its command");
+        let argv: Vec<_> = c.get_args().map(|a| a.to_owned()).collect();
+        let env: Vec<_> = c
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+            .collect();
+        let cwd = c.get_current_dir().expect("a folder").to_owned();
+        (sandbox, c.get_program().to_owned(), argv, env, cwd)
+    });
+    let one = |mode: &str| match &exact {
+        Some((_, program, argv, env, cwd)) => {
+            let out = Command::new(program)
+                .args(argv)
+                .env_clear()
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .current_dir(cwd)
+                .stdin(Stdio::null())
+                .output()
+                .expect("bwrap runs");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        None => one_call(mode, &cfg),
     };
     let left = AtomicUsize::new(calls);
     let start = Instant::now();
@@ -72,7 +109,7 @@ fn main() {
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
                     .is_ok()
                 {
-                    one_call(mode, &cfg);
+                    one(mode);
                 }
             });
         }

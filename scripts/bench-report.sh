@@ -15,11 +15,10 @@ set -euo pipefail
 ROWS=${1:-100000}
 RUNS=${2:-3}
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BENCH="$ROOT/target/bench"
-DIR=${TRAJ_BENCH_BIN_DIR:-$ROOT/target/release}
+# shellcheck source=scripts/lib-bench.sh
+source "$ROOT/scripts/lib-bench.sh"
 REPORT="$DIR/traj-report"
 FILTER="$DIR/traj-filter"
-TIME=/usr/bin/time
 mkdir -p "$BENCH"
 if [[ -z ${TRAJ_BENCH_BIN_DIR:-} ]]; then
     cargo build --release --quiet --locked --bin traj-report --bin traj-filter --manifest-path "$ROOT/Cargo.toml" >&2
@@ -49,8 +48,6 @@ QUARTER="$BENCH/report-$((ROWS / 4)).jsonl"
 BYTES=$(stat -L -c %s "$CORPUS")
 cat "$CORPUS" "$QUARTER" >/dev/null # warm the page cache
 
-# shellcheck source=scripts/lib-bench.sh
-source "$ROOT/scripts/lib-bench.sh"
 PAGE="$BENCH/report-${ROWS}.html"
 read -r t_filter rss_filter < <(best "'$FILTER' -q '$CORPUS'")
 read -r t_ftok rss_ftok < <(best "'$FILTER' -q --max-row-tokens 1000000000 '$CORPUS'")

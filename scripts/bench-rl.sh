@@ -14,9 +14,8 @@ set -euo pipefail
 TASKS=${1:-6000}
 RUNS=${2:-3}
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BENCH="$ROOT/target/bench"
-DIR=${TRAJ_BENCH_BIN_DIR:-$ROOT/target/release}
-TIME=/usr/bin/time
+# shellcheck source=scripts/lib-bench.sh
+source "$ROOT/scripts/lib-bench.sh"
 mkdir -p "$BENCH"
 if [[ -z ${TRAJ_BENCH_BIN_DIR:-} ]]; then
     cargo build --release --quiet --locked --bin traj-normalize --bin traj-filter --manifest-path "$ROOT/Cargo.toml" >&2
@@ -38,8 +37,6 @@ fi
 BYTES=$(stat -L -c %s "$CORPUS")
 cat "$CORPUS" >/dev/null # warm the page cache
 
-# shellcheck source=scripts/lib-bench.sh
-source "$ROOT/scripts/lib-bench.sh"
 F="$DIR/traj-filter"
 N="$DIR/traj-normalize"
 read -r t_pass rss_pass < <(best "'$F' -q '$CORPUS' -o /dev/null")

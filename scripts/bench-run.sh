@@ -24,13 +24,9 @@ REF_VENV="$ROOT/target/venvs/hermes-agent"
 REF_WORKERS=${REF_WORKERS:-4}
 [[ -x $BIN && -x $STANDIN ]] || (cd "$ROOT" && cargo build --release --locked --bin traj-run --example standin >&2)
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/traj-bench-run.XXXXXX")
-STANDIN_PID=""
-cleanup() {
-    [[ -n $STANDIN_PID ]] && kill "$STANDIN_PID" 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/lib-bench.sh
+source "$ROOT/scripts/lib-bench.sh"
+standin_workdir run
 
 IDEAL=$((WORKERS * 1000 / LATENCY_MS))
 N1=$((IDEAL * SECONDS_TARGET))           # one call per prompt
@@ -61,14 +57,6 @@ with open(sys.argv[2], "w") as f:
         f.write(json.dumps({"prompt": f"Agent task {i}", "toolsets": ["terminal", "file"]}) + "\n")
 EOF
 
-start_standin() { # script [latency_ms]
-    : > "$WORK/addr"
-    "$STANDIN" --latency-ms "${2:-$LATENCY_MS}" --script "$1" > "$WORK/addr" &
-    STANDIN_PID=$!
-    for _ in $(seq 100); do [[ -s $WORK/addr ]] && break; sleep 0.05; done
-    URL=$(head -n1 "$WORK/addr")
-}
-stop_standin() { kill "$STANDIN_PID" 2>/dev/null || true; wait "$STANDIN_PID" 2>/dev/null || true; STANDIN_PID=""; : > "$WORK/addr"; }
 
 # run NAME PROMPTS WORKERS [traj-run flags...] -> sets SECS, RSS_KB, CPU (% of one core),
 # CALLS, RECORDS
@@ -97,7 +85,7 @@ echo
 echo "| scenario | prompts | calls | wall s | calls/s | % of ideal | peak RSS MB | traj-run CPU % |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 
-start_standin "$WORK/answer.json"
+start_standin "$WORK/answer.json" "$LATENCY_MS"
 run one-call "$WORK/prompts1.jsonl" "$WORKERS"
 RATE=$(echo "$CALLS / $SECS" | bc -l)
 printf '| 1 call per prompt (no tools) | %d | %d | %.2f | %.0f | %.1f%% | %.1f | %.0f |\n' \
@@ -110,7 +98,7 @@ run small "$WORK/prompts_small.jsonl" 16
 RSS_SMALL=$RSS_KB
 stop_standin
 
-start_standin "$WORK/agent.json"
+start_standin "$WORK/agent.json" "$LATENCY_MS"
 run agent "$WORK/prompts4.jsonl" "$WORKERS"
 RATE4=$(echo "$CALLS / $SECS" | bc -l)
 printf '| 4 calls per prompt (write_file, read_file, terminal, answer) | %d | %d | %.2f | %.0f | %.1f%% | %.1f | %.0f |\n' \

@@ -21,13 +21,9 @@ BIN=${TRAJ_RUN_BIN:-$ROOT/target/release/traj-run}
 STANDIN=${TRAJ_STANDIN_BIN:-$ROOT/target/release/examples/standin}
 [[ -x $BIN && -x $STANDIN ]] || (cd "$ROOT" && cargo build --release --locked --bin traj-run --example standin >&2)
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/traj-bench-sandbox.XXXXXX")
-STANDIN_PID=""
-cleanup() {
-    [[ -n $STANDIN_PID ]] && kill "$STANDIN_PID" 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/lib-bench.sh
+source "$ROOT/scripts/lib-bench.sh"
+standin_workdir sandbox
 
 python3 - "$CALLS" "$WORK" <<'EOF'
 import json, sys

@@ -7,8 +7,15 @@ Deterministic for a given --seed. Shapes:
   openai    raw run records as traj-run writes them: OpenAI `messages` with reasoning,
             `tool_calls` and `role: "tool"` results, plus `tools` (the schemas offered).
 
-Rows have 10 to 62 turns; tool output is about 60% of the text. --long-frac sets the share
-of rows made long (several times a typical row), for the compression benchmark.
+  real      rows nobody here wrote, from tests/fixtures (see its LICENSES.md): hermes-agent's
+            Hermes ShareGPT rows (hermes_reason_tool_use_50, hermes_agent_repairs) and
+            long mini-swe-agent runs in OpenAI `messages` (mini_swe_agent_trajs, up to
+            100 KB a row), in a seeded shuffle, each copy with its own `id` (the only
+            change to a row; --real-frac sets the byte share of the OpenAI runs).
+
+Generated rows have 10 to 62 turns; tool output is about 60% of the text. --long-frac
+sets the share of rows made long (several times a typical row), for the compression
+benchmark.
 
 Example:
   python3 scripts/gen_corpus.py --shape sharegpt --mb 500 --seed 1 > target/bench/corpus.jsonl
@@ -16,6 +23,7 @@ Example:
 
 import argparse
 import json
+import os
 import random
 import sys
 
@@ -165,13 +173,17 @@ def openai_row(idx, prompt, tools, steps):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", choices=["sharegpt", "openai"], default="sharegpt")
+    ap.add_argument("--shape", choices=["sharegpt", "openai", "real"], default="sharegpt")
     ap.add_argument("--mb", type=float, default=100, help="stop after this many MB")
     ap.add_argument("--rows", type=int, default=0, help="stop after this many rows (0: by --mb)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--long-frac", type=float, default=0.0,
                     help="share of rows made about six times longer (default 0)")
+    ap.add_argument("--real-frac", type=float, default=0.5,
+                    help="--shape real: byte share of the long OpenAI runs (default 0.5)")
     a = ap.parse_args()
+    if a.shape == "real":
+        return real_rows(a)
     rng = random.Random(a.seed)
     text = Text(rng)
     limit = int(a.mb * 1_000_000)
@@ -185,6 +197,36 @@ def main():
         line = dumps(row) + "\n"
         out.write(line)
         written += len(line.encode("utf-8"))
+        idx += 1
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
+
+
+def real_rows(a):
+    """--shape real: the fixtures' rows, each copy with its own `id` put first."""
+    def load(names):
+        rows = []
+        for n in names:
+            with open(os.path.join(FIXTURES, n), encoding="utf-8") as f:
+                rows += [json.loads(line) for line in f if line.strip()]
+        return rows
+    hermes = load(["hermes_reason_tool_use_50.jsonl", "hermes_agent_repairs.jsonl"])
+    openai = load(["mini_swe_agent_trajs.jsonl"])
+    rng = random.Random(a.seed)
+    limit = int(a.mb * 1_000_000)
+    written = {"hermes": 0, "openai": 0}
+    idx = 0
+    out = sys.stdout
+    while (a.rows and idx < a.rows) or (not a.rows and sum(written.values()) < limit):
+        total = sum(written.values())
+        kind = "openai" if total == 0 or written["openai"] < a.real_frac * total else "hermes"
+        src = rng.choice(openai if kind == "openai" else hermes)
+        row = {"id": f"real-{idx}"}
+        row.update((k, v) for k, v in src.items() if k != "id")
+        line = json.dumps(row, ensure_ascii=False) + "\n"
+        out.write(line)
+        written[kind] += len(line.encode("utf-8"))
         idx += 1
 
 
