@@ -290,13 +290,15 @@ fn agent_config(args: &Args) -> Result<(AgentConfig, SystemPromptUsed), ConfigEr
     Ok((agent, system))
 }
 
-/// A configuration error as the exit status sees it (usage: 2).
+/// A configuration error as the exit status sees it (usage: 2), its context and chain
+/// kept.
 fn usage(e: anyhow::Error) -> anyhow::Error {
-    match e.downcast::<ConfigError>() {
-        Ok(c) => crate::error::classify(c),
-        Err(e) if e.is::<crate::toolbox::cli::ToolArgsError>() => crate::error::usage(e),
-        Err(e) => e,
-    }
+    use crate::error::Classify;
+    let users = e
+        .downcast_ref::<ConfigError>()
+        .is_some_and(Classify::is_usage)
+        || e.is::<crate::toolbox::cli::ToolArgsError>();
+    if users { crate::error::usage(e) } else { e }
 }
 
 fn config(args: &Args) -> Result<RunConfig, ConfigError> {
