@@ -202,6 +202,15 @@ fn plain_prompts_make_records_checkpoint_and_statistics() {
     assert_eq!(st["total_batches"], 2);
     assert_eq!(st["reasoning_statistics"]["turns_with_reasoning"], 3);
     assert!((st["usage"]["cost"].as_f64().unwrap() - 0.003).abs() < 1e-9);
+    // traj-run's own CPU time: more than nothing, and no more than its wall time on every
+    // core (its tools' processes are not counted in it).
+    let cpu = st["this_run"]["cpu_seconds"].as_f64().unwrap();
+    let wall = st["duration_seconds"].as_f64().unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    assert!(
+        cpu > 0.0 && cpu <= wall * cores + 0.1,
+        "cpu {cpu} s, wall {wall} s"
+    );
 }
 
 #[test]
