@@ -269,8 +269,14 @@ fn a_symlink_swapped_under_the_file_tools_never_lets_them_out() {
 
 #[test]
 fn setsid_and_double_fork_daemons_die_with_the_call_and_the_task() {
+    // Every backend with its kept sandbox, and bwrap with a new one per command (whose
+    // task end looks only at traj-run's own children: a background command's bwrap).
+    let variants = backends()
+        .into_iter()
+        .map(|b| (b, &[][..]))
+        .chain([("bwrap", &["--no-sandbox-reuse"][..])]);
     for user in users() {
-        for backend in backends() {
+        for (backend, extra) in variants.clone() {
             let d = open_dir();
             let marker = format!("3{}", fastrand::u32(10_000..99_999));
             let turns = json!([
@@ -281,10 +287,13 @@ fn setsid_and_double_fork_daemons_die_with_the_call_and_the_task() {
                 // Marks the time between the calls; its own check of the daemons.
                 {"tool_calls": [{"name": "terminal", "arguments": {"command": format!(
                     "ps -eo args | grep -c '^sleep {marker}' || true")}}]},
+                // A background command still running when the task ends.
+                {"tool_calls": [{"name": "terminal", "arguments": {
+                    "command": format!("sleep {marker}4"), "background": true}}]},
                 {"content": "Final: done"}
             ]);
-            let (tools, _) = attack(d.path(), user, backend, turns, &[]);
-            let ctx = format!("{user:?} {backend}: {tools:?}");
+            let (tools, _) = attack(d.path(), user, backend, turns, extra);
+            let ctx = format!("{user:?} {backend} {extra:?}: {tools:?}");
             assert!(tools[0].contains("planted"), "{ctx}");
             assert_eq!(output_of(&tools[1]).trim(), "0", "{ctx}");
             assert_eq!(
