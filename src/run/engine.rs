@@ -313,15 +313,31 @@ fn for_each_batch_line(dir: &Path, mut f: impl FnMut(&[u8])) {
     }
 }
 
-/// Records per stop reason over every batch file of `dir` (one scan of each line's
-/// top-level members; a line that cannot be read counts as `unreadable`).
-fn count_stop_reasons(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+/// One read of every batch file of `dir`: the records per stop reason (a line that
+/// cannot be read counts as `unreadable`) and the reward figures of the records that
+/// have a reward, grouped by task (`None` when none has). Both come from one scan of
+/// each line's top-level members ([`outcome::of_line`],
+/// [`groups::task_and_reward_of_line`]).
+fn scan_batches(
+    dir: &Path,
+) -> (
+    std::collections::BTreeMap<String, u64>,
+    Option<RewardStatistics>,
+) {
+    use crate::format::groups;
     let mut all = Outcomes::default();
-    for_each_batch_line(dir, |text| match outcome::of_line(text) {
-        Some(o) => all.add(&o),
-        None => *all.stop_reasons.entry("unreadable".into()).or_default() += 1,
+    let mut by_task: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for_each_batch_line(dir, |line| {
+        match outcome::of_line(line) {
+            Some(o) => all.add(&o),
+            None => *all.stop_reasons.entry("unreadable".into()).or_default() += 1,
+        }
+        if let Some((Some(task), Some(r))) = groups::task_and_reward_of_line(line) {
+            by_task.entry(task).or_default().push(r);
+        }
     });
-    all.stop_reasons
+    let rewards = RewardStatistics::of(&mut by_task, groups::PASS_THRESHOLD);
+    (all.stop_reasons, rewards)
 }
 
 /// What `statistics.json` is made of.
@@ -343,6 +359,7 @@ pub struct Totals<'a> {
 fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
     let round2 = |x: f64| (x * 100.0).round() / 100.0;
     let stats = t.stats;
+    let (stop_reasons, rewards) = scan_batches(&cfg.run_dir);
     Statistics {
         run_name: t.run_name.to_string(),
         distribution: cfg
@@ -365,7 +382,7 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
         records: stats.records,
         completed: stats.completed,
         partial: stats.partial,
-        stop_reasons: count_stop_reasons(&cfg.run_dir),
+        stop_reasons,
         prompts_done: t.checkpoint.completed_prompts.len(),
         prompts_failed: t.checkpoint.failed_prompts.len(),
         failures: stats.failure_lines,
@@ -393,20 +410,6 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
         system_prompt: cfg.system_prompt.clone(),
         sandbox: cfg.sandbox.clone(),
         rollouts: cfg.rollout.rollouts,
-        rewards: reward_statistics(&cfg.run_dir),
+        rewards,
     }
-}
-
-/// The reward figures of every record with a reward in the batch files of `dir`,
-/// grouped by task ([`groups::task_and_reward_of_line`]: one scan of a line's members);
-/// `None` when no record has a reward.
-fn reward_statistics(dir: &Path) -> Option<RewardStatistics> {
-    use crate::format::groups;
-    let mut by_task: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
-    for_each_batch_line(dir, |line| {
-        if let Some((Some(task), Some(r))) = groups::task_and_reward_of_line(line) {
-            by_task.entry(task).or_default().push(r);
-        }
-    });
-    RewardStatistics::of(&mut by_task, groups::PASS_THRESHOLD)
 }
