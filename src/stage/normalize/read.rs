@@ -726,25 +726,21 @@ mod tests {
     fn row(rng: &mut fastrand::Rng) -> Vec<u8> {
         let speakers = ["\"human\"", "\"gpt\"", "\"tool\"", "\"sys\\u0074em\""];
         let roles = ["\"user\"", "\"assistant\"", "\"tool\""];
+        // A list of entries `{who: one of whos, text: "x"}`, either member maybe missing
+        // or of another kind.
+        let entries = |rng: &mut fastrand::Rng, who: &str, whos: &[&str], text: &str| {
+            list(rng, |rng| {
+                let m = [member(rng, who, whos), member(rng, text, &["\"x\""])];
+                object(rng, m.into_iter().flatten().collect())
+            })
+        };
         let mut members = Vec::new();
         if rng.u8(0..4) > 0 {
-            let turns = list(rng, |rng| {
-                let m = [
-                    member(rng, "from", &speakers),
-                    member(rng, "value", &["\"x\""]),
-                ];
-                object(rng, m.into_iter().flatten().collect())
-            });
+            let turns = entries(rng, "from", &speakers, "value");
             members.push(format!("\"conversations\": {turns}"));
         }
         if rng.u8(0..3) == 0 {
-            let messages = list(rng, |rng| {
-                let m = [
-                    member(rng, "role", &roles),
-                    member(rng, "content", &["\"x\""]),
-                ];
-                object(rng, m.into_iter().flatten().collect())
-            });
+            let messages = entries(rng, "role", &roles, "content");
             members.push(format!("\"messages\": {messages}"));
         }
         for key in ["completed", "id", "history"] {
