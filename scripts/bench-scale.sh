@@ -89,7 +89,7 @@ STAGES=(
     "traj-sample-tools|-|prompts|-q --seed 1"
 )
 
-declare -A SECS RSS
+declare -A SECS RSS BYTES
 for mb in $SIZES; do
     corpora "$mb"
     cat "$RAW" "$NORM" "$PROMPTS" >/dev/null # warm the page cache
@@ -101,12 +101,14 @@ for mb in $SIZES; do
         echo "bench-scale: $label -j $jobs, $mb MB" >&2
         read -r t rss < <(run "$mb" "'$bin' $args '$f'")
         SECS[$s/$mb]=$t
-        RSS[$s/$mb]=$(awk -v k="$rss" -v b="$(stat -L -c %s "$f")" 'BEGIN { printf "%.0f", k / 1024 }')
-        SECS[$s/$mb/bytes]=$(stat -L -c %s "$f")
+        RSS[$s/$mb]=$(mb "$rss")
+        BYTES[$s/$mb]=$(stat -L -c %s "$f")
     done
 done
 
 read -r -a SZ <<<"$SIZES"
+# rate STAGE MB [DIGITS]: the stage's MB/s at MB megabytes of input (DIGITS decimals, 0).
+rate() { awk -v b="${BYTES[$1/$2]}" -v t="${SECS[$1/$2]}" -v d="${3:-0}" 'BEGIN { printf "%.*f", d, b / 1e6 / (t < 0.01 ? 0.01 : t) }'; }
 label_mb() { if (($1 >= 1000)); then echo "$(($1 / 1000)) GB"; else echo "$1 MB"; fi; }
 echo "## How cost grows: each stage at $(for m in "${SZ[@]}"; do printf '%s, ' "$(label_mb "$m")"; done | sed 's/, $//')"
 echo
@@ -133,11 +135,10 @@ for s in "${STAGES[@]}"; do
     IFS='|' read -r label jobs _ _ <<<"$s"
     row="| \`$label\` | $jobs |"
     for m in "${SZ[@]}"; do
-        row+=" $(awk -v b="${SECS[$s/$m/bytes]}" -v t="${SECS[$s/$m]}" 'BEGIN { printf "%.0f", b / 1e6 / (t < 0.01 ? 0.01 : t) }') |"
+        row+=" $(rate "$s" "$m") |"
     done
     for m in "${SZ[@]}"; do row+=" ${RSS[$s/$m]} |"; done
-    row+=" $(awk -v b1="${SECS[$s/$prev/bytes]}" -v t1="${SECS[$s/$prev]}" -v b2="${SECS[$s/$last/bytes]}" -v t2="${SECS[$s/$last]}" \
-        'BEGIN { r1 = b1 / (t1 < 0.01 ? 0.01 : t1); r2 = b2 / (t2 < 0.01 ? 0.01 : t2); printf "%.2f", r2 / r1 }') |"
+    row+=" $(awk -v a="$(rate "$s" "$prev" 6)" -v b="$(rate "$s" "$last" 6)" 'BEGIN { printf "%.2f", b / (a < 1 ? 1 : a) }') |"
     row+=" $(awk -v a="${RSS[$s/$prev]}" -v b="${RSS[$s/$last]}" 'BEGIN { printf "%.1f", b / (a < 1 ? 1 : a) }') |"
     echo "$row"
 done
