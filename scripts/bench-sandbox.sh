@@ -51,14 +51,20 @@ start_standin() { # script
 stop_standin() { kill "$STANDIN_PID" 2>/dev/null || true; wait "$STANDIN_PID" 2>/dev/null || true; STANDIN_PID=""; }
 
 NOLIMITS=(--tool-memory-mb 0 --tool-processes 0 --tool-file-size-mb 0 --tool-cpu-secs 0)
-declare -A ARGS=(
-    [local]="--sandbox local"
-    [local-nolimits]="--sandbox local ${NOLIMITS[*]}"
-    [bwrap]="--sandbox bwrap"
-    [bwrap-nolimits]="--sandbox bwrap ${NOLIMITS[*]}"
-    [read_file]="--sandbox local"
+# name|traj-run flags|label in the table, in the order they run and are shown
+VARIANTS=(
+    "local|--sandbox local|local: own user + PID namespace (\`unshare\`), limits (\`prlimit\`)"
+    "local-nolimits|--sandbox local ${NOLIMITS[*]}|local, no limits"
+    "bwrap|--sandbox bwrap|bwrap, limits"
+    "bwrap-nolimits|--sandbox bwrap ${NOLIMITS[*]}|bwrap, no limits"
+    "read_file|--sandbox local|no process (read_file: HTTP turn + file tool only)"
 )
-ORDER=(local local-nolimits bwrap bwrap-nolimits read_file)
+declare -A ARGS LABEL
+ORDER=()
+for v in "${VARIANTS[@]}"; do
+    IFS='|' read -r name args label <<<"$v"
+    ORDER+=("$name") ARGS[$name]=$args LABEL[$name]=$label
+done
 declare -A RATES
 
 # one NAME ROUND -> appends calls/s to RATES[NAME]
@@ -95,13 +101,6 @@ echo "$(cut -d' ' -f1 /proc/loadavg)."
 echo
 echo "| variant | tool calls/s | ms per call | vs local |"
 echo "|---|---:|---:|---:|"
-declare -A LABEL=(
-    [local]="local: own user + PID namespace (\`unshare\`), limits (\`prlimit\`)"
-    [local-nolimits]="local, no limits"
-    [bwrap]="bwrap, limits"
-    [bwrap-nolimits]="bwrap, no limits"
-    [read_file]="no process (read_file: HTTP turn + file tool only)"
-)
 for name in "${ORDER[@]}"; do
     r=$(echo "${RATES[$name]}" | median)
     printf '| %s | %.0f | %.2f | %.2fx |\n' "${LABEL[$name]}" "$r" "$(echo "1000 * $WORKERS / $r" | bc -l)" "$(echo "$r / $LOCAL" | bc -l)"

@@ -60,6 +60,33 @@ pub struct ShardArgs {
     pub shard: Option<crate::io::Shard>,
 }
 
+/// The flags of a stage that streams lines on worker threads and can be sharded
+/// (traj-filter, traj-normalize, traj-compress): the I/O flags, `-j`, `--shard`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StageArgs {
+    #[command(flatten)]
+    pub io: IoArgs,
+    #[command(flatten)]
+    pub jobs: JobsArgs,
+    #[command(flatten)]
+    pub shard: ShardArgs,
+}
+
+impl StageArgs {
+    /// The line pipeline these flags ask for: lines dropped without `--rejects` count
+    /// as lost, CPU-sized batches (change either with struct update syntax).
+    pub fn pipe(&self, stage: &'static str) -> crate::io::PipeConfig {
+        crate::io::PipeConfig {
+            stage,
+            on_error: self.io.on_error,
+            jobs: self.jobs.jobs,
+            select: self.shard.shard.map(Select::from),
+            drops_are_loss: true,
+            batch_lines: 0,
+        }
+    }
+}
+
 impl IoArgs {
     /// The sources the inputs name ([`crate::io::sources_matching`], `--glob` applied).
     pub fn sources(&self) -> anyhow::Result<Vec<crate::io::Source>> {
@@ -84,24 +111,6 @@ impl IoArgs {
                 }),
             })
             .collect()
-    }
-
-    /// The line pipeline these flags ask for: lines dropped without `--rejects` count
-    /// as lost, CPU-sized batches (change either with struct update syntax).
-    pub fn pipe(
-        &self,
-        stage: &'static str,
-        jobs: &JobsArgs,
-        shard: &ShardArgs,
-    ) -> crate::io::PipeConfig {
-        crate::io::PipeConfig {
-            stage,
-            on_error: self.on_error,
-            jobs: jobs.jobs,
-            select: shard.shard.map(Select::from),
-            drops_are_loss: true,
-            batch_lines: 0,
-        }
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::cli::{IoArgs, Status};
+use crate::cli::{StageArgs, Status};
 use crate::error::classify;
 use crate::format::tokens::Tokenizer;
 use crate::stage::compress::config::{FileConfig, Resolved};
@@ -21,13 +21,10 @@ use crate::usage_bail;
 
 const NAME: &str = "traj-compress";
 
-/// Flags of traj-compress.
-#[derive(Debug, clap::Parser)]
-#[command(
-    name = "traj-compress",
-    version,
-    about = "Fit long agent trajectories into a token budget by summarising their middle turns",
-    after_long_help = "Examples:
+const ABOUT: &str =
+    "Fit long agent trajectories into a token budget by summarising their middle turns";
+
+const EXAMPLES: &str = "Examples:
   # Compress to the reference's default budget (15250 o200k tokens), offline summarizer
   traj-compress data.jsonl -o data.small.jsonl
 
@@ -42,15 +39,14 @@ const NAME: &str = "traj-compress";
       --over-budget truncate --per-trajectory-metrics data.jsonl -o out.jsonl
 
   # What would happen, without tokenizing
-  traj-compress --input runs/ --dry-run"
-)]
+  traj-compress --input runs/ --dry-run";
+
+/// Flags of traj-compress.
+#[derive(Debug, clap::Parser)]
+#[command(name = NAME, version, about = ABOUT, after_long_help = EXAMPLES)]
 pub struct Args {
     #[command(flatten)]
-    pub io: IoArgs,
-    #[command(flatten)]
-    pub jobs: crate::cli::JobsArgs,
-    #[command(flatten)]
-    pub shard: crate::cli::ShardArgs,
+    pub stage: StageArgs,
 
     /// Input file or directory, with the reference's output naming
     /// (`<stem>_compressed.jsonl`, `<dir>_compressed/`) when `-o` is not given.
@@ -184,7 +180,7 @@ fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
     if args.tokenizer.is_none() && file.tokenizer.name.is_some() {
         match r.load_file_tokenizer() {
             Ok(t) => tokenizer = Some(t),
-            Err(e) if !args.io.quiet => crate::cli::note(NAME, &e.to_string()),
+            Err(e) if !args.stage.io.quiet => crate::cli::note(NAME, &e.to_string()),
             Err(_) => {}
         }
     }
@@ -230,13 +226,13 @@ fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
 pub fn run_cli(args: Args) -> Result<Status> {
     let (r, tokenizer) = resolve(&args)?;
     let sampling = (args.sample_percent)
-        .map(|p| Sampling::new(p, args.seed, args.shard.shard))
+        .map(|p| Sampling::new(p, args.seed, args.stage.shard.shard))
         .transpose()
         .map_err(crate::error::usage)?;
     let layout = Layout {
         input: args.input.as_deref(),
-        inputs: &args.io.expanded_inputs()?,
-        output: args.io.output.as_deref(),
+        inputs: &args.stage.io.expanded_inputs()?,
+        output: args.stage.io.output.as_deref(),
         stats: args.stats.as_deref(),
         output_suffix: &r.output_suffix,
         metrics_file: &r.metrics_file,
@@ -257,29 +253,34 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let tokenizer = tokenizer.map_or_else(load, Ok)?;
     let _spool = sampling.map(|s| sample_jobs(&mut jobs, s)).transpose()?; // stdin's spool
     let cfg = RunConfig {
-        pipe: args.io.pipe(NAME, &args.jobs, &args.shard),
-        rejects: args.io.rejects.clone(),
+        pipe: args.stage.pipe(NAME),
+        rejects: args.stage.io.rejects.clone(),
         max_concurrent_requests: r.max_concurrent_requests,
         metrics: metrics_path,
     };
     if args.count_only {
-        let total = count_only(jobs, tokenizer, &cfg, args.io.output.as_deref())?;
+        let total = count_only(jobs, tokenizer, &cfg, args.stage.io.output.as_deref())?;
         return Ok(Status::from_summary(&total));
     }
-    if api_key.is_none() && !args.offline && !args.io.quiet {
+    if api_key.is_none() && !args.offline && !args.stage.io.quiet {
         let var = &r.api_key_env;
         let msg = format!("${var} is not set: using the offline extractive summarizer");
         crate::cli::note(NAME, &msg);
     }
     let comp = Compressor::new(r.settings.clone(), tokenizer.clone(), summarizer.clone());
-    let bar = (!args.io.quiet && crate::cli::stderr_is_tty()).then(ProgressBar::default);
+    let bar = (!args.stage.io.quiet && crate::cli::stderr_is_tty()).then(ProgressBar::default);
     let draw = bar.as_ref().map(|b| move |p: Progress| b.show(p));
     let draw = draw.as_ref().map(|d| d as &(dyn Fn(Progress) + Sync));
     let report = compress(&comp, jobs, &cfg, draw)?;
-    Ok(crate::cli::done(NAME, &args.io, &report.total, || {
-        let total = crate::cli::summary_line(&report.total);
-        format!("{total}; {}", report.describe(&comp))
-    }))
+    Ok(crate::cli::done(
+        NAME,
+        &args.stage.io,
+        &report.total,
+        || {
+            let total = crate::cli::summary_line(&report.total);
+            format!("{total}; {}", report.describe(&comp))
+        },
+    ))
 }
 
 /// The byte progress bar traj-compress draws on a terminal from the run's

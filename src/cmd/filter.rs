@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::cli::{IoArgs, Status};
+use crate::cli::{StageArgs, Status};
 use crate::format::outcome::{self, Outcomes};
 use crate::format::tokens::Tokenizer;
 use crate::format::tokens::pieces::Pieces;
@@ -46,21 +46,15 @@ Examples:
 Rows dropped by a predicate exit 0: dropping is the filter's job. Without --rejects they
 are counted on stderr but not kept anywhere. Bad lines follow --on-error.";
 
+const ABOUT: &str =
+    "Keep trajectories that pass every predicate (flags are ANDed); drop the rest with reasons.";
+
 /// Flags of traj-filter.
 #[derive(Debug, clap::Parser)]
-#[command(
-    name = "traj-filter",
-    version,
-    about = "Keep trajectories that pass every predicate (flags are ANDed); drop the rest with reasons.",
-    after_help = EXAMPLES
-)]
+#[command(name = NAME, version, about = ABOUT, after_help = EXAMPLES)]
 pub struct Args {
     #[command(flatten)]
-    pub io: IoArgs,
-    #[command(flatten)]
-    pub jobs: crate::cli::JobsArgs,
-    #[command(flatten)]
-    pub shard: crate::cli::ShardArgs,
+    pub stage: StageArgs,
 
     /// Drop rows where no assistant turn has reasoning (a non-empty `<think>` block;
     /// raw records: a non-blank `reasoning`/`reasoning_content` field).
@@ -260,12 +254,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
         None
     };
 
-    let sources = args.io.sources()?;
+    let sources = args.stage.io.sources()?;
     let cfg = PipeConfig {
         // Dropping is what a filter is for: drops without --rejects are counted and
         // reported, not an error (bad lines still are).
         drops_are_loss: false,
-        ..args.io.pipe("filter", &args.jobs, &args.shard)
+        ..args.stage.pipe("filter")
     };
     let invert = args.invert;
     let tk = tokenizer.as_deref();
@@ -349,7 +343,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         count(line);
         add_reward_of_line(line, kept);
     };
-    let summary = crate::cli::run_stage(&args.io, "filter", sources, |src, out, rejects| {
+    let summary = crate::cli::run_stage(&args.stage.io, "filter", sources, |src, out, rejects| {
         if rules.any() {
             groups::run(&cfg, src, out, rejects, (&judge_row, rules, invert), &seen)
         } else {
@@ -399,7 +393,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
         t
     };
-    Ok(crate::cli::done(NAME, &args.io, &summary, text))
+    Ok(crate::cli::done(NAME, &args.stage.io, &summary, text))
 }
 
 /// The reasons a row fails the row predicates and the token-drift check (empty: it
@@ -432,7 +426,7 @@ fn summary_text(s: &Summary, per: &BTreeMap<String, u64>, args: &Args) -> String
     let mut msg = format!("{} read, {} kept", s.read, s.written);
     msg.push_str(&crate::cli::dropped_text(s.dropped_lines, per));
     if s.dropped_lines > 0 {
-        msg.push_str(&crate::cli::rejects_text(&args.io));
+        msg.push_str(&crate::cli::rejects_text(&args.stage.io));
     }
     msg.push_str(&crate::cli::bad_lines_text(s));
     msg.push_str(&crate::cli::lost_text(s));

@@ -32,14 +32,12 @@ discarded rows (tombstones: `discarded` set, as the newest reference writes for 
 dropped for having no reasoning) never reach the output: they are counted on stderr and
 go to --rejects with the reason. Memory: --buffer-size plus about 64 bytes per distinct key.";
 
+const ABOUT: &str =
+    "Merge batch files, shards and run directories into one sorted, deduplicated JSONL stream.";
+
 /// Flags of traj-merge.
 #[derive(Debug, clap::Parser)]
-#[command(
-    name = "traj-merge",
-    version,
-    about = "Merge batch files, shards and run directories into one sorted, deduplicated JSONL stream.",
-    after_help = EXAMPLES
-)]
+#[command(name = NAME, version, about = ABOUT, after_help = EXAMPLES)]
 pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,

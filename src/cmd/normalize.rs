@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde_json::Value;
 
-use crate::cli::{IoArgs, Status};
+use crate::cli::{StageArgs, Status};
 use crate::format::repair::{Repair, Repairs};
 use crate::stage::normalize::groups::{self, Gathered, Gathering};
 use crate::stage::normalize::{
@@ -50,21 +50,14 @@ Atropos `ScoredDataGroup` dumps with messages), read as one row per rollout.
 
 Exit status: 0 ok, 1 bad input or lost lines, 2 usage error.";
 
+const ABOUT: &str = "Convert trajectories of any common shape into Hermes ShareGPT rows (or into OpenAI messages or LLaMA-Factory's own turns)";
+
 /// Flags of traj-normalize.
 #[derive(Debug, clap::Parser)]
-#[command(
-    name = "traj-normalize",
-    version,
-    about = "Convert trajectories of any common shape into Hermes ShareGPT rows (or into OpenAI messages or LLaMA-Factory's own turns)",
-    after_help = EXAMPLES
-)]
+#[command(name = NAME, version, about = ABOUT, after_help = EXAMPLES)]
 pub struct Args {
     #[command(flatten)]
-    pub io: IoArgs,
-    #[command(flatten)]
-    pub jobs: crate::cli::JobsArgs,
-    #[command(flatten)]
-    pub shard: crate::cli::ShardArgs,
+    pub stage: StageArgs,
 
     /// Output shape: `hermes` (ShareGPT with Hermes tags), `openai` (messages with
     /// tool_calls, tool_call_id, reasoning_content, plus a `tools` list), or
@@ -333,8 +326,8 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "--tools-as is for --to openai or --columns core (Hermes rows carry the tools in the system prompt)"
         );
     }
-    let sources = args.io.sources()?;
-    let cfg = args.io.pipe(NAME, &args.jobs, &args.shard);
+    let sources = args.stage.io.sources()?;
+    let cfg = args.stage.pipe(NAME);
     // The sidecar is written first and committed after the output.
     let sidecar = match &args.token_sidecar {
         None => None,
@@ -357,7 +350,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         };
         let convert =
             |line: &[u8], buf: &mut Vec<u8>| normalize::convert_line(line, &opts, buf, &tally);
-        let g = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
+        let g = crate::cli::run_stage(&args.stage.io, NAME, sources, |src, out, rejects| {
             groups::gather(&cfg, src, (out, rejects), &convert, how)
         })?;
         let tokens = commit_sidecar(sidecar)?;
@@ -374,14 +367,14 @@ pub fn run_cli(args: Args) -> Result<Status> {
             });
             crate::cli::write_stats(path, &stats)?;
         }
-        return Ok(crate::cli::done(NAME, &args.io, &g.lines, || {
-            gathered_text(&g, how, &args.io)
+        return Ok(crate::cli::done(NAME, &args.stage.io, &g.lines, || {
+            gathered_text(&g, how, &args.stage.io)
                 + &repairs_text(&repairs)
                 + &parts_text(&parts)
                 + &sidecar_text(tokens, args.token_sidecar.as_deref())
         }));
     }
-    let summary = crate::cli::run_stage(&args.io, NAME, sources, |src, out, rejects| {
+    let summary = crate::cli::run_stage(&args.stage.io, NAME, sources, |src, out, rejects| {
         crate::io::process(&cfg, src, out, rejects, |line, buf| {
             normalize::convert_line(line, &opts, buf, &tally)
         })
@@ -418,7 +411,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
         crate::cli::write_stats(path, &stats)?;
     }
-    Ok(crate::cli::done(NAME, &args.io, &summary, || {
+    Ok(crate::cli::done(NAME, &args.stage.io, &summary, || {
         let line = crate::cli::summary_line(&summary);
         let groups = if groups_read > 0 {
             format!(" ({groups_read} groups of rollouts read as {rollouts_read} rows)")

@@ -32,14 +32,12 @@ Open the page from disk in any browser (file://): it loads nothing from the netw
 Every row is counted in the overview; the viewer embeds --max-rows of them (the extremes
 and a reproducible sample, docs/report.md). Bad lines follow --on-error.";
 
+const ABOUT: &str =
+    "One self-contained HTML page (overview, plots, trajectory viewer) per dataset or run.";
+
 /// Flags of traj-report.
 #[derive(Debug, clap::Parser)]
-#[command(
-    name = "traj-report",
-    version,
-    about = "One self-contained HTML page (overview, plots, trajectory viewer) per dataset or run.",
-    after_help = EXAMPLES
-)]
+#[command(name = NAME, version, about = ABOUT, after_help = EXAMPLES)]
 pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,

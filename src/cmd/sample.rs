@@ -37,14 +37,11 @@ Examples:
   traj-sample-tools --list-distributions
   traj-sample-tools --list-toolsets --json | jq .";
 
+const ABOUT: &str = "Add sampled toolsets to prompt rows (prompt rows -> task rows)";
+
 /// Flags of traj-sample-tools.
 #[derive(Debug, clap::Parser)]
-#[command(
-    name = "traj-sample-tools",
-    version,
-    about = "Add sampled toolsets to prompt rows (prompt rows -> task rows)",
-    after_help = EXAMPLES
-)]
+#[command(name = NAME, version, about = ABOUT, after_help = EXAMPLES)]
 pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,

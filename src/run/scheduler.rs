@@ -156,14 +156,20 @@ pub fn failure(
 }
 
 fn failure_done(i: usize, f: &record::Failure) -> Done {
-    let v = serde_json::to_value(f).unwrap_or_default();
-    let mut stats = Stats::default();
-    stats.add_failure(&v);
+    let (line, stats) = finished(f, Stats::add_failure);
     Done::Failure {
         task: i,
-        line: record::to_line(&v),
-        stats: Box::new(stats),
+        line,
+        stats,
     }
+}
+
+/// A finished task's line and its share of the statistics (`add` counts it).
+fn finished(what: &impl serde::Serialize, add: fn(&mut Stats, &Value)) -> (Vec<u8>, Box<Stats>) {
+    let v = serde_json::to_value(what).unwrap_or_default();
+    let mut stats = Stats::default();
+    add(&mut stats, &v);
+    (record::to_line(&v), Box::new(stats))
 }
 
 fn early_failure(
@@ -297,13 +303,11 @@ fn run_task(s: &Shared, i: usize) -> Done {
                 verification,
                 extra,
             };
-            let v = serde_json::to_value(&rec).unwrap_or_default();
-            let mut stats = Stats::default();
-            stats.add_record(&v);
+            let (line, stats) = finished(&rec, Stats::add_record);
             Done::Record {
                 task: i,
-                line: record::to_line(&v),
-                stats: Box::new(stats),
+                line,
+                stats,
             }
         }
     }

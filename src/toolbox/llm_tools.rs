@@ -57,6 +57,13 @@ fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// The model a tool is configured with, or the error that says it has none.
+fn configured<'a>(model: &'a Option<String>, what: &str) -> Result<&'a str, ToolError> {
+    model
+        .as_deref()
+        .ok_or_else(|| ToolError(format!("no {what} configured")))
+}
+
 /// `vision_analyze`: `{"analysis", "model"}`.
 pub fn vision_analyze(
     client: &Client,
@@ -64,18 +71,8 @@ pub fn vision_analyze(
     files: &Confined,
     args: &Value,
 ) -> Result<Value, ToolError> {
-    let model = cfg
-        .vision_model
-        .as_deref()
-        .ok_or("no vision model configured")?;
-    let image = match args.get("image_url") {
-        Some(Value::String(s)) if !s.is_empty() => s.as_str(),
-        _ => {
-            return Err(ToolError::from(
-                "missing required argument \"image_url\" (a string)".to_string(),
-            ));
-        }
-    };
+    let model = configured(&cfg.vision_model, "vision model")?;
+    let image = super::text_arg(args, "image_url")?;
     let question = match args.get("question") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.as_str(),
         _ => "Describe this image in detail.",
@@ -136,18 +133,8 @@ pub fn mixture_of_agents(
     cfg: &LlmToolsConfig,
     args: &Value,
 ) -> Result<Value, ToolError> {
-    let aggregator = cfg
-        .moa_aggregator
-        .as_deref()
-        .ok_or("no aggregator model configured")?;
-    let prompt = match args.get("user_prompt") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.as_str(),
-        _ => {
-            return Err(ToolError::from(
-                "missing required argument \"user_prompt\" (a non-empty string)".to_string(),
-            ));
-        }
-    };
+    let aggregator = configured(&cfg.moa_aggregator, "aggregator model")?;
+    let prompt = super::text_arg(args, "user_prompt")?;
     let answers: Vec<(String, Result<String, ToolError>)> = std::thread::scope(|s| {
         let handles: Vec<_> = cfg
             .moa_models

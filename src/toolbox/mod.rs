@@ -85,6 +85,17 @@ pub use task::{Task, TaskSpec};
 #[serde(transparent)]
 pub struct ToolError(pub String);
 
+/// The argument `name` of a call as a string with more than white space in it, or the
+/// error that says the call lacks it.
+pub(crate) fn text_arg<'a>(args: &'a serde_json::Value, name: &str) -> Result<&'a str, ToolError> {
+    match args.get(name) {
+        Some(serde_json::Value::String(s)) if !s.trim().is_empty() => Ok(s),
+        _ => Err(ToolError(format!(
+            "missing required argument {name:?} (a non-empty string)"
+        ))),
+    }
+}
+
 impl From<String> for ToolError {
     fn from(s: String) -> ToolError {
         ToolError(s)

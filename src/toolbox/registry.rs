@@ -189,25 +189,23 @@ impl Registry {
 mod tests {
     use super::*;
 
-    fn names(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
     #[test]
     fn includes_resolve_recursively_without_duplicates() {
         let r = Registry::builtin(&ToolConfig::default());
         // Every tool, available or not, is the catalog's resolution (tested there).
-        let all = r.resolve_all(&names(&["debugging", "terminal"])).unwrap();
+        let all = r
+            .resolve_all(&["debugging".into(), "terminal".into()])
+            .unwrap();
         assert_eq!(
             all,
-            catalog::resolve_all(&names(&["debugging", "terminal"])).unwrap()
+            catalog::resolve_all(&["debugging".into(), "terminal".into()]).unwrap()
         );
         assert_eq!(all.len(), 8);
-        let offered = r.resolve(&names(&["debugging"])).unwrap();
+        let offered = r.resolve(&["debugging".into()]).unwrap();
         assert!(offered.contains(&"process"));
         assert!(!offered.contains(&"web_search"), "no provider configured");
         assert!(offered.contains(&"web_extract"));
-        assert!(r.resolve(&names(&["nope"])).is_err());
+        assert!(r.resolve(&["nope".into()]).is_err());
     }
 
     #[test]
@@ -248,7 +246,7 @@ mod tests {
             ..ToolConfig::default()
         };
         let r = Registry::builtin(&cfg);
-        let browser = r.resolve(&names(&["browser"])).unwrap();
+        let browser = r.resolve(&["browser".into()]).unwrap();
         assert_eq!(browser.len(), if chromium { 11 } else { 1 }, "{browser:?}");
         assert!(browser.contains(&"web_search"));
         assert_eq!(

@@ -222,14 +222,7 @@ pub fn web_search(
     cfg: &SearchConfig,
     args: &Value,
 ) -> Result<Value, ToolError> {
-    let query = match args.get("query") {
-        Some(Value::String(q)) if !q.trim().is_empty() => q.trim(),
-        _ => {
-            return Err(ToolError::from(
-                "missing required argument \"query\" (a non-empty string)".to_string(),
-            ));
-        }
-    };
+    let query = super::text_arg(args, "query")?.trim();
     let limit = args
         .get("limit")
         .and_then(Value::as_u64)

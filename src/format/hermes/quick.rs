@@ -82,15 +82,10 @@ pub fn parse_system_quick(value: &str) -> Option<Option<Vec<QuickTool>>> {
 fn read_tool(value: &str, i: usize) -> Option<(QuickTool, usize)> {
     let b = value.as_bytes();
     let (members, i) = object_at(value, i)?;
-    let (mut name, mut description, mut parameters) = (None, None, None);
-    for (key, span) in members {
-        match key {
-            "name" => name = Some(span),
-            "description" => description = Some(span),
-            "parameters" => parameters = Some(span),
-            "function" => return None,
-            _ => {}
-        }
+    let [name, description, parameters, function] =
+        pick(&members, ["name", "description", "parameters", "function"]);
+    if function.is_some() {
+        return None;
     }
     let string = |span: Range<usize>| {
         let text = &value[span];
@@ -132,6 +127,17 @@ type Members<'v> = Vec<(&'v str, Range<usize>)>;
 /// and the spans of their values, and where it ends. `None` when it is not one this
 /// reading takes: a key with an escape, a key twice, serde_json's private number key
 /// (serde_json reads such an object as a number), other separators than `": "` and
+/// The spans of the members named `keys`, in that order (`None` where one is missing;
+/// [`object_at`] refuses an object with a key twice).
+fn pick<const N: usize>(members: &Members<'_>, keys: [&str; N]) -> [Option<Range<usize>>; N] {
+    keys.map(|k| {
+        members
+            .iter()
+            .find(|(key, _)| *key == k)
+            .map(|(_, span)| span.clone())
+    })
+}
+
 /// `", "`, or a member nested deeper than [`DEPTH`].
 fn object_at(value: &str, mut i: usize) -> Option<(Members<'_>, usize)> {
     let b = value.as_bytes();
@@ -220,15 +226,7 @@ pub fn parse_tool_quick(value: &str) -> Option<Vec<QuickResult>> {
 fn read_response(value: &str, i: usize) -> Option<(QuickResult, usize)> {
     let b = value.as_bytes();
     let (members, i) = object_at(value, i)?;
-    let (mut id, mut name, mut content) = (None, None, None);
-    for (key, span) in members {
-        match key {
-            "tool_call_id" => id = Some(span),
-            "name" => name = Some(span),
-            "content" => content = Some(span),
-            _ => {}
-        }
-    }
+    let [id, name, content] = pick(&members, ["tool_call_id", "name", "content"]);
     // A string member, or "" (the general reader's rule for any other value).
     let string = |span: Option<Range<usize>>| match span {
         Some(s) if b[s.start] == b'"' => decode_str(&value[s]).map(|t| t.into_owned()),

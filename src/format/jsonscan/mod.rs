@@ -244,29 +244,20 @@ pub(crate) fn scan_value_at(b: &[u8], i: usize, depth: usize) -> Result<usize, u
         // parse one value at i
         i = skip_ws(b, i);
         match b.get(i) {
-            Some(b'{') => {
+            Some(&open @ (b'{' | b'[')) => {
                 if depth + stack.len() + 1 >= MAX_DEPTH {
                     return Err(i);
                 }
+                let object = open == b'{';
                 i = skip_ws(b, i + 1);
-                if b.get(i) == Some(&b'}') {
+                if b.get(i) == Some(if object { &b'}' } else { &b']' }) {
                     i += 1;
                 } else {
-                    stack.push(true);
-                    frames.push(keys.len());
-                    i = scan_new_key(b, i, &mut keys, &frames)?;
-                    continue 'value;
-                }
-            }
-            Some(b'[') => {
-                if depth + stack.len() + 1 >= MAX_DEPTH {
-                    return Err(i);
-                }
-                i = skip_ws(b, i + 1);
-                if b.get(i) == Some(&b']') {
-                    i += 1;
-                } else {
-                    stack.push(false);
+                    stack.push(object);
+                    if object {
+                        frames.push(keys.len());
+                        i = scan_new_key(b, i, &mut keys, &frames)?;
+                    }
                     continue 'value;
                 }
             }

@@ -230,26 +230,13 @@ pub struct FlowConfig {
     pub workers: usize,
     /// Summary requests in flight at once.
     pub concurrent: usize,
-    pub bound: Bound,
 }
 
-/// Run `comp` over the lines of `sources`, writing one output line per row to `out` in
-/// input order and what is not written to `rejects`. `progress` is called with each
-/// row's bytes once written.
+/// Run `comp` over the lines of `sources` through `window` (its bound; its peak is
+/// readable afterwards), writing one output line per row to `out` in input order and
+/// what is not written to `rejects`. `progress` is called with each row's bytes once
+/// written.
 pub fn process(
-    comp: &Compressor,
-    cfg: &FlowConfig,
-    sources: Vec<Source>,
-    out: &mut dyn Write,
-    rejects: &mut Rejects,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<Summary> {
-    let window = Window::new(cfg.bound);
-    run(comp, cfg, &window, sources, out, rejects, progress)
-}
-
-/// [`process`] with the window given (its peak is then readable).
-fn run(
     comp: &Compressor,
     cfg: &FlowConfig,
     window: &Window,
@@ -516,14 +503,13 @@ mod tests {
         (comp, slow)
     }
 
-    fn config(bound: Bound) -> FlowConfig {
+    fn config() -> FlowConfig {
         FlowConfig {
             on_error: OnError::Fail,
             drops_are_loss: true,
             select: None,
             workers: 2,
             concurrent: 8,
-            bound,
         }
     }
 
@@ -557,9 +543,9 @@ mod tests {
             let window = Window::new(bound);
             let mut rejects = Rejects::open("compress", None).unwrap();
             let mut out = Vec::new();
-            let s = run(
+            let s = process(
                 &comp,
-                &config(bound),
+                &config(),
                 &window,
                 vec![Source::File(p.clone())],
                 &mut out,
@@ -621,7 +607,8 @@ mod tests {
         };
         let e = process(
             &comp,
-            &config(bound),
+            &config(),
+            &Window::new(bound),
             vec![Source::File(p)],
             &mut out,
             &mut rejects,

@@ -411,20 +411,12 @@ impl Compressor {
         plan: Planned,
         outcome: Outcome,
     ) -> (TrajectoryMetrics, bool) {
-        let Planned {
-            mut m,
-            tokens,
-            roles,
-            chat,
-            overhead,
-            total,
-            cfg,
-            start,
-            until,
-        } = plan;
+        let mut m = plan.m;
+        let (start, until, total) = (plan.start, plan.until, plan.total);
+        let (tokens, roles, chat, overhead) = (plan.tokens, plan.roles, plan.chat, plan.overhead);
+        let cfg = &plan.cfg;
         let n = tokens.len();
         let full = &self.settings.plan;
-        let cfg = &cfg;
         let region_tokens: usize = tokens[start..until].iter().sum();
         m.api_calls = outcome.api_calls;
         m.errors = outcome.errors;

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::Compressor;
 use super::config::Resolved;
-use super::flow::{Bound, FlowConfig};
+use super::flow::{Bound, FlowConfig, Window};
 use super::jobs::Job;
 use super::metrics::Aggregate;
 use super::row::{Row, for_each_text};
@@ -175,14 +175,22 @@ pub fn compress(
                 select: pipe.select.clone(),
                 workers: pipe.workers(),
                 concurrent: cfg.max_concurrent_requests.max(1),
-                bound: Bound::for_requests(cfg.max_concurrent_requests),
             };
+            let window = Window::new(Bound::for_requests(cfg.max_concurrent_requests));
             let tick = |n: u64| {
                 if let Some(p) = progress {
                     p(Progress::Advance(n));
                 }
             };
-            super::flow::process(comp, &flow, job.sources, &mut out, &mut rejects, &tick)?
+            super::flow::process(
+                comp,
+                &flow,
+                &window,
+                job.sources,
+                &mut out,
+                &mut rejects,
+                &tick,
+            )?
         } else {
             let f = |line: &[u8], buf: &mut Vec<u8>| {
                 let v = comp.line(line, buf);

@@ -207,13 +207,10 @@ pub(super) fn facts(
                     pending_calls.clear();
                 }
             }
-            other => {
-                if p.well_formed {
-                    set_once(&mut f.malformed, || {
-                        format!("turn {n}: unknown role {other:?}")
-                    });
-                }
-            }
+            other if p.well_formed => set_once(&mut f.malformed, || {
+                format!("turn {n}: unknown role {other:?}")
+            }),
+            _ => {}
         }
     }
     if p.well_formed && !pending_calls.is_empty() {

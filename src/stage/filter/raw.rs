@@ -136,13 +136,10 @@ pub(super) fn facts(
                 }
             }
             "system" | "user" | "tool" | "developer" => {}
-            other => {
-                if p.well_formed {
-                    set_once(&mut f.malformed, || {
-                        format!("message {n}: unknown role {other:?}")
-                    });
-                }
-            }
+            other if p.well_formed => set_once(&mut f.malformed, || {
+                format!("message {n}: unknown role {other:?}")
+            }),
+            _ => {}
         }
     }
     if p.well_formed && !open.is_empty() {

@@ -36,6 +36,13 @@ pub struct Figure {
     pub v: Vec<Option<f64>>,
 }
 
+/// A summary object's `stat` (`sum`, `mean`) divided by its `scale` (1 when it has none).
+fn scaled(d: &Value, stat: &str) -> Option<f64> {
+    d[stat]
+        .as_f64()
+        .map(|x| x / d["scale"].as_f64().unwrap_or(1.0))
+}
+
 /// How a figure's value is read from one overview.
 type Get<'a> = &'a dyn Fn(&Value) -> Option<f64>;
 
@@ -46,8 +53,9 @@ fn num(v: &Value) -> Option<f64> {
 /// The figures of `overviews` (one per dataset), groups without any value left out.
 pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     let mut out = Vec::new();
-    let mut add = |id: String, group, label: String, fmt, get: Get<'_>| {
+    let mut add = |id: &str, group, label: &str, fmt, get: Get<'_>| {
         let v: Vec<Option<f64>> = overviews.iter().map(|o| get(o)).collect();
+        let (id, label) = (id.to_string(), label.to_string());
         out.push(Figure {
             id,
             group,
@@ -66,48 +74,34 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     };
     use Fmt::*;
     let rows = "Rows";
-    add("rows".into(), rows, "rows".into(), Int, &|o| {
-        num(&o["rows"])
-    });
+    add("rows", rows, "rows", Int, &|o| num(&o["rows"]));
     for s in ["completed", "partial", "not completed", "unknown"] {
         add(
-            format!("status.{s}"),
+            &format!("status.{s}"),
             rows,
-            format!("status: {s}"),
+            &format!("status: {s}"),
             Int,
             &|o| Some(o["status"].get(s).and_then(Value::as_f64).unwrap_or(0.0)),
         );
     }
     add(
-        "unreadable".into(),
+        "unreadable",
         rows,
-        "turns not readable as a trajectory".into(),
+        "turns not readable as a trajectory",
         Int,
         &|o| num(&o["unreadable"]),
     );
-    add(
-        "bad_lines".into(),
-        rows,
-        "bad lines skipped".into(),
-        Int,
-        &|o| num(&o["bad_lines"]),
-    );
-    add(
-        "failures".into(),
-        rows,
-        "failure lines (traj-run)".into(),
-        Int,
-        &|o| num(&o["failures"]),
-    );
-    add(
-        "reject_lines".into(),
-        rows,
-        "reject lines".into(),
-        Int,
-        &|o| num(&o["reject_lines"]),
-    );
+    add("bad_lines", rows, "bad lines skipped", Int, &|o| {
+        num(&o["bad_lines"])
+    });
+    add("failures", rows, "failure lines (traj-run)", Int, &|o| {
+        num(&o["failures"])
+    });
+    add("reject_lines", rows, "reject lines", Int, &|o| {
+        num(&o["reject_lines"])
+    });
     for s in keys(&["stop_reasons"]) {
-        add(format!("stop.{s}"), "Stop reasons", s.clone(), Int, &|o| {
+        add(&format!("stop.{s}"), "Stop reasons", &s, Int, &|o| {
             Some(
                 o["stop_reasons"]
                     .get(&s)
@@ -117,20 +111,14 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
         });
     }
     for s in keys(&["failure_classes"]) {
-        add(
-            format!("class.{s}"),
-            "Failure classes",
-            s.clone(),
-            Int,
-            &|o| {
-                Some(
-                    o["failure_classes"]
-                        .get(&s)
-                        .and_then(Value::as_f64)
-                        .unwrap_or(0.0),
-                )
-            },
-        );
+        add(&format!("class.{s}"), "Failure classes", &s, Int, &|o| {
+            Some(
+                o["failure_classes"]
+                    .get(&s)
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0),
+            )
+        });
     }
     let rejects: BTreeSet<(String, String)> = overviews
         .iter()
@@ -144,9 +132,9 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
         .collect();
     for (stage, reason) in rejects {
         add(
-            format!("reject.{stage}.{reason}"),
+            &format!("reject.{stage}.{reason}"),
             "Rejects",
-            format!("{stage}: {reason}"),
+            &format!("{stage}: {reason}"),
             Int,
             &|o| {
                 Some(
@@ -161,35 +149,20 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
             },
         );
     }
-    let dist = |add: &mut dyn FnMut(String, &'static str, String, Fmt, Get<'_>),
+    let dist = |add: &mut dyn FnMut(&str, &'static str, &str, Fmt, Get<'_>),
                 group: &'static str,
                 key: &'static [&'static str],
                 stats: &[&'static str],
                 fmt: Fmt| {
         for s in stats {
-            let get = |o: &Value| {
-                let d = key.iter().fold(o, |v, k| &v[*k]);
-                let scale = d["scale"].as_f64().unwrap_or(1.0);
-                let x = if *s == "sum" {
-                    d["sum"].as_f64()
-                } else {
-                    d[*s].as_f64()
-                };
-                x.map(|x| x / scale)
-            };
+            let get = |o: &Value| scaled(key.iter().fold(o, |v, k| &v[*k]), s);
             // Counts and quantiles of whole numbers are whole; a mean is not.
             let fmt = if fmt == Fmt::Num && *s != "mean" {
                 Fmt::Int
             } else {
                 fmt
             };
-            add(
-                format!("{}.{s}", key.join(".")),
-                group,
-                s.to_string(),
-                fmt,
-                &get,
-            );
+            add(&format!("{}.{s}", key.join(".")), group, s, fmt, &get);
         }
     };
     dist(
@@ -200,9 +173,9 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
         Num,
     );
     add(
-        "over_budget".into(),
+        "over_budget",
         "Tokens per row",
-        "over the budget".into(),
+        "over the budget",
         Int,
         &|o| num(&o["over_budget"]),
     );
@@ -222,29 +195,25 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     );
     let r = "Reasoning";
     add(
-        "reasoning.assistant_turns".into(),
+        "reasoning.assistant_turns",
         r,
-        "assistant turns".into(),
+        "assistant turns",
         Int,
         &|o| num(&o["reasoning"]["assistant_turns"]),
     );
     add(
-        "reasoning.share".into(),
+        "reasoning.share",
         r,
-        "assistant turns with reasoning".into(),
+        "assistant turns with reasoning",
         Pct,
         &|o| {
             let a = o["reasoning"]["assistant_turns"].as_f64()?;
             (a > 0.0).then(|| o["reasoning"]["with_reasoning"].as_f64().unwrap_or(0.0) / a)
         },
     );
-    add(
-        "reasoning.rows".into(),
-        r,
-        "rows with reasoning".into(),
-        Int,
-        &|o| num(&o["reasoning"]["rows_with_reasoning"]),
-    );
+    add("reasoning.rows", r, "rows with reasoning", Int, &|o| {
+        num(&o["reasoning"]["rows_with_reasoning"])
+    });
     let tools: BTreeSet<String> = overviews
         .iter()
         .flat_map(|o| o["tools"].as_array().cloned().unwrap_or_default())
@@ -260,23 +229,23 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
                 .and_then(|x| x[k].as_f64())
         };
         add(
-            format!("tool.{t}.calls"),
+            &format!("tool.{t}.calls"),
             "Tools",
-            format!("{t}: calls"),
+            &format!("{t}: calls"),
             Int,
             &|o| of(o, "calls"),
         );
         add(
-            format!("tool.{t}.failed"),
+            &format!("tool.{t}.failed"),
             "Tools",
-            format!("{t}: failed results"),
+            &format!("{t}: failed results"),
             Int,
             &|o| of(o, "failed"),
         );
         add(
-            format!("tool.{t}.error_rate"),
+            &format!("tool.{t}.error_rate"),
             "Tools",
-            format!("{t}: error rate"),
+            &format!("{t}: error rate"),
             Pct,
             &|o| of(o, "error_rate"),
         );
@@ -284,65 +253,47 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     let c = "Compression";
     let comp_rows = |o: &Value| o["compression"]["rows"].as_f64().filter(|n| *n > 0.0);
     add(
-        "compression.rows".into(),
+        "compression.rows",
         c,
-        "rows with compression metrics".into(),
+        "rows with compression metrics",
         Int,
         &|o| comp_rows(o),
     );
+    add("compression.before", c, "tokens before", Int, &|o| {
+        comp_rows(o).and(o["compression"]["before"]["sum"].as_f64())
+    });
+    add("compression.after", c, "tokens after", Int, &|o| {
+        comp_rows(o).and(o["compression"]["after"]["sum"].as_f64())
+    });
+    add("compression.saved", c, "tokens saved", Pct, &|o| {
+        let b = o["compression"]["before"]["sum"]
+            .as_f64()
+            .filter(|b| *b > 0.0)?;
+        let a = o["compression"]["after"]["sum"].as_f64()?;
+        Some((b - a) / b)
+    });
+    add("compression.compressed", c, "compressed", Int, &|o| {
+        comp_rows(o).and(o["compression"]["compressed"].as_f64())
+    });
     add(
-        "compression.before".into(),
+        "compression.with_summary",
         c,
-        "tokens before".into(),
-        Int,
-        &|o| comp_rows(o).and(o["compression"]["before"]["sum"].as_f64()),
-    );
-    add(
-        "compression.after".into(),
-        c,
-        "tokens after".into(),
-        Int,
-        &|o| comp_rows(o).and(o["compression"]["after"]["sum"].as_f64()),
-    );
-    add(
-        "compression.saved".into(),
-        c,
-        "tokens saved".into(),
-        Pct,
-        &|o| {
-            let b = o["compression"]["before"]["sum"]
-                .as_f64()
-                .filter(|b| *b > 0.0)?;
-            let a = o["compression"]["after"]["sum"].as_f64()?;
-            Some((b - a) / b)
-        },
-    );
-    add(
-        "compression.compressed".into(),
-        c,
-        "compressed".into(),
-        Int,
-        &|o| comp_rows(o).and(o["compression"]["compressed"].as_f64()),
-    );
-    add(
-        "compression.with_summary".into(),
-        c,
-        "rows with a summary turn".into(),
+        "rows with a summary turn",
         Int,
         &|o| num(&o["compression"]["with_summary"]),
     );
     add(
-        "compression.still_over".into(),
+        "compression.still_over",
         c,
-        "still over the budget".into(),
+        "still over the budget",
         Int,
         &|o| comp_rows(o).and(o["compression"]["still_over"].as_f64()),
     );
     for s in keys(&["compression", "still_over_reasons"]) {
         add(
-            format!("compression.reason.{s}"),
+            &format!("compression.reason.{s}"),
             c,
-            format!("still over: {s}"),
+            &format!("still over: {s}"),
             Int,
             &|o| {
                 Some(
@@ -356,79 +307,40 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     }
     let run = "Run";
     let run_rows = |o: &Value| o["run"]["rows"].as_f64().filter(|n| *n > 0.0);
-    add(
-        "run.rows".into(),
-        run,
-        "records with usage".into(),
-        Int,
-        &|o| run_rows(o),
-    );
-    add("run.tokens".into(), run, "API tokens".into(), Int, &|o| {
+    add("run.rows", run, "records with usage", Int, &|o| run_rows(o));
+    add("run.tokens", run, "API tokens", Int, &|o| {
         run_rows(o).and(o["run"]["tokens"]["sum"].as_f64())
     });
-    add("run.cost".into(), run, "cost".into(), Usd, &|o| {
-        let d = &o["run"]["cost"];
-        d["sum"]
-            .as_f64()
-            .map(|s| s / d["scale"].as_f64().unwrap_or(1.0))
+    add("run.cost", run, "cost", Usd, &|o| {
+        scaled(&o["run"]["cost"], "sum")
     });
-    add(
-        "run.cost_mean".into(),
-        run,
-        "cost per prompt".into(),
-        Usd,
-        &|o| {
-            let d = &o["run"]["cost"];
-            d["mean"]
-                .as_f64()
-                .map(|s| s / d["scale"].as_f64().unwrap_or(1.0))
-        },
-    );
-    add("run.api_calls".into(), run, "API calls".into(), Int, &|o| {
+    add("run.cost_mean", run, "cost per prompt", Usd, &|o| {
+        scaled(&o["run"]["cost"], "mean")
+    });
+    add("run.api_calls", run, "API calls", Int, &|o| {
         run_rows(o).and(o["run"]["api_calls"]["sum"].as_f64())
     });
-    add(
-        "run.secs_mean".into(),
-        run,
-        "time per prompt (mean)".into(),
-        Secs,
-        &|o| o["run"]["duration_ms"]["mean"].as_f64().map(|x| x / 1000.0),
-    );
-    add(
-        "run.secs_p90".into(),
-        run,
-        "time per prompt (p90)".into(),
-        Secs,
-        &|o| o["run"]["duration_ms"]["p90"].as_f64().map(|x| x / 1000.0),
-    );
+    add("run.secs_mean", run, "time per prompt (mean)", Secs, &|o| {
+        o["run"]["duration_ms"]["mean"].as_f64().map(|x| x / 1000.0)
+    });
+    add("run.secs_p90", run, "time per prompt (p90)", Secs, &|o| {
+        o["run"]["duration_ms"]["p90"].as_f64().map(|x| x / 1000.0)
+    });
     let ro = "Rollouts";
-    add(
-        "rollouts.rows".into(),
-        ro,
-        "rows with a reward".into(),
-        Int,
-        &|o| num(&o["rollouts"]["rows"]).filter(|n| *n > 0.0),
-    );
-    add(
-        "rollouts.mean".into(),
-        ro,
-        "mean reward".into(),
-        Num,
-        &|o| {
-            let d = &o["rollouts"]["reward"];
-            d["mean"]
-                .as_f64()
-                .map(|m| m / d["scale"].as_f64().unwrap_or(1.0))
-        },
-    );
-    add("rollouts.prompts".into(), ro, "prompts".into(), Int, &|o| {
+    add("rollouts.rows", ro, "rows with a reward", Int, &|o| {
+        num(&o["rollouts"]["rows"]).filter(|n| *n > 0.0)
+    });
+    add("rollouts.mean", ro, "mean reward", Num, &|o| {
+        scaled(&o["rollouts"]["reward"], "mean")
+    });
+    add("rollouts.prompts", ro, "prompts", Int, &|o| {
         num(&o["rollouts"]["prompts"]).filter(|n| *n > 0.0)
     });
     for k in keys(&["rollouts", "pass_at_k"]) {
         add(
-            format!("rollouts.pass@{k}"),
+            &format!("rollouts.pass@{k}"),
             ro,
-            format!("pass@{k}"),
+            &format!("pass@{k}"),
             Pct,
             &|o| num(&o["rollouts"]["pass_at_k"][&k]),
         );

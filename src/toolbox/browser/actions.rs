@@ -245,10 +245,7 @@ pub fn type_text(s: &mut Session, args: &Value) -> R {
     )?;
     mark(s);
     s.tab().call_method(InsertText { text: text.clone() })?;
-    settle(s, Expect::Maybe, SETTLE);
-    let mut v = page_info(s);
-    v["typed"] = json!(text);
-    Ok(v)
+    Ok(settled_after_input(s, "typed", &text))
 }
 
 pub fn scroll(s: &mut Session, args: &Value) -> R {
@@ -287,10 +284,16 @@ pub fn press(s: &mut Session, args: &Value) -> R {
     let key = string_arg(args, "key")?;
     mark(s);
     s.tab().press_key(key)?;
+    Ok(settled_after_input(s, "pressed", key))
+}
+
+/// The page once an input action (typing, a key) has settled, with what was sent
+/// under `field`.
+fn settled_after_input(s: &Session, field: &str, sent: &str) -> Value {
     settle(s, Expect::Maybe, SETTLE);
     let mut v = page_info(s);
-    v["pressed"] = json!(key);
-    Ok(v)
+    v[field] = json!(sent);
+    v
 }
 
 pub fn get_images(s: &mut Session, _args: &Value) -> R {
