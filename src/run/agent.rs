@@ -551,6 +551,19 @@ pub fn run_prompt(
                         );
                     }
                     let t = Instant::now();
+                    // The sandbox started while the first request was in flight; one
+                    // that could not start is the task's failure, not a tool error.
+                    if let Err(message) = host.ready() {
+                        return Outcome::Failed(Failure {
+                            class: FailureClass::ToolHost,
+                            retryable: true,
+                            message,
+                            status: None,
+                            http_attempts: 0,
+                            api_calls: calls.len() as u32,
+                            usage,
+                        });
+                    }
                     let result = host.call(&name, &args);
                     tool_time += t.elapsed();
                     messages.push(tool_message(&id, result.content));
@@ -689,6 +702,34 @@ mod tests {
         match o {
             Outcome::Done(t) => *t,
             other => panic!("not done: {other:?}"),
+        }
+    }
+
+    /// A host whose sandbox never started.
+    struct Unstarted;
+
+    impl ToolHost for Unstarted {
+        fn schemas(&self) -> Vec<Value> {
+            Echo(Vec::new()).schemas()
+        }
+        fn ready(&mut self) -> Result<(), String> {
+            Err("the sandbox's supervisor did not start: no".into())
+        }
+        fn call(&mut self, _: &str, _: &Value) -> ToolResult {
+            panic!("a call on a host that is not ready")
+        }
+    }
+
+    #[test]
+    fn a_sandbox_that_never_started_fails_the_task_retryably() {
+        let chat = Scripted::new(vec![tool("echo", r#"{"text":"a"}"#), answer("done")]);
+        match run_prompt(&cfg(4), &chat, &mut Unstarted, "q") {
+            Outcome::Failed(f) => {
+                assert_eq!(f.class.as_str(), "tool_host");
+                assert!(f.retryable && f.message.contains("did not start"), "{f:?}");
+                assert_eq!(f.api_calls, 1);
+            }
+            other => panic!("not a failure: {other:?}"),
         }
     }
 

@@ -164,6 +164,12 @@ impl ToolResult {
 pub trait ToolHost: Send {
     /// OpenAI function schemas (`{"type":"function","function":{...}}`) offered to the model.
     fn schemas(&self) -> Vec<Value>;
+    /// Wait until the host can run calls: its sandbox starts in the background, while
+    /// the task's first request is in flight. An error means it never will (the task
+    /// fails, retryably); called before each call, it returns at once once ready.
+    fn ready(&mut self) -> Result<(), String> {
+        Ok(())
+    }
     /// Run one call. `args` is the parsed arguments object.
     fn call(&mut self, name: &str, args: &Value) -> ToolResult;
     /// Run a verifier shell script in this task's sandbox, after the agent is done

@@ -450,6 +450,9 @@ pub struct Pod {
     dir: PathBuf,
     /// The pod must not serve another task (an answer was lost, a reset failed).
     broken: bool,
+    /// Its supervisor has not yet said it is ready: the pod starts while its task's
+    /// first request is in flight, and [`Pod::ready`] waits for the rest.
+    starting: bool,
 }
 
 thread_local! {
@@ -458,7 +461,7 @@ thread_local! {
 }
 
 /// A pod for a new task: the one this thread kept, when it was made the same way, or
-/// a new one.
+/// a new one, still starting ([`Pod::ready`] waits for it; every request does).
 pub fn lease(key: &PodKey) -> Result<Pod> {
     let kept = KEPT.try_with(|k| k.borrow_mut().take()).ok().flatten();
     match kept {
@@ -487,19 +490,31 @@ impl Pod {
                 return Err(e);
             }
         };
-        let mut pod = Pod {
+        Ok(Pod {
             key: key.clone(),
             child,
             to: Some(to),
             from,
             dir,
             broken: false,
-        };
-        match pod.answer(PATIENCE)? {
-            Reply::Ready => Ok(pod),
-            Reply::Failed { why } => bail!("the sandbox's supervisor did not start: {why}"),
-            other => bail!("the sandbox's supervisor said {other:?} at start"),
+            starting: true,
+        })
+    }
+
+    /// Wait until the supervisor has started (at once for a pod that served a task
+    /// before); one that could not start is broken.
+    pub fn ready(&mut self) -> Result<()> {
+        if !self.starting {
+            return Ok(());
         }
+        self.starting = false;
+        let why = match self.answer(PATIENCE)? {
+            Reply::Ready => return Ok(()),
+            Reply::Failed { why } => format!("the sandbox's supervisor did not start: {why}"),
+            other => format!("the sandbox's supervisor said {other:?} at start"),
+        };
+        self.broken = true;
+        bail!(why)
     }
 
     fn spawn(key: &PodKey, dir: &Path) -> Result<(Child, ChildStdin, ChildStdout)> {
@@ -592,6 +607,7 @@ impl Pod {
         timeout: Duration,
         cap: usize,
     ) -> Result<RunOutput> {
+        self.ready()?;
         if self.broken {
             bail!("the task's sandbox has stopped");
         }
@@ -621,6 +637,7 @@ impl Pod {
 
     /// Ready the pod for another task (see the module documentation).
     fn reset(&mut self) -> Result<()> {
+        self.ready()?;
         if self.broken {
             bail!("broken");
         }
@@ -679,5 +696,31 @@ fn wait_readable(from: &ChildStdout, patience: Duration) -> Result<bool> {
             Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pod whose supervisor ends before it is ready: it is leased at once (it starts
+    /// in the background), and then `ready` and every request say it did not start, and
+    /// it is not kept.
+    #[test]
+    fn a_pod_that_cannot_start_fails_when_first_used() {
+        let key = PodKey {
+            kind: PodKind::Unshare(vec!["/bin/sh".into(), "-c".into(), "exit 3".into()]),
+            root: None,
+            exe: PathBuf::from("/bin/true"),
+            limits: Limits::NONE,
+        };
+        let mut pod = lease(&key).expect("the spawn itself succeeds");
+        let e = pod.ready().unwrap_err();
+        assert!(format!("{e:#}").contains("supervisor ended"), "{e:#}");
+        let e = pod
+            .run(&["true"], "/", &[], None, PATIENCE, 100)
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("stopped"), "{e:#}");
+        assert!(pod.reset().is_err(), "a broken pod is not kept");
     }
 }

@@ -335,6 +335,10 @@ impl ToolHost for Task {
         self.schemas.clone()
     }
 
+    fn ready(&mut self) -> Result<(), String> {
+        self.sandbox().ready().map_err(|e| format!("{e:#}"))
+    }
+
     fn call(&mut self, name: &str, args: &Value) -> ToolResult {
         let Some(i) = self.offered.iter().position(|&t| t == name) else {
             return ToolResult::error(format!(
