@@ -193,19 +193,15 @@ pub(super) fn facts(
                 }
             }
             "observation" if !p.well_formed => {}
-            "tool" => {
-                if p.well_formed {
-                    if pending_calls.is_empty() {
-                        set_once(&mut f.malformed, || {
-                            format!(
-                                "turn {n}: tool turn does not follow a gpt turn with tool calls"
-                            )
-                        });
-                    } else {
-                        check_responses(&value, &pending_calls, n, &mut f.malformed);
-                    }
-                    pending_calls.clear();
+            "tool" if p.well_formed => {
+                if pending_calls.is_empty() {
+                    set_once(&mut f.malformed, || {
+                        format!("turn {n}: tool turn does not follow a gpt turn with tool calls")
+                    });
+                } else {
+                    check_responses(&value, &pending_calls, n, &mut f.malformed);
                 }
+                pending_calls.clear();
             }
             other if p.well_formed => set_once(&mut f.malformed, || {
                 format!("turn {n}: unknown role {other:?}")

@@ -100,25 +100,16 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     add("reject_lines", rows, "reject lines", Int, &|o| {
         num(&o["reject_lines"])
     });
-    for s in keys(&["stop_reasons"]) {
-        add(&format!("stop.{s}"), "Stop reasons", &s, Int, &|o| {
-            Some(
-                o["stop_reasons"]
-                    .get(&s)
-                    .and_then(Value::as_f64)
-                    .unwrap_or(0.0),
-            )
-        });
-    }
-    for s in keys(&["failure_classes"]) {
-        add(&format!("class.{s}"), "Failure classes", &s, Int, &|o| {
-            Some(
-                o["failure_classes"]
-                    .get(&s)
-                    .and_then(Value::as_f64)
-                    .unwrap_or(0.0),
-            )
-        });
+    // One figure per stop reason and failure class seen in any dataset (0 elsewhere).
+    for (map, group, prefix) in [
+        ("stop_reasons", "Stop reasons", "stop"),
+        ("failure_classes", "Failure classes", "class"),
+    ] {
+        for s in keys(&[map]) {
+            add(&format!("{prefix}.{s}"), group, &s, Int, &|o| {
+                Some(o[map].get(&s).and_then(Value::as_f64).unwrap_or(0.0))
+            });
+        }
     }
     let rejects: BTreeSet<(String, String)> = overviews
         .iter()
