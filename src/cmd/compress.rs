@@ -224,6 +224,7 @@ fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
 
 /// Run traj-compress.
 pub fn run_cli(args: Args) -> Result<Status> {
+    let io = &args.stage.io;
     let (r, tokenizer) = resolve(&args)?;
     let sampling = (args.sample_percent)
         .map(|p| Sampling::new(p, args.seed, args.stage.shard.shard))
@@ -231,8 +232,8 @@ pub fn run_cli(args: Args) -> Result<Status> {
         .map_err(crate::error::usage)?;
     let layout = Layout {
         input: args.input.as_deref(),
-        inputs: &args.stage.io.expanded_inputs()?,
-        output: args.stage.io.output.as_deref(),
+        inputs: &io.expanded_inputs()?,
+        output: io.output.as_deref(),
         stats: args.stats.as_deref(),
         output_suffix: &r.output_suffix,
         metrics_file: &r.metrics_file,
@@ -254,33 +255,28 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let _spool = sampling.map(|s| sample_jobs(&mut jobs, s)).transpose()?; // stdin's spool
     let cfg = RunConfig {
         pipe: args.stage.pipe(NAME),
-        rejects: args.stage.io.rejects.clone(),
+        rejects: io.rejects.clone(),
         max_concurrent_requests: r.max_concurrent_requests,
         metrics: metrics_path,
     };
     if args.count_only {
-        let total = count_only(jobs, tokenizer, &cfg, args.stage.io.output.as_deref())?;
+        let total = count_only(jobs, tokenizer, &cfg, io.output.as_deref())?;
         return Ok(Status::from_summary(&total));
     }
-    if api_key.is_none() && !args.offline && !args.stage.io.quiet {
+    if api_key.is_none() && !args.offline && !io.quiet {
         let var = &r.api_key_env;
         let msg = format!("${var} is not set: using the offline extractive summarizer");
         crate::cli::note(NAME, &msg);
     }
     let comp = Compressor::new(r.settings.clone(), tokenizer.clone(), summarizer.clone());
-    let bar = (!args.stage.io.quiet && crate::cli::stderr_is_tty()).then(ProgressBar::default);
+    let bar = (!io.quiet && crate::cli::stderr_is_tty()).then(ProgressBar::default);
     let draw = bar.as_ref().map(|b| move |p: Progress| b.show(p));
     let draw = draw.as_ref().map(|d| d as &(dyn Fn(Progress) + Sync));
     let report = compress(&comp, jobs, &cfg, draw)?;
-    Ok(crate::cli::done(
-        NAME,
-        &args.stage.io,
-        &report.total,
-        || {
-            let total = crate::cli::summary_line(&report.total);
-            format!("{total}; {}", report.describe(&comp))
-        },
-    ))
+    Ok(crate::cli::done(NAME, io, &report.total, || {
+        let total = crate::cli::summary_line(&report.total);
+        format!("{total}; {}", report.describe(&comp))
+    }))
 }
 
 /// The byte progress bar traj-compress draws on a terminal from the run's

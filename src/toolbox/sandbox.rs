@@ -317,13 +317,13 @@ impl Sandbox {
         })
     }
 
-    /// The backend in use.
     /// Wait until the pod this sandbox runs in has started (at once without a pod, or
     /// for a pod kept from an earlier task).
     pub fn ready(&mut self) -> Result<()> {
         self.pod.as_mut().map_or(Ok(()), Pod::ready)
     }
 
+    /// The backend in use.
     pub fn backend(&self) -> Backend {
         self.backend
     }

@@ -123,10 +123,6 @@ fn read_tool(value: &str, i: usize) -> Option<(QuickTool, usize)> {
 /// An object's keys and the spans of their values, in order.
 type Members<'v> = Vec<(&'v str, Range<usize>)>;
 
-/// The non-empty object in Python's spelling that starts at `i` of `value`: its keys
-/// and the spans of their values, and where it ends. `None` when it is not one this
-/// reading takes: a key with an escape, a key twice, serde_json's private number key
-/// (serde_json reads such an object as a number), other separators than `": "` and
 /// The spans of the members named `keys`, in that order (`None` where one is missing;
 /// [`object_at`] refuses an object with a key twice).
 fn pick<const N: usize>(members: &Members<'_>, keys: [&str; N]) -> [Option<Range<usize>>; N] {
@@ -138,6 +134,10 @@ fn pick<const N: usize>(members: &Members<'_>, keys: [&str; N]) -> [Option<Range
     })
 }
 
+/// The non-empty object in Python's spelling that starts at `i` of `value`: its keys
+/// and the spans of their values, and where it ends. `None` when it is not one this
+/// reading takes: a key with an escape, a key twice, serde_json's private number key
+/// (serde_json reads such an object as a number), other separators than `": "` and
 /// `", "`, or a member nested deeper than [`DEPTH`].
 fn object_at(value: &str, mut i: usize) -> Option<(Members<'_>, usize)> {
     let b = value.as_bytes();
