@@ -24,6 +24,9 @@ mkdir -p "$BENCH"
 if [[ -z ${TRAJ_BENCH_BIN_DIR:-} ]]; then
     cargo build --release --quiet --locked --bins --manifest-path "$ROOT/Cargo.toml" >&2
 fi
+# The floor of a stage that rewrites rows (parse each line, write it back), always this tree's.
+FLOOR="$ROOT/target/release/examples/json-floor"
+cargo build --release --quiet --locked --example json-floor --manifest-path "$ROOT/Cargo.toml" >&2
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/traj-bench-scale.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
@@ -79,6 +82,8 @@ STAGES=(
     "traj-filter --well-formed --valid-tools|1|norm|-q -j 1 --well-formed --valid-tools"
     "traj-filter --well-formed --valid-tools|2|norm|-q -j 2 --well-formed --valid-tools"
     "jq -c .|-|raw|-c ."
+    "json-floor (serde_json parse + write)|1|raw|1"
+    "json-floor (serde_json parse + write)|2|raw|2"
     "traj-compress --count-only (8,000 tokens)|1|norm|-q -j 1 --count-only --target-max-tokens 8000"
     "traj-compress --count-only (8,000 tokens)|2|norm|-q -j 2 --count-only --target-max-tokens 8000"
     "traj-compress --offline (8,000 tokens)|1|norm|-q -j 1 --offline --target-max-tokens 8000 -o $WORK/c.jsonl"
@@ -97,7 +102,7 @@ for mb in $SIZES; do
         IFS='|' read -r label jobs input args <<<"$s"
         case $input in raw) f=$RAW ;; norm) f=$NORM ;; prompts) f=$PROMPTS ;; esac
         bin=${label%% *}
-        [[ $bin == jq ]] || bin="$DIR/$bin"
+        case $bin in jq) ;; json-floor) bin=$FLOOR ;; *) bin="$DIR/$bin" ;; esac
         echo "bench-scale: $label -j $jobs, $mb MB" >&2
         read -r t rss < <(run "$mb" "'$bin' $args '$f'")
         SECS[$s/$mb]=$t
@@ -146,4 +151,6 @@ echo
 echo "Linear time shows as a throughput ratio near 1 between the two largest inputs (the"
 echo "smallest pays a fixed start-up cost: the BPE tables, the page's template); flat memory"
 echo "as an RSS ratio near 1. \`jq -c .\` on the raw rows is the baseline of traj-normalize;"
+echo "\`json-floor\` (\`examples/json_floor.rs\`: each line parsed into a serde_json value and"
+echo "written back, nothing checked or converted) the least any stage that rewrites rows pays;"
 echo "\`--count-only\` (counting the tokens of every turn, no output) the baseline of \`--offline\`."

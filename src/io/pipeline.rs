@@ -609,6 +609,49 @@ mod tests {
         assert_eq!(rows[1]["record"], 42);
     }
 
+    /// A row the stage read and then refused ([`Verdict::BadRow`]) is bad input like any
+    /// other, and its reject is byte for byte the one [`Verdict::Bad`] gives (which
+    /// looks at the line again to decide on `record`).
+    #[test]
+    fn a_refused_row_rejects_as_a_bad_line_does() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_tmp(
+            d.path(),
+            "x.jsonl",
+            b"{\"a\":1}\n{\"b\": \"\\u00e9\\n\"}\r\n",
+        );
+        let rejects_of = |row: bool| {
+            let rp = d.path().join(format!("rejects-{row}.jsonl"));
+            let mut out = Vec::new();
+            let mut rej = Rejects::open("test", Some(&rp)).unwrap();
+            let s = process(
+                &cfg(OnError::Skip),
+                vec![Source::File(p.clone())],
+                &mut out,
+                &mut rej,
+                |line: &[u8], out: &mut Vec<u8>| match parse_object(line) {
+                    Ok(m) if m.contains_key("a") => {
+                        out.extend_from_slice(line);
+                        out.push(b'\n');
+                        Verdict::Written
+                    }
+                    Ok(_) if row => Verdict::BadRow("no a".into()),
+                    _ => Verdict::Bad("no a".into()),
+                },
+            )
+            .unwrap();
+            rej.finish().unwrap();
+            assert_eq!(out, b"{\"a\":1}\n");
+            assert_eq!((s.bad, s.lost), (1, 0));
+            std::fs::read(rp).unwrap()
+        };
+        let refused = rejects_of(true);
+        assert_eq!(refused, rejects_of(false));
+        let v: Value = serde_json::from_slice(&refused).unwrap();
+        assert_eq!(v["record"]["b"], "é\n");
+        assert_eq!(v["raw"], "{\"b\": \"\\u00e9\\n\"}\r");
+    }
+
     #[test]
     fn skip_without_rejects_is_loss() {
         let d = tempfile::tempdir().unwrap();

@@ -38,6 +38,10 @@ pub enum Verdict {
     Dropped(Vec<String>),
     /// The line is bad input: handled by the `--on-error` policy.
     Bad(String),
+    /// As [`Verdict::Bad`], for a line the stage read as a row (JSON by the row rule,
+    /// [`super::json::parse_object`]) and then refused: its reject embeds the line as
+    /// `record` without parsing it a second time.
+    BadRow(String),
 }
 
 /// Counts of one run of [`process`].
@@ -90,7 +94,7 @@ impl Summary {
                     self.lost += 1;
                 }
             }
-            Verdict::Bad(reason) => {
+            Verdict::Bad(reason) | Verdict::BadRow(reason) => {
                 let err = LineError {
                     source_name: source.clone(),
                     lineno,
@@ -104,7 +108,8 @@ impl Summary {
                     self.first_bad = Some(err.to_string());
                 }
                 if rejects.is_kept() {
-                    rejects.write(source, lineno, std::slice::from_ref(reason), line, false)?;
+                    let is_row = matches!(verdict, Verdict::BadRow(_));
+                    rejects.write(source, lineno, std::slice::from_ref(reason), line, is_row)?;
                 } else {
                     self.lost += 1;
                 }

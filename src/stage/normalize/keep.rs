@@ -189,9 +189,13 @@ pub fn read_system(text: &str, lists_tools: bool) -> SystemText<'_> {
     if !lists_tools {
         return SystemText::Own(text);
     }
+    // The prefix's searcher is built once: building it is most of the cost of one search.
+    static PREFIX: std::sync::LazyLock<memchr::memmem::FinderRev<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::FinderRev::new(hermes::SYSTEM_PREFIX));
     let own = text
-        .rfind(hermes::SYSTEM_PREFIX)
-        .filter(|_| text.ends_with(hermes::SYSTEM_SUFFIX))
+        .ends_with(hermes::SYSTEM_SUFFIX)
+        .then(|| PREFIX.rfind(text.as_bytes()))
+        .flatten()
         .and_then(|k| text[..k].strip_suffix("\n\n"));
     SystemText::ToolPrompt { own }
 }

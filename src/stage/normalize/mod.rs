@@ -273,7 +273,8 @@ pub fn convert_line(
             }
             crate::io::Verdict::Written
         }
-        Err(e) => crate::io::Verdict::Bad(e.to_string()),
+        Err(e @ BadLine::Row(_)) => crate::io::Verdict::BadRow(e.to_string()),
+        Err(e @ BadLine::NotARow(_)) => crate::io::Verdict::Bad(e.to_string()),
     }
 }
 
