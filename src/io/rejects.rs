@@ -58,6 +58,12 @@ impl Rejects {
             return Ok(());
         };
         self.buf.clear();
+        // A row's reject embeds it as `record` unchecked: a stage that says it read the
+        // line as a row must have read it by the row rule.
+        debug_assert!(
+            !is_row || super::json::is_json(line.bytes),
+            "{source}:{lineno}: passed as a row, but not JSON by the row rule"
+        );
         let record = is_row || super::json::is_json(line.bytes);
         reject_into(
             &mut self.buf,
