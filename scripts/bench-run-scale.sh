@@ -11,6 +11,8 @@
 #      by a bare loop (examples/sandbox_ceiling.rs `loop-bwrap`) by 256 threads, and the
 #      command alone (`bare`); CPU per call, beside traj-run's CPU per prompt.
 #
+# CPU is counted by cgroup (lib-bench.sh tree_cpu): it needs a writable cgroup, as root.
+#
 # Usage: scripts/bench-run-scale.sh [PROMPTS]   (default 4000 prompts for part 1)
 # Prints a markdown section on stdout. Builds what it needs in release.
 set -euo pipefail
@@ -24,6 +26,7 @@ CEIL="$ROOT/target/release/examples/sandbox-ceiling"
 # shellcheck source=scripts/lib-bench.sh
 source "$ROOT/scripts/lib-bench.sh"
 standin_workdir run-scale
+need_tree_cpu
 mkdir -p "$WORK/ws"
 
 cat >"$WORK/term.json" <<'JSON'
@@ -44,25 +47,28 @@ prompts "$PROMPTS" "$WORK/prompts.jsonl"
 prompts 2000 "$WORK/prompts2000.jsonl"
 
 # run NAME PROMPTS WORKERS [flags...]: sets SECS, RSS_MB, RECORDS, FAILED, SELF_MS and CHILD_MS
-# (CPU ms per prompt of traj-run itself and of its children).
+# (CPU ms per prompt of traj-run itself and of its children: the whole tree's CPU, from
+# its cgroup, less traj-run's own).
 run() {
-    local name=$1 prompts=$2 workers=$3 t0 t1 rss u s
+    local name=$1 prompts=$2 workers=$3 t0 t1 rss tree
     shift 3
+    settle
     t0=$(date +%s.%N)
-    $TIME -f "%M %U %S" -o "$WORK/$name.t" \
+    tree_cpu "$WORK/$name.cpu" $TIME -f "%M" -o "$WORK/$name.t" \
         "$BIN" --model standin --base-url "$URL" --run-dir "$WORK/$name" \
         --num-workers "$workers" --batch-size 1000 -q --workspace-root "$WORK/ws" \
         --sandbox bwrap "$@" "$prompts" >"$WORK/$name.out" || true # failures are counted
     t1=$(date +%s.%N)
     SECS=$(echo "$t1 - $t0" | bc -l)
-    read -r rss u s < <(tail -n1 "$WORK/$name.t")
+    rss=$(tail -n1 "$WORK/$name.t")
     RSS_MB=$(echo "$rss / 1024" | bc -l)
     RECORDS=$(wc -l <"$WORK/$name.out")
     FAILED=$(jq '.this_run.failures' "$WORK/$name/statistics.json")
     local self
     self=$(jq '.this_run.cpu_seconds' "$WORK/$name/statistics.json")
     SELF_MS=$(echo "$self * 1000 / $RECORDS" | bc -l)
-    CHILD_MS=$(echo "($u + $s - $self) * 1000 / $RECORDS" | bc -l)
+    tree=$(cat "$WORK/$name.cpu")
+    CHILD_MS=$(echo "($tree - $self) * 1000 / $RECORDS" | bc -l)
 }
 
 echo "## traj-run as workers grow, at a real model's pace, and beside its floor"
@@ -72,7 +78,9 @@ echo "call (\`echo ... | wc -c\`, \`--sandbox bwrap\`, each worker's sandbox kep
 echo "unless said) and an answer; the stand-in endpoint answers after the latency given."
 echo "CPU per prompt: traj-run's own (\`this_run.cpu_seconds\` of statistics.json: request"
 echo "building, parsing, records, the pods' supervision) apart from its children's (the"
-echo "sandboxes and the commands), from \`/usr/bin/time\` (user + system, children waited for)."
+echo "sandboxes and the commands): the CPU of the run's cgroup, every process it started,"
+echo "less traj-run's own. (\`/usr/bin/time\` misses most of a bwrap call: bwrap's sandboxed"
+echo "processes are reaped inside their PID namespace, not by a parent that waits for them.)"
 echo
 echo "| workers | records | failures | wall s | prompts/s | % of ideal | peak RSS MB | traj-run CPU ms/prompt | children CPU ms/prompt |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -99,11 +107,12 @@ printf 'A real model'"'"'s pace (1 s a reply, 256 workers, 2,000 prompts, two re
 printf 'against the ideal of %d waves of 2 s = %d s: **%.1f%% of ideal**.\n' "$waves" "$((waves * 2))" \
     "$(echo "100 * $waves * 2 / $SECS" | bc -l)"
 
-# The floor: CPU per call of the exact bwrap command line, and of the command alone.
+# The floor: CPU per call of the exact bwrap command line, and of the command alone, every
+# process of the call counted (tree_cpu).
 floor() { # MODE CALLS -> CPU ms per call
-    $TIME -f "%U %S" -o "$WORK/floor.t" "$CEIL" "$1" "$2" 256 >/dev/null
-    read -r u s <"$WORK/floor.t"
-    echo "($u + $s) * 1000 / $2" | bc -l
+    settle
+    tree_cpu "$WORK/floor.cpu" "$CEIL" "$1" "$2" 256 >/dev/null
+    echo "$(cat "$WORK/floor.cpu") * 1000 / $2" | bc -l
 }
 LOOP_MS=$(floor loop-bwrap 2000)
 POD_MS=$(floor bwrap-pod 4000)

@@ -27,6 +27,7 @@ REF_WORKERS=${REF_WORKERS:-4}
 # shellcheck source=scripts/lib-bench.sh
 source "$ROOT/scripts/lib-bench.sh"
 standin_workdir run
+need_tree_cpu
 
 IDEAL=$((WORKERS * 1000 / LATENCY_MS))
 N1=$((IDEAL * SECONDS_TARGET))           # one call per prompt
@@ -58,21 +59,23 @@ with open(sys.argv[2], "w") as f:
 EOF
 
 
-# run NAME PROMPTS WORKERS [traj-run flags...] -> sets SECS, RSS_KB, CPU (% of one core),
+# run NAME PROMPTS WORKERS [traj-run flags...] -> sets SECS, RSS_KB, CPU (% of one core,
+# every process of the run: traj-run, its sandboxes and tools; tree_cpu),
 # CALLS, RECORDS
 run() {
     local name=$1 prompts=$2 workers=$3
     shift 3
     local t0 t1
+    settle
     t0=$(date +%s.%N)
-    /usr/bin/time -f "%M %U %S" -o "$WORK/$name.rss" \
+    tree_cpu "$WORK/$name.cpu" /usr/bin/time -f "%M" -o "$WORK/$name.rss" \
         "$BIN" --model standin --base-url "$URL" --run-dir "$WORK/$name" \
         --num-workers "$workers" --batch-size 1000 -q --workspace-root "$WORK/ws" \
         "$@" "$prompts" > "$WORK/$name.out"
     t1=$(date +%s.%N)
     SECS=$(echo "$t1 - $t0" | bc -l)
-    read -r RSS_KB USER_S SYS_S < <(tail -n1 "$WORK/$name.rss")
-    CPU=$(echo "($USER_S + $SYS_S) / $SECS * 100" | bc -l)
+    RSS_KB=$(tail -n1 "$WORK/$name.rss")
+    CPU=$(echo "$(cat "$WORK/$name.cpu") / $SECS * 100" | bc -l)
     CALLS=$(jq '.api_calls' "$WORK/$name/statistics.json")
     RECORDS=$(wc -l < "$WORK/$name.out")
 }
@@ -82,7 +85,7 @@ echo "## traj-run: $WORKERS agents against a stand-in answering after ${LATENCY_
 echo
 echo "Machine: $(nproc) cores; ideal rate = workers / latency = $IDEAL calls/s."
 echo
-echo "| scenario | prompts | calls | wall s | calls/s | % of ideal | peak RSS MB | traj-run CPU % |"
+echo "| scenario | prompts | calls | wall s | calls/s | % of ideal | peak RSS MB | CPU % (run + tools) |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 
 start_standin "$WORK/answer.json" "$LATENCY_MS"
@@ -175,7 +178,7 @@ echo
 echo "Issue #18's row: 2 calls of 100 ms per prompt, the first a real terminal call; ideal ="
 echo "$WORKERS workers / 0.2 s = $IDEAL2 prompts/s. Rates in this table are prompts/s."
 echo
-echo "| run | prompts | calls | wall s | prompts/s | % of ideal | peak RSS MB | traj-run CPU % |"
+echo "| run | prompts | calls | wall s | prompts/s | % of ideal | peak RSS MB | CPU % (run + tools) |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${ROW2[@]}"
 echo "$REF_LINE"
@@ -195,7 +198,8 @@ CEIL="$ROOT/target/release/examples/sandbox-ceiling"
 echo
 echo "The ceiling: \`echo ... | wc -c\` run by $WORKERS threads with no agent and no model"
 echo "(\`target/release/examples/sandbox-ceiling MODE CALLS $WORKERS\`); CPU ms per call includes"
-echo "every process of the call. traj-run's row above needs one such call per prompt, plus"
+echo "every process of the call (counted by cgroup); the CPU % above counts the same way:"
+echo "traj-run, its sandboxes and its tools. traj-run's row above needs one such call per prompt, plus"
 echo "the stand-in's CPU for two requests, on the same $(nproc) cores."
 echo
 echo "| how the command runs | calls | calls/s | CPU ms per call | traj-run's prompts/s of it |"
@@ -205,9 +209,9 @@ for mode in bare local-pod bwrap-pod local bwrap; do
         local|bwrap) NC=2000 ;;
         *) NC=$N2 ;;
     esac
-    /usr/bin/time -f "%U %S" -o "$WORK/ceil.t" "$CEIL" "$mode" "$NC" "$WORKERS" > "$WORK/ceil.out"
+    tree_cpu "$WORK/ceil.cpu" "$CEIL" "$mode" "$NC" "$WORKERS" > "$WORK/ceil.out"
     C=$(cat "$WORK/ceil.out")
-    read -r U S < "$WORK/ceil.t"
+    MS=$(echo "$(cat "$WORK/ceil.cpu") * 1000 / $NC" | bc -l)
     case $mode in
         bare) OF=$(printf '%.0f%% (bwrap, kept)' "$(echo "100 * $RATE_TRAJ / $C" | bc -l)") ;;
         local-pod) OF=$(printf '%.0f%%' "$(echo "100 * $RATE_LOCAL / $C" | bc -l)") ;;
@@ -215,8 +219,8 @@ for mode in bare local-pod bwrap-pod local bwrap; do
         bwrap) OF=$(printf '%.0f%% (--no-sandbox-reuse)' "$(echo "100 * $RATE_FRESH / $C" | bc -l)") ;;
         *) OF="" ;;
     esac
-    printf '| %s | %d | %.0f | %.2f | %s |\n' "$mode" "$NC" "$C" "$(echo "($U + $S) * 1000 / $NC" | bc -l)" "$OF"
-    [[ $mode == bare ]] && { BARE=$C; BARE_MS=$(echo "($U + $S) * 1000 / $NC" | bc -l); }
+    printf '| %s | %d | %.0f | %.2f | %s |\n' "$mode" "$NC" "$C" "$MS" "$OF"
+    [[ $mode == bare ]] && { BARE=$C; BARE_MS=$MS; }
 done
 echo
 printf 'The physical limit of this row: the command alone (%.2f ms of CPU for `sh` and `wc`)\n' "$BARE_MS"

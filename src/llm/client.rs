@@ -321,6 +321,11 @@ pub enum OnPayment {
 /// largest real completion.
 pub const DEFAULT_MAX_RESPONSE: u64 = 16 << 20;
 
+/// Bytes of a connection's input buffer: the largest reply header ureq accepts.
+const INPUT_BUFFER: usize = 64 << 10;
+/// Bytes of a connection's output buffer (a request streams through it).
+const OUTPUT_BUFFER: usize = 16 << 10;
+
 /// A blocking OpenAI-compatible client; cheap to share between threads. Clones share
 /// the connection pool and the back-off ([`Pause`]).
 #[derive(Clone)]
@@ -342,6 +347,13 @@ impl Client {
             .timeout_connect(Some(Duration::from_secs(30).min(cfg.timeout)))
             .max_idle_connections(4096)
             .max_idle_connections_per_host(4096)
+            // Per connection, and a run keeps one per worker: ureq's defaults (128 KiB
+            // each way, zero-filled when the connection opens) were half of traj-run's
+            // memory at 256 workers. The input buffer holds a reply's whole header (its
+            // largest, 64 KiB, stays ureq's default) and streams the body; the output
+            // buffer streams the request.
+            .input_buffer_size(INPUT_BUFFER)
+            .output_buffer_size(OUTPUT_BUFFER)
             .build()
             .new_agent();
         Client {

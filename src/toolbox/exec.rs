@@ -61,6 +61,26 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
     out
 }
 
+/// Whether `fd` has something to read, or its end, within `patience` (a pidfd: whether
+/// its process has ended).
+pub(crate) fn wait_readable(
+    fd: impl rustix::fd::AsFd,
+    patience: Duration,
+) -> rustix::io::Result<bool> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let until = Instant::now() + patience;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        match poll(&mut fds, Some(&timespec(left))) {
+            Ok(0) if left.is_zero() => return Ok(false),
+            Ok(0) | Err(rustix::io::Errno::INTR) => {}
+            Ok(_) => return Ok(true),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// `d` as the timeout of `poll`.
 pub(crate) fn timespec(d: Duration) -> rustix::event::Timespec {
     rustix::event::Timespec {

@@ -580,17 +580,19 @@ impl Pod {
 
     /// The next reply, waiting at most `patience`; the pod is broken when none comes.
     fn answer(&mut self, patience: Duration) -> Result<Reply> {
-        let got = wait_readable(&self.from, patience).and_then(|ready| {
-            if !ready {
-                return Err(anyhow!(
-                    "the sandbox's supervisor did not answer within {} s",
-                    patience.as_secs()
-                ));
-            }
-            let frame = read_frame(&mut self.from, MAX_REPLY)?
-                .ok_or_else(|| anyhow!("the sandbox's supervisor ended"))?;
-            Ok(serde_json::from_slice(&frame)?)
-        });
+        let got = super::exec::wait_readable(&self.from, patience)
+            .map_err(anyhow::Error::from)
+            .and_then(|ready| {
+                if !ready {
+                    return Err(anyhow!(
+                        "the sandbox's supervisor did not answer within {} s",
+                        patience.as_secs()
+                    ));
+                }
+                let frame = read_frame(&mut self.from, MAX_REPLY)?
+                    .ok_or_else(|| anyhow!("the sandbox's supervisor ended"))?;
+                Ok(serde_json::from_slice(&frame)?)
+            });
         if got.is_err() {
             self.broken = true;
         }
@@ -678,24 +680,6 @@ impl Drop for Pod {
             }
         }
         let _ = remove_tree(&self.dir);
-    }
-}
-
-/// Whether `from` has something to read (or its end) within `patience`.
-fn wait_readable(from: &ChildStdout, patience: Duration) -> Result<bool> {
-    use rustix::event::{PollFd, PollFlags, poll};
-    let until = Instant::now() + patience;
-    loop {
-        let left = until.saturating_duration_since(Instant::now());
-        let ts = super::exec::timespec(left);
-        let mut fds = [PollFd::new(from, PollFlags::IN)];
-        match poll(&mut fds, Some(&ts)) {
-            Ok(0) if left.is_zero() => return Ok(false),
-            Ok(0) => {}
-            Ok(_) => return Ok(true),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
     }
 }
 

@@ -8,7 +8,8 @@
 //! later calls leaves it alone. Its stdout and stderr go to one log (the last
 //! [`LOG_CAP`] bytes are kept). Background processes belong to their task: at most
 //! [`MAX_RUNNING`] run at once, and dropping [`Processes`] (the task ending) kills
-//! every group that is still alive, before the sandbox sweeps its workspace.
+//! every group that is still alive, and waits until the processes its sandbox ran in a
+//! session of their own have ended too, before the sandbox sweeps its workspace.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -124,10 +125,20 @@ impl Bg {
 
     fn kill(&mut self) {
         if self.running() {
+            // A sandbox's processes are not all in the group: bwrap runs the command in
+            // a session of its own (`--new-session`), under a first process that dies
+            // with bwrap and then takes its PID namespace with it. That happens after
+            // bwrap is reaped, so the kill waits for bwrap's children to end too.
+            let below = children(self.child.id());
             kill_group(self.pgid);
             self.killed = true;
             if let Ok(st) = self.child.wait() {
                 self.finish(st);
+            }
+            for child in below {
+                // Readable once the process has ended: for a PID namespace's first
+                // process, once every process of the namespace has.
+                let _ = super::exec::wait_readable(&child, GONE_PATIENCE);
             }
         }
         self.stdin = None;
@@ -154,6 +165,20 @@ impl Bg {
             "output_bytes": log.total,
         })
     }
+}
+
+/// How long a kill waits for a sandbox's processes to end after their sandbox's.
+const GONE_PATIENCE: Duration = Duration::from_secs(5);
+
+/// The children of process `pid` (a single-threaded one), each as a pidfd: it stays
+/// that process, whoever reaps it.
+fn children(pid: u32) -> Vec<rustix::fd::OwnedFd> {
+    let list =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    list.split_whitespace()
+        .filter_map(|p| rustix::process::Pid::from_raw(p.parse().ok()?))
+        .filter_map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok())
+        .collect()
 }
 
 fn kill_group(pgid: u32) {

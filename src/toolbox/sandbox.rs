@@ -633,8 +633,8 @@ impl Drop for Sandbox {
             }
             // Nothing inside a bwrap sandbox outlives its call: each call has its own PID
             // namespace, which the kernel empties when the call's first process ends, and
-            // a background command's bwrap is ended by its `Processes` at the task's end
-            // (tests/cli/sandbox.rs `setsid_and_double_fork_daemons_die_with_the_call_and_the_task`
+            // a background command's bwrap is ended, and its namespace waited for, by its
+            // `Processes` at the task's end (tests/cli/sandbox.rs `setsid_and_double_fork_daemons_die_with_the_call_and_the_task`
             // passes without this sweep). So only the other backends read /proc here:
             // with 256 workers and --no-sandbox-reuse, that read was most of traj-run's
             // own CPU.
