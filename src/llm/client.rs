@@ -348,10 +348,10 @@ impl Client {
             .max_idle_connections(4096)
             .max_idle_connections_per_host(4096)
             // Per connection, and a run keeps one per worker: ureq's defaults (128 KiB
-            // each way, zero-filled when the connection opens) were half of traj-run's
-            // memory at 256 workers. The input buffer holds a reply's whole header (its
-            // largest, 64 KiB, stays ureq's default) and streams the body; the output
-            // buffer streams the request.
+            // each way, zero-filled when the connection opens) took 64 MB at 256
+            // workers (docs/bench-run.md). The input buffer must hold a reply's whole
+            // header, which ureq allows up to 64 KiB by default, and streams the body;
+            // the output buffer streams the request.
             .input_buffer_size(INPUT_BUFFER)
             .output_buffer_size(OUTPUT_BUFFER)
             .build()
