@@ -415,8 +415,21 @@ mod tests {
     where
         F: Fn(&[u8], &mut Vec<u8>) -> Verdict + Sync,
     {
+        run_file_to(c, p, None, f)
+    }
+
+    /// [`run_file`] with its rejects written to `rejects` (finished) when given.
+    fn run_file_to<F>(
+        c: &PipeConfig,
+        p: &Path,
+        rejects: Option<&Path>,
+        f: F,
+    ) -> Result<(Vec<u8>, Summary)>
+    where
+        F: Fn(&[u8], &mut Vec<u8>) -> Verdict + Sync,
+    {
         let mut out = Vec::new();
-        let mut rej = Rejects::open("test", None)?;
+        let mut rej = Rejects::open("test", rejects)?;
         let s = process(
             c,
             vec![Source::File(p.to_path_buf())],
@@ -424,6 +437,7 @@ mod tests {
             &mut rej,
             f,
         )?;
+        rej.finish()?;
         Ok((out, s))
     }
 
@@ -586,17 +600,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = write_tmp(d.path(), "x.jsonl", b"{\"a\":1}\nnot json\n42\n{\"a\":2}\n");
         let rp = d.path().join("rejects.jsonl");
-        let mut out = Vec::new();
-        let mut rej = Rejects::open("test", Some(&rp)).unwrap();
-        let s = process(
-            &cfg(OnError::Skip),
-            vec![Source::File(p)],
-            &mut out,
-            &mut rej,
-            echo_or_bad,
-        )
-        .unwrap();
-        rej.finish().unwrap();
+        let (out, s) = run_file_to(&cfg(OnError::Skip), &p, Some(&rp), echo_or_bad).unwrap();
         assert_eq!(out, b"{\"a\":1}\n{\"a\":2}\n");
         assert_eq!((s.bad, s.lost), (2, 0));
         let rejects = std::fs::read_to_string(rp).unwrap();
@@ -622,25 +626,16 @@ mod tests {
         );
         let rejects_of = |row: bool| {
             let rp = d.path().join(format!("rejects-{row}.jsonl"));
-            let mut out = Vec::new();
-            let mut rej = Rejects::open("test", Some(&rp)).unwrap();
-            let s = process(
-                &cfg(OnError::Skip),
-                vec![Source::File(p.clone())],
-                &mut out,
-                &mut rej,
-                |line: &[u8], out: &mut Vec<u8>| match parse_object(line) {
-                    Ok(m) if m.contains_key("a") => {
-                        out.extend_from_slice(line);
-                        out.push(b'\n');
-                        Verdict::Written
-                    }
-                    Ok(_) if row => Verdict::BadRow("no a".into()),
-                    _ => Verdict::Bad("no a".into()),
-                },
-            )
-            .unwrap();
-            rej.finish().unwrap();
+            let only_a = |line: &[u8], out: &mut Vec<u8>| match parse_object(line) {
+                Ok(m) if m.contains_key("a") => {
+                    out.extend_from_slice(line);
+                    out.push(b'\n');
+                    Verdict::Written
+                }
+                Ok(_) if row => Verdict::BadRow("no a".into()),
+                _ => Verdict::Bad("no a".into()),
+            };
+            let (out, s) = run_file_to(&cfg(OnError::Skip), &p, Some(&rp), only_a).unwrap();
             assert_eq!(out, b"{\"a\":1}\n");
             assert_eq!((s.bad, s.lost), (1, 0));
             std::fs::read(rp).unwrap()
