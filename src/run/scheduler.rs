@@ -91,9 +91,8 @@ pub fn kill_tool_processes() {
         if ppid.and_then(|p| p.parse::<u32>().ok()) != Some(me) || pgrp != Some(&pid.to_string()) {
             continue;
         }
-        if let Some(p) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-        }
+        // With the group leader's children: a bwrap sandbox's own (see `kill_tree`).
+        drop(crate::toolbox::exec::kill_tree(pid as u32));
     }
 }
 

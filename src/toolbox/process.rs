@@ -120,17 +120,16 @@ impl Bg {
         self.exit_code = Some(st.code().unwrap_or(128 + st.signal().unwrap_or(0)));
         reaper::finished(self.pgid);
         // What the command left behind in its group goes with it.
-        kill_group(self.pgid);
+        super::exec::kill_group(self.pgid);
     }
 
     fn kill(&mut self) {
         if self.running() {
             // A sandbox's processes are not all in the group: bwrap runs the command in
-            // a session of its own (`--new-session`), under a first process that dies
-            // with bwrap and then takes its PID namespace with it. That happens after
-            // bwrap is reaped, so the kill waits for bwrap's children to end too.
-            let below = children(self.child.id());
-            kill_group(self.pgid);
+            // a session of its own (`--new-session`), under a first process whose end
+            // takes its PID namespace with it. That happens after bwrap is reaped, so
+            // the kill waits for bwrap's children to end too.
+            let below = super::exec::kill_tree(self.pgid);
             self.killed = true;
             if let Ok(st) = self.child.wait() {
                 self.finish(st);
@@ -169,26 +168,6 @@ impl Bg {
 
 /// How long a kill waits for a sandbox's processes to end after their sandbox's.
 const GONE_PATIENCE: Duration = Duration::from_secs(5);
-
-/// The children of process `pid` (a single-threaded one), each as a pidfd: it stays
-/// that process, whoever reaps it.
-fn children(pid: u32) -> Vec<rustix::fd::OwnedFd> {
-    let list =
-        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-    list.split_whitespace()
-        .filter_map(|p| rustix::process::Pid::from_raw(p.parse().ok()?))
-        .filter_map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok())
-        .collect()
-}
-
-fn kill_group(pgid: u32) {
-    if let Some(p) = i32::try_from(pgid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
-        let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-    }
-}
 
 /// The background processes of one task, by session id.
 #[derive(Default)]
