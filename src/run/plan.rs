@@ -16,25 +16,20 @@ use crate::format::groups::task_of_uid;
 
 use thiserror::Error;
 
-use super::rundir::{Key, Scan, foreign_key, legacy_key};
-use super::tasks::{Row, Tasks};
+use super::rundir::{Key, Scan, legacy_key, text_key};
+use super::tasks::{Ids, Row, Tasks};
 
 /// One prompt to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {
     pub index: u64,
-    pub hash: String,
-    /// The content key ([`crate::run::rundir::task_key`]).
-    pub key: String,
-    /// The unit of work ([`crate::run::rundir::task_uid`]).
-    pub uid: String,
+    /// Its prompt hash, content key and unit of work ([`Ids::uid`]).
+    pub ids: Ids,
     /// The task row, as read.
     pub line: Box<str>,
     pub batch: u64,
     /// This prompt's run number (1 + earlier failed runs).
     pub attempt: u32,
-    /// The rollout (the last part of `uid`).
-    pub rollout: u32,
 }
 
 /// What runs now, and what was left out.
@@ -63,15 +58,11 @@ pub struct IndexInUse {
 
 /// The keys a row may find its record under, best first.
 fn keys_of(r: &Row) -> [Key; 4] {
-    let text = serde_json::from_str::<serde_json::Value>(&r.line)
-        .ok()
-        .and_then(|v| v.get("prompt").and_then(|p| p.as_str()).map(foreign_key))
-        .unwrap_or_default();
     [
-        r.uid.clone(),
-        r.key.clone(),
-        legacy_key(r.index, &r.hash),
-        text,
+        r.ids.uid(),
+        r.ids.key.to_string(),
+        legacy_key(r.index, &r.ids.hash.to_string()),
+        text_key(r.ids.text),
     ]
 }
 
@@ -84,7 +75,10 @@ pub fn plan(
     batch_size: usize,
 ) -> Result<Plan, IndexInUse> {
     let mut done = scan.done.clone();
-    let mut p = Plan::default();
+    let mut p = Plan {
+        tasks: Vec::with_capacity(tasks.rows.len()),
+        ..Plan::default()
+    };
     let first = scan.next_batch();
     let mut used: HashSet<u64> = tasks.explicit.iter().copied().collect();
     used.extend(scan.claims.keys().copied());
@@ -131,10 +125,10 @@ pub fn plan(
                 Some(c)
                     if c.record
                         && !keys.contains(&c.key)
-                        && task_of_uid(&c.key) != task_of_uid(&row.uid) =>
+                        && task_of_uid(&c.key) != row.ids.task() =>
                 {
                     return Err(IndexInUse {
-                        place: row.place,
+                        place: row.place.to_string(),
                         index: row.index,
                         held: c.place.clone(),
                     });
@@ -143,7 +137,7 @@ pub fn plan(
             }
         } else if let Some(i) = before {
             i
-        } else if let Some(i) = task_index.get(task_of_uid(&row.uid)) {
+        } else if let Some(i) = task_index.get(&row.ids.task()) {
             *i
         } else if used.insert(row.index) {
             row.index
@@ -155,19 +149,14 @@ pub fn plan(
             p.renumbered += 1;
             fresh
         };
-        task_index
-            .entry(task_of_uid(&row.uid).to_string())
-            .or_insert(index);
+        task_index.entry(row.ids.task()).or_insert(index);
         let batch = first + (p.tasks.len() / batch_size) as u64;
         p.tasks.push(Task {
             index,
-            hash: row.hash,
-            key: row.key,
-            uid: row.uid,
+            ids: row.ids,
             line: row.line,
             batch,
             attempt,
-            rollout: row.rollout,
         });
     }
     Ok(p)
@@ -176,18 +165,37 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::rundir::{Claim, FailState};
+    use crate::run::rundir::{Claim, FailState, Hex16, foreign_key, prompt_hash};
+    use crate::run::tasks::Place;
 
-    /// A row at `index` (its position) whose content key is `k<text>`.
+    /// The prompt hash of `text`.
+    fn id(text: &str) -> Hex16 {
+        prompt_hash(text)
+    }
+
+    /// The content key of the row of `text`.
+    fn key(text: &str) -> String {
+        id(&format!("k{text}")).to_string()
+    }
+
+    /// A row of prompt `text` at `index` (its position, and its copy number, so that
+    /// rows of one text are different tasks).
     fn row(index: u64, text: &str) -> Row {
         Row {
             index,
             explicit: false,
-            hash: text.into(),
-            key: format!("k{text}"),
-            uid: format!("u{text}:{index}"),
-            rollout: 0,
-            place: format!("t.jsonl:{}", index + 1),
+            ids: Ids {
+                hash: id(text),
+                key: id(&format!("k{text}")),
+                content: id(&format!("c{text}")),
+                text: id(text.trim()),
+                copy: index as u32,
+                rollout: 0,
+            },
+            place: Place {
+                source: "t.jsonl".into(),
+                line: index + 1,
+            },
             line: format!("{{\"prompt\": \"{text}\"}}").into(),
         }
     }
@@ -217,10 +225,10 @@ mod tests {
     fn done_rows_are_a_multiset_by_content_and_failures_count_attempts() {
         let mut scan = Scan::default();
         scan.batches.insert(4);
-        scan.done.insert("ka".into(), 1);
-        scan.failed.insert("kb".into(), fail(1, true));
-        scan.failed.insert("kc".into(), fail(1, false));
-        scan.failed.insert("kd".into(), fail(3, true));
+        scan.done.insert(key("a"), 1);
+        scan.failed.insert(key("b"), fail(1, true));
+        scan.failed.insert(key("c"), fail(1, false));
+        scan.failed.insert(key("d"), fail(3, true));
         // "a" is done whatever its index now; its second copy runs.
         let rows = vec![
             row(7, "a"),
@@ -245,8 +253,9 @@ mod tests {
     #[test]
     fn lines_without_a_task_key_match_by_index_and_hash() {
         let mut scan = Scan::default();
-        scan.done.insert(legacy_key(3, "x"), 1);
-        scan.failed.insert(legacy_key(4, "y"), fail(1, false));
+        scan.done.insert(legacy_key(3, &id("x").to_string()), 1);
+        scan.failed
+            .insert(legacy_key(4, &id("y").to_string()), fail(1, false));
         let rows = vec![row(3, "x"), row(4, "y"), row(5, "x")];
         let p = plan(tasks(rows), &scan, 3, 10).unwrap();
         assert_eq!((p.already_done, p.given_up), (1, 1));
@@ -262,41 +271,34 @@ mod tests {
             record,
         };
         let mut scan = Scan::default();
+        // Reordered: "a" and "ref" are done; "n" stands where "a"'s record is.
+        let rows = vec![
+            row(2, "a"),
+            row(0, "n"),
+            row(3, "ref"),
+            row(4, "m"),
+            row(1, "f"),
+        ];
+        let (a, f) = (rows[0].ids.uid(), rows[4].ids.uid());
         // A record by uid at index 0, a reference row (prompt text) at index 1, a
         // retryable failure of "f" at index 9.
-        scan.done.insert("ua:0".into(), 1);
-        scan.claims.insert(0, claim("ua:0", true));
+        scan.done.insert(a.clone(), 1);
+        scan.claims.insert(0, claim(&a, true));
         scan.done.insert(foreign_key(" ref "), 1);
         scan.claims.insert(1, claim(&foreign_key("ref"), true));
-        scan.failed.insert("uf:2".into(), fail(1, true));
-        scan.failed_index.insert("uf:2".into(), 9);
-        scan.claims.insert(9, claim("uf:2", false));
-        // Reordered: "a" and "ref" are done; "n" stands where "a"'s record is.
-        let rows = vec![row(2, "a"), row(0, "n"), row(3, "ref"), row(4, "m")];
-        let rows: Vec<Row> = rows
-            .into_iter()
-            .map(|mut r| {
-                if r.hash == "a" {
-                    r.uid = "ua:0".into();
-                }
-                r
-            })
-            .collect();
-        let mut rows = rows;
-        rows.push(Row {
-            uid: "uf:2".into(),
-            ..row(1, "f")
-        });
+        scan.failed.insert(f.clone(), fail(1, true));
+        scan.failed_index.insert(f.clone(), 9);
+        scan.claims.insert(9, claim(&f, false));
         let p = plan(tasks(rows), &scan, 3, 10).unwrap();
         assert_eq!(p.already_done, 2);
-        let got: Vec<(&str, u64, u32)> = p
+        let got: Vec<(Hex16, u64, u32)> = p
             .tasks
             .iter()
-            .map(|t| (t.hash.as_str(), t.index, t.attempt))
+            .map(|t| (t.ids.hash, t.index, t.attempt))
             .collect();
         // "n": its position 0 is held, so the next free index past all in use (10);
         // "m" keeps its position; "f" retries under its old index.
-        assert_eq!(got, [("n", 10, 1), ("m", 4, 1), ("f", 9, 2)]);
+        assert_eq!(got, [(id("n"), 10, 1), (id("m"), 4, 1), (id("f"), 9, 2)]);
         assert_eq!(p.renumbered, 1);
         // A row's own index held by another task's record is an error naming both.
         let mut own = row(0, "x");

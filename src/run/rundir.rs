@@ -48,7 +48,7 @@ pub const RUN_FIELDS: [&str; 7] = [
 /// The content key of a task row: 16 hex digits of SHA-256 over the canonical JSON
 /// (sorted keys, no spaces) of its [`RUN_FIELDS`]. Rows with equal keys are the same
 /// task, whatever their place or `prompt_index`.
-pub fn task_key(row: &Map<String, Value>) -> String {
+pub fn task_key(row: &Map<String, Value>) -> Hex16 {
     let fields: BTreeMap<&str, Value> = RUN_FIELDS
         .iter()
         .filter_map(|k| row.get(*k).map(|v| (*k, canonical(v))))
@@ -59,7 +59,7 @@ pub fn task_key(row: &Map<String, Value>) -> String {
 /// The content of a whole task row: 16 hex digits of SHA-256 over its canonical JSON
 /// (every field, keys sorted, no spaces). Rows that differ in any field (an `id`, a
 /// `prompt_index` of their own) differ here.
-pub fn row_key(row: &Map<String, Value>) -> String {
+pub fn row_key(row: &Map<String, Value>) -> Hex16 {
     hex16(&serde_json::to_string(&canonical(&Value::Object(row.clone()))).unwrap_or_default())
 }
 
@@ -67,7 +67,7 @@ pub fn row_key(row: &Map<String, Value>) -> String {
 /// `ROW:COPY:ROLLOUT`, the [`row_key`] of its task row, the row's copy number (0 for
 /// the first row of that content in the dataset, 1 for the second, ...) and the
 /// rollout (0: one rollout per task).
-pub fn task_uid(row_key: &str, copy: u32, rollout: u32) -> String {
+pub fn task_uid(row_key: Hex16, copy: u32, rollout: u32) -> String {
     format!("{row_key}:{copy}:{rollout}")
 }
 
@@ -76,7 +76,12 @@ pub fn task_uid(row_key: &str, copy: u32, rollout: u32) -> String {
 /// `conversations` or the first user message of `messages`), white space trimmed, as
 /// the reference's resume reads it.
 pub fn foreign_key(text: &str) -> Key {
-    format!("text:{}", prompt_hash(text.trim()))
+    text_key(prompt_hash(text.trim()))
+}
+
+/// [`foreign_key`] of a prompt whose trimmed text has [`prompt_hash`] `hash`.
+pub fn text_key(hash: Hex16) -> Key {
+    format!("text:{hash}")
 }
 
 /// The prompt text of a row the way the newest reference finds it on resume: `prompt`,
@@ -102,9 +107,23 @@ pub fn prompt_text_of(v: &Value) -> Option<&str> {
     first("conversations").or_else(|| first("messages"))
 }
 
-fn hex16(text: &str) -> String {
+fn hex16(text: &str) -> Hex16 {
     let d = Sha256::digest(text.as_bytes());
-    crate::llm::cache::hex(&d[..8])
+    Hex16(u64::from_be_bytes(
+        d[..8].try_into().expect("a SHA-256 has 32 bytes"),
+    ))
+}
+
+/// 16 hex digits of a SHA-256 (its first 8 bytes), kept as the number they spell and
+/// written out only when shown: a run holds three of them for every task it plans, so
+/// they cost no allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Hex16(pub u64);
+
+impl std::fmt::Display for Hex16 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
 }
 
 /// `v` with every object's keys sorted (serde_json keeps insertion order here).
@@ -126,9 +145,8 @@ pub fn legacy_key(index: u64, hash: &str) -> Key {
 }
 
 /// A short, stable hash of a prompt's text (16 hex digits of SHA-256).
-pub fn prompt_hash(prompt: &str) -> String {
-    let d = Sha256::digest(prompt.as_bytes());
-    crate::llm::cache::hex(&d[..8])
+pub fn prompt_hash(prompt: &str) -> Hex16 {
+    hex16(prompt)
 }
 
 /// Write `value` as pretty JSON to `path` atomically (temp file, fsync, rename).

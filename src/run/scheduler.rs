@@ -137,9 +137,9 @@ pub fn failure(
 ) -> record::Failure {
     record::Failure {
         prompt_index: task.index,
-        task_uid: task.uid.clone(),
-        prompt_hash: task.hash.clone(),
-        task_key: task.key.clone(),
+        task_uid: task.ids.uid(),
+        prompt_hash: task.ids.hash.to_string(),
+        task_key: task.ids.key.to_string(),
         class,
         retryable,
         attempts: task.attempt,
@@ -211,7 +211,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
         Err(e) => return early_failure(s, i, e.class, e.retryable, e.message),
     };
     let tools = host.schemas();
-    let sampling = s.rollout.sampling(&row, &task.uid, task.rollout);
+    let sampling = s.rollout.sampling(&row, &task.ids.uid(), task.ids.rollout);
     let fields = s.rollout.body_fields(&sampling);
     let mut own_cfg;
     let cfg = if fields.is_empty() {
@@ -269,9 +269,9 @@ fn run_task(s: &Shared, i: usize) -> Done {
             }
             let rec = Record {
                 prompt_index: task.index,
-                task_uid: task.uid.clone(),
-                prompt_hash: task.hash.clone(),
-                task_key: task.key.clone(),
+                task_uid: task.ids.uid(),
+                prompt_hash: task.ids.hash.to_string(),
+                task_key: task.ids.key.to_string(),
                 prompt,
                 messages: t.messages,
                 tools,
@@ -296,7 +296,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
                     model: s.cfg.model.clone(),
                 },
                 attempt: task.attempt,
-                rollout_index: task.rollout,
+                rollout_index: task.ids.rollout,
                 sampling,
                 reward,
                 verification,
@@ -339,11 +339,12 @@ fn verify_rollout(
     let Verifier::Command(script) = v else {
         unreachable!("built-in verifiers answered above");
     };
+    let uid = task.ids.uid();
     let r = verify::Rollout {
         row,
         answer: &answer,
-        rollout_index: task.rollout,
-        task_uid: &task.uid,
+        rollout_index: task.ids.rollout,
+        task_uid: &uid,
     };
     let timeout = s.rollout.verifier_timeout;
     match verify::run_command(host, script, &r, timeout) {

@@ -5,12 +5,14 @@
 //! rows of identical content (see [`rundir::task_uid`]).
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Result;
 use serde_json::Value;
 
-use super::rundir;
+use super::rundir::{self, Hex16};
 use crate::io::{OnError, Records, Rejects, Shard, Tally, Verdict};
 
 const NAME: &str = "traj-run"; // the stage named in rejects
@@ -29,7 +31,9 @@ pub struct TaskSource {
     pub rollouts: u32,
 }
 
-/// A valid task row.
+/// A valid task row. Its identity is held as numbers and its place as a shared name and
+/// a line number, so a row costs its line and about a hundred bytes, whatever the run's
+/// size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     /// The row's own `prompt_index`, else its number among the valid rows (the plan
@@ -37,19 +41,56 @@ pub struct Row {
     pub index: u64,
     /// `index` is the row's own `prompt_index`.
     pub explicit: bool,
-    /// [`rundir::prompt_hash`] of the prompt.
-    pub hash: String,
-    /// [`rundir::task_key`] of the row.
-    pub key: String,
-    /// [`rundir::task_uid`] of the row: its whole content, its copy number and the
-    /// rollout.
-    pub uid: String,
-    /// The rollout (`0..--rollouts`): each row is read as one `Row` per rollout.
-    pub rollout: u32,
-    /// Where the row was read (`file:line`).
-    pub place: String,
+    pub ids: Ids,
+    /// Where the row was read.
+    pub place: Place,
     /// The task row, as read.
     pub line: Box<str>,
+}
+
+/// What identifies a task row and its rollout (see [`rundir`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ids {
+    /// [`rundir::prompt_hash`] of the prompt.
+    pub hash: Hex16,
+    /// [`rundir::task_key`] of the row.
+    pub key: Hex16,
+    /// [`rundir::row_key`] of the row: its whole content.
+    pub content: Hex16,
+    /// [`rundir::prompt_hash`] of the prompt, white space trimmed: what
+    /// [`rundir::foreign_key`] makes of it.
+    pub text: Hex16,
+    /// The row's copy number among the rows of identical content.
+    pub copy: u32,
+    /// The rollout (`0..--rollouts`): each row is read as one `Row` per rollout.
+    pub rollout: u32,
+}
+
+impl Ids {
+    /// [`rundir::task_uid`] of the row: its whole content, its copy number and the
+    /// rollout.
+    pub fn uid(&self) -> String {
+        rundir::task_uid(self.content, self.copy, self.rollout)
+    }
+
+    /// The task that the row's rollouts share: `ROW:COPY`, what
+    /// [`crate::format::groups::task_of_uid`] makes of [`Ids::uid`].
+    pub fn task(&self) -> String {
+        format!("{}:{}", self.content, self.copy)
+    }
+}
+
+/// `file:line`, where a row was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub source: Arc<str>,
+    pub line: u64,
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.source, self.line)
+    }
 }
 
 /// The valid rows of this shard, and what the rows of every shard claim.
@@ -99,9 +140,9 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
     let mut valid = 0u64;
     // Where each explicit prompt_index was seen, where each row without one stood (its
     // position is its default index); copies of each row content.
-    let mut first_at: HashMap<u64, String> = HashMap::new();
-    let mut position_at: HashMap<u64, String> = HashMap::new();
-    let mut copies: HashMap<String, u32> = HashMap::new();
+    let mut first_at: HashMap<u64, Place> = HashMap::new();
+    let mut position_at: HashMap<u64, Place> = HashMap::new();
+    let mut copies: HashMap<Hex16, u32> = HashMap::new();
     let summary = {
         let mut tally = Tally::new(src.on_error, false, &mut rejects);
         while let Some(rec) = records.next_record()? {
@@ -109,7 +150,10 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
                 break;
             }
             let in_shard = src.shard.is_none_or(|sh| sh.holds(rec.index));
-            let place = format!("{}:{}", rec.source, rec.lineno);
+            let place = Place {
+                source: rec.source.clone(),
+                line: rec.lineno,
+            };
             let checked = check(rec.bytes).and_then(|c| {
                 // The index this row claims: its own, else its position.
                 let i = c.index.unwrap_or(valid);
@@ -143,7 +187,7 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
             });
             let verdict = match checked {
                 Ok(c) => {
-                    let copy = copies.entry(c.content.clone()).or_default();
+                    let copy = copies.entry(c.content).or_default();
                     let this_copy = *copy;
                     *copy += 1;
                     if let Some(i) = c.index {
@@ -155,10 +199,14 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
                             t.rows.push(Row {
                                 index: c.index.unwrap_or(valid),
                                 explicit: c.index.is_some(),
-                                hash: c.hash.clone(),
-                                key: c.key.clone(),
-                                uid: rundir::task_uid(&c.content, this_copy, rollout),
-                                rollout,
+                                ids: Ids {
+                                    hash: c.hash,
+                                    key: c.key,
+                                    content: c.content,
+                                    text: c.text,
+                                    copy: this_copy,
+                                    rollout,
+                                },
                                 place: place.clone(),
                                 line: line.clone(),
                             });
@@ -186,10 +234,12 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
 struct Checked {
     /// Its own `prompt_index`.
     index: Option<u64>,
-    hash: String,
-    key: String,
+    hash: Hex16,
+    key: Hex16,
     /// [`rundir::row_key`]: the whole row's content.
-    content: String,
+    content: Hex16,
+    /// The prompt's hash, white space trimmed.
+    text: Hex16,
 }
 
 /// The `prompt_index`, prompt hash and keys of a task row, or why the line is not one.
@@ -208,6 +258,7 @@ fn check(line: &[u8]) -> Result<Checked, BadTask> {
     Ok(Checked {
         index,
         hash: rundir::prompt_hash(prompt),
+        text: rundir::prompt_hash(prompt.trim()),
         key: rundir::task_key(&row),
         content: rundir::row_key(&row),
     })
@@ -216,6 +267,7 @@ fn check(line: &[u8]) -> Result<Checked, BadTask> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::groups::task_of_uid;
 
     fn read(text: &str, src: TaskSource) -> Result<Tasks> {
         let d = tempfile::tempdir().unwrap();
@@ -244,12 +296,10 @@ mod tests {
         assert_eq!(t.explicit.iter().copied().collect::<Vec<_>>(), [9]);
         let idx: Vec<(u64, bool)> = t.rows.iter().map(|r| (r.index, r.explicit)).collect();
         assert_eq!(idx, [(0, false), (9, true), (2, false)]);
-        assert_eq!(t.rows[0].hash, rundir::prompt_hash("a"));
-        assert!(
-            t.rows[1].place.ends_with("t.jsonl:3"),
-            "{}",
-            t.rows[1].place
-        );
+        assert_eq!(t.rows[0].ids.hash, rundir::prompt_hash("a"));
+        assert_eq!(t.rows[0].ids.text, rundir::prompt_hash("a"));
+        let place = t.rows[1].place.to_string();
+        assert!(place.ends_with("t.jsonl:3"), "{place}");
         let t = read(
             text,
             TaskSource {
@@ -280,7 +330,7 @@ mod tests {
             TaskSource::default(),
         )
         .unwrap();
-        let uids: Vec<&str> = t.rows.iter().map(|r| r.uid.as_str()).collect();
+        let uids: Vec<String> = t.rows.iter().map(|r| r.ids.uid()).collect();
         assert!(
             uids[0].ends_with(":0:0") && uids[2].ends_with(":1:0"),
             "{uids:?}"
@@ -288,7 +338,8 @@ mod tests {
         assert_eq!(uids[0][..16], uids[2][..16]);
         assert_ne!(uids[0][..16], uids[1][..16]);
         // The same task key (the prompt), another row key: the row's own fields count.
-        assert_eq!(t.rows[0].key, t.rows[2].key);
+        assert_eq!(t.rows[0].ids.key, t.rows[2].ids.key);
+        assert_eq!(t.rows[2].ids.task(), task_of_uid(&uids[2]));
         // Two rows with one explicit index: an error at the second naming the first.
         let e = read(
             "{\"prompt\": \"a\", \"prompt_index\": 7}\n{\"prompt\": \"b\", \"prompt_index\": 7}\n",

@@ -89,26 +89,9 @@ struct HfModel<'a> {
 }
 
 /// A JSON string, borrowed from the file unless it has escapes.
-struct Str<'a>(Cow<'a, str>);
-
-impl<'de: 'a, 'a> serde::Deserialize<'de> for Str<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
-            type Value = Str<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Str<'a>, E> {
-                Ok(Str(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Str<'a>, E> {
-                Ok(Str(Cow::Owned(v.to_string())))
-            }
-        }
-        d.deserialize_str(V(std::marker::PhantomData))
-    }
-}
+#[derive(serde::Deserialize)]
+#[serde(transparent)]
+struct Str<'a>(#[serde(borrow)] Cow<'a, str>);
 
 /// The vocabulary as written: (token, id) in file order.
 struct Vocab<'a>(Vec<(Cow<'a, str>, u32)>);
@@ -427,4 +410,27 @@ fn same_merges(merges: &[HfMerge<'_>], ids: &Ids<'_>, parts: [Splits; 2]) -> Opt
         }
     }
     (at == merges.len()).then_some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_borrow_from_the_file_unless_escaped() {
+        let Str(plain) = serde_json::from_str(r#""ab c""#).unwrap();
+        assert!(matches!(plain, Cow::Borrowed("ab c")));
+        let Str(escaped) = serde_json::from_str(r#""a\nb""#).unwrap();
+        assert!(matches!(escaped, Cow::Owned(ref s) if s == "a\nb"));
+        let Vocab(v) = serde_json::from_str(r#"{"a": 0, "b\u0120": 1}"#).unwrap();
+        assert!(matches!(v[0], (Cow::Borrowed("a"), 0)));
+        assert!(matches!(v[1], (Cow::Owned(ref s), 1) if s == "b\u{120}"));
+        for m in [r#""x y""#, r#"["x", "y"]"#] {
+            let HfMerge(a, b) = serde_json::from_str(m).unwrap();
+            assert!(
+                matches!((a, b), (Cow::Borrowed("x"), Cow::Borrowed("y"))),
+                "{m}"
+            );
+        }
+    }
 }
