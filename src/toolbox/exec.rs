@@ -207,12 +207,16 @@ pub(crate) fn kill_group(pgid: u32) {
 }
 
 fn signal_group(pgid: u32, sig: rustix::process::Signal) {
-    if let Some(p) = i32::try_from(pgid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
+    if let Some(p) = pid(pgid) {
         let _ = rustix::process::kill_process_group(p, sig);
     }
+}
+
+/// `id` as a pid (`None` for 0 and ids past `i32`).
+fn pid(id: u32) -> Option<rustix::process::Pid> {
+    i32::try_from(id)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
 }
 
 /// Kill process group `pgid`, whose leader is a child of this process, and the
@@ -227,7 +231,7 @@ fn signal_group(pgid: u32, sig: rustix::process::Signal) {
 /// the bwrap sandboxes killed within 4 ms of their start, measured).
 pub(crate) fn kill_tree(pgid: u32) -> Vec<rustix::fd::OwnedFd> {
     use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, pidfd_open, waitid};
-    let Some(leader) = i32::try_from(pgid).ok().and_then(Pid::from_raw) else {
+    let Some(leader) = pid(pgid) else {
         return Vec::new();
     };
     signal_group(pgid, Signal::STOP);
