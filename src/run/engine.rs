@@ -5,8 +5,8 @@
 //! Threads: `num_workers` agents (each blocks on HTTP or a tool), one writer (the
 //! calling thread: appends + fsyncs records and failures, streams records to stdout,
 //! keeps the checkpoint), one progress printer. Workers take prompts in input order from
-//! a shared counter; records come out in completion order. The task rows are held in
-//! memory as their raw lines (a prompt row is small); records are not.
+//! a shared counter; records come out in completion order. The task rows wait in the
+//! run's [`spool`](super::spool) until their task starts; records are not held.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -103,7 +103,7 @@ pub fn run(
         ));
     }
 
-    let tasks = read_tasks(&cfg.tasks)?;
+    let tasks = read_tasks(&cfg.tasks, &dir)?;
     if tasks.skipped > 0 {
         note(&format!("{} bad task rows skipped", tasks.skipped));
     }
@@ -141,6 +141,7 @@ pub fn run(
         cfg: cfg.agent.clone(),
         llm,
         tasks: plan.tasks,
+        spool: plan.spool,
         next: AtomicUsize::new(0),
         in_flight: AtomicU64::new(0),
         hosts,

@@ -1,5 +1,5 @@
 //! traj-run's engine: the agent loop ([`agent`]), the run directory ([`rundir`]) and
-//! the pieces between them: task reader, resume plan, worker pool, durable writer,
+//! the pieces between them: task reader and spool, resume plan, worker pool, durable writer,
 //! progress ticker, the events sent to the caller ([`events`]: the library prints
 //! nothing) and the serde schemas of what is written ([`record`]).
 
@@ -18,6 +18,7 @@ pub mod record;
 pub mod rollout;
 pub mod rundir;
 pub mod scheduler;
+pub mod spool;
 pub mod tasks;
 pub mod verify;
 pub mod writer;

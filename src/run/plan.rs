@@ -17,6 +17,7 @@ use crate::format::groups::task_of_uid;
 use thiserror::Error;
 
 use super::rundir::{Key, Scan, legacy_key, text_key};
+use super::spool::{Spool, Spooled};
 use super::tasks::{Ids, Row, Tasks};
 
 /// One prompt to run.
@@ -25,17 +26,19 @@ pub struct Task {
     pub index: u64,
     /// Its prompt hash, content key and unit of work ([`Ids::uid`]).
     pub ids: Ids,
-    /// The task row, as read.
-    pub line: Box<str>,
+    /// The task row, as read: where it lies in [`Plan::spool`].
+    pub line: Spooled,
     pub batch: u64,
     /// This prompt's run number (1 + earlier failed runs).
     pub attempt: u32,
 }
 
 /// What runs now, and what was left out.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Plan {
     pub tasks: Vec<Task>,
+    /// The lines of the task rows.
+    pub spool: Spool,
     /// Rows that already have a record.
     pub already_done: usize,
     /// Rows whose failures are final (never retried, or out of attempts).
@@ -77,7 +80,10 @@ pub fn plan(
     let mut done = scan.done.clone();
     let mut p = Plan {
         tasks: Vec::with_capacity(tasks.rows.len()),
-        ..Plan::default()
+        spool: tasks.spool,
+        already_done: 0,
+        given_up: 0,
+        renumbered: 0,
     };
     let first = scan.next_batch();
     let mut used: HashSet<u64> = tasks.explicit.iter().copied().collect();
@@ -166,6 +172,7 @@ pub fn plan(
 mod tests {
     use super::*;
     use crate::run::rundir::{Claim, FailState, Hex16, foreign_key, prompt_hash};
+    use crate::run::spool::SpoolWriter;
     use crate::run::tasks::Place;
 
     /// The prompt hash of `text`.
@@ -196,7 +203,7 @@ mod tests {
                 source: "t.jsonl".into(),
                 line: index + 1,
             },
-            line: format!("{{\"prompt\": \"{text}\"}}").into(),
+            line: Spooled::default(),
         }
     }
 
@@ -209,6 +216,10 @@ mod tests {
                 .collect(),
             positions: rows.len() as u64,
             rows,
+            // The plan never reads a line.
+            spool: SpoolWriter::new(&std::env::temp_dir())
+                .and_then(SpoolWriter::finish)
+                .unwrap(),
             lost: 0,
             skipped: 0,
         }

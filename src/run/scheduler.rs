@@ -17,6 +17,7 @@ use super::hosts::{HostFactory, ToolsetChoice};
 use super::plan::Task;
 use super::record::{self, FailureClass, Metadata, Record, Timings};
 use super::rollout::RolloutConfig;
+use super::spool::Spool;
 use super::verify::{self, Verifier};
 
 use super::rundir::Stats;
@@ -45,6 +46,8 @@ pub struct Shared {
     pub cfg: AgentConfig,
     pub llm: Llm,
     pub tasks: Vec<Task>,
+    /// The task rows' lines.
+    pub spool: Spool,
     pub next: AtomicUsize,
     pub in_flight: AtomicU64,
     pub hosts: Box<HostFactory>,
@@ -185,7 +188,14 @@ fn early_failure(
 
 fn run_task(s: &Shared, i: usize) -> Done {
     let task = &s.tasks[i];
-    let row = match crate::io::parse_object(task.line.as_bytes()) {
+    let line = match s.spool.read(task.line) {
+        Ok(l) => l,
+        Err(e) => {
+            let why = format!("cannot read the task row back from the run's spool: {e}");
+            return early_failure(s, i, FailureClass::ToolHost, true, why);
+        }
+    };
+    let row = match crate::io::parse_object(&line) {
         Ok(r) => r,
         Err(e) => return early_failure(s, i, FailureClass::BadTask, false, e),
     };

@@ -2,17 +2,19 @@
 //! (a non-empty `prompt` string, an optional non-negative `prompt_index` used by no
 //! other row), with the error policy, `--rejects`, `--max-samples` and `--shard`
 //! applied, and each row's identity: its content keys and its copy number among the
-//! rows of identical content (see [`rundir::task_uid`]).
+//! rows of identical content (see [`rundir::task_uid`]). A row's line goes to the
+//! run's [`spool`](super::spool) and the row keeps where it lies.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde_json::Value;
 
 use super::rundir::{self, Hex16};
+use super::spool::{Spool, SpoolWriter, Spooled};
 use crate::io::{OnError, Records, Rejects, Shard, Tally, Verdict};
 
 const NAME: &str = "traj-run"; // the stage named in rejects
@@ -31,9 +33,9 @@ pub struct TaskSource {
     pub rollouts: u32,
 }
 
-/// A valid task row. Its identity is held as numbers and its place as a shared name and
-/// a line number, so a row costs its line and about a hundred bytes, whatever the run's
-/// size.
+/// A valid task row. Its identity is held as numbers, its place as a shared name and a
+/// line number, and its line in the spool, so a row costs about a hundred bytes of
+/// memory, whatever its size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     /// The row's own `prompt_index`, else its number among the valid rows (the plan
@@ -44,8 +46,9 @@ pub struct Row {
     pub ids: Ids,
     /// Where the row was read.
     pub place: Place,
-    /// The task row, as read.
-    pub line: Box<str>,
+    /// The task row, as read: where it lies in [`Tasks::spool`] (every rollout of a
+    /// row shares it).
+    pub line: Spooled,
 }
 
 /// What identifies a task row and its rollout (see [`rundir`]).
@@ -94,9 +97,11 @@ impl fmt::Display for Place {
 }
 
 /// The valid rows of this shard, and what the rows of every shard claim.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Tasks {
     pub rows: Vec<Row>,
+    /// The lines of `rows`.
+    pub spool: Spool,
     /// The explicit `prompt_index` of every valid row (all shards).
     pub explicit: std::collections::BTreeSet<u64>,
     /// Valid rows read (all shards): positions `0..positions` are the default indices.
@@ -129,14 +134,18 @@ pub enum BadTask {
 /// Read and check the task rows (strict unless `on_error` is skip): the rows of this
 /// shard, the indices every row claims, and the bad rows lost (skipped without
 /// `--rejects`). Two rows with the same `prompt_index` (a row's own, or the position
-/// of a row without one) are an error at the second, naming the first.
-pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
+/// of a row without one) are an error at the second, naming the first. The rows' lines
+/// are spooled in `spool_dir`.
+pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
     let sources = crate::io::sources_from_args(&src.inputs)?;
     let mut rejects = Rejects::open(NAME, src.rejects.as_deref())?;
     // No selection in the reader: valid rows outside this shard still count for the
     // default prompt_index, so shards keep global indices.
     let mut records = Records::new(sources, None);
-    let mut t = Tasks::default();
+    let mut spool = SpoolWriter::new(spool_dir)
+        .with_context(|| format!("cannot make the task spool in {}", spool_dir.display()))?;
+    let mut rows = Vec::new();
+    let mut explicit = std::collections::BTreeSet::new();
     let mut valid = 0u64;
     // Where each explicit prompt_index was seen, where each row without one stood (its
     // position is its default index); copies of each row content.
@@ -191,12 +200,14 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
                     let this_copy = *copy;
                     *copy += 1;
                     if let Some(i) = c.index {
-                        t.explicit.insert(i);
+                        explicit.insert(i);
                     }
                     if in_shard {
-                        let line: Box<str> = String::from_utf8_lossy(rec.bytes).into();
+                        let line = spool
+                            .push(rec.bytes)
+                            .context("cannot write the task spool")?;
                         for rollout in 0..src.rollouts.max(1) {
-                            t.rows.push(Row {
+                            rows.push(Row {
                                 index: c.index.unwrap_or(valid),
                                 explicit: c.index.is_some(),
                                 ids: Ids {
@@ -208,7 +219,7 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
                                     rollout,
                                 },
                                 place: place.clone(),
-                                line: line.clone(),
+                                line,
                             });
                         }
                     }
@@ -224,10 +235,14 @@ pub fn read_tasks(src: &TaskSource) -> Result<Tasks> {
         tally.summary
     };
     rejects.finish()?;
-    t.skipped = summary.bad;
-    t.positions = valid;
-    t.lost = summary.lost;
-    Ok(t)
+    Ok(Tasks {
+        rows,
+        spool: spool.finish().context("cannot write the task spool")?,
+        explicit,
+        positions: valid,
+        lost: summary.lost,
+        skipped: summary.bad,
+    })
 }
 
 /// What [`check`] reads of a task row.
@@ -273,10 +288,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("t.jsonl");
         std::fs::write(&p, text).unwrap();
-        read_tasks(&TaskSource {
-            inputs: vec![p.to_string_lossy().into_owned()],
-            ..src
-        })
+        read_tasks(
+            &TaskSource {
+                inputs: vec![p.to_string_lossy().into_owned()],
+                ..src
+            },
+            d.path(),
+        )
     }
 
     #[test]
@@ -300,6 +318,24 @@ mod tests {
         assert_eq!(t.rows[0].ids.text, rundir::prompt_hash("a"));
         let place = t.rows[1].place.to_string();
         assert!(place.ends_with("t.jsonl:3"), "{place}");
+        // Each row's line comes back from the spool as it was read.
+        let line = t.spool.read(t.rows[1].line).unwrap();
+        assert_eq!(line, b"{\"prompt\": \"b\", \"prompt_index\": 9}");
+        // Rollouts of a row share its spooled line.
+        let t = read(
+            text,
+            TaskSource {
+                rollouts: 3,
+                ..skip.clone()
+            },
+        )
+        .unwrap();
+        assert_eq!(t.rows.len(), 9);
+        assert!(t.rows[3..6].iter().all(|r| r.line == t.rows[3].line));
+        assert_eq!(
+            t.spool.read(t.rows[8].line).unwrap(),
+            b"{\"prompt\": \"c\"}"
+        );
         let t = read(
             text,
             TaskSource {
