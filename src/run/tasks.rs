@@ -142,8 +142,8 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
     // No selection in the reader: valid rows outside this shard still count for the
     // default prompt_index, so shards keep global indices.
     let mut records = Records::new(sources, None);
-    let mut spool = SpoolWriter::new(spool_dir)
-        .with_context(|| format!("cannot make the task spool in {}", spool_dir.display()))?;
+    let spool_failed = || format!("cannot write the task spool in {}", spool_dir.display());
+    let mut spool = SpoolWriter::new(spool_dir).with_context(spool_failed)?;
     let mut rows = Vec::new();
     let mut explicit = std::collections::BTreeSet::new();
     let mut valid = 0u64;
@@ -203,9 +203,7 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
                         explicit.insert(i);
                     }
                     if in_shard {
-                        let line = spool
-                            .push(rec.bytes)
-                            .context("cannot write the task spool")?;
+                        let line = spool.push(rec.bytes).with_context(spool_failed)?;
                         for rollout in 0..src.rollouts.max(1) {
                             rows.push(Row {
                                 index: c.index.unwrap_or(valid),
@@ -237,7 +235,7 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
     rejects.finish()?;
     Ok(Tasks {
         rows,
-        spool: spool.finish().context("cannot write the task spool")?,
+        spool: spool.finish().with_context(spool_failed)?,
         explicit,
         positions: valid,
         lost: summary.lost,
