@@ -144,24 +144,27 @@ impl Limits {
         if exit_code == 0 {
             return None;
         }
+        // A limit that is set and that the output names in one of its usual words.
+        let named =
+            |limit: u64, words: &[&str]| limit > 0 && words.iter().any(|w| output.contains(w));
         let memory = [
             "MemoryError",
             "Cannot allocate memory",
             "out of memory",
             "std::bad_alloc",
         ];
-        if self.memory_mb > 0 && memory.iter().any(|m| output.contains(m)) {
-            return Some(format!(
-                "the memory limit ({} MiB of address space per process) was probably reached",
-                self.memory_mb
-            ));
-        }
         let fork = [
             "fork: Resource temporarily unavailable",
             "Cannot fork",
             "can't fork",
         ];
-        if self.processes > 0 && fork.iter().any(|m| output.contains(m)) {
+        if named(self.memory_mb, &memory) {
+            return Some(format!(
+                "the memory limit ({} MiB of address space per process) was probably reached",
+                self.memory_mb
+            ));
+        }
+        if named(self.processes, &fork) {
             return Some(format!(
                 "the process limit ({}) was probably reached",
                 self.processes

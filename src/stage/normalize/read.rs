@@ -165,7 +165,7 @@ impl<'t> ReadCtx<'t> {
 /// The keys of a message the reader does not read (the model has no field for them), in
 /// the message's order: all but the role and the body, and for OpenAI assistant and
 /// tool messages the keys of their calls, reasoning, call id and name.
-fn extra_keys(m: &Map<String, Value>, sharegpt: bool, role: &str) -> Map<String, Value> {
+fn extra_keys(m: &Map<String, Value>, sharegpt: bool, role: &str) -> Vec<String> {
     let read: &[&str] = match (sharegpt, role) {
         (true, _) => &["from", "value"],
         (false, "assistant" | "gpt") => &[
@@ -183,9 +183,19 @@ fn extra_keys(m: &Map<String, Value>, sharegpt: bool, role: &str) -> Map<String,
         ) => &["role", "content", "tool_call_id", "tool_call_ids", "name"],
         (false, _) => &["role", "content"],
     };
-    m.iter()
-        .filter(|(k, _)| !read.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
+    m.keys()
+        .filter(|k| !read.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The keys `names` of `m` and their values, taken out of `m` in the order of `names`
+/// (the values move; a message's extra keys can be large, as mini-swe-agent's whole
+/// raw reply under `extra`).
+fn take_keys(m: &mut Map<String, Value>, names: &[String]) -> Map<String, Value> {
+    names
+        .iter()
+        .filter_map(|k| m.swap_remove_entry(k.as_str()))
         .collect()
 }
 
@@ -296,7 +306,7 @@ pub fn read_messages(
                         .map_err(|e| at(e.into()))?;
                     hermes::parse_gpt(&text).map_err(|e| at(e.into()))?
                 } else {
-                    let mut g = openai_assistant(m, body, &mut ctx.tally.parts).map_err(at)?;
+                    let mut g = openai_assistant(&m, body, &mut ctx.tally.parts).map_err(at)?;
                     if lf && g.reasoning.is_none() && g.tool_calls.is_empty() {
                         let p = llamafactory::parse_gpt(&g.content);
                         (g.reasoning, g.content) = (p.reasoning, p.content);
@@ -360,15 +370,19 @@ pub fn read_messages(
                 let n = results.len();
                 push_results(&mut turns, results, p, lf);
                 if let Some(Turn::Tool(group)) = turns.last() {
-                    for r in group.len() - n..group.len() {
-                        keep::keep_keys(&mut kept, turns.len() - 1, Some(r), extra.clone());
+                    let extra = take_keys(&mut m, &extra);
+                    if let Some(last) = (group.len() - n..group.len()).last() {
+                        for r in group.len() - n..last {
+                            keep::keep_keys(&mut kept, turns.len() - 1, Some(r), extra.clone());
+                        }
+                        keep::keep_keys(&mut kept, turns.len() - 1, Some(last), extra);
                     }
                 }
                 continue;
             }
             other => return Err(at(BadMessage::UnknownRole(other.to_string()))),
         }
-        keep::keep_keys(&mut kept, turns.len() - 1, None, extra);
+        keep::keep_keys(&mut kept, turns.len() - 1, None, take_keys(&mut m, &extra));
     }
     if turns.is_empty() {
         return Err(BadRow::NoTurns);
@@ -538,7 +552,7 @@ fn call_object(v: &Value) -> Result<ToolCall, DeclError> {
 }
 
 fn openai_assistant(
-    m: Map<String, Value>,
+    m: &Map<String, Value>,
     body: Option<Value>,
     parts: &mut keep::Parts,
 ) -> Result<GptTurn, BadMessage> {
@@ -547,7 +561,7 @@ fn openai_assistant(
         reasoning: part_reasoning,
         mut calls,
     } = read_body(body, true)?;
-    let mut reasoning = reasoning_field(&m).or_else(|| provider_reasoning(&m));
+    let mut reasoning = reasoning_field(m).or_else(|| provider_reasoning(m));
     if reasoning.is_none() && !part_reasoning.is_empty() {
         reasoning = Some(part_reasoning.join("\n"));
     }
