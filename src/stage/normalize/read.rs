@@ -370,12 +370,15 @@ pub fn read_messages(
                 let n = results.len();
                 push_results(&mut turns, results, p, lf);
                 if let Some(Turn::Tool(group)) = turns.last() {
-                    let extra = take_keys(&mut m, &extra);
-                    if let Some(last) = (group.len() - n..group.len()).last() {
-                        for r in group.len() - n..last {
-                            keep::keep_keys(&mut kept, turns.len() - 1, Some(r), extra.clone());
-                        }
-                        keep::keep_keys(&mut kept, turns.len() - 1, Some(last), extra);
+                    // Each result of the message keeps its keys; the last one takes them.
+                    let mut extra = take_keys(&mut m, &extra);
+                    for r in group.len() - n..group.len() {
+                        let keys = if r + 1 < group.len() {
+                            extra.clone()
+                        } else {
+                            std::mem::take(&mut extra)
+                        };
+                        keep::keep_keys(&mut kept, turns.len() - 1, Some(r), keys);
                     }
                 }
                 continue;
