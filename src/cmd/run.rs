@@ -15,7 +15,7 @@ use crate::run::events::{Events, Snapshot};
 use crate::run::record::{SandboxUsed, SystemPromptUsed};
 use crate::run::rollout::{RolloutConfig, SeedParam};
 use crate::run::verify::Verifier;
-use crate::run::{agent::AgentConfig, engine, hosts, prompt::SystemPrompt, tasks::TaskSource};
+use crate::run::{engine, hosts, prompt::SystemPrompt, request::AgentConfig, tasks::TaskSource};
 use crate::toolbox::ToolArgs;
 
 const EXAMPLES: &str = "Examples:

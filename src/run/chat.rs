@@ -145,7 +145,7 @@ impl Chat for Llm {
 
 /// With `logprobs: true` in the request (`--logprobs`), the reply's
 /// `choices[0].logprobs`, exactly as the server sent it, becomes the assistant
-/// message's `logprobs` member (never sent back: see `agent::outgoing`).
+/// message's `logprobs` member (never sent back: see `request::outgoing`).
 fn keep_logprobs(body: &Value, response: &mut ChatResponse) {
     if body.get("logprobs") != Some(&Value::Bool(true)) {
         return;

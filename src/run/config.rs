@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::agent::AgentConfig;
 use super::record::{SandboxUsed, SystemPromptUsed};
+use super::request::AgentConfig;
 use super::tasks::TaskSource;
 use crate::llm::ClientConfig;
 

@@ -1,5 +1,5 @@
-//! traj-run's engine: the agent loop ([`agent`]), the run directory ([`rundir`]) and
-//! the pieces between them: task reader and spool, resume plan, worker pool, durable writer,
+//! traj-run's engine: the agent loop ([`agent`]) and what it sends ([`request`]), the run
+//! directory ([`rundir`]) and the pieces between them: task reader and spool, resume plan, worker pool, durable writer,
 //! progress ticker, the events sent to the caller ([`events`]: the library prints
 //! nothing) and the serde schemas of what is written ([`record`]).
 
@@ -15,6 +15,7 @@ pub mod plan;
 pub mod progress;
 pub mod prompt;
 pub mod record;
+pub mod request;
 pub mod rollout;
 pub mod rundir;
 pub mod scheduler;

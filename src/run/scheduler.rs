@@ -11,11 +11,12 @@ use std::time::{Instant, SystemTime};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use super::agent::{self, AgentConfig, Chat, Outcome};
+use super::agent::{self, Chat, Outcome};
 use super::chat::Llm;
 use super::hosts::{HostFactory, ToolsetChoice};
 use super::plan::Task;
 use super::record::{self, FailureClass, Metadata, Record, Timings};
+use super::request::AgentConfig;
 use super::rollout::RolloutConfig;
 use super::spool::Spool;
 use super::verify::{self, Verifier};
