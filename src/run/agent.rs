@@ -728,21 +728,4 @@ mod tests {
         assert_eq!(t.stop_reason, StopReason::Length);
         assert!(t.partial);
     }
-
-    #[test]
-    fn system_prompt_and_ephemeral_share_one_system_message() {
-        let mut c = cfg(1);
-        c.system_prompt = Some("agent".into());
-        let user = [json!({"role": "user", "content": "q"})];
-        let b = request_body(&c, &user, None);
-        assert_eq!(
-            b["messages"][0],
-            json!({"role": "system", "content": "agent\n\nbe brief"})
-        );
-        c.ephemeral_system_prompt = None;
-        c.prefill.clear();
-        let b = request_body(&c, &user, None);
-        assert_eq!(b["messages"][0]["content"], "agent");
-        assert_eq!(b["messages"].as_array().unwrap().len(), 2);
-    }
 }

@@ -1,7 +1,8 @@
 //! traj-run's engine: the agent loop ([`agent`]) and what it sends ([`request`]), the run
-//! directory ([`rundir`]) and the pieces between them: task reader and spool, resume plan, worker pool, durable writer,
-//! progress ticker, the events sent to the caller ([`events`]: the library prints
-//! nothing) and the serde schemas of what is written ([`record`]).
+//! directory ([`rundir`]) and the pieces between them: task reader and spool, resume plan,
+//! worker pool, durable writer, progress ticker, the events sent to the caller
+//! ([`events`]: the library prints nothing) and the serde schemas of what is written
+//! ([`record`]).
 
 pub mod agent;
 pub mod chat;

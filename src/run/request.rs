@@ -206,3 +206,34 @@ fn outgoing(m: &Value, send_reasoning: bool) -> Value {
 pub(super) fn tool_message(id: &str, content: String) -> Value {
     json!({"role": "tool", "tool_call_id": id, "content": content})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_prompt_and_ephemeral_share_one_system_message() {
+        let mut c = AgentConfig {
+            model: "m".into(),
+            max_turns: 1,
+            system_prompt: Some("agent".into()),
+            ephemeral_system_prompt: Some("be brief".into()),
+            prefill: vec![
+                json!({"role": "user", "content": "pre"}),
+                json!({"role": "assistant", "content": "fill"}),
+            ],
+            ..AgentConfig::default()
+        };
+        let user = [json!({"role": "user", "content": "q"})];
+        let b = request_body(&c, &user, None);
+        assert_eq!(
+            b["messages"][0],
+            json!({"role": "system", "content": "agent\n\nbe brief"})
+        );
+        c.ephemeral_system_prompt = None;
+        c.prefill.clear();
+        let b = request_body(&c, &user, None);
+        assert_eq!(b["messages"][0]["content"], "agent");
+        assert_eq!(b["messages"].as_array().unwrap().len(), 2);
+    }
+}
