@@ -290,12 +290,73 @@ pub enum Kept {
     Keys {
         turn: usize,
         result: Option<usize>,
-        keys: Map<String, Value>,
+        keys: KeptKeys,
     },
     /// A whole message that is no turn (a tool result answering no call, a system
     /// message after the first turn, mini-swe-agent's `exit`), which stood before turn
     /// `at` (`at` = the number of turns before it).
-    Message { at: usize, message: Value },
+    Message { at: usize, message: KeptValue },
+}
+
+/// The keys kept of one message, in the message's key order.
+pub type KeptKeys = indexmap::IndexMap<String, KeptValue>;
+
+/// The value of a kept key: parsed, or the JSON text it was read as when that text is
+/// what the writers write for it ([`crate::format::pyjson::writes_as_is`]: Python's
+/// spelling), kept as it is and never parsed. mini-swe-agent keeps each step's whole raw
+/// reply under `extra`: reading and writing it as text costs a scan and a copy.
+#[derive(Debug, Clone)]
+pub enum KeptValue {
+    Parsed(Value),
+    /// JSON text for which [`crate::format::pyjson::writes_as_is`] holds.
+    Text(Box<str>),
+}
+
+impl KeptValue {
+    /// The value, parsed from the text where it is kept as text.
+    pub fn to_value(&self) -> Value {
+        match self {
+            KeptValue::Parsed(v) => v.clone(),
+            KeptValue::Text(t) => serde_json::from_str(t).expect("kept text is one JSON value"),
+        }
+    }
+
+    /// The value when it is kept parsed.
+    pub fn parsed(&self) -> Option<&Value> {
+        match self {
+            KeptValue::Parsed(v) => Some(v),
+            KeptValue::Text(_) => None,
+        }
+    }
+
+    /// Append the value as [`crate::format::pyjson::write_value`] writes it in Python's
+    /// spelling (a text kept is that spelling already).
+    pub fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            KeptValue::Parsed(v) => {
+                crate::format::pyjson::write_value(out, v, crate::format::pyjson::Style::Python)
+            }
+            KeptValue::Text(t) => out.extend_from_slice(t.as_bytes()),
+        }
+    }
+}
+
+/// Equal when the values are: a text equals the value it parses to.
+impl PartialEq for KeptValue {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (KeptValue::Text(a), KeptValue::Text(b)) if a == b => true,
+            (KeptValue::Parsed(a), KeptValue::Parsed(b)) => a == b,
+            _ => self.to_value() == other.to_value(),
+        }
+    }
+}
+
+/// A message's keys, all parsed.
+pub fn kept_keys(m: Map<String, Value>) -> KeptKeys {
+    m.into_iter()
+        .map(|(k, v)| (k, KeptValue::Parsed(v)))
+        .collect()
 }
 
 /// The per-turn key the ShareGPT shapes carry on the turn itself (LLaMA-Factory's
@@ -304,7 +365,7 @@ pub const LOSS_WEIGHT: &str = "loss_weight";
 
 impl Trajectory {
     /// The keys kept for turn `turn` (result `result` of a tool turn), in order.
-    pub fn keys_of(&self, turn: usize, result: Option<usize>) -> Option<&Map<String, Value>> {
+    pub fn keys_of(&self, turn: usize, result: Option<usize>) -> Option<&KeptKeys> {
         self.kept.iter().find_map(|k| match k {
             Kept::Keys {
                 turn: t,
@@ -318,7 +379,12 @@ impl Trajectory {
     /// The `loss_weight` a ShareGPT writer puts on turn `turn`: the turn's own, or for
     /// a tool turn the one every result has (none when they differ or one has none).
     pub fn loss_weight(&self, turn: usize) -> Option<&Value> {
-        let of = |result| self.keys_of(turn, result).and_then(|k| k.get(LOSS_WEIGHT));
+        // `loss_weight` is always kept parsed (the readers never keep it as text).
+        let of = |result| {
+            self.keys_of(turn, result)
+                .and_then(|k| k.get(LOSS_WEIGHT))
+                .and_then(KeptValue::parsed)
+        };
         match self.turns.get(turn)? {
             Turn::Tool(rs) => {
                 let first = of(Some(0))?;
@@ -331,7 +397,7 @@ impl Trajectory {
     }
 
     /// The messages kept whole that stood before turn `at`, in order.
-    pub fn messages_at(&self, at: usize) -> impl Iterator<Item = &Value> {
+    pub fn messages_at(&self, at: usize) -> impl Iterator<Item = &KeptValue> {
         self.kept.iter().filter_map(move |k| match k {
             Kept::Message { at: a, message } if *a == at => Some(message),
             _ => None,

@@ -254,6 +254,9 @@ pub fn as_is_string_end(b: &[u8], i: usize) -> Option<usize> {
     c.string().then_some(c.i)
 }
 
+/// serde_json's private key for a number kept as text, as a JSON string.
+const NUMBER_KEY: &[u8] = b"\"$serde_json::private::Number\"";
+
 /// The scanner behind [`writes_as_is`]: `i` is the next byte; `keys` holds the keys of
 /// the objects being read, innermost last.
 struct Canon<'a> {
@@ -310,6 +313,11 @@ impl<'a> Canon<'a> {
                     let key = &self.b[start..self.i];
                     // (A very wide object is left to the parser's duplicate check.)
                     if self.keys.len() - mark >= 256 || self.keys[mark..].contains(&key) {
+                        return false;
+                    }
+                    // An object whose first key is serde_json's private number key
+                    // parses to a number (`arbitrary_precision`): not written as it is.
+                    if self.keys.len() == mark && key == NUMBER_KEY {
                         return false;
                     }
                     self.keys.push(key);
@@ -486,6 +494,9 @@ mod tests {
             r#""unterminated"#,
             r#""a" "b""#,
             "[[[[1]]]]",
+            // serde_json's private number key: a number when it comes first.
+            r#"{"$serde_json::private::Number": "1"}"#,
+            r#"{"b": 1, "$serde_json::private::Number": "1"}"#,
         ];
         for text in cases {
             let parsed: Option<Value> = serde_json::from_str(text).ok();

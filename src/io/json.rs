@@ -58,6 +58,30 @@ fn parse_value(bytes: &[u8]) -> std::result::Result<Value, String> {
 pub struct PartRow<'a> {
     pub map: serde_json::Map<String, Value>,
     pub raw: Vec<Option<&'a str>>,
+    /// The field read by a [`ListRule`], when it was: its name, and the texts of its
+    /// items.
+    pub list: Option<(String, Vec<ItemTexts<'a>>)>,
+}
+
+/// One object of a list read by a [`ListRule`]: its text, and its members kept as their
+/// JSON text, `(key, text)` in the object's key order (the object's value for each such
+/// key is a `null` standing in).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemTexts<'a> {
+    pub text: &'a str,
+    pub members: Vec<(String, &'a str)>,
+}
+
+/// A parsed top-level field that is a list of objects whose members `keep` names are
+/// kept as their text where `verbatim` reads them ([`parse_object_in_part`]).
+pub struct ListRule<'f> {
+    /// The field.
+    pub field: &'f str,
+    /// Members that may be kept as text.
+    pub keep: &'f dyn Fn(&str) -> bool,
+    /// As `verbatim` of [`parse_object_in_part`], for a member's value (level 4 of the
+    /// row: it may hold at most 124 levels).
+    pub verbatim: &'f dyn Fn(&str) -> Option<usize>,
 }
 
 /// Read a line as [`parse_object`] does, parsing only the top-level fields `parse` names;
@@ -74,13 +98,18 @@ pub struct PartRow<'a> {
 /// `verbatim(t)` is the length of the kept value at the start of `t` (`None`: not kept).
 /// A row written in that same spelling at the top level too (`{"k": v, "k2": v2}`) is
 /// walked here directly, each kept value read once; any other is read by serde_json.
+///
+/// `list`: in a row walked directly, the field it names, when it is a list of objects
+/// in that spelling too (`[{"k": v, ...}, ...]`), is read with the members it keeps as
+/// text ([`PartRow::list`]); otherwise it is parsed as any other.
 pub fn parse_object_in_part<'a>(
     bytes: &'a [u8],
     parse: &dyn Fn(&str) -> bool,
     verbatim: &dyn Fn(&str) -> Option<usize>,
+    list: Option<&ListRule>,
 ) -> Option<PartRow<'a>> {
     let text = simdutf8::basic::from_utf8(bytes).ok()?;
-    if let Some(row) = walk_in_part(text, parse, verbatim) {
+    if let Some(row) = walk_in_part(text, parse, verbatim, list) {
         return Some(row);
     }
     let verbatim = |t: &str| verbatim(t) == Some(t.len());
@@ -98,10 +127,12 @@ fn walk_in_part<'a>(
     text: &'a str,
     parse: &dyn Fn(&str) -> bool,
     verbatim: &dyn Fn(&str) -> Option<usize>,
+    list: Option<&ListRule>,
 ) -> Option<PartRow<'a>> {
     let mut row = PartRow {
         map: serde_json::Map::new(),
         raw: Vec::new(),
+        list: None,
     };
     let mut i = 1;
     if !text.starts_with('{') || text.get(1..) == Some("}") {
@@ -109,18 +140,21 @@ fn walk_in_part<'a>(
     }
     loop {
         let rest = &text[i..];
-        let n = verbatim(rest).filter(|_| rest.starts_with('"'))?;
-        let key: String = match &rest[1..n - 1] {
-            k if !k.contains('\\') => k.to_string(),
-            _ => serde_json::from_str(&rest[..n]).ok()?,
-        };
+        let (key, n) = walk_key(rest, verbatim)?;
         if row.map.contains_key(&key) || (row.map.is_empty() && key == NUMBER_TOKEN) {
             return None;
         }
         i += n;
         i += text[i..].starts_with(": ").then_some(2)?;
         let rest = &text[i..];
-        if parse(&key) {
+        let listed = list
+            .filter(|l| l.field == key && row.list.is_none())
+            .and_then(|l| walk_list(rest, l));
+        if let Some((items, texts, n)) = listed {
+            row.list = Some((key.clone(), texts));
+            row.map.insert(key, Value::Array(items));
+            i += n;
+        } else if parse(&key) {
             let mut values = serde_json::Deserializer::from_str(rest).into_iter::<StrictValue>();
             let StrictValue(v) = values.next()?.ok()?;
             // The row is level 1: a parsed value may hold 126 levels, as when read whole.
@@ -139,6 +173,90 @@ fn walk_in_part<'a>(
         match &text[i..] {
             "}" => return Some(row),
             more if more.starts_with(", ") => i += 2,
+            _ => return None,
+        }
+    }
+}
+
+/// The key at the start of `text` (`"k"`, spelled as `verbatim` reads it) and its length.
+fn walk_key(text: &str, verbatim: &dyn Fn(&str) -> Option<usize>) -> Option<(String, usize)> {
+    let n = verbatim(text).filter(|_| text.starts_with('"'))?;
+    let key = match &text[1..n - 1] {
+        k if !k.contains('\\') => k.to_string(),
+        _ => serde_json::from_str(&text[..n]).ok()?,
+    };
+    Some((key, n))
+}
+
+/// The list of objects at the start of `text`, spelled `[{"k": v, ...}, ...]`, as
+/// [`Strict`] reads it, but for the members `rule` keeps as text: their text, and a
+/// `null` in their place. Also the list's length. `None` on any other spelling, a key
+/// twice, or a value nested deeper than a row read whole allows (the list is level 2:
+/// a member's value may hold at most 124 levels).
+fn walk_list<'a>(
+    text: &'a str,
+    rule: &ListRule,
+) -> Option<(Vec<Value>, Vec<ItemTexts<'a>>, usize)> {
+    const MEMBER_DEPTH: usize = 124;
+    let (mut items, mut texts) = (Vec::new(), Vec::new());
+    let mut i = 1;
+    if !text.starts_with('[') {
+        return None;
+    }
+    if text[i..].starts_with(']') {
+        return Some((items, texts, 2));
+    }
+    loop {
+        let start = i;
+        i += text[i..].starts_with('{').then_some(1)?;
+        let mut m = serde_json::Map::new();
+        let mut kept = Vec::new();
+        if text[i..].starts_with('}') {
+            i += 1;
+        } else {
+            loop {
+                let (key, n) = walk_key(&text[i..], rule.verbatim)?;
+                if m.contains_key(&key) || (m.is_empty() && key == NUMBER_TOKEN) {
+                    return None;
+                }
+                i += n;
+                i += text[i..].starts_with(": ").then_some(2)?;
+                let rest = &text[i..];
+                match (rule.keep)(&key).then(|| (rule.verbatim)(rest)).flatten() {
+                    Some(n) => {
+                        kept.push((key.clone(), &rest[..n]));
+                        m.insert(key, Value::Null);
+                        i += n;
+                    }
+                    None => {
+                        let mut values =
+                            serde_json::Deserializer::from_str(rest).into_iter::<StrictValue>();
+                        let StrictValue(v) = values.next()?.ok()?;
+                        if depth(&v) > MEMBER_DEPTH {
+                            return None;
+                        }
+                        i += values.byte_offset();
+                        m.insert(key, v);
+                    }
+                }
+                match text.as_bytes().get(i)? {
+                    b'}' => {
+                        i += 1;
+                        break;
+                    }
+                    b',' => i += text[i..].starts_with(", ").then_some(2)?,
+                    _ => return None,
+                }
+            }
+        }
+        items.push(Value::Object(m));
+        texts.push(ItemTexts {
+            text: &text[start..i],
+            members: kept,
+        });
+        match text.as_bytes().get(i)? {
+            b']' => return Some((items, texts, i + 1)),
+            b',' => i += text[i..].starts_with(", ").then_some(2)?,
             _ => return None,
         }
     }
@@ -180,6 +298,7 @@ impl<'de> serde::de::Visitor<'de> for InPart<'_> {
         let mut row = PartRow {
             map: serde_json::Map::new(),
             raw: Vec::new(),
+            list: None,
         };
         while let Some(k) = map.next_key::<String>()? {
             if row.map.contains_key(&k) || (row.map.is_empty() && k == NUMBER_TOKEN) {
@@ -332,7 +451,7 @@ mod tests {
             (!t[..n].contains(' ')).then_some(n)
         };
         let line = br#"{"a": {"x":[1,2]}, "m": [{"k": 1}], "b": "s", "c": 3}"#;
-        let row = parse_object_in_part(line, &parse, &verbatim).unwrap();
+        let row = parse_object_in_part(line, &parse, &verbatim, None).unwrap();
         let full = parse_object(line).unwrap();
         assert_eq!(
             row.map.keys().collect::<Vec<_>>(),
@@ -343,7 +462,7 @@ mod tests {
         assert_eq!(row.raw, kept);
         // Not in Python's spelling at the top level: read by serde_json, the same row.
         let compact = br#"{"a":{"x":[1,2]},"m":[{"k": 1}],"b":"s","c":3}"#;
-        let row = parse_object_in_part(compact, &parse, &verbatim).unwrap();
+        let row = parse_object_in_part(compact, &parse, &verbatim, None).unwrap();
         assert_eq!(row.map["m"], full["m"]);
         assert_eq!(row.raw, kept);
         // The depth limit of a row read whole holds for a parsed field.
@@ -351,7 +470,7 @@ mod tests {
             let deep = format!("{{\"m\": {}{}}}", "[".repeat(k), "]".repeat(k));
             let whole = parse_object(deep.as_bytes()).is_ok();
             assert_eq!(whole, k == 126);
-            let part = parse_object_in_part(deep.as_bytes(), &parse, &verbatim).is_some();
+            let part = parse_object_in_part(deep.as_bytes(), &parse, &verbatim, None).is_some();
             assert_eq!(part, whole, "{k}");
         }
         for bad in [
@@ -364,7 +483,81 @@ mod tests {
             b"{\"m\": \"\xff\"}",
             br#"{"$serde_json::private::Number": "1"}"#,
         ] {
-            assert!(parse_object_in_part(bad, &parse, &verbatim).is_none());
+            assert!(parse_object_in_part(bad, &parse, &verbatim, None).is_none());
+        }
+    }
+
+    /// A list read by a [`ListRule`]: the members it keeps are their text and a `null`
+    /// in the list; anything the walk does not read gives the list parsed whole (or the
+    /// row refused where the whole reading refuses it).
+    #[test]
+    fn a_list_keeps_members_as_text() {
+        fn verbatim(t: &str) -> Option<usize> {
+            let mut it = serde_json::Deserializer::from_str(t).into_iter::<serde::de::IgnoredAny>();
+            it.next()?.ok()?;
+            let n = it.byte_offset();
+            (!t[..n].contains("  ")).then_some(n)
+        }
+        fn read(line: &str) -> Option<PartRow<'_>> {
+            let rule = ListRule {
+                field: "m",
+                keep: &|k| k == "x",
+                verbatim: &verbatim,
+            };
+            parse_object_in_part(line.as_bytes(), &|k| k == "m", &verbatim, Some(&rule))
+        }
+        let line = r#"{"m": [{"r": 1, "x": {"a": [2]}}, {}, {"x": "s"}], "b": 3}"#;
+        let row = read(line).unwrap();
+        let (field, texts) = row.list.as_ref().unwrap();
+        assert_eq!(field, "m");
+        let item = |text, members: &[(&str, &'static str)]| ItemTexts {
+            text,
+            members: members.iter().map(|(k, t)| (k.to_string(), *t)).collect(),
+        };
+        assert_eq!(
+            texts,
+            &vec![
+                item(r#"{"r": 1, "x": {"a": [2]}}"#, &[("x", r#"{"a": [2]}"#)]),
+                item("{}", &[]),
+                item(r#"{"x": "s"}"#, &[("x", r#""s""#)]),
+            ]
+        );
+        let items = row.map["m"].as_array().unwrap();
+        assert_eq!(items[0]["r"], 1);
+        assert!(items[0]["x"].is_null() && items[2]["x"].is_null());
+        // Not walked: the list parsed whole, no texts.
+        for whole in [
+            r#"{"m": [{"x": 1},{"x": 2}]}"#,
+            r#"{"m": [1, {"x": 2}]}"#,
+            r#"{"m": {"x": 1}}"#,
+            r#"{"m": [{"x":1}]}"#,
+        ] {
+            let row = read(whole).unwrap();
+            assert!(row.list.is_none(), "{whole}");
+            assert_eq!(
+                row.map["m"],
+                parse_object(whole.as_bytes()).unwrap()["m"],
+                "{whole}"
+            );
+        }
+        // A key twice in an item, or a value too deep: refused as read whole.
+        for bad in [
+            r#"{"m": [{"r": 1, "r": 2}]}"#,
+            r#"{"m": [{"x": 1, "x": 2}]}"#,
+        ] {
+            assert!(
+                read(bad).is_none() && parse_object(bad.as_bytes()).is_err(),
+                "{bad}"
+            );
+        }
+        for k in [124, 125] {
+            let deep = format!("{{\"m\": [{{\"r\": {}{}}}]}}", "[".repeat(k), "]".repeat(k));
+            assert_eq!(
+                read(&deep).is_some(),
+                parse_object(deep.as_bytes()).is_ok(),
+                "{k}"
+            );
+            assert_eq!(read(&deep).is_some(), k == 124, "{k}");
         }
     }
 }

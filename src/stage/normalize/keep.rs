@@ -23,7 +23,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::format::hermes;
-use crate::format::model::{Kept, Trajectory};
+use crate::format::model::{Kept, KeptKeys, KeptValue, Trajectory, kept_keys};
+use crate::format::pyjson::{self, Style};
 use crate::format::repair::Repairs;
 
 /// The row field holding the kept per-message keys and messages that are no turn.
@@ -255,11 +256,11 @@ pub fn read_kept(v: &Value) -> Result<Vec<Kept>, BadKept> {
                 (Some(Value::Object(keys)), None) => Ok(Kept::Keys {
                     turn: index(e, "turn").ok_or(BadKept(i + 1, "no `turn` number"))?,
                     result: index(e, "result"),
-                    keys: keys.clone(),
+                    keys: kept_keys(keys.clone()),
                 }),
                 (None, Some(m)) => Ok(Kept::Message {
                     at: index(e, "at").ok_or(BadKept(i + 1, "no `at` number"))?,
-                    message: m.clone(),
+                    message: KeptValue::Parsed(m.clone()),
                 }),
                 _ => Err(BadKept(i + 1, "expected `keys` (an object) or `message`")),
             }
@@ -267,47 +268,113 @@ pub fn read_kept(v: &Value) -> Result<Vec<Kept>, BadKept> {
         .collect()
 }
 
-/// The [`MESSAGE_KEYS`] value of what `traj` keeps, less the turn keys the writer puts
-/// on the turns themselves (`on_turns`: `loss_weight` of a human or gpt turn, and of a
-/// tool turn whose results agree on it); `None` when nothing is left.
-pub fn kept_value(traj: &Trajectory, on_turns: bool) -> Option<Value> {
-    let mut list = Vec::new();
-    for k in &traj.kept {
-        match k {
-            Kept::Keys { turn, result, keys } => {
-                let mut keys = keys.clone();
-                if on_turns && traj.loss_weight(*turn).is_some() {
-                    keys.shift_remove(LOSS_WEIGHT);
-                }
-                if keys.is_empty() {
-                    continue;
-                }
-                let mut e = Map::new();
-                e.insert("turn".into(), Value::from(*turn));
-                if let Some(r) = result {
-                    e.insert("result".into(), Value::from(*r));
-                }
-                e.insert("keys".into(), Value::Object(keys));
-                list.push(Value::Object(e));
-            }
-            Kept::Message { at, message } => {
-                let mut e = Map::new();
-                e.insert("at".into(), Value::from(*at));
-                e.insert("message".into(), message.clone());
-                list.push(Value::Object(e));
-            }
+/// One entry of the [`MESSAGE_KEYS`] value: the keys of a turn (less those the writer
+/// puts on the turn itself), or a message kept whole.
+enum Entry<'t> {
+    Keys {
+        turn: usize,
+        result: Option<usize>,
+        keys: Vec<(&'t str, &'t KeptValue)>,
+    },
+    Message {
+        at: usize,
+        message: &'t KeptValue,
+    },
+}
+
+/// The entries of the [`MESSAGE_KEYS`] value of what `traj` keeps, less the turn keys
+/// the writer puts on the turns themselves (`on_turns`: `loss_weight` of a human or gpt
+/// turn, and of a tool turn whose results agree on it): the one rule behind
+/// [`kept_value`] and [`write_kept`].
+fn entries(traj: &Trajectory, on_turns: bool) -> impl Iterator<Item = Entry<'_>> {
+    traj.kept.iter().filter_map(move |k| match k {
+        Kept::Keys { turn, result, keys } => {
+            let on_turn = on_turns && traj.loss_weight(*turn).is_some();
+            let keys: Vec<_> = keys
+                .iter()
+                .filter(|(k, _)| !(on_turn && k.as_str() == LOSS_WEIGHT))
+                .map(|(k, v)| (k.as_str(), v))
+                .collect();
+            (!keys.is_empty()).then_some(Entry::Keys {
+                turn: *turn,
+                result: *result,
+                keys,
+            })
         }
-    }
+        Kept::Message { at, message } => Some(Entry::Message { at: *at, message }),
+    })
+}
+
+/// The [`MESSAGE_KEYS`] value of what `traj` keeps (see [`entries`]); `None` when
+/// nothing is left.
+pub fn kept_value(traj: &Trajectory, on_turns: bool) -> Option<Value> {
+    let list: Vec<Value> = entries(traj, on_turns)
+        .map(|entry| {
+            let mut e = Map::new();
+            match entry {
+                Entry::Keys { turn, result, keys } => {
+                    e.insert("turn".into(), Value::from(turn));
+                    if let Some(r) = result {
+                        e.insert("result".into(), Value::from(r));
+                    }
+                    let keys = keys.into_iter().map(|(k, v)| (k.to_string(), v.to_value()));
+                    e.insert("keys".into(), Value::Object(keys.collect()));
+                }
+                Entry::Message { at, message } => {
+                    e.insert("at".into(), Value::from(at));
+                    e.insert("message".into(), message.to_value());
+                }
+            }
+            Value::Object(e)
+        })
+        .collect();
     (!list.is_empty()).then_some(Value::Array(list))
 }
 
+/// Append `, "message_keys": ` and the [`MESSAGE_KEYS`] value of what `traj` keeps,
+/// as [`pyjson::write_value`] writes [`kept_value`] in Python's spelling, without
+/// copying the values (a text kept is copied as it is); nothing when nothing is left.
+pub fn write_kept(out: &mut Vec<u8>, traj: &Trajectory, on_turns: bool) {
+    let mut first = true;
+    for entry in entries(traj, on_turns) {
+        out.extend_from_slice(b", ");
+        if first {
+            pyjson::write_str(out, MESSAGE_KEYS, Style::Python);
+            out.extend_from_slice(b": [");
+        }
+        out.push(b'{');
+        first = false;
+        match entry {
+            Entry::Keys { turn, result, keys } => {
+                out.extend_from_slice(format!("\"turn\": {turn}").as_bytes());
+                if let Some(r) = result {
+                    out.extend_from_slice(format!(", \"result\": {r}").as_bytes());
+                }
+                out.extend_from_slice(b", \"keys\": {");
+                for (i, (k, v)) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    pyjson::write_str(out, k, Style::Python);
+                    out.extend_from_slice(b": ");
+                    v.write(out);
+                }
+                out.push(b'}');
+            }
+            Entry::Message { at, message } => {
+                out.extend_from_slice(format!("\"at\": {at}, \"message\": ").as_bytes());
+                message.write(out);
+            }
+        }
+        out.push(b'}');
+    }
+    if !first {
+        out.push(b']');
+    }
+}
+
 /// Add `keys` to what is kept for turn `turn` (result `result`), after any kept already.
-pub fn keep_keys(
-    traj_kept: &mut Vec<Kept>,
-    turn: usize,
-    result: Option<usize>,
-    keys: Map<String, Value>,
-) {
+pub fn keep_keys(traj_kept: &mut Vec<Kept>, turn: usize, result: Option<usize>, keys: KeptKeys) {
     if keys.is_empty() {
         return;
     }

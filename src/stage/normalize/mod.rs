@@ -19,6 +19,7 @@ mod bridged;
 pub mod error;
 pub mod groups;
 pub mod keep;
+pub mod members;
 pub mod read;
 pub mod shape;
 pub mod sidecar;
@@ -34,8 +35,8 @@ use crate::format::repair::Mode;
 use crate::format::stats::tool_stats;
 pub use shape::{Arguments, Columns, ToolsAs};
 use write::{
-    AsIs, Members, close_row, hermes_conversations_with, kept_value, write_core,
-    write_error_counts, write_list, write_stats, write_tools,
+    AsIs, Members, close_row, hermes_conversations_with, write_core, write_error_counts,
+    write_kept, write_list, write_stats, write_tools,
 };
 pub use write::{hermes_conversations, openai_messages, openai_messages_with};
 
@@ -176,13 +177,13 @@ pub fn normalize_row_counted(
         let rollouts = groups::rollouts(row)?;
         made.groups = (1, rollouts.len() as u64);
         for r in rollouts {
-            if let Err(e) = normalize_row_with(r, &[], opts, out, &mut made) {
+            if let Err(e) = normalize_row_with(r, &[], None, opts, out, &mut made) {
                 out.truncate(start);
                 return Err(e);
             }
         }
     } else {
-        normalize_row_with(row, &[], opts, out, &mut made)?;
+        normalize_row_with(row, &[], None, opts, out, &mut made)?;
     }
     done.merge(&made);
     Ok(())
@@ -240,9 +241,20 @@ pub fn normalize_line(
         };
         // The row is level 1: a kept value may hold 126 levels (io::parse_object's limit).
         let verbatim = |text: &str| pyjson::as_is_prefix(text, 126);
-        if let Some(row) = crate::io::parse_object_in_part(line, &parse, &verbatim) {
+        // The OpenAI list's messages: a key the reader never looks at is only kept, and
+        // its value may be kept as the text it was read as (level 4: 124 levels).
+        let field = opts.messages_field.as_deref().unwrap_or("messages");
+        let keep = |k: &str| !members::is_read_key(k);
+        let member = |text: &str| pyjson::as_is_prefix(text, 124);
+        let rule = crate::io::ListRule {
+            field,
+            keep: &keep,
+            verbatim: &member,
+        };
+        let rule = (!opts.set_fields.iter().any(|(s, _)| s == field)).then_some(&rule);
+        if let Some(row) = crate::io::parse_object_in_part(line, &parse, &verbatim, rule) {
             let mut made = Tally::default();
-            match normalize_row_with(row.map, &row.raw, opts, out, &mut made) {
+            match normalize_row_with(row.map, &row.raw, row.list, opts, out, &mut made) {
                 Ok(()) => {
                     done.merge(&made);
                     return Ok(());
@@ -279,10 +291,12 @@ pub fn convert_line(
 }
 
 /// Convert `row`; `raw[i]`, where it is `Some`, is the text to write for field `i` (its
-/// value in `row` only stands in for it).
+/// value in `row` only stands in for it), and `list`, where it is `Some`, names a list
+/// field whose items' members it holds as text ([`crate::io::PartRow::list`]).
 fn normalize_row_with(
     mut row: Map<String, Value>,
     raw: &[Option<&str>],
+    list: Option<(String, Vec<members::ItemTexts<'_>>)>,
     opts: &Options,
     out: &mut Vec<u8>,
     made: &mut Tally,
@@ -294,6 +308,17 @@ fn normalize_row_with(
         .0
         .to_string();
     let key = key.as_str();
+    // Texts kept of a list that is not the one read go back into their places.
+    let texts = match list {
+        Some((field, texts)) if field == key => texts,
+        Some((field, texts)) => {
+            if let Some(v) = row.get_mut(&field) {
+                members::whole_list(v, &texts);
+            }
+            Vec::new()
+        }
+        None => Vec::new(),
+    };
     let items = match row.get_mut(key).map(Value::take) {
         Some(Value::Array(items)) => items,
         _ => unreachable!("find_messages checked the list"),
@@ -310,7 +335,7 @@ fn normalize_row_with(
         run: keep::is_run_record(row.keys().map(String::as_str)),
         tally: made,
     };
-    let mut traj = read::read_messages(items, tools, &mut ctx)?;
+    let mut traj = read::read_messages(items, &texts, tools, &mut ctx)?;
     // LLaMA-Factory's `system` column: the row's system text when its list has none
     // (consumed, as `tools` is; a list's own system text wins and the column passes).
     // (Not removed from `row`: `raw` is by field position.)
@@ -390,12 +415,7 @@ fn normalize_row_with(
                 write_tools(out, &traj, opts.tools_as());
             }
             bridged::write_field(out, bridge_calls.take());
-            if let Some(kept) = kept_value(&traj, opts) {
-                out.extend_from_slice(b", ");
-                pyjson::write_str(out, keep::MESSAGE_KEYS, Style::Python);
-                out.extend_from_slice(b": ");
-                pyjson::write_value(out, &kept, Style::Python);
-            }
+            write_kept(out, &traj, opts);
         } else if k == "tools"
             || k == crate::format::bridge::FIELD
             || k == keep::MESSAGE_KEYS
@@ -439,12 +459,9 @@ mod tests {
         (out, r, made)
     }
 
-    /// Every line of every fixture, in the fixture's own spelling and re-spelled compactly
-    /// and as Python writes it, under several option sets: reading in part gives the
-    /// bytes, verdict and repairs of reading the whole row.
-    #[test]
-    fn reading_in_part_changes_nothing() {
-        let sets = [
+    /// The option sets the in-part readings are checked under.
+    fn option_sets() -> Vec<Options> {
+        vec![
             Options::default(),
             Options {
                 target: Target::OpenAi,
@@ -468,7 +485,19 @@ mod tests {
                 columns: Columns::Core,
                 ..Options::default()
             },
-        ];
+            Options {
+                messages_field: Some("messages".into()),
+                ..Options::default()
+            },
+        ]
+    }
+
+    /// Every line of every fixture, in the fixture's own spelling and re-spelled compactly
+    /// and as Python writes it, under several option sets: reading in part gives the
+    /// bytes, verdict and repairs of reading the whole row.
+    #[test]
+    fn reading_in_part_changes_nothing() {
+        let sets = option_sets();
         let files = crate::fixtures::jsonl_files();
         assert!(files.len() >= 5, "fixtures missing: {files:?}");
         let (mut lines, mut in_part) = (0, 0);
@@ -484,7 +513,7 @@ mod tests {
                     lines += 1;
                     let keep = |t: &str| pyjson::as_is_prefix(t, 126);
                     let msgs = |k: &str| k == "conversations" || k == "messages";
-                    if crate::io::parse_object_in_part(line, &msgs, &keep).is_some() {
+                    if crate::io::parse_object_in_part(line, &msgs, &keep, None).is_some() {
                         in_part += 1;
                     }
                     for opts in &sets {
@@ -505,5 +534,161 @@ mod tests {
             lines > 500 && in_part > lines / 4,
             "{lines} lines, {in_part} read in part"
         );
+    }
+
+    /// A random JSON value for a message's key the reader does not read: mostly in
+    /// Python's spelling (kept as text), now and then in another (`1e5`, no spaces), with
+    /// a key twice, serde_json's private number key, nesting near the depth limit, or a
+    /// raw reply holding reasoning where `provider_reasoning` looks.
+    fn extra_value(rng: &mut fastrand::Rng, depth: usize) -> String {
+        let texts = ["\"x\"", "\"a \\\"q\\\" \\n b\"", "\"é\\u00e9 \\u0007\""];
+        match rng.u8(0..24) {
+            0..=3 => texts[rng.usize(0..texts.len())].to_string(),
+            4 => "1.50".into(),
+            5 => "1e5".into(),
+            6 => "null".into(),
+            7 => "[1,2]".into(),
+            8 => "{\"a\": 1, \"a\": 2}".into(),
+            9 => "{\"$serde_json::private::Number\": \"1\"}".into(),
+            10 => {
+                let n = [122, 123, 124, 125][rng.usize(0..4)];
+                format!("{}{}", "[".repeat(n), "]".repeat(n))
+            }
+            11 | 12 => {
+                let r = ["\"\"", "\"thought\"", "null"][rng.usize(0..3)];
+                let m = format!("{{\"content\": \"\", \"reasoning_content\": {r}}}");
+                format!("{{\"response\": {{\"choices\": [{{\"message\": {m}}}]}}}}")
+            }
+            13 => format!("{{\"reasoning\": {}}}", texts[rng.usize(0..texts.len())]),
+            _ if depth == 0 => "3".into(),
+            14..=17 => {
+                let items: Vec<String> = (0..rng.usize(0..3))
+                    .map(|_| extra_value(rng, depth - 1))
+                    .collect();
+                format!("[{}]", items.join(", "))
+            }
+            _ => {
+                let keys = ["k", "actions", "response", "k"];
+                let members: Vec<String> = (0..rng.usize(0..3))
+                    .map(|i| format!("\"{}\": {}", keys[i], extra_value(rng, depth - 1)))
+                    .collect();
+                format!("{{{}}}", members.join(", "))
+            }
+        }
+    }
+
+    /// A random OpenAI row in Python's spelling whose messages carry keys the reader does
+    /// not read (`extra`, `provider_specific_fields`, ...) beside the ones it does.
+    fn row_with_extras(rng: &mut fastrand::Rng) -> String {
+        let mut msgs = Vec::new();
+        if rng.bool() {
+            msgs.push("{\"role\": \"system\", \"content\": \"be brief\"}".to_string());
+        }
+        for step in 0..rng.usize(1..5) {
+            let mut m = match step % 3 {
+                0 => vec![
+                    "\"role\": \"user\"".to_string(),
+                    "\"content\": \"do it\"".into(),
+                ],
+                1 => {
+                    let mut m = vec![
+                        "\"role\": \"assistant\"".to_string(),
+                        "\"content\": \"\"".into(),
+                    ];
+                    if rng.bool() {
+                        m.push(format!(
+                            "\"tool_calls\": [{{\"id\": \"c{step}\", \"type\": \"function\", \
+                             \"function\": {{\"name\": \"bash\", \"arguments\": \"{{}}\"}}}}]"
+                        ));
+                    }
+                    if rng.bool() {
+                        m.push(format!(
+                            "\"reasoning_content\": {}",
+                            ["\"\"", "\"why\""][rng.usize(0..2)]
+                        ));
+                    }
+                    m
+                }
+                _ => vec![
+                    "\"role\": \"tool\"".to_string(),
+                    format!("\"tool_call_id\": \"c{}\"", step - 1),
+                    "\"content\": \"out\"".into(),
+                ],
+            };
+            for key in [
+                "extra",
+                "provider_specific_fields",
+                "loss_weight",
+                "name",
+                "extra",
+            ] {
+                if rng.u8(0..3) == 0 {
+                    m.push(format!("\"{key}\": {}", extra_value(rng, 4)));
+                }
+            }
+            if rng.u8(0..8) == 0 {
+                m.push("\"role\": \"user\"".into()); // a key twice
+            }
+            rng.shuffle(&mut m[1..]);
+            msgs.push(format!("{{{}}}", m.join(", ")));
+        }
+        if rng.u8(0..10) == 0 {
+            msgs.push("{\"role\": \"exit\", \"content\": \"\", \"extra\": {\"k\": 1}}".into());
+        }
+        let mut row = vec![format!("\"messages\": [{}]", msgs.join(", "))];
+        if rng.u8(0..6) == 0 {
+            row.push("\"conversations\": [{\"from\": \"human\", \"value\": \"hi\"}, {\"from\": \"gpt\", \"value\": \"yo\"}]".into());
+        }
+        if rng.bool() {
+            row.insert(0, "\"id\": \"r-1\"".into());
+        }
+        format!("{{{}}}", row.join(", "))
+    }
+
+    /// Reading in part, with the members of the OpenAI list that the reader never looks
+    /// at kept as text, gives the bytes, verdict, repairs and parts of reading the whole
+    /// row, on random rows; and the texts are kept for most of them.
+    #[test]
+    fn members_kept_as_text_change_nothing() {
+        let sets = option_sets();
+        let mut rng = fastrand::Rng::with_seed(46);
+        let (mut rows, mut kept) = (0, 0);
+        for _ in 0..4_000 {
+            let line = row_with_extras(&mut rng);
+            let keep = |k: &str| !members::is_read_key(k);
+            let member = |t: &str| pyjson::as_is_prefix(t, 124);
+            let rule = crate::io::ListRule {
+                field: "messages",
+                keep: &keep,
+                verbatim: &member,
+            };
+            let msgs = |k: &str| k == "messages" || k == "conversations";
+            let verbatim = |t: &str| pyjson::as_is_prefix(t, 126);
+            let part =
+                crate::io::parse_object_in_part(line.as_bytes(), &msgs, &verbatim, Some(&rule));
+            rows += 1;
+            if part.is_some_and(|p| {
+                p.list
+                    .is_some_and(|(_, t)| t.iter().any(|m| !m.members.is_empty()))
+            }) {
+                kept += 1;
+            }
+            for opts in &sets {
+                let mut out = Vec::new();
+                let mut made = Tally::default();
+                let r = normalize_line(line.as_bytes(), opts, &mut out, &mut made);
+                let (want_out, want, want_made) = whole(line.as_bytes(), opts);
+                assert_eq!(r, want, "{line}");
+                assert!(
+                    out == want_out,
+                    "{line}\n{}\n{}",
+                    String::from_utf8_lossy(&out),
+                    String::from_utf8_lossy(&want_out)
+                );
+                assert_eq!(made.repairs.total(), want_made.repairs.total(), "{line}");
+                assert_eq!(made.parts, want_made.parts, "{line}");
+            }
+        }
+        assert!(kept > rows / 5, "{kept} of {rows} rows kept texts");
     }
 }

@@ -30,9 +30,13 @@ use serde_json::{Map, Value};
 
 use super::error::{BadBody, BadMessage, BadRow, ToolsField};
 use super::keep::{self, Part, SystemRule, Tally};
+use super::members::{
+    ItemTexts, extra_keys, is_result_role, kept_message, take_keys, text_of_key, whole,
+};
 use crate::format::model::{DeclError, json_kind};
 use crate::format::model::{
-    GptTurn, Kept, ToolCall, ToolResult, ToolSpec, Trajectory, Turn, tool_content_value_owned,
+    GptTurn, Kept, KeptValue, ToolCall, ToolResult, ToolSpec, Trajectory, Turn,
+    tool_content_value_owned,
 };
 use crate::format::repair::{self, Mode};
 use crate::format::{hermes, llamafactory};
@@ -162,51 +166,18 @@ impl<'t> ReadCtx<'t> {
     }
 }
 
-/// The keys of a message the reader does not read (the model has no field for them), in
-/// the message's order: all but the role and the body, and for OpenAI assistant and
-/// tool messages the keys of their calls, reasoning, call id and name.
-fn extra_keys(m: &Map<String, Value>, sharegpt: bool, role: &str) -> Vec<String> {
-    let read: &[&str] = match (sharegpt, role) {
-        (true, _) => &["from", "value"],
-        (false, "assistant" | "gpt") => &[
-            "role",
-            "content",
-            "tool_calls",
-            "function_call",
-            "reasoning",
-            "reasoning_content",
-            "reasoning_details",
-        ],
-        (
-            false,
-            "tool" | "observation" | "function" | "function_response" | "tool_response" | "ipython",
-        ) => &["role", "content", "tool_call_id", "tool_call_ids", "name"],
-        (false, _) => &["role", "content"],
-    };
-    m.keys()
-        .filter(|k| !read.contains(&k.as_str()))
-        .cloned()
-        .collect()
-}
-
-/// The keys `names` of `m` and their values, taken out of `m` in the order of `names`
-/// (the values move; a message's extra keys can be large, as mini-swe-agent's whole
-/// raw reply under `extra`).
-fn take_keys(m: &mut Map<String, Value>, names: &[String]) -> Map<String, Value> {
-    names
-        .iter()
-        .filter_map(|k| m.swap_remove_entry(k.as_str()))
-        .collect()
-}
-
 /// Read `items` (the message list of a row) into a trajectory; `tools` is the row's own
-/// tool list, used when no system entry carries a `<tools>` block.
+/// tool list, used when no system entry carries a `<tools>` block. `texts[i]`, where
+/// there is one, are the member values of item `i` kept as text by a reading in part
+/// (their value in the item is a `null` standing in; empty when the list was parsed
+/// whole).
 ///
 /// Each assistant turn's tags go through [`repair::repair_gpt`] first (a ShareGPT
 /// turn's Hermes text, an OpenAI reply's content), under `ctx.mode`; repairs and the
 /// parts set aside or dropped are counted in `ctx.tally`.
 pub fn read_messages(
     items: Vec<Value>,
+    texts: &[ItemTexts<'_>],
     tools: Option<Vec<ToolSpec>>,
     ctx: &mut ReadCtx,
 ) -> Result<Trajectory, BadRow> {
@@ -219,6 +190,8 @@ pub fn read_messages(
     let lf = llamafactory_row(&items, tools.as_ref().is_some_and(|t| !t.is_empty()));
     for (i, item) in items.into_iter().enumerate() {
         let at = |e: BadMessage| BadRow::Message(i + 1, e);
+        let read_as = texts.get(i);
+        let texts: &[(String, &str)] = read_as.map_or(&[], |t| &t.members);
         let Value::Object(mut m) = item else {
             return Err(at(BadMessage::NotAnObject(json_kind(&item))));
         };
@@ -227,10 +200,7 @@ pub fn read_messages(
             (_, Some(Value::String(r))) => (false, r.clone()),
             _ => return Err(at(BadMessage::NoRole)),
         };
-        let is_result = matches!(
-            role.as_str(),
-            "tool" | "observation" | "function" | "function_response" | "tool_response" | "ipython"
-        );
+        let is_result = is_result_role(&role);
         // Messages that are no turn are kept whole, at their place.
         if role == "exit" || (is_result && pending.is_none()) {
             ctx.tally.parts.add(if role == "exit" {
@@ -240,7 +210,7 @@ pub fn read_messages(
             });
             kept.push(Kept::Message {
                 at: turns.len(),
-                message: Value::Object(m),
+                message: kept_message(m, read_as),
             });
             continue;
         }
@@ -272,7 +242,7 @@ pub fn read_messages(
                         );
                         kept.push(Kept::Message {
                             at: turns.len(),
-                            message: Value::Object(m),
+                            message: KeptValue::Parsed(whole(m, texts)),
                         });
                         continue;
                     }
@@ -306,7 +276,8 @@ pub fn read_messages(
                         .map_err(|e| at(e.into()))?;
                     hermes::parse_gpt(&text).map_err(|e| at(e.into()))?
                 } else {
-                    let mut g = openai_assistant(&m, body, &mut ctx.tally.parts).map_err(at)?;
+                    let mut g =
+                        openai_assistant(&m, texts, body, &mut ctx.tally.parts).map_err(at)?;
                     if lf && g.reasoning.is_none() && g.tool_calls.is_empty() {
                         let p = llamafactory::parse_gpt(&g.content);
                         (g.reasoning, g.content) = (p.reasoning, p.content);
@@ -371,7 +342,7 @@ pub fn read_messages(
                 push_results(&mut turns, results, p, lf);
                 if let Some(Turn::Tool(group)) = turns.last() {
                     // Each result of the message keeps its keys; the last one takes them.
-                    let mut extra = take_keys(&mut m, &extra);
+                    let mut extra = take_keys(&mut m, &extra, texts);
                     for r in group.len() - n..group.len() {
                         let keys = if r + 1 < group.len() {
                             extra.clone()
@@ -385,7 +356,12 @@ pub fn read_messages(
             }
             other => return Err(at(BadMessage::UnknownRole(other.to_string()))),
         }
-        keep::keep_keys(&mut kept, turns.len() - 1, None, take_keys(&mut m, &extra));
+        keep::keep_keys(
+            &mut kept,
+            turns.len() - 1,
+            None,
+            take_keys(&mut m, &extra, texts),
+        );
     }
     if turns.is_empty() {
         return Err(BadRow::NoTurns);
@@ -556,6 +532,7 @@ fn call_object(v: &Value) -> Result<ToolCall, DeclError> {
 
 fn openai_assistant(
     m: &Map<String, Value>,
+    texts: &[(String, &str)],
     body: Option<Value>,
     parts: &mut keep::Parts,
 ) -> Result<GptTurn, BadMessage> {
@@ -564,7 +541,7 @@ fn openai_assistant(
         reasoning: part_reasoning,
         mut calls,
     } = read_body(body, true)?;
-    let mut reasoning = reasoning_field(m).or_else(|| provider_reasoning(m));
+    let mut reasoning = reasoning_field(m).or_else(|| provider_reasoning(m, texts));
     if reasoning.is_none() && !part_reasoning.is_empty() {
         reasoning = Some(part_reasoning.join("\n"));
     }
@@ -625,17 +602,30 @@ fn reasoning_field(m: &Map<String, Value>) -> Option<String> {
 
 /// Reasoning a provider's reply carries where [`reasoning_field`] does not look: in
 /// LiteLLM's `provider_specific_fields`, or in mini-swe-agent's `extra.response` (the
-/// raw reply: `choices[0].message`), read by the same rule.
-fn provider_reasoning(m: &Map<String, Value>) -> Option<String> {
-    let nested = [
-        m.get("provider_specific_fields"),
-        m.get("extra")
-            .and_then(|e| e.pointer("/response/choices/0/message")),
-    ];
-    nested
-        .into_iter()
-        .flatten()
-        .find_map(|v| v.as_object().and_then(reasoning_field))
+/// raw reply: `choices[0].message`), read by the same rule. A value kept as text
+/// (`texts`) is parsed only when it spells a key starting `reasoning` (a text in
+/// Python's spelling never escapes a letter, so the search is exact).
+fn provider_reasoning(m: &Map<String, Value>, texts: &[(String, &str)]) -> Option<String> {
+    let member = |key: &str| match text_of_key(texts, key) {
+        Some(t) => memchr::memmem::find(t.as_bytes(), b"\"reasoning")
+            .and_then(|_| serde_json::from_str::<Value>(t).ok())
+            .map(std::borrow::Cow::Owned),
+        None => m.get(key).map(std::borrow::Cow::Borrowed),
+    };
+    let own = member("provider_specific_fields");
+    if let Some(r) = own
+        .as_deref()
+        .and_then(Value::as_object)
+        .and_then(reasoning_field)
+    {
+        return Some(r);
+    }
+    let extra = member("extra");
+    extra
+        .as_deref()
+        .and_then(|e| e.pointer("/response/choices/0/message"))
+        .and_then(Value::as_object)
+        .and_then(reasoning_field)
 }
 
 /// One tool result from an OpenAI `tool`/`function` message or a ShareGPT

@@ -28,6 +28,14 @@ pub(super) fn kept_value(traj: &Trajectory, opts: &Options) -> Option<Value> {
     keep::kept_value(traj, weights_on_turns(opts))
 }
 
+/// Append `, "message_keys": ` and [`kept_value`], written straight from the
+/// trajectory; nothing when there is none.
+pub(super) fn write_kept(out: &mut Vec<u8>, traj: &Trajectory, opts: &Options) {
+    if opts.target.row_shape() != Target::OpenAi {
+        keep::write_kept(out, traj, weights_on_turns(opts));
+    }
+}
+
 /// Append the message list of `traj` in the shape `opts.target` names.
 pub(super) fn write_list(
     traj: &Trajectory,
@@ -363,13 +371,13 @@ pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> 
     let with_kept = |mut m: Map<String, Value>, ti: usize, r: Option<usize>| {
         if let Some(keys) = traj.keys_of(ti, r) {
             for (k, v) in keys {
-                m.entry(k.clone()).or_insert_with(|| v.clone());
+                m.entry(k.clone()).or_insert_with(|| v.to_value());
             }
         }
         Value::Object(m)
     };
     for (ti, t) in traj.turns.iter().enumerate() {
-        msgs.extend(traj.messages_at(ti).cloned());
+        msgs.extend(traj.messages_at(ti).map(|m| m.to_value()));
         match t {
             Turn::Human(text) => {
                 let mut m = Map::new();
@@ -436,7 +444,7 @@ pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> 
             }
         }
     }
-    msgs.extend(traj.messages_at(traj.turns.len()).cloned());
+    msgs.extend(traj.messages_at(traj.turns.len()).map(|m| m.to_value()));
     let mut out = Vec::with_capacity(4096);
     pyjson::write_value(&mut out, &Value::Array(msgs), Style::Python);
     out

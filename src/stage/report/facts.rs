@@ -205,6 +205,7 @@ fn read_row(obj: Map<String, Value>, tk: &dyn Tokenizer) -> RowLine {
         Err(e) => Err(format!("`tools`: {e}")),
         Ok(tools) => read_messages(
             row.turns().to_vec(),
+            &[],
             tools,
             &mut ReadCtx::new(Mode::Repair, &mut Tally::default()),
         )

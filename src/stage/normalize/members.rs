@@ -1,0 +1,131 @@
+//! A message's keys: which the reader reads, and how the others are kept
+//! ([`crate::format::model::Kept`]). A reading in part ([`crate::io::ListRule`]) keeps
+//! the value of a key the reader never looks at as the text it was read as, when that
+//! text is Python's spelling ([`KeptValue::Text`]); these functions give the same
+//! message, keys and values either way.
+
+use serde_json::{Map, Value};
+
+use crate::format::model::{KeptKeys, KeptValue, LOSS_WEIGHT};
+pub use crate::io::ItemTexts;
+
+/// The keys each kind of message has read: ShareGPT turns, OpenAI assistant messages,
+/// OpenAI tool results, any other OpenAI message.
+const SHAREGPT_READ: [&str; 2] = ["from", "value"];
+const ASSISTANT_READ: [&str; 7] = [
+    "role",
+    "content",
+    "tool_calls",
+    "function_call",
+    "reasoning",
+    "reasoning_content",
+    "reasoning_details",
+];
+const RESULT_READ: [&str; 5] = ["role", "content", "tool_call_id", "tool_call_ids", "name"];
+const OTHER_READ: [&str; 2] = ["role", "content"];
+
+/// The keys of a message the reader does not read (the model has no field for them), in
+/// the message's order: all but the role and the body, and for OpenAI assistant and
+/// tool messages the keys of their calls, reasoning, call id and name.
+pub(super) fn extra_keys(m: &Map<String, Value>, sharegpt: bool, role: &str) -> Vec<String> {
+    let read: &[&str] = match (sharegpt, role) {
+        (true, _) => &SHAREGPT_READ,
+        (false, "assistant" | "gpt") => &ASSISTANT_READ,
+        (false, r) if is_result_role(r) => &RESULT_READ,
+        (false, _) => &OTHER_READ,
+    };
+    m.keys()
+        .filter(|k| !read.contains(&k.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// True for the roles of a tool result.
+pub(super) fn is_result_role(role: &str) -> bool {
+    matches!(
+        role,
+        "tool" | "observation" | "function" | "function_response" | "tool_response" | "ipython"
+    )
+}
+
+/// True for a key of a message that the reader looks at, whatever the role: a key of
+/// [`extra_keys`]' lists, or `loss_weight` (read by the ShareGPT writers). Any other
+/// key is only ever kept, so a reading in part may keep its value as the text it was
+/// read as ([`ItemTexts`]); `extra` and `provider_specific_fields`, where
+/// `read::provider_reasoning` looks when a reply has no reasoning of its own, are read
+/// from that text then.
+pub fn is_read_key(key: &str) -> bool {
+    [
+        &SHAREGPT_READ[..],
+        &ASSISTANT_READ,
+        &RESULT_READ,
+        &OTHER_READ,
+    ]
+    .iter()
+    .any(|keys| keys.contains(&key))
+        || key == LOSS_WEIGHT
+}
+
+/// The text a reading in part kept for key `key` of a message.
+pub(super) fn text_of_key<'a>(texts: &[(String, &'a str)], key: &str) -> Option<&'a str> {
+    texts.iter().find(|(k, _)| k == key).map(|(_, t)| *t)
+}
+
+/// The keys `names` of `m` and their values, taken out of `m` in the order of `names`
+/// (the values move; a message's extra keys can be large, as mini-swe-agent's whole
+/// raw reply under `extra`); a value kept as text (`texts`) stays text.
+pub(super) fn take_keys(
+    m: &mut Map<String, Value>,
+    names: &[String],
+    texts: &[(String, &str)],
+) -> KeptKeys {
+    names
+        .iter()
+        .filter_map(|k| {
+            let v = m.swap_remove(k.as_str())?;
+            let v = match text_of_key(texts, k) {
+                Some(t) => KeptValue::Text(t.into()),
+                None => KeptValue::Parsed(v),
+            };
+            Some((k.clone(), v))
+        })
+        .collect()
+}
+
+/// Put each value of message `m` kept as text (`texts`) into its place, parsed.
+fn parse_texts(m: &mut Map<String, Value>, texts: &[(String, &str)]) {
+    for (k, t) in texts {
+        if let Some(v) = m.get_mut(k.as_str()) {
+            *v = serde_json::from_str(t).expect("kept text is one JSON value");
+        }
+    }
+}
+
+/// Message `m` whole: each value kept as text (`texts`) parsed into its place.
+pub(super) fn whole(mut m: Map<String, Value>, texts: &[(String, &str)]) -> Value {
+    parse_texts(&mut m, texts);
+    Value::Object(m)
+}
+
+/// The list `list` whole, each member value kept as text (`texts`, by item) parsed into
+/// its place: the list as a reading of the whole row gives it.
+pub fn whole_list(list: &mut Value, texts: &[ItemTexts<'_>]) {
+    if let Value::Array(items) = list {
+        for (item, texts) in items.iter_mut().zip(texts) {
+            if let Value::Object(m) = item {
+                parse_texts(m, &texts.members);
+            }
+        }
+    }
+}
+
+/// Message `m`, read from `texts`, kept whole as it stands in the row: as its text when
+/// that is what the writers write for it (the message is level 3: 125 levels).
+pub(super) fn kept_message(m: Map<String, Value>, texts: Option<&ItemTexts<'_>>) -> KeptValue {
+    match texts {
+        Some(t) if !t.members.is_empty() && crate::format::pyjson::writes_as_is(t.text, 125) => {
+            KeptValue::Text(t.text.into())
+        }
+        _ => KeptValue::Parsed(whole(m, texts.map_or(&[], |t| &t.members))),
+    }
+}
