@@ -399,6 +399,79 @@ pub fn keep_keys(traj_kept: &mut Vec<Kept>, turn: usize, result: Option<usize>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::model::{GptTurn, ToolResult, Turn};
+
+    /// `write_kept` writes what `kept_value` is, in Python's spelling: keys parsed and
+    /// kept as text, messages kept whole both ways, `loss_weight` on a turn or not.
+    #[test]
+    fn kept_is_written_as_its_value() {
+        let text = |t: &str| KeptValue::Text(t.into());
+        let parsed = |t: &str| KeptValue::Parsed(serde_json::from_str(t).unwrap());
+        let keys = |list: &[(&str, KeptValue)]| -> KeptKeys {
+            list.iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect()
+        };
+        let result = ToolResult {
+            tool_call_id: "c1".into(),
+            name: "bash".into(),
+            content: Value::String("out".into()),
+        };
+        let traj = Trajectory {
+            turns: vec![
+                Turn::Human("hi".into()),
+                Turn::Gpt(GptTurn::default()),
+                Turn::Tool(vec![result.clone(), result]),
+            ],
+            kept: vec![
+                Kept::Message {
+                    at: 0,
+                    message: text(r#"{"role": "exit", "extra": {"k": [1.50, "é\n"]}}"#),
+                },
+                Kept::Keys {
+                    turn: 0,
+                    result: None,
+                    keys: keys(&[
+                        (LOSS_WEIGHT, parsed("0.0")),
+                        ("extra", text(r#"{"a": null}"#)),
+                    ]),
+                },
+                Kept::Keys {
+                    turn: 1,
+                    result: None,
+                    keys: keys(&[(LOSS_WEIGHT, parsed("1"))]),
+                },
+                Kept::Keys {
+                    turn: 2,
+                    result: Some(1),
+                    keys: keys(&[("name", parsed(r#""x""#)), ("extra", text("[]"))]),
+                },
+                Kept::Message {
+                    at: 3,
+                    message: parsed(r#"{"role": "system", "content": "late"}"#),
+                },
+            ],
+            ..Default::default()
+        };
+        for on_turns in [false, true] {
+            let mut want = b", \"message_keys\": ".to_vec();
+            pyjson::write_value(
+                &mut want,
+                &kept_value(&traj, on_turns).unwrap(),
+                Style::Python,
+            );
+            let mut got = Vec::new();
+            write_kept(&mut got, &traj, on_turns);
+            assert_eq!(
+                String::from_utf8(got),
+                String::from_utf8(want),
+                "{on_turns}"
+            );
+        }
+        let mut got = Vec::new();
+        write_kept(&mut got, &Trajectory::default(), true);
+        assert!(got.is_empty() && kept_value(&Trajectory::default(), true).is_none());
+    }
 
     #[test]
     fn own_text_goes_in_front_of_the_tool_prompt_and_comes_back() {
