@@ -305,7 +305,7 @@ fn entries(traj: &Trajectory, on_turns: bool) -> impl Iterator<Item = Entry<'_>>
     })
 }
 
-/// The [`MESSAGE_KEYS`] value of what `traj` keeps (see [`entries`]); `None` when
+/// The [`MESSAGE_KEYS`] value of what `traj` keeps (see `entries`); `None` when
 /// nothing is left.
 pub fn kept_value(traj: &Trajectory, on_turns: bool) -> Option<Value> {
     let list: Vec<Value> = entries(traj, on_turns)

@@ -49,7 +49,7 @@ pub(super) fn is_result_role(role: &str) -> bool {
 }
 
 /// True for a key of a message that the reader looks at, whatever the role: a key of
-/// [`extra_keys`]' lists, or `loss_weight` (read by the ShareGPT writers). Any other
+/// `extra_keys`' lists, or `loss_weight` (read by the ShareGPT writers). Any other
 /// key is only ever kept, so a reading in part may keep its value as the text it was
 /// read as ([`ItemTexts`]); `extra` and `provider_specific_fields`, where
 /// `read::provider_reasoning` looks when a reply has no reasoning of its own, are read
