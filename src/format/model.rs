@@ -317,8 +317,13 @@ impl KeptValue {
     pub fn to_value(&self) -> Value {
         match self {
             KeptValue::Parsed(v) => v.clone(),
-            KeptValue::Text(t) => serde_json::from_str(t).expect("kept text is one JSON value"),
+            KeptValue::Text(t) => Self::parse_text(t),
         }
+    }
+
+    /// The value of a text kept as [`KeptValue::Text`] (one JSON value by construction).
+    pub fn parse_text(text: &str) -> Value {
+        serde_json::from_str(text).expect("kept text is one JSON value")
     }
 
     /// The value when it is kept parsed.

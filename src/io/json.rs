@@ -51,6 +51,11 @@ fn parse_value(bytes: &[u8]) -> std::result::Result<Value, String> {
         .map_err(|e| format!("invalid JSON: {e}"))
 }
 
+/// The levels of arrays and objects a row's field may hold: a row nested 128 levels deep
+/// or more is refused ([`parse_object`]), and the row is level 1. A list field's objects
+/// may hold one level less, their members two.
+pub const FIELD_DEPTH: usize = 126;
+
 /// A row read in part by [`parse_object_in_part`]: `map` has every top-level field in
 /// order, and `raw[i]`, where it is `Some`, is the JSON text of field `i`, whose value in
 /// `map` is only a `null` standing in for it.
@@ -80,7 +85,7 @@ pub struct ListRule<'f> {
     /// Members that may be kept as text.
     pub keep: &'f dyn Fn(&str) -> bool,
     /// As `verbatim` of [`parse_object_in_part`], for a member's value (level 4 of the
-    /// row: it may hold at most 124 levels).
+    /// row: it may hold [`FIELD_DEPTH`]` - 2` levels).
     pub verbatim: &'f dyn Fn(&str) -> Option<usize>,
 }
 
@@ -93,7 +98,7 @@ pub struct ListRule<'f> {
 /// [`parse_object`], which gives the verdict and its message, so this is only ever a
 /// quicker way to the same row. `verbatim` must check duplicate keys and depth itself
 /// inside the text it is given (the parser does not look inside kept text); the row is
-/// level 1, so a kept value may hold at most 126 levels.
+/// level 1, so a kept value may hold at most [`FIELD_DEPTH`] levels.
 ///
 /// `verbatim(t)` is the length of the kept value at the start of `t` (`None`: not kept).
 /// A row written in that same spelling at the top level too (`{"k": v, "k2": v2}`) is
@@ -129,50 +134,61 @@ fn walk_in_part<'a>(
     verbatim: &dyn Fn(&str) -> Option<usize>,
     list: Option<&ListRule>,
 ) -> Option<PartRow<'a>> {
-    let mut row = PartRow {
-        map: serde_json::Map::new(),
-        raw: Vec::new(),
-        list: None,
-    };
-    let mut i = 1;
-    if !text.starts_with('{') || text.get(1..) == Some("}") {
+    if text.get(1..) == Some("}") {
         return None;
     }
+    let (mut raw, mut listed, mut at) = (Vec::new(), None, 0);
+    let (map, n) = walk_object(text, verbatim, |key, rest| {
+        at += 1;
+        if let Some(l) = list.filter(|l| l.field == key)
+            && let Some((items, texts, n)) = walk_list(rest, l)
+        {
+            listed = Some((key.to_string(), texts));
+            return Some((Value::Array(items), n));
+        }
+        if parse(key) {
+            return strict_prefix(rest, FIELD_DEPTH);
+        }
+        let n = verbatim(rest)?;
+        raw.resize(at - 1, None);
+        raw.push(Some(&rest[..n]));
+        Some((Value::Null, n))
+    })?;
+    (n == text.len()).then_some(PartRow {
+        map,
+        raw,
+        list: listed,
+    })
+}
+
+/// The object at the start of `text`, spelled `{"k": v, ...}` exactly, and its length:
+/// each key as `verbatim` reads it (never twice, serde_json's number key never first),
+/// each value as `member(key, text from the value on)` reads it (the value and its
+/// length). `None` on any other spelling, or where `member` says `None`.
+#[inline(always)]
+fn walk_object<'a>(
+    text: &'a str,
+    verbatim: &dyn Fn(&str) -> Option<usize>,
+    mut member: impl FnMut(&str, &'a str) -> Option<(Value, usize)>,
+) -> Option<(serde_json::Map<String, Value>, usize)> {
+    let mut m = serde_json::Map::new();
+    let mut i = text.starts_with('{').then_some(1)?;
+    if text[i..].starts_with('}') {
+        return Some((m, 2));
+    }
     loop {
-        let rest = &text[i..];
-        let (key, n) = walk_key(rest, verbatim)?;
-        if row.map.contains_key(&key) || (row.map.is_empty() && key == NUMBER_TOKEN) {
+        let (key, n) = walk_key(&text[i..], verbatim)?;
+        if m.contains_key(&key) || (m.is_empty() && key == NUMBER_TOKEN) {
             return None;
         }
         i += n;
         i += text[i..].starts_with(": ").then_some(2)?;
-        let rest = &text[i..];
-        let listed = list
-            .filter(|l| l.field == key && row.list.is_none())
-            .and_then(|l| walk_list(rest, l));
-        if let Some((items, texts, n)) = listed {
-            row.list = Some((key.clone(), texts));
-            row.map.insert(key, Value::Array(items));
-            i += n;
-        } else if parse(&key) {
-            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<StrictValue>();
-            let StrictValue(v) = values.next()?.ok()?;
-            // The row is level 1: a parsed value may hold 126 levels, as when read whole.
-            if depth(&v) > 126 {
-                return None;
-            }
-            i += values.byte_offset();
-            row.map.insert(key, v);
-        } else {
-            let n = verbatim(rest)?;
-            row.raw.resize(row.map.len(), None);
-            row.raw.push(Some(&rest[..n]));
-            row.map.insert(key, Value::Null);
-            i += n;
-        }
-        match &text[i..] {
-            "}" => return Some(row),
-            more if more.starts_with(", ") => i += 2,
+        let (v, n) = member(&key, &text[i..])?;
+        m.insert(key, v);
+        i += n;
+        match text.as_bytes().get(i)? {
+            b'}' => return Some((m, i + 1)),
+            b',' => i += text[i..].starts_with(", ").then_some(2)?,
             _ => return None,
         }
     }
@@ -188,72 +204,46 @@ fn walk_key(text: &str, verbatim: &dyn Fn(&str) -> Option<usize>) -> Option<(Str
     Some((key, n))
 }
 
+/// The value at the start of `text` as [`Strict`] reads it, and its length; `None` when
+/// there is none or it holds more than `max_depth` levels.
+#[inline]
+fn strict_prefix(text: &str, max_depth: usize) -> Option<(Value, usize)> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<StrictValue>();
+    let StrictValue(v) = values.next()?.ok()?;
+    (depth(&v) <= max_depth).then(|| (v, values.byte_offset()))
+}
+
 /// The list of objects at the start of `text`, spelled `[{"k": v, ...}, ...]`, as
 /// [`Strict`] reads it, but for the members `rule` keeps as text: their text, and a
 /// `null` in their place. Also the list's length. `None` on any other spelling, a key
 /// twice, or a value nested deeper than a row read whole allows (the list is level 2:
-/// a member's value may hold at most 124 levels).
+/// a member's value may hold `FIELD_DEPTH - 2` levels).
 fn walk_list<'a>(
     text: &'a str,
     rule: &ListRule,
 ) -> Option<(Vec<Value>, Vec<ItemTexts<'a>>, usize)> {
-    const MEMBER_DEPTH: usize = 124;
     let (mut items, mut texts) = (Vec::new(), Vec::new());
-    let mut i = 1;
-    if !text.starts_with('[') {
-        return None;
-    }
+    let mut i = text.starts_with('[').then_some(1)?;
     if text[i..].starts_with(']') {
         return Some((items, texts, 2));
     }
     loop {
-        let start = i;
-        i += text[i..].starts_with('{').then_some(1)?;
-        let mut m = serde_json::Map::new();
         let mut kept = Vec::new();
-        if text[i..].starts_with('}') {
-            i += 1;
-        } else {
-            loop {
-                let (key, n) = walk_key(&text[i..], rule.verbatim)?;
-                if m.contains_key(&key) || (m.is_empty() && key == NUMBER_TOKEN) {
-                    return None;
-                }
-                i += n;
-                i += text[i..].starts_with(": ").then_some(2)?;
-                let rest = &text[i..];
-                match (rule.keep)(&key).then(|| (rule.verbatim)(rest)).flatten() {
-                    Some(n) => {
-                        kept.push((key.clone(), &rest[..n]));
-                        m.insert(key, Value::Null);
-                        i += n;
-                    }
-                    None => {
-                        let mut values =
-                            serde_json::Deserializer::from_str(rest).into_iter::<StrictValue>();
-                        let StrictValue(v) = values.next()?.ok()?;
-                        if depth(&v) > MEMBER_DEPTH {
-                            return None;
-                        }
-                        i += values.byte_offset();
-                        m.insert(key, v);
-                    }
-                }
-                match text.as_bytes().get(i)? {
-                    b'}' => {
-                        i += 1;
-                        break;
-                    }
-                    b',' => i += text[i..].starts_with(", ").then_some(2)?,
-                    _ => return None,
-                }
+        let (m, n) = walk_object(&text[i..], rule.verbatim, |key, rest| {
+            if (rule.keep)(key)
+                && let Some(n) = (rule.verbatim)(rest)
+            {
+                kept.push((key.to_string(), &rest[..n]));
+                return Some((Value::Null, n));
             }
-        }
+            strict_prefix(rest, FIELD_DEPTH - 2)
+        })?;
         items.push(Value::Object(m));
         texts.push(ItemTexts {
-            text: &text[start..i],
+            text: &text[i..i + n],
             members: kept,
         });
+        i += n;
         match text.as_bytes().get(i)? {
             b']' => return Some((items, texts, i + 1)),
             b',' => i += text[i..].starts_with(", ").then_some(2)?,

@@ -21,7 +21,9 @@ pub mod rejects;
 pub mod source;
 pub mod temp;
 
-pub use json::{ItemTexts, ListRule, PartRow, json_kind, parse_object, parse_object_in_part};
+pub use json::{
+    FIELD_DEPTH, ItemTexts, ListRule, PartRow, json_kind, parse_object, parse_object_in_part,
+};
 pub use lines::{Cut, Line, LineReader, Raw, cut_line, is_blank, line_range, trim_line};
 pub use output::{Commit, Compression, Output, Sink, commit};
 pub(crate) use pipeline::{Panic, in_order};

@@ -335,6 +335,7 @@ pub fn kept_value(traj: &Trajectory, on_turns: bool) -> Option<Value> {
 /// as [`pyjson::write_value`] writes [`kept_value`] in Python's spelling, without
 /// copying the values (a text kept is copied as it is); nothing when nothing is left.
 pub fn write_kept(out: &mut Vec<u8>, traj: &Trajectory, on_turns: bool) {
+    use std::io::Write as _;
     let mut first = true;
     for entry in entries(traj, on_turns) {
         out.extend_from_slice(b", ");
@@ -346,9 +347,9 @@ pub fn write_kept(out: &mut Vec<u8>, traj: &Trajectory, on_turns: bool) {
         first = false;
         match entry {
             Entry::Keys { turn, result, keys } => {
-                out.extend_from_slice(format!("\"turn\": {turn}").as_bytes());
+                write!(out, "\"turn\": {turn}").expect("write to Vec");
                 if let Some(r) = result {
-                    out.extend_from_slice(format!(", \"result\": {r}").as_bytes());
+                    write!(out, ", \"result\": {r}").expect("write to Vec");
                 }
                 out.extend_from_slice(b", \"keys\": {");
                 for (i, (k, v)) in keys.into_iter().enumerate() {
@@ -362,7 +363,7 @@ pub fn write_kept(out: &mut Vec<u8>, traj: &Trajectory, on_turns: bool) {
                 out.push(b'}');
             }
             Entry::Message { at, message } => {
-                out.extend_from_slice(format!("\"at\": {at}, \"message\": ").as_bytes());
+                write!(out, "\"at\": {at}, \"message\": ").expect("write to Vec");
                 message.write(out);
             }
         }

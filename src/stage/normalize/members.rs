@@ -96,7 +96,7 @@ pub(super) fn take_keys(
 fn parse_texts(m: &mut Map<String, Value>, texts: &[(String, &str)]) {
     for (k, t) in texts {
         if let Some(v) = m.get_mut(k.as_str()) {
-            *v = serde_json::from_str(t).expect("kept text is one JSON value");
+            *v = KeptValue::parse_text(t);
         }
     }
 }
@@ -120,10 +120,11 @@ pub fn whole_list(list: &mut Value, texts: &[ItemTexts<'_>]) {
 }
 
 /// Message `m`, read from `texts`, kept whole as it stands in the row: as its text when
-/// that is what the writers write for it (the message is level 3: 125 levels).
+/// that is what the writers write for it (an object of a list field).
 pub(super) fn kept_message(m: Map<String, Value>, texts: Option<&ItemTexts<'_>>) -> KeptValue {
+    let depth = crate::io::FIELD_DEPTH - 1;
     match texts {
-        Some(t) if !t.members.is_empty() && crate::format::pyjson::writes_as_is(t.text, 125) => {
+        Some(t) if !t.members.is_empty() && crate::format::pyjson::writes_as_is(t.text, depth) => {
             KeptValue::Text(t.text.into())
         }
         _ => KeptValue::Parsed(whole(m, texts.map_or(&[], |t| &t.members))),

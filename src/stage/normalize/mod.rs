@@ -239,13 +239,12 @@ pub fn normalize_line(
                 || opts.messages_field.as_deref() == Some(k)
                 || opts.set_fields.iter().any(|(s, _)| s == k)
         };
-        // The row is level 1: a kept value may hold 126 levels (io::parse_object's limit).
-        let verbatim = |text: &str| pyjson::as_is_prefix(text, 126);
+        let verbatim = |text: &str| pyjson::as_is_prefix(text, crate::io::FIELD_DEPTH);
         // The OpenAI list's messages: a key the reader never looks at is only kept, and
-        // its value may be kept as the text it was read as (level 4: 124 levels).
+        // its value may be kept as the text it was read as (a member of a list's object).
         let field = opts.messages_field.as_deref().unwrap_or("messages");
         let keep = |k: &str| !members::is_read_key(k);
-        let member = |text: &str| pyjson::as_is_prefix(text, 124);
+        let member = |text: &str| pyjson::as_is_prefix(text, crate::io::FIELD_DEPTH - 2);
         let rule = crate::io::ListRule {
             field,
             keep: &keep,
@@ -656,14 +655,14 @@ mod tests {
         for _ in 0..4_000 {
             let line = row_with_extras(&mut rng);
             let keep = |k: &str| !members::is_read_key(k);
-            let member = |t: &str| pyjson::as_is_prefix(t, 124);
+            let member = |t: &str| pyjson::as_is_prefix(t, crate::io::FIELD_DEPTH - 2);
             let rule = crate::io::ListRule {
                 field: "messages",
                 keep: &keep,
                 verbatim: &member,
             };
             let msgs = |k: &str| k == "messages" || k == "conversations";
-            let verbatim = |t: &str| pyjson::as_is_prefix(t, 126);
+            let verbatim = |t: &str| pyjson::as_is_prefix(t, crate::io::FIELD_DEPTH);
             let part =
                 crate::io::parse_object_in_part(line.as_bytes(), &msgs, &verbatim, Some(&rule));
             rows += 1;

@@ -191,7 +191,7 @@ pub fn read_messages(
     for (i, item) in items.into_iter().enumerate() {
         let at = |e: BadMessage| BadRow::Message(i + 1, e);
         let read_as = texts.get(i);
-        let texts: &[(String, &str)] = read_as.map_or(&[], |t| &t.members);
+        let own_texts: &[(String, &str)] = read_as.map_or(&[], |t| &t.members);
         let Value::Object(mut m) = item else {
             return Err(at(BadMessage::NotAnObject(json_kind(&item))));
         };
@@ -242,7 +242,7 @@ pub fn read_messages(
                         );
                         kept.push(Kept::Message {
                             at: turns.len(),
-                            message: KeptValue::Parsed(whole(m, texts)),
+                            message: KeptValue::Parsed(whole(m, own_texts)),
                         });
                         continue;
                     }
@@ -277,7 +277,7 @@ pub fn read_messages(
                     hermes::parse_gpt(&text).map_err(|e| at(e.into()))?
                 } else {
                     let mut g =
-                        openai_assistant(&m, texts, body, &mut ctx.tally.parts).map_err(at)?;
+                        openai_assistant(&m, own_texts, body, &mut ctx.tally.parts).map_err(at)?;
                     if lf && g.reasoning.is_none() && g.tool_calls.is_empty() {
                         let p = llamafactory::parse_gpt(&g.content);
                         (g.reasoning, g.content) = (p.reasoning, p.content);
@@ -342,7 +342,7 @@ pub fn read_messages(
                 push_results(&mut turns, results, p, lf);
                 if let Some(Turn::Tool(group)) = turns.last() {
                     // Each result of the message keeps its keys; the last one takes them.
-                    let mut extra = take_keys(&mut m, &extra, texts);
+                    let mut extra = take_keys(&mut m, &extra, own_texts);
                     for r in group.len() - n..group.len() {
                         let keys = if r + 1 < group.len() {
                             extra.clone()
@@ -360,7 +360,7 @@ pub fn read_messages(
             &mut kept,
             turns.len() - 1,
             None,
-            take_keys(&mut m, &extra, texts),
+            take_keys(&mut m, &extra, own_texts),
         );
     }
     if turns.is_empty() {
@@ -608,8 +608,7 @@ fn reasoning_field(m: &Map<String, Value>) -> Option<String> {
 fn provider_reasoning(m: &Map<String, Value>, texts: &[(String, &str)]) -> Option<String> {
     let member = |key: &str| match text_of_key(texts, key) {
         Some(t) => memchr::memmem::find(t.as_bytes(), b"\"reasoning")
-            .and_then(|_| serde_json::from_str::<Value>(t).ok())
-            .map(std::borrow::Cow::Owned),
+            .map(|_| std::borrow::Cow::Owned(KeptValue::parse_text(t))),
         None => m.get(key).map(std::borrow::Cow::Borrowed),
     };
     let own = member("provider_specific_fields");
