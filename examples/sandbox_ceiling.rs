@@ -3,14 +3,18 @@
 //! prompt (`scripts/bench-run.sh` prints it beside traj-run's figure).
 //!
 //! ```sh
-//! cargo run --release --example sandbox-ceiling -- MODE CALLS THREADS
-//! # MODE: bare (the command as a plain child: fork/exec alone), local, bwrap (traj's
-//! # sandbox made for the task: a new workspace, the call, the task-end clean-up),
-//! # local-pod, bwrap-pod (the sandbox each worker keeps between its tasks, as traj-run
-//! # does by default: the call, then the task-end reset), loop-bwrap (the floor: the
-//! # exact command line traj's bwrap sandbox spawns for the call, program, arguments,
-//! # environment and folder, built once and then spawned CALLS times by a bare loop,
-//! # none of traj's code between). Prints calls per second.
+//! cargo run --release --example sandbox-ceiling -- MODE CALLS THREADS [WAIT_MS]
+//! # MODE: none (no call: the waits alone), bare (the command as a plain child:
+//! # fork/exec alone), local, bwrap (traj's sandbox made for the task: a new
+//! # workspace, the call, the task-end clean-up), local-pod, bwrap-pod (the sandbox
+//! # each worker keeps between its tasks, as traj-run does by default: the call, then
+//! # the task-end reset), loop-bwrap (the floor: the exact command line traj's bwrap
+//! # sandbox spawns for the call, program, arguments, environment and folder, built
+//! # once and then spawned CALLS times by a bare loop, none of traj's code between).
+//! # Prints calls per second on stdout (with WAIT_MS, also the seconds taken, on stderr).
+//! # WAIT_MS: a model's pace: each call has a wait before and after it, as a prompt
+//! # has its two replies (the sandbox is made, and a pod leased, before the first
+//! # wait, as traj-run does at a task's start); the figure is then prompts per second.
 //! ```
 
 // A measuring tool: its one figure goes to stdout.
@@ -18,26 +22,34 @@
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use traj::toolbox::sandbox::Sandbox;
 use traj::toolbox::{Backend, SandboxConfig};
 
 const SCRIPT: &str = "echo Terminal task 1 | wc -c";
 
-fn one_call(mode: &str, cfg: &SandboxConfig) {
+fn one_call(mode: &str, cfg: &SandboxConfig, wait: Duration) {
+    if mode == "none" {
+        std::thread::sleep(wait * 2);
+        return;
+    }
     if mode == "bare" {
+        std::thread::sleep(wait);
         let out = Command::new("/bin/sh")
             .args(["-c", SCRIPT])
             .stdin(Stdio::null())
             .output()
             .expect("sh runs");
         assert!(out.status.success());
+        std::thread::sleep(wait);
         return;
     }
     let mut s = Sandbox::new(cfg, None, None).expect("sandbox");
+    std::thread::sleep(wait);
     let out = s.run_shell(SCRIPT, None, None).expect("call");
     assert_eq!(out.exit_code, 0, "{}", out.output);
+    std::thread::sleep(wait);
 }
 
 fn main() {
@@ -50,12 +62,18 @@ fn main() {
         });
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [mode, calls, threads] = &args[..] else {
-        eprintln!(
-            "usage: sandbox-ceiling bare|local|bwrap|local-pod|bwrap-pod|loop-bwrap CALLS THREADS"
-        );
-        std::process::exit(2);
+    let (mode, calls, threads, wait) = match &args[..] {
+        [m, c, t] => (m, c, t, "0"),
+        [m, c, t, w] => (m, c, t, w.as_str()),
+        _ => {
+            eprintln!(
+                "usage: sandbox-ceiling none|bare|local|bwrap|local-pod|bwrap-pod|loop-bwrap CALLS THREADS [WAIT_MS]"
+            );
+            std::process::exit(2);
+        }
     };
+    let paced = args.len() == 4;
+    let wait = Duration::from_millis(wait.parse().expect("WAIT_MS is a number"));
     let calls: usize = calls.parse().expect("CALLS is a number");
     let threads: usize = threads.parse().expect("THREADS is a number");
     let cfg = SandboxConfig {
@@ -84,6 +102,7 @@ fn main() {
     });
     let one = |mode: &str| match &exact {
         Some((_, program, argv, env, cwd)) => {
+            std::thread::sleep(wait);
             let out = Command::new(program)
                 .args(argv)
                 .env_clear()
@@ -97,8 +116,9 @@ fn main() {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
+            std::thread::sleep(wait);
         }
-        None => one_call(mode, &cfg),
+        None => one_call(mode, &cfg, wait),
     };
     let left = AtomicUsize::new(calls);
     let start = Instant::now();
@@ -116,4 +136,7 @@ fn main() {
     });
     let secs = start.elapsed().as_secs_f64();
     println!("{:.0}", calls as f64 / secs);
+    if paced {
+        eprintln!("{secs:.3} s");
+    }
 }
