@@ -155,3 +155,7 @@ echo "\`json-floor\` (\`examples/json_floor.rs\`: traj-normalize's pipeline, eac
 echo "a serde_json value and written back, nothing checked or converted) the least any stage"
 echo "that rewrites rows pays;"
 echo "\`--count-only\` (counting the tokens of every turn, no output) the baseline of \`--offline\`."
+echo "The one stage whose memory grows with its input is \`traj-merge --key\`, by design: to drop"
+echo "duplicates it keeps every distinct key seen (about 64 bytes a key, docs/merge.md), so it"
+echo "grows with the number of rows, not their bytes; the rest of its memory, the sort buffer"
+echo "(about 100 bytes a row), stops at \`--buffer-size\` (64 MiB by default) and spills to disk."
