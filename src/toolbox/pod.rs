@@ -442,10 +442,8 @@ pub struct PodKey {
 /// A running pod, owned by one task at a time.
 pub struct Pod {
     key: PodKey,
-    child: Child,
-    /// Its requests (closed when the pod is dropped).
-    to: Option<ChildStdin>,
-    from: ChildStdout,
+    /// Its supervisor's process.
+    link: Link,
     /// The workspace on the host (canonical).
     dir: PathBuf,
     /// The pod must not serve another task (an answer was lost, a reset failed).
@@ -453,6 +451,59 @@ pub struct Pod {
     /// Its supervisor has not yet said it is ready: the pod starts while its task's
     /// first request is in flight, and [`Pod::ready`] waits for the rest.
     starting: bool,
+}
+
+/// A supervisor's process and its pipes.
+struct Conn {
+    child: Child,
+    /// Its requests (closed when the pod is dropped).
+    to: Option<ChildStdin>,
+    from: ChildStdout,
+}
+
+/// Where a pod's supervisor process is.
+enum Link {
+    /// Being started by a spawner thread ([`spawner`]): a worker that leases a new pod
+    /// sends its task's first request at once instead of waiting for bwrap's start,
+    /// which with hundreds of pods starting together on a few cores is what kept the
+    /// last of them from starting (BENCHMARKS.md, bench:run-scale).
+    Spawning(crossbeam_channel::Receiver<Result<Conn>>),
+    Up(Conn),
+    /// It could not be started.
+    Down,
+}
+
+/// A new pod's supervisor, its workspace `dir` made: what a spawner thread sends back.
+type SpawnJob = (PodKey, PathBuf, crossbeam_channel::Sender<Result<Conn>>);
+
+/// The queue of the spawner threads, one per core, started at the first pod and kept
+/// for the life of the process: the thread that starts a bwrap pod is its parent for
+/// `--die-with-parent`, so it must outlive the pod (a worker thread does, a thread
+/// per spawn would not). `None` when no thread could be started.
+fn spawner() -> Option<&'static crossbeam_channel::Sender<SpawnJob>> {
+    static QUEUE: std::sync::OnceLock<Option<crossbeam_channel::Sender<SpawnJob>>> =
+        std::sync::OnceLock::new();
+    QUEUE
+        .get_or_init(|| {
+            let (tx, rx) = crossbeam_channel::unbounded::<SpawnJob>();
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let started = (0..n)
+                .filter(|i| {
+                    let rx = rx.clone();
+                    std::thread::Builder::new()
+                        .name(format!("pod-spawn-{i}"))
+                        .stack_size(256 << 10)
+                        .spawn(move || {
+                            for (key, dir, back) in rx {
+                                let _ = back.send(Pod::spawn(&key, &dir));
+                            }
+                        })
+                        .is_ok()
+                })
+                .count();
+            (started > 0).then_some(tx)
+        })
+        .as_ref()
 }
 
 thread_local! {
@@ -482,19 +533,22 @@ impl Pod {
     fn start(key: &PodKey) -> Result<Pod> {
         let dir = super::config::new_workspace(key.root.as_deref(), "traj-pod-")?.keep();
         let dir = dir.canonicalize()?;
-        let started = Self::spawn(key, &dir);
-        let (child, to, from) = match started {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = remove_tree(&dir);
-                return Err(e);
+        let (back, answer) = crossbeam_channel::bounded(1);
+        let queued = spawner().is_some_and(|q| q.send((key.clone(), dir.clone(), back)).is_ok());
+        let link = if queued {
+            Link::Spawning(answer)
+        } else {
+            match Self::spawn(key, &dir) {
+                Ok(conn) => Link::Up(conn),
+                Err(e) => {
+                    let _ = remove_tree(&dir);
+                    return Err(e);
+                }
             }
         };
         Ok(Pod {
             key: key.clone(),
-            child,
-            to: Some(to),
-            from,
+            link,
             dir,
             broken: false,
             starting: true,
@@ -517,7 +571,7 @@ impl Pod {
         bail!(why)
     }
 
-    fn spawn(key: &PodKey, dir: &Path) -> Result<(Child, ChildStdin, ChildStdout)> {
+    fn spawn(key: &PodKey, dir: &Path) -> Result<Conn> {
         let exe = key.exe.display().to_string();
         let (mut cmd, plan) = match &key.kind {
             PodKind::Bwrap { network } => {
@@ -570,7 +624,34 @@ impl Pod {
             .with_context(|| format!("cannot start a sandbox ({:?})", key.kind))?;
         let to = child.stdin.take().expect("piped");
         let from = child.stdout.take().expect("piped");
-        Ok((child, to, from))
+        Ok(Conn {
+            child,
+            to: Some(to),
+            from,
+        })
+    }
+
+    /// The supervisor's process, once started (waiting for its spawner); an error,
+    /// and the pod broken, when it could not be.
+    fn conn(&mut self) -> Result<&mut Conn> {
+        if let Link::Spawning(answer) = &self.link {
+            self.link = match answer.recv() {
+                Ok(Ok(conn)) => Link::Up(conn),
+                Ok(Err(e)) => {
+                    self.link = Link::Down;
+                    self.broken = true;
+                    return Err(e);
+                }
+                Err(_) => Link::Down,
+            };
+        }
+        match &mut self.link {
+            Link::Up(conn) => Ok(conn),
+            _ => {
+                self.broken = true;
+                bail!("the task's sandbox has stopped")
+            }
+        }
     }
 
     /// The workspace on the host.
@@ -580,19 +661,22 @@ impl Pod {
 
     /// The next reply, waiting at most `patience`; the pod is broken when none comes.
     fn answer(&mut self, patience: Duration) -> Result<Reply> {
-        let got = super::exec::wait_readable(&self.from, patience)
-            .map_err(anyhow::Error::from)
-            .and_then(|ready| {
-                if !ready {
-                    return Err(anyhow!(
-                        "the sandbox's supervisor did not answer within {} s",
-                        patience.as_secs()
-                    ));
-                }
-                let frame = read_frame(&mut self.from, MAX_REPLY)?
-                    .ok_or_else(|| anyhow!("the sandbox's supervisor ended"))?;
-                Ok(serde_json::from_slice(&frame)?)
-            });
+        let got = self.conn().and_then(|conn| {
+            let from = &mut conn.from;
+            super::exec::wait_readable(&*from, patience)
+                .map_err(anyhow::Error::from)
+                .and_then(|ready| {
+                    if !ready {
+                        return Err(anyhow!(
+                            "the sandbox's supervisor did not answer within {} s",
+                            patience.as_secs()
+                        ));
+                    }
+                    let frame = read_frame(from, MAX_REPLY)?
+                        .ok_or_else(|| anyhow!("the sandbox's supervisor ended"))?;
+                    Ok(serde_json::from_slice(&frame)?)
+                })
+        });
         if got.is_err() {
             self.broken = true;
         }
@@ -621,7 +705,7 @@ impl Pod {
             cap,
             stdin: stdin.is_some(),
         };
-        let to = self.to.as_mut().expect("open until dropped");
+        let to = self.conn()?.to.as_mut().expect("open until dropped");
         let sent = send(to, &req).and_then(|()| stdin.map_or(Ok(()), |d| write_frame(to, d)));
         if let Err(e) = sent {
             self.broken = true;
@@ -644,7 +728,7 @@ impl Pod {
             bail!("broken");
         }
         send(
-            self.to.as_mut().expect("open until dropped"),
+            self.conn()?.to.as_mut().expect("open until dropped"),
             &Request::Reset,
         )?;
         match self.answer(PATIENCE)? {
@@ -666,17 +750,24 @@ impl Drop for Pod {
         // Closing its stdin ends the supervisor, and with it the namespace (the
         // kernel kills what is left and waits for it before the sandbox's process
         // ends); a supervisor that does not go is killed.
-        drop(self.to.take());
-        let until = Instant::now() + Duration::from_secs(2);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(_)) | Err(_) => break,
-                Ok(None) if Instant::now() >= until => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    break;
+        let conn = match std::mem::replace(&mut self.link, Link::Down) {
+            Link::Spawning(answer) => answer.recv().ok().and_then(Result::ok),
+            Link::Up(conn) => Some(conn),
+            Link::Down => None,
+        };
+        if let Some(mut conn) = conn {
+            drop(conn.to.take());
+            let until = Instant::now() + Duration::from_secs(2);
+            loop {
+                match conn.child.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if Instant::now() >= until => {
+                        let _ = conn.child.kill();
+                        let _ = conn.child.wait();
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(1)),
                 }
-                Ok(None) => std::thread::sleep(Duration::from_millis(1)),
             }
         }
         let _ = remove_tree(&self.dir);
@@ -706,5 +797,37 @@ mod tests {
             .unwrap_err();
         assert!(format!("{e:#}").contains("stopped"), "{e:#}");
         assert!(pod.reset().is_err(), "a broken pod is not kept");
+    }
+
+    /// A pod whose sandbox cannot even be spawned (its program is missing): the lease
+    /// still returns at once, the spawner's error comes with the first use, and the
+    /// workspace made for it goes when it is dropped, as it does when one is dropped
+    /// before it was ever used.
+    #[test]
+    fn a_pod_that_cannot_be_spawned_fails_when_first_used_and_leaves_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let key = PodKey {
+            kind: PodKind::Unshare(vec!["/nonexistent/traj-test-unshare".into()]),
+            root: Some(root.path().to_path_buf()),
+            exe: PathBuf::from("/bin/true"),
+            limits: Limits::NONE,
+        };
+        let left = || std::fs::read_dir(root.path()).unwrap().count();
+        let mut pod = lease(&key).expect("the lease does not wait for the spawn");
+        assert_eq!(left(), 1, "its workspace is made at once");
+        let e = pod.ready().unwrap_err();
+        assert!(format!("{e:#}").contains("cannot start a sandbox"), "{e:#}");
+        let e = pod
+            .run(&["true"], "/", &[], None, PATIENCE, 100)
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("stopped"), "{e:#}");
+        drop(pod);
+        assert_eq!(left(), 0);
+        drop(lease(&key).unwrap());
+        assert_eq!(
+            left(),
+            0,
+            "a pod dropped while it is spawned leaves nothing"
+        );
     }
 }
