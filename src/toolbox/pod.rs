@@ -783,20 +783,30 @@ mod tests {
     /// it is not kept.
     #[test]
     fn a_pod_that_cannot_start_fails_when_first_used() {
-        let key = PodKey {
-            kind: PodKind::Unshare(vec!["/bin/sh".into(), "-c".into(), "exit 3".into()]),
-            root: None,
+        let key = local_key(&["/bin/sh", "-c", "exit 3"], None);
+        let mut pod = lease(&key).expect("the spawn itself succeeds");
+        fails_when_used(&mut pod, "supervisor ended");
+        assert!(pod.reset().is_err(), "a broken pod is not kept");
+    }
+
+    /// A local pod's key whose `unshare` command line is `argv`.
+    fn local_key(argv: &[&str], root: Option<PathBuf>) -> PodKey {
+        PodKey {
+            kind: PodKind::Unshare(argv.iter().map(|a| a.to_string()).collect()),
+            root,
             exe: PathBuf::from("/bin/true"),
             limits: Limits::NONE,
-        };
-        let mut pod = lease(&key).expect("the spawn itself succeeds");
+        }
+    }
+
+    /// `ready` says `why`, and a command then finds the pod stopped.
+    fn fails_when_used(pod: &mut Pod, why: &str) {
         let e = pod.ready().unwrap_err();
-        assert!(format!("{e:#}").contains("supervisor ended"), "{e:#}");
+        assert!(format!("{e:#}").contains(why), "{e:#}");
         let e = pod
             .run(&["true"], "/", &[], None, PATIENCE, 100)
             .unwrap_err();
         assert!(format!("{e:#}").contains("stopped"), "{e:#}");
-        assert!(pod.reset().is_err(), "a broken pod is not kept");
     }
 
     /// A pod whose sandbox cannot even be spawned (its program is missing): the lease
@@ -806,21 +816,14 @@ mod tests {
     #[test]
     fn a_pod_that_cannot_be_spawned_fails_when_first_used_and_leaves_nothing() {
         let root = tempfile::tempdir().unwrap();
-        let key = PodKey {
-            kind: PodKind::Unshare(vec!["/nonexistent/traj-test-unshare".into()]),
-            root: Some(root.path().to_path_buf()),
-            exe: PathBuf::from("/bin/true"),
-            limits: Limits::NONE,
-        };
+        let key = local_key(
+            &["/nonexistent/traj-test-unshare"],
+            Some(root.path().to_path_buf()),
+        );
         let left = || std::fs::read_dir(root.path()).unwrap().count();
         let mut pod = lease(&key).expect("the lease does not wait for the spawn");
         assert_eq!(left(), 1, "its workspace is made at once");
-        let e = pod.ready().unwrap_err();
-        assert!(format!("{e:#}").contains("cannot start a sandbox"), "{e:#}");
-        let e = pod
-            .run(&["true"], "/", &[], None, PATIENCE, 100)
-            .unwrap_err();
-        assert!(format!("{e:#}").contains("stopped"), "{e:#}");
+        fails_when_used(&mut pod, "cannot start a sandbox");
         drop(pod);
         assert_eq!(left(), 0);
         drop(lease(&key).unwrap());
