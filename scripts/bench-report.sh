@@ -92,4 +92,5 @@ echo "$(awk -v a="$t_report" -v b="$t_ftok" 'BEGIN { printf "%.1f", a / b }')x t
 echo "$(mb "$rss_quarter") MB at $((ROWS / 4)) rows and $(mb "$rss_report") MB at $ROWS (bounded by the $EMBEDDED embedded rows,"
 echo "not by the rows read). The page is $PAGE_MB MB; in headless Chromium it is $LOAD"
 echo "(\`tests/cli/report.rs\`: from navigation start to the first frame after the document is"
-echo "ready, in a fresh browser)."
+echo "ready, in a fresh browser). The pages of \`-j 1\` and \`-j 0\` are identical, byte for byte (the script"
+echo "stops if they are not)."
