@@ -63,8 +63,8 @@ fn main() {
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mode, calls, threads, wait) = match &args[..] {
-        [m, c, t] => (m, c, t, "0"),
-        [m, c, t, w] => (m, c, t, w.as_str()),
+        [m, c, t] => (m, c, t, None),
+        [m, c, t, w] => (m, c, t, Some(w)),
         _ => {
             eprintln!(
                 "usage: sandbox-ceiling none|bare|local|bwrap|local-pod|bwrap-pod|loop-bwrap CALLS THREADS [WAIT_MS]"
@@ -72,8 +72,8 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let paced = args.len() == 4;
-    let wait = Duration::from_millis(wait.parse().expect("WAIT_MS is a number"));
+    let paced = wait.is_some();
+    let wait = Duration::from_millis(wait.map_or(0, |w| w.parse().expect("WAIT_MS is a number")));
     let calls: usize = calls.parse().expect("CALLS is a number");
     let threads: usize = threads.parse().expect("THREADS is a number");
     let cfg = SandboxConfig {

@@ -133,6 +133,7 @@ for round in 1 2 3; do
     POD+=("$(pace_floor bwrap-pod)")
 done
 stop_standin
+# median A B C: the middle one of three figures.
 median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 waves=$(((2000 + 255) / 256))
 ideal=$((waves * 2))

@@ -488,7 +488,7 @@ fn spawner() -> Option<&'static crossbeam_channel::Sender<SpawnJob>> {
             let (tx, rx) = crossbeam_channel::unbounded::<SpawnJob>();
             let n = std::thread::available_parallelism().map_or(1, |n| n.get());
             let started = (0..n)
-                .filter(|i| {
+                .map(|i| {
                     let rx = rx.clone();
                     std::thread::Builder::new()
                         .name(format!("pod-spawn-{i}"))
@@ -498,8 +498,8 @@ fn spawner() -> Option<&'static crossbeam_channel::Sender<SpawnJob>> {
                                 let _ = back.send(Pod::spawn(&key, &dir));
                             }
                         })
-                        .is_ok()
                 })
+                .filter(Result::is_ok)
                 .count();
             (started > 0).then_some(tx)
         })
@@ -635,15 +635,16 @@ impl Pod {
     /// and the pod broken, when it could not be.
     fn conn(&mut self) -> Result<&mut Conn> {
         if let Link::Spawning(answer) = &self.link {
-            self.link = match answer.recv() {
-                Ok(Ok(conn)) => Link::Up(conn),
+            let spawned = answer.recv();
+            self.link = Link::Down;
+            match spawned {
+                Ok(Ok(conn)) => self.link = Link::Up(conn),
                 Ok(Err(e)) => {
-                    self.link = Link::Down;
                     self.broken = true;
                     return Err(e);
                 }
-                Err(_) => Link::Down,
-            };
+                Err(_) => {} // its spawner is gone: the pod has stopped
+            }
         }
         match &mut self.link {
             Link::Up(conn) => Ok(conn),
