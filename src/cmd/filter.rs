@@ -19,7 +19,7 @@ use crate::format::tokens::pieces::Pieces;
 use crate::io::passthru;
 use crate::io::{PipeConfig, Summary, Verdict};
 use crate::stage::filter::groups::{self, GroupRules, Rewards};
-use crate::stage::filter::{self, Predicates};
+use crate::stage::filter::{self, Bounds, Predicates};
 
 const NAME: &str = "traj-filter";
 
@@ -174,21 +174,11 @@ pub struct Args {
 
 /// Run traj-filter.
 pub fn run_cli(args: Args) -> Result<Status> {
-    if let (Some(a), Some(b)) = (args.min_reward, args.max_reward)
-        && a > b
-    {
-        crate::usage_bail!("--min-reward {a} is above --max-reward {b}");
-    }
-    if let (Some(a), Some(b)) = (args.min_turns, args.max_turns)
-        && a > b
-    {
-        crate::usage_bail!("--min-turns {a} is above --max-turns {b}");
-    }
-    if let (Some(a), Some(b)) = (args.min_row_tokens, args.max_row_tokens)
-        && a > b
-    {
-        crate::usage_bail!("--min-row-tokens {a} is above --max-row-tokens {b}");
-    }
+    let usage = crate::error::usage;
+    let reward = Bounds::new("reward", args.min_reward, args.max_reward).map_err(usage)?;
+    let turns = Bounds::new("turns", args.min_turns, args.max_turns).map_err(usage)?;
+    let row_tokens =
+        Bounds::new("row-tokens", args.min_row_tokens, args.max_row_tokens).map_err(usage)?;
     if args.tools.is_some() && !args.valid_tools {
         crate::usage_bail!("--tools FILE is only used with --valid-tools");
     }
@@ -209,13 +199,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
         no_partial: args.no_partial,
         no_truncated: args.no_truncated,
         has_tool_calls: args.has_tool_calls,
-        min_turns: args.min_turns,
-        max_turns: args.max_turns,
-        min_row_tokens: args.min_row_tokens,
-        max_row_tokens: args.max_row_tokens,
+        turns,
+        row_tokens,
         alternating: args.alternating,
-        min_reward: args.min_reward,
-        max_reward: args.max_reward,
+        reward,
     };
     let rules = GroupRules {
         best_of: args.best_of,

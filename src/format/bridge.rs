@@ -28,7 +28,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::format::model::{Trajectory, Turn};
+use crate::format::model::{Trajectory, Turn, call_arguments};
 
 /// The bridge tool that searches the deferred tools: `{"queries": [...], "limit"?}`.
 pub const SEARCH: &str = "tool_search";
@@ -150,16 +150,8 @@ fn entry(k: usize, raw: &Value) -> Result<Entry, BridgeError> {
     if is_bridge(name) {
         return Err(BridgeError::EntryIsBridge(k, name.to_string()));
     }
-    let arguments = match m.get("arguments") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(Value::String(s)) if s.trim().is_empty() => Value::Object(Map::new()),
-        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => return Err(BridgeError::EntryArgsNotAnObject(k)),
-        },
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return Err(BridgeError::EntryArgsNotAnObject(k)),
-    };
+    let arguments =
+        call_arguments(m.get("arguments")).map_err(|_| BridgeError::EntryArgsNotAnObject(k))?;
     Ok(Entry {
         name: name.to_string(),
         arguments,

@@ -15,8 +15,10 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::format::hermes::py_strip;
 
 /// Text of a `content` field: a string, or the text parts of a list of typed parts
 /// (see [`for_each_content_text`]), joined.
@@ -82,14 +84,21 @@ pub fn for_each_text(message: &Value, f: &mut dyn FnMut(&str)) {
 /// Reasoning from `reasoning`, `reasoning_content` or `reasoning_details` (OpenRouter's
 /// list of `{type, text|summary}`), the first one that holds text.
 pub fn reasoning_text(message: &Value) -> Option<String> {
+    reasoning_of(message.as_object()?)
+}
+
+/// [`reasoning_text`] of a message's members. "Holds text" is Python's reading (not
+/// empty after `str.strip()`), as the reference reads a reply.
+pub fn reasoning_of(message: &Map<String, Value>) -> Option<String> {
+    let holds_text = |s: &str| !py_strip(s).is_empty();
     for key in ["reasoning", "reasoning_content"] {
-        if let Some(s) = message.get(key).and_then(Value::as_str)
-            && !s.trim().is_empty()
+        if let Some(Value::String(s)) = message.get(key)
+            && holds_text(s)
         {
-            return Some(s.to_string());
+            return Some(s.clone());
         }
     }
-    if let Some(details) = message.get("reasoning_details").and_then(Value::as_array) {
+    if let Some(Value::Array(details)) = message.get("reasoning_details") {
         let mut out = String::new();
         for d in details {
             for key in ["text", "summary"] {
@@ -98,7 +107,7 @@ pub fn reasoning_text(message: &Value) -> Option<String> {
                 }
             }
         }
-        if !out.trim().is_empty() {
+        if holds_text(&out) {
             return Some(out);
         }
     }

@@ -471,6 +471,31 @@ fn classify_object(m: &serde_json::Map<String, Value>) -> Outcome {
     Outcome::Success
 }
 
+/// Why a tool call's `arguments` cannot be the object a tool is called with.
+#[derive(Debug)]
+pub enum ArgsError {
+    /// Text that is not JSON.
+    NotJson(serde_json::Error),
+    /// JSON, or a value, that is not an object.
+    NotAnObject,
+}
+
+/// A tool call's `arguments` as the object a tool is called with: absent, null or blank
+/// text is `{}`; text must be the JSON of an object; an object is taken as it is.
+pub fn call_arguments(v: Option<&Value>) -> Result<Value, ArgsError> {
+    match v {
+        None | Some(Value::Null) => Ok(Value::Object(serde_json::Map::new())),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(Value::Object(serde_json::Map::new())),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            Ok(_) => Err(ArgsError::NotAnObject),
+            Err(e) => Err(ArgsError::NotJson(e)),
+        },
+        Some(v @ Value::Object(_)) => Ok(v.clone()),
+        Some(_) => Err(ArgsError::NotAnObject),
+    }
+}
+
 /// Turn tool output text into the value stored in a result: text whose stripped form
 /// starts with `{` or `[` and parses as JSON becomes that JSON value; anything else
 /// stays text (the reference's rule).

@@ -731,25 +731,26 @@ fn transport_class(e: &ureq::Error) -> ErrorClass {
     if matches!(e, ureq::Error::BodyExceedsLimit(_)) {
         return ErrorClass::ResponseTooLarge;
     }
-    let mut src: Option<&(dyn Error + 'static)> = Some(e);
+    let timed_out = |io: &std::io::Error| {
+        matches!(
+            io.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+        )
+    };
+    if let ureq::Error::Io(io) = e
+        && timed_out(io)
+    {
+        return ErrorClass::Timeout;
+    }
+    // An I/O timeout further down the chain of causes.
+    let mut src = e.source();
     while let Some(err) = src {
         if let Some(io) = err.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-            )
+            && timed_out(io)
         {
             return ErrorClass::Timeout;
         }
         src = err.source();
-    }
-    if let ureq::Error::Io(io) = e
-        && matches!(
-            io.kind(),
-            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-        )
-    {
-        return ErrorClass::Timeout;
     }
     ErrorClass::Transport
 }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::format::model::{ArgsError, call_arguments};
+
 /// How requests are built and how long a prompt may run.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -139,22 +141,13 @@ pub(super) fn check_call(
             available: names.join(", "),
         });
     }
-    let args = match call.pointer("/function/arguments") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(Value::String(s)) if s.trim().is_empty() => Value::Object(Map::new()),
-        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
-            Ok(v @ Value::Object(_)) => v,
-            Ok(_) => return Err(BadCall::NotAnObject(name.to_string())),
-            Err(error) => {
-                return Err(BadCall::NotJson {
-                    name: name.to_string(),
-                    error,
-                });
-            }
+    let args = call_arguments(call.pointer("/function/arguments")).map_err(|e| match e {
+        ArgsError::NotAnObject => BadCall::NotAnObject(name.to_string()),
+        ArgsError::NotJson(error) => BadCall::NotJson {
+            name: name.to_string(),
+            error,
         },
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return Err(BadCall::NotAnObject(name.to_string())),
-    };
+    })?;
     let id = call
         .get("id")
         .and_then(Value::as_str)

@@ -16,6 +16,7 @@
 //! multiset; rows written by hermes-agent's batch runner match by their prompt's text
 //! (see [`foreign_key`]).
 
+use crate::format::stats::ToolCount;
 use crate::format::time::utc_now;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
@@ -165,39 +166,6 @@ pub fn write_json_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Resul
     Ok(())
 }
 
-/// Success of one tool result, by hermes-agent's rule: JSON objects fail on a non-null
-/// `error` (top level or inside a `content` object) or `success: false`; other JSON
-/// succeeds; text fails when empty or starting with `error:`.
-pub fn tool_succeeded(content: &str) -> bool {
-    match serde_json::from_str::<Value>(content) {
-        Ok(Value::Object(o)) => {
-            let err = |m: &Map<String, Value>| m.get("error").is_some_and(|e| !e.is_null());
-            if err(&o) {
-                return false;
-            }
-            if let Some(Value::Object(inner)) = o.get("content")
-                && err(inner)
-            {
-                return false;
-            }
-            o.get("success") != Some(&Value::Bool(false))
-        }
-        Ok(_) => true,
-        Err(_) => {
-            let t = content.trim().to_lowercase();
-            !(t.is_empty() || t.starts_with("error:"))
-        }
-    }
-}
-
-/// Per-tool counts.
-#[derive(Debug, Clone, Default)]
-pub struct ToolCount {
-    pub count: u64,
-    pub success: u64,
-    pub failure: u64,
-}
-
 /// Aggregates over every record and failure in the run directory.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -269,7 +237,7 @@ impl Stats {
                         m.get("content").unwrap_or(&Value::Null),
                     );
                     let t = self.tools.entry(name.to_string()).or_default();
-                    if tool_succeeded(&content) {
+                    if crate::format::model::tool_succeeded(&content) {
                         t.success += 1;
                     } else {
                         t.failure += 1;
@@ -638,20 +606,6 @@ impl Checkpoint {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn tool_success_rule() {
-        assert!(tool_succeeded(
-            r#"{"output": "x", "exit_code": 1, "error": null}"#
-        ));
-        assert!(!tool_succeeded(r#"{"error": "boom"}"#));
-        assert!(!tool_succeeded(r#"{"content": {"error": "x"}}"#));
-        assert!(!tool_succeeded(r#"{"success": false}"#));
-        assert!(tool_succeeded("[1]"));
-        assert!(!tool_succeeded("  Error: nope"));
-        assert!(!tool_succeeded(""));
-        assert!(tool_succeeded("fine"));
-    }
 
     #[test]
     fn torn_tail_is_cut_and_counted() {

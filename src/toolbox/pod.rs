@@ -280,16 +280,15 @@ fn reap() {
 
 /// Pids of the namespace's other processes and whether each is a zombie.
 fn others() -> Vec<(Pid, bool)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    super::reaper::all_pids()
+        .into_iter()
         .filter(|&p| p != 1)
         .filter_map(|p| {
-            let (_, _, state) = super::reaper::stat_of(p as u32)?;
-            Some((Pid::from_raw(p)?, matches!(state, 'Z' | 'X')))
+            let (_, _, state) = super::reaper::stat_of(p)?;
+            Some((
+                Pid::from_raw(i32::try_from(p).ok()?)?,
+                matches!(state, 'Z' | 'X'),
+            ))
         })
         .collect()
 }

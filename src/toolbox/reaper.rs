@@ -90,8 +90,8 @@ fn children() -> Option<Vec<u32>> {
     Some(out)
 }
 
-/// Every pid in `/proc`.
-fn all_pids() -> Vec<u32> {
+/// Every pid in `/proc` (of the caller's pid namespace).
+pub(crate) fn all_pids() -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

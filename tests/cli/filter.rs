@@ -414,14 +414,13 @@ fn flags_turns_and_tokens_on_hermes_and_raw_records() {
         keep(&["--min-row-tokens", "11", "--tokenizer", "chars4"]).len(),
         3
     );
-    // a usage error, and an unknown tokenizer
-    assert_code(
-        &filter(
-            d.path(),
-            &["in.jsonl", "--min-turns", "5", "--max-turns", "2"],
-        ),
-        2,
+    // a usage error that names both flags, and an unknown tokenizer
+    let crossed = filter(
+        d.path(),
+        &["in.jsonl", "--min-turns", "5", "--max-turns", "2"],
     );
+    assert_code(&crossed, 2);
+    assert_stderr_has(&crossed, "--min-turns 5 is above --max-turns 2");
     assert_code(
         &filter(
             d.path(),

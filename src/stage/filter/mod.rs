@@ -21,6 +21,9 @@ use crate::format::model::ToolListError;
 pub use crate::format::row::{BadRow, RowView, parse_row, validate_object};
 use crate::format::tokens::Tokenizer;
 
+pub use bounds::Bounds;
+
+mod bounds;
 mod chat;
 pub mod drift;
 pub mod groups;
@@ -41,16 +44,14 @@ pub struct Predicates {
     /// Drop rows whose `stop_reason` says the provider cut them short.
     pub no_truncated: bool,
     pub has_tool_calls: bool,
-    pub min_turns: Option<usize>,
-    pub max_turns: Option<usize>,
-    pub min_row_tokens: Option<usize>,
-    pub max_row_tokens: Option<usize>,
+    /// `--min-turns` / `--max-turns`.
+    pub turns: Bounds<usize>,
+    /// `--min-row-tokens` / `--max-row-tokens`.
+    pub row_tokens: Bounds<usize>,
     /// Turns must alternate as LLaMA-Factory and axolotl require (`--alternating`).
     pub alternating: bool,
-    /// The row's numeric `reward` must be at least this (`--min-reward`).
-    pub min_reward: Option<f64>,
-    /// The row's numeric `reward` must be at most this (`--max-reward`).
-    pub max_reward: Option<f64>,
+    /// The row's numeric `reward` (`--min-reward` / `--max-reward`).
+    pub reward: Bounds<f64>,
 }
 
 impl Predicates {
@@ -63,16 +64,14 @@ impl Predicates {
             || self.no_partial
             || self.no_truncated
             || self.has_tool_calls
-            || self.min_turns.is_some()
-            || self.max_turns.is_some()
+            || self.turns.is_set()
             || self.alternating
-            || self.min_reward.is_some()
-            || self.max_reward.is_some()
+            || self.reward.is_set()
             || self.needs_tokens())
     }
 
     pub fn needs_tokens(&self) -> bool {
-        self.min_row_tokens.is_some() || self.max_row_tokens.is_some()
+        self.row_tokens.is_set()
     }
 }
 
@@ -133,17 +132,14 @@ pub fn evaluate(
     {
         reasons.push(format!("{}: `stop_reason` is {r}", reason::TRUNCATED));
     }
-    if p.min_reward.is_some() || p.max_reward.is_some() {
+    if p.reward.is_set() {
         match row.reward.and_then(crate::format::groups::reward_of_raw) {
             None => reasons.push(no_reward(row.reward)),
-            Some(r) => {
-                if let Some(min) = p.min_reward.filter(|&m| r < m) {
-                    reasons.push(format!("{}: {r} < {min}", reason::REWARD_TOO_LOW));
-                }
-                if let Some(max) = p.max_reward.filter(|&m| r > m) {
-                    reasons.push(format!("{}: {r} > {max}", reason::REWARD_TOO_HIGH));
-                }
-            }
+            Some(r) => reasons.extend(p.reward.outside(
+                r,
+                reason::REWARD_TOO_LOW,
+                reason::REWARD_TOO_HIGH,
+            )),
         }
     }
     let mut facts = match (&row.conversations, &row.messages) {
@@ -177,26 +173,15 @@ pub fn evaluate(
     {
         reasons.push(format!("{}: {why}", reason::NOT_ALTERNATING));
     }
-    if let Some(n) = p.min_turns.filter(|&n| facts.turns < n) {
-        reasons.push(format!("{}: {} < {n}", reason::TOO_FEW_TURNS, facts.turns));
-    }
-    if let Some(n) = p.max_turns.filter(|&n| facts.turns > n) {
-        reasons.push(format!("{}: {} > {n}", reason::TOO_MANY_TURNS, facts.turns));
-    }
-    if let Some(n) = p.min_row_tokens.filter(|&n| facts.tokens < n) {
-        reasons.push(format!(
-            "{}: {} < {n}",
-            reason::TOO_FEW_TOKENS,
-            facts.tokens
-        ));
-    }
-    if let Some(n) = p.max_row_tokens.filter(|&n| facts.tokens > n) {
-        reasons.push(format!(
-            "{}: {} > {n}",
-            reason::TOO_MANY_TOKENS,
-            facts.tokens
-        ));
-    }
+    reasons.extend(
+        p.turns
+            .outside(facts.turns, reason::TOO_FEW_TURNS, reason::TOO_MANY_TURNS),
+    );
+    reasons.extend(p.row_tokens.outside(
+        facts.tokens,
+        reason::TOO_FEW_TOKENS,
+        reason::TOO_MANY_TOKENS,
+    ));
     Ok(reasons)
 }
 

@@ -33,6 +33,7 @@ use super::keep::{self, Part, SystemRule, Tally};
 use super::members::{
     ItemTexts, extra_keys, is_result_role, kept_message, take_keys, text_of_key, whole,
 };
+use crate::format::message::reasoning_of;
 use crate::format::model::{DeclError, json_kind};
 use crate::format::model::{
     GptTurn, Kept, KeptValue, ToolCall, ToolResult, ToolSpec, Trajectory, Turn,
@@ -541,7 +542,7 @@ fn openai_assistant(
         reasoning: part_reasoning,
         mut calls,
     } = read_body(body, true)?;
-    let mut reasoning = reasoning_field(m).or_else(|| provider_reasoning(m, texts));
+    let mut reasoning = reasoning_of(m).or_else(|| provider_reasoning(m, texts));
     if reasoning.is_none() && !part_reasoning.is_empty() {
         reasoning = Some(part_reasoning.join("\n"));
     }
@@ -574,33 +575,7 @@ fn openai_assistant(
     })
 }
 
-/// Reasoning from `reasoning`, `reasoning_content` or `reasoning_details` (a list of
-/// `{type, text|summary}`), the first that holds text (as [`crate::format::message::reasoning_text`]).
-fn reasoning_field(m: &Map<String, Value>) -> Option<String> {
-    for key in ["reasoning", "reasoning_content"] {
-        if let Some(Value::String(s)) = m.get(key)
-            && !hermes::py_strip(s).is_empty()
-        {
-            return Some(s.clone());
-        }
-    }
-    if let Some(Value::Array(details)) = m.get("reasoning_details") {
-        let mut out = String::new();
-        for d in details {
-            for key in ["text", "summary"] {
-                if let Some(s) = d.get(key).and_then(Value::as_str) {
-                    out.push_str(s);
-                }
-            }
-        }
-        if !hermes::py_strip(&out).is_empty() {
-            return Some(out);
-        }
-    }
-    None
-}
-
-/// Reasoning a provider's reply carries where [`reasoning_field`] does not look: in
+/// Reasoning a provider's reply carries where [`reasoning_of`] does not look: in
 /// LiteLLM's `provider_specific_fields`, or in mini-swe-agent's `extra.response` (the
 /// raw reply: `choices[0].message`), read by the same rule. A value kept as text
 /// (`texts`) is parsed only when it spells a key starting `reasoning` (a text in
@@ -615,7 +590,7 @@ fn provider_reasoning(m: &Map<String, Value>, texts: &[(String, &str)]) -> Optio
     if let Some(r) = own
         .as_deref()
         .and_then(Value::as_object)
-        .and_then(reasoning_field)
+        .and_then(reasoning_of)
     {
         return Some(r);
     }
@@ -624,7 +599,7 @@ fn provider_reasoning(m: &Map<String, Value>, texts: &[(String, &str)]) -> Optio
         .as_deref()
         .and_then(|e| e.pointer("/response/choices/0/message"))
         .and_then(Value::as_object)
-        .and_then(reasoning_field)
+        .and_then(reasoning_of)
 }
 
 /// One tool result from an OpenAI `tool`/`function` message or a ShareGPT
