@@ -297,6 +297,19 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_is_blank_as_python_strips_it() {
+        // U+001C..U+001F are white space to Python's strip() and not to Rust's trim().
+        let m = json!({"reasoning": "\u{1c}\u{1f} ", "reasoning_details": [
+            {"type": "reasoning.summary", "summary": "the "},
+            {"type": "reasoning.text", "text": "plan"}
+        ]});
+        assert_eq!(reasoning_text(&m).as_deref(), Some("the plan"));
+        let blank = json!({"reasoning_details": [{"text": "\u{1d}"}], "reasoning": "\n"});
+        assert_eq!(reasoning_text(&blank), None);
+        assert_eq!(reasoning_text(&json!("not a message")), None);
+    }
+
+    #[test]
     fn typed_parts_by_one_rule() {
         assert_eq!(
             part(&json!({"type": "reasoning", "value": "R"})),

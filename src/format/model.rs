@@ -602,6 +602,21 @@ mod tests {
     }
 
     #[test]
+    fn call_arguments_are_an_object_or_why_not() {
+        let args = |v: Value| call_arguments(Some(&v));
+        assert_eq!(call_arguments(None).unwrap(), json!({}));
+        for empty in [json!(null), json!(""), json!(" \n")] {
+            assert_eq!(args(empty).unwrap(), json!({}));
+        }
+        assert_eq!(args(json!("{\"a\": 1}")).unwrap(), json!({"a": 1}));
+        assert_eq!(args(json!({"b": [2]})).unwrap(), json!({"b": [2]}));
+        for not_object in [json!("[1]"), json!("3"), json!([1]), json!(true)] {
+            assert!(matches!(args(not_object), Err(ArgsError::NotAnObject)));
+        }
+        assert!(matches!(args(json!("{\"a\":")), Err(ArgsError::NotJson(_))));
+    }
+
+    #[test]
     fn content_value_parses_only_json_looking_text() {
         assert_eq!(tool_content_value(" {\"a\": 1}"), json!({"a": 1}));
         assert_eq!(tool_content_value("[1"), json!("[1"));
