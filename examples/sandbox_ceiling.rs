@@ -29,27 +29,33 @@ use traj::toolbox::{Backend, SandboxConfig};
 
 const SCRIPT: &str = "echo Terminal task 1 | wc -c";
 
+/// `call` between two waits of `wait`: a prompt's two replies around its tool call.
+fn paced(wait: Duration, call: impl FnOnce()) {
+    std::thread::sleep(wait);
+    call();
+    std::thread::sleep(wait);
+}
+
 fn one_call(mode: &str, cfg: &SandboxConfig, wait: Duration) {
-    if mode == "none" {
-        std::thread::sleep(wait * 2);
-        return;
+    match mode {
+        "none" => paced(wait, || {}),
+        "bare" => paced(wait, || {
+            let out = Command::new("/bin/sh")
+                .args(["-c", SCRIPT])
+                .stdin(Stdio::null())
+                .output()
+                .expect("sh runs");
+            assert!(out.status.success());
+        }),
+        _ => {
+            // Made (a pod leased) before the first wait, as traj-run does at a task's start.
+            let mut s = Sandbox::new(cfg, None, None).expect("sandbox");
+            paced(wait, || {
+                let out = s.run_shell(SCRIPT, None, None).expect("call");
+                assert_eq!(out.exit_code, 0, "{}", out.output);
+            });
+        }
     }
-    if mode == "bare" {
-        std::thread::sleep(wait);
-        let out = Command::new("/bin/sh")
-            .args(["-c", SCRIPT])
-            .stdin(Stdio::null())
-            .output()
-            .expect("sh runs");
-        assert!(out.status.success());
-        std::thread::sleep(wait);
-        return;
-    }
-    let mut s = Sandbox::new(cfg, None, None).expect("sandbox");
-    std::thread::sleep(wait);
-    let out = s.run_shell(SCRIPT, None, None).expect("call");
-    assert_eq!(out.exit_code, 0, "{}", out.output);
-    std::thread::sleep(wait);
 }
 
 fn main() {
@@ -72,7 +78,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let paced = wait.is_some();
+    let print_secs = wait.is_some();
     let wait = Duration::from_millis(wait.map_or(0, |w| w.parse().expect("WAIT_MS is a number")));
     let calls: usize = calls.parse().expect("CALLS is a number");
     let threads: usize = threads.parse().expect("THREADS is a number");
@@ -101,8 +107,7 @@ fn main() {
         (sandbox, c.get_program().to_owned(), argv, env, cwd)
     });
     let one = |mode: &str| match &exact {
-        Some((_, program, argv, env, cwd)) => {
-            std::thread::sleep(wait);
+        Some((_, program, argv, env, cwd)) => paced(wait, || {
             let out = Command::new(program)
                 .args(argv)
                 .env_clear()
@@ -116,8 +121,7 @@ fn main() {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            std::thread::sleep(wait);
-        }
+        }),
         None => one_call(mode, &cfg, wait),
     };
     let left = AtomicUsize::new(calls);
@@ -136,7 +140,7 @@ fn main() {
     });
     let secs = start.elapsed().as_secs_f64();
     println!("{:.0}", calls as f64 / secs);
-    if paced {
+    if print_secs {
         eprintln!("{secs:.3} s");
     }
 }

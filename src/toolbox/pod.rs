@@ -278,6 +278,19 @@ fn reap() {
     while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
 }
 
+/// The supervisor's next reply on `from`, waiting at most `patience`.
+fn read_reply(from: &mut ChildStdout, patience: Duration) -> Result<Reply> {
+    if !super::exec::wait_readable(&*from, patience)? {
+        bail!(
+            "the sandbox's supervisor did not answer within {} s",
+            patience.as_secs()
+        );
+    }
+    let frame =
+        read_frame(from, MAX_REPLY)?.ok_or_else(|| anyhow!("the sandbox's supervisor ended"))?;
+    Ok(serde_json::from_slice(&frame)?)
+}
+
 /// Pids of the namespace's other processes and whether each is a zombie.
 fn others() -> Vec<(Pid, bool)> {
     super::reaper::all_pids()
@@ -634,15 +647,15 @@ impl Pod {
     /// and the pod broken, when it could not be.
     fn conn(&mut self) -> Result<&mut Conn> {
         if let Link::Spawning(answer) = &self.link {
-            let spawned = answer.recv();
-            self.link = Link::Down;
-            match spawned {
+            // A spawner that is gone leaves the pod down (stopped, below).
+            match answer.recv() {
                 Ok(Ok(conn)) => self.link = Link::Up(conn),
                 Ok(Err(e)) => {
+                    self.link = Link::Down;
                     self.broken = true;
                     return Err(e);
                 }
-                Err(_) => {} // its spawner is gone: the pod has stopped
+                Err(_) => self.link = Link::Down,
             }
         }
         match &mut self.link {
@@ -661,22 +674,9 @@ impl Pod {
 
     /// The next reply, waiting at most `patience`; the pod is broken when none comes.
     fn answer(&mut self, patience: Duration) -> Result<Reply> {
-        let got = self.conn().and_then(|conn| {
-            let from = &mut conn.from;
-            super::exec::wait_readable(&*from, patience)
-                .map_err(anyhow::Error::from)
-                .and_then(|ready| {
-                    if !ready {
-                        return Err(anyhow!(
-                            "the sandbox's supervisor did not answer within {} s",
-                            patience.as_secs()
-                        ));
-                    }
-                    let frame = read_frame(from, MAX_REPLY)?
-                        .ok_or_else(|| anyhow!("the sandbox's supervisor ended"))?;
-                    Ok(serde_json::from_slice(&frame)?)
-                })
-        });
+        let got = self
+            .conn()
+            .and_then(|conn| read_reply(&mut conn.from, patience));
         if got.is_err() {
             self.broken = true;
         }
