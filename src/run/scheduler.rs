@@ -71,34 +71,31 @@ impl Shared {
 }
 
 /// Kill the process groups of this process's children: the tool commands in flight
-/// (each runs in its own group). Their agents see the tool fail, notice the stop and
-/// drop their sandboxes.
+/// and the kept sandboxes (each runs in its own group). Their agents see the tool fail,
+/// notice the stop and drop their sandboxes. Returns once what was killed has ended (at
+/// most [`GONE_PATIENCE`]): a sandbox's first process ends only after every process of
+/// its PID namespace, which is after bwrap itself.
 pub fn kill_tool_processes() {
+    use crate::toolbox::{exec, reaper};
     let me = std::process::id();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-        let mut rest = stat
-            .rsplit_once(')')
-            .map(|(_, r)| r)
-            .unwrap_or("")
-            .split_whitespace();
-        let (ppid, pgrp) = (rest.nth(1), rest.next());
-        if ppid.and_then(|p| p.parse::<u32>().ok()) != Some(me) || pgrp != Some(&pid.to_string()) {
-            continue;
-        }
+    let mut below = Vec::new();
+    for pid in reaper::all_pids() {
         // With the group leader's children: a bwrap sandbox's own (see `kill_tree`).
-        drop(crate::toolbox::exec::kill_tree(pid as u32));
+        if let Some((ppid, pgrp, _)) = reaper::stat_of(pid)
+            && ppid == me
+            && pgrp == pid
+        {
+            below.extend(exec::kill_tree(pid));
+        }
+    }
+    let until = Instant::now() + GONE_PATIENCE;
+    for fd in below {
+        let _ = exec::wait_readable(&fd, until.saturating_duration_since(Instant::now()));
     }
 }
+
+/// How long a stop waits for the killed tools to end.
+const GONE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Start `n` worker threads (at most one per task) sending to `tx`.
 pub fn spawn(shared: &Arc<Shared>, n: usize, tx: crossbeam_channel::Sender<Done>) -> Result<()> {
