@@ -671,6 +671,34 @@ fn directory_input_naming_and_gz() {
     .unwrap();
     assert_eq!(m["summary"]["total_trajectories"], json!(rows.len()));
 
+    // A subfolder's namesake keeps its subfolder: no output is written twice.
+    std::fs::create_dir(run_dir.join("more")).unwrap();
+    std::fs::write(run_dir.join("more/batch_2.jsonl"), jsonl(&rows[..3])).unwrap();
+    std::fs::remove_dir_all(&out_dir).unwrap();
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--input", "run", "--target-max-tokens", "4000", "-q"]);
+    assert_code(&run(c), 0);
+    assert_eq!(read_jsonl(&out_dir.join("batch_2.jsonl")).len(), 5);
+    assert_eq!(read_jsonl(&out_dir.join("more/batch_2.jsonl")).len(), 3);
+
+    // Two inputs that would share an output are refused before anything is written.
+    std::fs::write(run_dir.join("batch_10.jsonl"), jsonl(&rows[..2])).unwrap();
+    std::fs::remove_dir_all(&out_dir).unwrap();
+    let mut c = cmd(BIN, dir.path());
+    c.args(["--input", "run", "--target-max-tokens", "4000", "-q"]);
+    let o = run(c);
+    assert_code(&o, 2);
+    assert!(
+        stderr(&o).contains(
+            "run/batch_10.jsonl and run/batch_10.jsonl.gz would both be written to \
+             run_compressed/batch_10.jsonl"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out_dir.exists());
+    std::fs::remove_file(run_dir.join("batch_10.jsonl")).unwrap();
+
     // --dry-run writes nothing.
     let mut c = cmd(BIN, dir.path());
     c.args(["--input", "run", "-o", "elsewhere", "--dry-run"]);

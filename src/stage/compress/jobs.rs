@@ -2,8 +2,10 @@
 //! of jobs (sources and their output file) and the path of the metrics file.
 //!
 //! - `--input FILE`: `<stem><suffix>.jsonl` beside it, metrics `<stem><suffix>_metrics.json`.
-//! - `--input DIR`: `<dir><suffix>/`, one `<stem>.jsonl` per `.jsonl`/`.jsonl.gz` file
-//!   in it, metrics `compression_metrics.json` (the config's `output_file`) there.
+//! - `--input DIR`: `<dir><suffix>/`, one `<stem>.jsonl` per data file below it, in the
+//!   same subfolder as its input (`DIR/a/x.jsonl.gz` -> `DIR<suffix>/a/x.jsonl`), metrics
+//!   `compression_metrics.json` (the config's `output_file`) there. Two inputs that
+//!   would share an output (`x.jsonl` beside `x.jsonl.gz`) are refused, never merged.
 //! - Plain arguments (or stdin): one job to `-o` or stdout; metrics beside `-o` only.
 //!
 //! `--stats FILE` names the metrics file in every case.
@@ -72,6 +74,13 @@ pub enum JobsError {
     NoSuchInput(PathBuf),
     #[error("{}: directory holds no .jsonl or .jsonl.gz files", .0.display())]
     EmptyDir(PathBuf),
+    /// Two inputs of a directory, or an input and the metrics file, that would be
+    /// written to one path.
+    #[error(
+        "{} and {} would both be written to {}: rename one, or compress them separately",
+        .0.display(), .1.display(), .2.display()
+    )]
+    SameOutput(PathBuf, PathBuf, PathBuf),
     /// Listing a directory or reading the arguments failed.
     #[error(transparent)]
     Io(#[from] anyhow::Error),
@@ -154,15 +163,27 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
     if files.is_empty() {
         return Err(JobsError::EmptyDir(input.to_path_buf()));
     }
-    let jobs = files
-        .into_iter()
-        .map(|f| Job {
-            output: Some(out_dir.join(format!("{}.jsonl", stem_of(&f)))),
+    let metrics = stats.unwrap_or_else(|| out_dir.join(l.metrics_file));
+    // Each output path has one writer: an input's subfolder is kept, and a second input
+    // that would land on a taken path is refused (one would replace the other's rows).
+    let mut taken = std::collections::HashMap::from([(metrics.clone(), metrics.clone())]);
+    let mut jobs = Vec::with_capacity(files.len());
+    for f in files {
+        let sub = f
+            .strip_prefix(input)
+            .ok()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new(""));
+        let out = out_dir.join(sub).join(format!("{}.jsonl", stem_of(&f)));
+        if let Some(first) = taken.insert(out.clone(), f.clone()) {
+            return Err(JobsError::SameOutput(first, f, out));
+        }
+        jobs.push(Job {
+            output: Some(out),
             sources: vec![Source::File(f)],
             sample: None,
-        })
-        .collect();
-    let metrics = stats.unwrap_or_else(|| out_dir.join(l.metrics_file));
+        });
+    }
     Ok((jobs, Some(metrics)))
 }
 
@@ -236,6 +257,48 @@ mod tests {
         let out = dir.path().join("runs_compressed");
         assert_eq!(outputs(&jobs), [out.join("a.jsonl"), out.join("b.jsonl")]);
         assert_eq!(m, Some(out.join("compression_metrics.json")));
+        // A subfolder's file keeps its subfolder: it never meets a top-level namesake.
+        std::fs::create_dir(runs.join("sub")).unwrap();
+        std::fs::write(runs.join("sub/a.jsonl"), "").unwrap();
+        let (jobs, _) = plan_jobs(&layout(Some(&runs), None)).unwrap();
+        assert_eq!(
+            outputs(&jobs),
+            [
+                out.join("a.jsonl"),
+                out.join("b.jsonl"),
+                out.join("sub/a.jsonl")
+            ]
+        );
+    }
+
+    #[test]
+    fn inputs_that_would_share_an_output_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        std::fs::create_dir(&runs).unwrap();
+        std::fs::write(runs.join("x.jsonl"), "").unwrap();
+        std::fs::write(runs.join("x.jsonl.gz"), "").unwrap();
+        let e = plan_jobs(&layout(Some(&runs), None)).err().unwrap();
+        assert!(e.is_usage(), "{e}");
+        let out = dir.path().join("runs_compressed/x.jsonl");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} and {} would both be written to {}: rename one, or compress them \
+                 separately",
+                runs.join("x.jsonl").display(),
+                runs.join("x.jsonl.gz").display(),
+                out.display()
+            )
+        );
+        // Nor may an output be the metrics file (the config's `output_file`).
+        std::fs::remove_file(runs.join("x.jsonl.gz")).unwrap();
+        let l = Layout {
+            metrics_file: "x.jsonl",
+            ..layout(Some(&runs), None)
+        };
+        let e = plan_jobs(&l).err().unwrap();
+        assert!(matches!(e, JobsError::SameOutput(..)), "{e}");
     }
 
     #[test]
