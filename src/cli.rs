@@ -226,12 +226,15 @@ pub fn summary_line(s: &Summary) -> String {
     msg
 }
 
-/// The skeleton of a data command: open the output (`-o`, else stdout) and the rejects
-/// file (`--rejects`) for `stage`, run `engine` on the sources, then commit the output
-/// and the rejects together. Nothing is left behind when the engine fails.
+/// The skeleton of a data command: check that the files it writes (`-o`, `--rejects`
+/// and `more`, such as `--stats`) meet neither each other nor an input
+/// ([`crate::io::check_targets`]), open the output (`-o`, else stdout) and the rejects
+/// file for `stage`, run `engine` on the sources, then commit the output and the rejects
+/// together. Nothing is left behind when the engine fails.
 pub fn run_stage<T>(
     io: &IoArgs,
     stage: &'static str,
+    more: &[(&'static str, Option<&std::path::Path>)],
     sources: Vec<crate::io::Source>,
     engine: impl FnOnce(
         Vec<crate::io::Source>,
@@ -239,6 +242,10 @@ pub fn run_stage<T>(
         &mut crate::io::Rejects,
     ) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
+    let mut written = vec![("--rejects", io.rejects.as_deref())];
+    written.extend_from_slice(more);
+    let output = io.output.as_deref().unwrap_or(std::path::Path::new("-"));
+    crate::io::check_targets(Some(output), &written, &sources).map_err(crate::error::classify)?;
     let mut out = crate::io::Output::create(io.output.as_deref())?;
     let mut rejects = crate::io::Rejects::open(stage, io.rejects.as_deref())?;
     let result = engine(sources, &mut out, &mut rejects)?;
@@ -263,10 +270,15 @@ pub fn finite(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The one `--stats` writer: `doc` as pretty JSON and a newline to `path` (`-`: stdout),
-/// through a temp file renamed into place.
-pub fn write_stats(path: &std::path::Path, doc: &serde_json::Value) -> anyhow::Result<()> {
-    let mut o = crate::io::Output::create(Some(path))?;
+/// Open the `--stats` file (`-`: stdout) before the run, so that a place it cannot be
+/// written stops the run before its outputs are put in place.
+pub fn open_stats(path: Option<&std::path::Path>) -> anyhow::Result<Option<crate::io::Output>> {
+    path.map(|p| crate::io::Output::create(Some(p))).transpose()
+}
+
+/// The one `--stats` writer: `doc` as pretty JSON and a newline to the file
+/// [`open_stats`] opened, through its temp file renamed into place.
+pub fn write_stats(mut o: crate::io::Output, doc: &serde_json::Value) -> anyhow::Result<()> {
     serde_json::to_writer_pretty(&mut o, doc)?;
     o.write_all(b"\n")?;
     o.commit()

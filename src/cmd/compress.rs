@@ -240,6 +240,19 @@ pub fn run_cli(args: Args) -> Result<Status> {
     };
     let (mut jobs, metrics_path) = plan_jobs(&layout).map_err(classify)?;
     let metrics_path = metrics_path.filter(|_| r.metrics_enabled && !args.count_only);
+    let metrics_flag = match args.stats {
+        Some(_) => "--stats",
+        None => "the metrics file",
+    };
+    let written = [
+        ("--rejects", io.rejects.as_deref()),
+        (metrics_flag, metrics_path.as_deref()),
+    ];
+    let inputs: Vec<_> = jobs.iter().flat_map(|j| j.sources.clone()).collect();
+    for job in &jobs {
+        let output = job.output.as_deref().unwrap_or(std::path::Path::new("-"));
+        crate::io::check_targets(Some(output), &written, &inputs).map_err(classify)?;
+    }
     let api_key = std::env::var(&r.api_key_env)
         .ok()
         .filter(|k| !k.trim().is_empty());

@@ -330,17 +330,24 @@ pub fn run_cli(args: Args) -> Result<Status> {
         count(line);
         add_reward_of_line(line, kept);
     };
-    let summary = crate::cli::run_stage(&args.stage.io, "filter", sources, |src, out, rejects| {
-        if rules.any() {
-            groups::run(&cfg, src, out, rejects, (&judge_row, rules, invert), &seen)
-        } else {
-            passthru::run(&cfg, src, out, rejects, judge)
-        }
-    })?;
+    let stats_out = crate::cli::open_stats(args.stats.as_deref())?;
+    let summary = crate::cli::run_stage(
+        &args.stage.io,
+        "filter",
+        &[("--stats", args.stats.as_deref())],
+        sources,
+        |src, out, rejects| {
+            if rules.any() {
+                groups::run(&cfg, src, out, rejects, (&judge_row, rules, invert), &seen)
+            } else {
+                passthru::run(&cfg, src, out, rejects, judge)
+            }
+        },
+    )?;
 
     let per_reason = by_category(&summary);
     let outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
-    if let Some(path) = &args.stats {
+    if let Some(stats_out) = stats_out {
         let rewards = rewards.into_inner().unwrap_or_else(|e| e.into_inner());
         let (read, kept) = rewards.figures(args.pass_threshold);
         let mut stats = serde_json::json!({
@@ -367,7 +374,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             stats["rewards"] = serde_json::to_value(read)?;
             stats["rewards_kept"] = serde_json::to_value(kept)?;
         }
-        crate::cli::write_stats(path, &stats)?;
+        crate::cli::write_stats(stats_out, &stats)?;
     }
     let drift = drift_counts.into_inner().unwrap_or_else(|e| e.into_inner());
     let text = || {

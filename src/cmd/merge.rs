@@ -95,7 +95,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             .map(|n| crate::stage::merge::Sample { n, seed: args.seed }),
     };
     let sources = crate::io::sources_matching(&args.io.inputs, "batch_", args.io.glob.as_ref())?;
-    let s = crate::cli::run_stage(&args.io, "merge", sources, |src, out, rejects| {
+    let s = crate::cli::run_stage(&args.io, "merge", &[], sources, |src, out, rejects| {
         crate::stage::merge::merge(&cfg, src, out, rejects)
     })?;
     Ok(crate::cli::done(NAME, &args.io, &s.lines, || {

@@ -341,6 +341,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
     };
     let tally = std::sync::Mutex::new(Tally::default());
+    let stats_out = crate::cli::open_stats(args.stats.as_deref())?;
     if args.to.gathers() {
         let how = match args.to {
             Target::Dpo => Gathering::Dpo {
@@ -350,12 +351,16 @@ pub fn run_cli(args: Args) -> Result<Status> {
         };
         let convert =
             |line: &[u8], buf: &mut Vec<u8>| normalize::convert_line(line, &opts, buf, &tally);
-        let g = crate::cli::run_stage(&args.stage.io, NAME, sources, |src, out, rejects| {
-            groups::gather(&cfg, src, (out, rejects), &convert, how)
-        })?;
+        let g = crate::cli::run_stage(
+            &args.stage.io,
+            NAME,
+            &[("--stats", args.stats.as_deref())],
+            sources,
+            |src, out, rejects| groups::gather(&cfg, src, (out, rejects), &convert, how),
+        )?;
         let tokens = commit_sidecar(sidecar)?;
         let Tally { repairs, parts, .. } = std::mem::take(&mut *tally.lock().expect("tally"));
-        if let Some(path) = &args.stats {
+        if let Some(stats_out) = stats_out {
             let stats = serde_json::json!({
                 "read": g.lines.read,
                 "bad": g.lines.bad,
@@ -365,7 +370,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 "written": g.rows,
                 "tasks_without_pair": g.no_pair,
             });
-            crate::cli::write_stats(path, &stats)?;
+            crate::cli::write_stats(stats_out, &stats)?;
         }
         return Ok(crate::cli::done(NAME, &args.stage.io, &g.lines, || {
             gathered_text(&g, how, &args.stage.io)
@@ -374,18 +379,24 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 + &sidecar_text(tokens, args.token_sidecar.as_deref())
         }));
     }
-    let summary = crate::cli::run_stage(&args.stage.io, NAME, sources, |src, out, rejects| {
-        crate::io::process(&cfg, src, out, rejects, |line, buf| {
-            normalize::convert_line(line, &opts, buf, &tally)
-        })
-    })?;
+    let summary = crate::cli::run_stage(
+        &args.stage.io,
+        NAME,
+        &[("--stats", args.stats.as_deref())],
+        sources,
+        |src, out, rejects| {
+            crate::io::process(&cfg, src, out, rejects, |line, buf| {
+                normalize::convert_line(line, &opts, buf, &tally)
+            })
+        },
+    )?;
     let tokens = commit_sidecar(sidecar)?;
     let Tally {
         repairs,
         parts,
         groups: (groups_read, rollouts_read),
     } = std::mem::take(&mut *tally.lock().expect("tally"));
-    if let Some(path) = &args.stats {
+    if let Some(stats_out) = stats_out {
         let per: serde_json::Map<String, Value> = Repair::ALL
             .iter()
             .map(|k| (k.name().to_string(), Value::from(repairs.get(*k))))
@@ -409,7 +420,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             stats["groups_read"] = groups_read.into();
             stats["rollouts_from_groups"] = rollouts_read.into();
         }
-        crate::cli::write_stats(path, &stats)?;
+        crate::cli::write_stats(stats_out, &stats)?;
     }
     Ok(crate::cli::done(NAME, &args.stage.io, &summary, || {
         let line = crate::cli::summary_line(&summary);

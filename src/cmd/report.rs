@@ -119,6 +119,15 @@ pub fn run_cli(args: Args) -> Result<Status> {
     } else {
         Some(sources_matching(&args.before, "", glob)?)
     };
+    // The page is not rows: unlike a stage's output, -o may not replace an input either.
+    let read: Vec<_> = (sets.iter().flat_map(|(_, i)| i.sources.iter().cloned()))
+        .chain(before.iter().flatten().cloned())
+        .collect();
+    let written = [
+        ("-o", args.io.output.as_deref()),
+        ("--rejects", args.io.rejects.as_deref()),
+    ];
+    crate::io::check_targets(None, &written, &read).map_err(crate::error::classify)?;
     let mut rejects = Rejects::open("report", args.io.rejects.as_deref())?;
     let mut datasets: Vec<Dataset> = Vec::new();
     let mut before = before;

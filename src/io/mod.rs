@@ -19,6 +19,7 @@ pub mod policy;
 pub mod records;
 pub mod rejects;
 pub mod source;
+pub mod targets;
 pub mod temp;
 
 pub use json::{
@@ -35,6 +36,7 @@ pub use source::{
     BUF_SIZE, Glob, Source, data_files_in, jsonl_files_in, natural_cmp, open_source, raw_file,
     sources_from_args, sources_matching, sources_with_prefix, spool_stdin,
 };
+pub use targets::{TargetError, check_targets};
 
 /// The configuration the pipelines' tests run with.
 #[cfg(test)]

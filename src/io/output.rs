@@ -1,8 +1,10 @@
 //! Where output goes: stdout, a special file, or a regular file written through a temp
 //! file beside it and renamed into place only when the run succeeds.
 //!
-//! The file is created with the mode the umask gives (`0666 & !umask`, as `>` does),
-//! and every temp file still open is listed, so that a signal handler can remove them
+//! As with `>`, a new file gets the mode the umask gives (`0666 & !umask`), an existing
+//! one keeps its mode, a symbolic link is written through (the file it names is
+//! replaced, the link stays), and `/dev/stdout` or a FIFO is written straight to; every
+//! temp file still open is listed, so that a signal handler can remove them
 //! ([`remove_live_temps`]): an interrupted run leaves nothing behind; one killed
 //! outright leaves a temp file named after its process, which the next run writing
 //! beside it removes ([`super::temp`]). A run's outputs are put in place together or
@@ -26,12 +28,33 @@ use anyhow::{Context, Result};
 
 use super::source::BUF_SIZE;
 
-/// True for an existing path that is not a regular file (a device, FIFO or socket), which
-/// cannot be replaced by a rename.
+/// True for a path written straight to, not replaced by a rename: an existing path that
+/// is not a regular file (a device, FIFO or socket), and anything under `/dev` or `/proc`
+/// (`/dev/stdout` is a link to the caller's stdout, whatever that is: writing to it is
+/// what `>` does, and a rename would replace the link).
 fn is_special_file(p: &Path) -> bool {
-    std::fs::metadata(p)
-        .map(|m| !m.is_file() && !m.is_dir())
-        .unwrap_or(false)
+    p.starts_with("/dev")
+        || p.starts_with("/proc")
+        || std::fs::metadata(p)
+            .map(|m| !m.is_file() && !m.is_dir())
+            .unwrap_or(false)
+}
+
+/// The file a path names once its symbolic links are followed (the path itself when it is
+/// not a link): `-o` through a link writes the file the link points to, as `>` does,
+/// and leaves the link in place. A link to a file not made yet names that file.
+fn link_target(p: &Path) -> Result<PathBuf> {
+    let mut cur = p.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&cur) {
+            Ok(t) => {
+                let dir = cur.parent().unwrap_or(Path::new(""));
+                cur = dir.join(t);
+            }
+            Err(_) => return Ok(cur),
+        }
+    }
+    anyhow::bail!("{}: too many levels of symbolic links", p.display())
 }
 
 use super::temp::Listed;
@@ -263,7 +286,7 @@ impl Output {
         match path {
             None => Ok(Output::stdout()),
             Some(p) if p.as_os_str() == "-" => Ok(Output::stdout()),
-            Some(p) if is_special_file(p) => {
+            Some(p) if is_special_file(p) || is_special_file(&link_target(p)?) => {
                 // /dev/stderr, a FIFO, a terminal: write straight to it.
                 let f = std::fs::OpenOptions::new()
                     .write(true)
@@ -276,29 +299,42 @@ impl Output {
                     name: output_name(Some(p)),
                 })
             }
-            Some(p) => {
+            Some(given) => {
+                let p = &link_target(given)?;
                 let dir = match p.parent() {
                     Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
                     _ => PathBuf::from("."),
                 };
                 // Temp files of runs that died (`kill -9`) beside it go first.
                 super::temp::remove_stale(&dir, TEMP_PREFIX, TEMP_SUFFIX);
-                // The mode open(2) is given is masked by the umask, as for `>`.
+                // As for `>`: an existing file keeps its mode; a new one gets the mode
+                // open(2) is given, masked by the umask.
+                use std::os::unix::fs::PermissionsExt;
+                let kept = std::fs::metadata(p)
+                    .ok()
+                    .map(|m| m.permissions().mode() & 0o7777);
                 let tmp = tempfile::Builder::new()
                     .prefix(&super::temp::name_prefix(TEMP_PREFIX))
                     .suffix(TEMP_SUFFIX)
-                    .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+                    .permissions(std::fs::Permissions::from_mode(kept.unwrap_or(0o666)))
                     .tempfile_in(&dir)
                     .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+                if let Some(mode) = kept {
+                    // The umask narrowed the mode open(2) was given; `>` keeps it whole.
+                    let perms = std::fs::Permissions::from_mode(mode);
+                    tmp.as_file().set_permissions(perms).with_context(|| {
+                        format!("cannot set the mode of a temp file in {}", dir.display())
+                    })?;
+                }
                 let listed = Listed::new(tmp.path());
                 Ok(Output {
                     inner: OutputKind::File {
-                        w: Box::new(Encoded::new(tmp, Compression::for_path(p))?),
+                        w: Box::new(Encoded::new(tmp, Compression::for_path(given))?),
                         path: p.to_path_buf(),
                         listed,
                     },
                     pipe: false,
-                    name: output_name(Some(p)),
+                    name: output_name(Some(given)),
                 })
             }
         }
@@ -503,5 +539,50 @@ mod tests {
             1,
             "no temp file left"
         );
+    }
+
+    /// `-o` as `>` writes: through a symbolic link (the link stays, even one to a file
+    /// not made yet), and an existing file keeps its mode.
+    #[test]
+    fn output_is_written_through_links_and_keeps_the_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("v2.jsonl");
+        std::fs::write(&real, "old\n").unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = d.path().join("current.jsonl");
+        std::os::unix::fs::symlink("v2.jsonl", &link).unwrap();
+        let mut o = Output::create(Some(&link)).unwrap();
+        assert_eq!(o.name(), link.display().to_string());
+        o.write_all(b"new\n").unwrap();
+        o.commit().unwrap();
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&real).unwrap(), b"new\n");
+        let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
+        // A dangling link names the file to make.
+        let dangling = d.path().join("next.jsonl");
+        std::os::unix::fs::symlink("sub/v3.jsonl", &dangling).unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        let mut o = Output::create(Some(&dangling)).unwrap();
+        o.write_all(b"x\n").unwrap();
+        o.commit().unwrap();
+        assert!(
+            dangling
+                .symlink_metadata()
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(
+            std::fs::read(d.path().join("sub/v3.jsonl")).unwrap(),
+            b"x\n"
+        );
+        // A loop of links is an error, not a hang.
+        let a = d.path().join("a");
+        std::os::unix::fs::symlink("b", &a).unwrap();
+        std::os::unix::fs::symlink("a", d.path().join("b")).unwrap();
+        let e = Output::create(Some(&a)).err().unwrap();
+        assert!(e.to_string().contains("too many levels"), "{e}");
     }
 }

@@ -70,6 +70,13 @@ pub fn run(
     events: Arc<dyn Events>,
 ) -> Result<Ending> {
     let note = |msg: &str| events.note(msg);
+    // Records and rejects never replace the task rows they come from, nor each other.
+    let task_files = crate::io::sources_from_args(&cfg.tasks.inputs)?;
+    let written = [
+        ("-o", cfg.output.as_deref()),
+        ("--rejects", cfg.tasks.rejects.as_deref()),
+    ];
+    crate::io::check_targets(None, &written, &task_files).map_err(crate::error::classify)?;
     let started_wall = SystemTime::now();
     let started = Instant::now();
     let dir = cfg.run_dir.clone();

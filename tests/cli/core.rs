@@ -365,3 +365,141 @@ fn pass_through_is_the_same_on_every_path() {
         assert!(o.stdout == want[..upto], "strict prefix (stdin: {stdin})");
     }
 }
+
+/// A file a run writes must meet neither another written file nor an input: `--rejects`
+/// on `-o` would leave one of them, `--rejects` or `--stats` on an input would replace
+/// the rows read from it. Each is refused (exit 2) before anything is written, and the
+/// input keeps its bytes.
+#[test]
+fn written_files_meet_neither_each_other_nor_an_input() {
+    let d = tmpdir();
+    let row = r#"{"conversations":[{"from":"human","value":"q"},{"from":"gpt","value":"a"}]}"#;
+    let input = format!("{row}\n{{bad\n");
+    std::fs::write(d.path().join("in.jsonl"), &input).unwrap();
+    let refused = |b: &str, args: &[&str], says: &str| {
+        let mut c = cmd(b, d.path());
+        c.args(args).env("TRAJ_TEST_KEY", "k");
+        let o = run(c);
+        assert_code(&o, 2);
+        assert_stderr_has(&o, says);
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("in.jsonl")).unwrap(),
+            input,
+            "{b} {args:?} changed its input"
+        );
+        assert!(!d.path().join("x.jsonl").exists(), "{b} {args:?} wrote");
+    };
+    let twice = "-o and --rejects both name x.jsonl: give each its own file";
+    let rej_is_input = "--rejects in.jsonl is an input of this run";
+    let skip = ["--on-error", "skip"];
+    for b in [
+        "traj-normalize",
+        "traj-filter",
+        "traj-merge",
+        "traj-compress",
+    ] {
+        let mut args = vec!["in.jsonl", "-o", "x.jsonl", "--rejects", "./x.jsonl"];
+        args.extend(skip);
+        refused(b, &args, &twice.replace("x.jsonl: give", "./x.jsonl: give"));
+        let mut args = vec!["in.jsonl", "--rejects", "in.jsonl"];
+        args.extend(skip);
+        refused(b, &args, rej_is_input);
+    }
+    for b in ["traj-normalize", "traj-filter"] {
+        refused(
+            b,
+            &["in.jsonl", "--stats", "in.jsonl"],
+            "--stats in.jsonl is an input of this run",
+        );
+        refused(
+            b,
+            &["in.jsonl", "-o", "x.jsonl", "--stats", "x.jsonl"],
+            "-o and --stats both name x.jsonl",
+        );
+    }
+    refused(
+        "traj-compress",
+        &["in.jsonl", "-o", "x.jsonl", "--stats", "in.jsonl"],
+        "--stats in.jsonl is an input of this run",
+    );
+    // A report page is not rows: it may not replace an input either.
+    refused(
+        "traj-report",
+        &["in.jsonl", "-o", "in.jsonl"],
+        "-o in.jsonl is an input of this run",
+    );
+    #[cfg(feature = "agent")]
+    refused(
+        "traj-run",
+        &[
+            "in.jsonl",
+            "--run-dir",
+            "r",
+            "--model",
+            "m",
+            "--api-key-env",
+            "TRAJ_TEST_KEY",
+            "--rejects",
+            "in.jsonl",
+        ],
+        rej_is_input,
+    );
+    // -o onto the input stays allowed for a stage: the rows replace themselves.
+    let o = run_in(
+        "traj-filter",
+        d.path(),
+        &["in.jsonl", "-o", "in.jsonl", "--on-error", "skip", "-q"],
+    );
+    assert_code(&o, 1);
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("in.jsonl")).unwrap(),
+        format!("{row}\n")
+    );
+}
+
+/// `--rejects LINK` writes through the link as `>` does: a link to the process's stdout
+/// (`/proc/self/fd/1`, what `/dev/stdout` is) sends the rejects to wherever stdout goes,
+/// and the link stays a link; the same holds for `-o`.
+#[test]
+fn outputs_are_written_through_links() {
+    let d = tmpdir();
+    let good = r#"{"conversations":[{"from":"human","value":"q"},{"from":"gpt","value":"a"}]}"#;
+    let bad = r#"{"conversations":[]}"#;
+    std::fs::write(d.path().join("in.jsonl"), format!("{good}\n{bad}\n")).unwrap();
+    let so = d.path().join("so");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &so).unwrap();
+    let captured = d.path().join("captured.txt");
+    let mut c = cmd("traj-filter", d.path());
+    c.args([
+        "in.jsonl",
+        "--min-turns",
+        "1",
+        "-o",
+        "kept.jsonl",
+        "--rejects",
+        "so",
+        "-q",
+    ]);
+    c.stdout(std::fs::File::create(&captured).unwrap());
+    let o = run(c);
+    assert_code(&o, 0);
+    assert!(so.symlink_metadata().unwrap().file_type().is_symlink());
+    let rejects = std::fs::read_to_string(&captured).unwrap();
+    assert_eq!(rejects.lines().count(), 1, "{rejects}");
+    assert!(rejects.contains(r#"{\"conversations\":[]}"#), "{rejects}");
+    // -o through a link to a file: the file gets the rows, the link stays.
+    std::fs::create_dir(d.path().join("v1")).unwrap();
+    std::os::unix::fs::symlink("v1/data.jsonl", d.path().join("current.jsonl")).unwrap();
+    let o = run_in(
+        "traj-filter",
+        d.path(),
+        &["in.jsonl", "-o", "current.jsonl", "-q"],
+    );
+    assert_code(&o, 0);
+    let link = d.path().join("current.jsonl");
+    assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("v1/data.jsonl")).unwrap(),
+        format!("{good}\n{bad}\n")
+    );
+}

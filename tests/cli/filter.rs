@@ -472,3 +472,27 @@ fn shards_split_the_input_exactly_once() {
     assert!(!whole.is_empty());
     assert_eq!(parts, whole);
 }
+
+/// A `--stats` file that cannot be written stops the run before `-o` is put in place:
+/// the outputs are committed together or not at all.
+#[test]
+fn unwritable_stats_leave_the_output_untouched() {
+    let d = tmpdir();
+    let row = r#"{"conversations":[{"from":"human","value":"q"},{"from":"gpt","value":"a"}]}"#;
+    std::fs::write(d.path().join("in.jsonl"), format!("{row}\n")).unwrap();
+    std::fs::write(d.path().join("ok.jsonl"), "old\n").unwrap();
+    for b in ["traj-filter", "traj-normalize"] {
+        let o = run_in(
+            b,
+            d.path(),
+            &["in.jsonl", "-o", "ok.jsonl", "--stats", "nodir/s.json"],
+        );
+        assert_ne!(o.status.code(), Some(0), "{b}");
+        assert_stderr_has(&o, "nodir");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("ok.jsonl")).unwrap(),
+            "old\n",
+            "{b}"
+        );
+    }
+}

@@ -153,6 +153,17 @@ pub fn compress(
     let start_wall = SystemTime::now();
     let started = Instant::now();
     let mut rejects = Rejects::open(STAGE, cfg.rejects.as_deref())?;
+    // Opened first: a place it cannot be written stops the run before any output is.
+    let metrics = match cfg.metrics.as_deref() {
+        Some(p) => {
+            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+            Some(Output::create(Some(p))?)
+        }
+        None => None,
+    };
     let mut total = Summary::default();
     // Every output and the rejects file are put in place together, at the end.
     let mut commit = crate::io::Commit::default();
@@ -204,23 +215,24 @@ pub fn compress(
         commit = commit.output(out)?;
         add_summary(&mut total, s);
     }
-    commit.rejects(rejects)?.done()?;
-    if let Some(p) = progress {
-        p(Progress::Done);
-    }
     let aggregate = comp.aggregate();
-    let elapsed = started.elapsed().as_secs_f64();
-    if let Some(path) = &cfg.metrics {
+    // The metrics file is put in place with the outputs and the rejects, or none is.
+    if let Some(w) = metrics {
+        let elapsed = started.elapsed().as_secs_f64();
         let processing = json!({
             "start_time": crate::format::time::utc_iso(start_wall),
             "end_time": crate::format::time::utc_iso(SystemTime::now()),
             "duration_seconds": (elapsed * 100.0).round() / 100.0,
         });
         let doc = aggregate.to_json(&comp.tokenizer.name(), &comp.summarizer.name(), processing);
-        let mut w = Output::create(Some(path))?;
+        let mut w = w;
         serde_json::to_writer_pretty(&mut w, &doc)?;
         w.write_all(b"\n")?;
-        w.commit()?;
+        commit = commit.output(w)?;
+    }
+    commit.rejects(rejects)?.done()?;
+    if let Some(p) = progress {
+        p(Progress::Done);
     }
     Ok(Report { total, aggregate })
 }

@@ -1,0 +1,194 @@
+//! The files a run writes must not meet: two flags that name one file would leave only
+//! the one committed last, and a rejects or stats file that is also an input would
+//! replace the rows it was read from. `-o` alone may name an input (it is written to a
+//! temp file and renamed only once the input has been read).
+//!
+//! Two names are one file when they are the same existing file (device and inode: links
+//! and `./` spellings included) or, for a file not made yet, the same absolute path with
+//! its folder resolved; `-` is stdout, which takes one stream of rows only. Special files
+//! (`/dev/null`, a FIFO) may be named twice.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use super::Source;
+
+/// Two files of a run that are one file.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TargetError {
+    /// Two flags name one output file.
+    #[error("{first} and {second} both name {name}: give each its own file")]
+    Twice {
+        first: &'static str,
+        second: &'static str,
+        /// The second's path as given, or `stdout`.
+        name: String,
+    },
+    /// An output other than `-o` is one of the inputs.
+    #[error("{flag} {} is an input of this run: writing it would replace the rows read from it", .path.display())]
+    Input { flag: &'static str, path: PathBuf },
+}
+
+impl crate::error::Classify for TargetError {
+    /// Always the command line's fault (exit 2).
+    fn is_usage(&self) -> bool {
+        true
+    }
+}
+
+/// What identifies a file: its device and inode when it exists, else its absolute path
+/// with the folder resolved, or stdout (`-`). `None` for a special file, which may be
+/// named twice.
+#[derive(Debug, PartialEq, Eq)]
+enum Identity {
+    Stdout,
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
+fn identity(p: &Path) -> Option<Identity> {
+    if p == Path::new("-") {
+        return Some(Identity::Stdout);
+    }
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_file() => Some(Identity::Inode(m.dev(), m.ino())),
+        Ok(_) => None,
+        Err(_) => {
+            let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+            let resolved = match (abs.parent(), abs.file_name()) {
+                (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+                    .map(|d| d.join(name))
+                    .unwrap_or(abs),
+                _ => abs,
+            };
+            Some(Identity::Path(resolved))
+        }
+    }
+}
+
+/// Check the files a run writes: `output` (`-o`, which may be an input; `-` for stdout)
+/// and `others` (flag and path; `None` when not given), against each other and against
+/// the input files of `sources`.
+pub fn check_targets(
+    output: Option<&Path>,
+    others: &[(&'static str, Option<&Path>)],
+    sources: &[Source],
+) -> Result<(), TargetError> {
+    let named: Vec<(&'static str, &Path, Identity)> = std::iter::once(("-o", output))
+        .chain(others.iter().copied())
+        .filter_map(|(flag, p)| {
+            let p = p?;
+            Some((flag, p, identity(p)?))
+        })
+        .collect();
+    for (i, (first, _, id)) in named.iter().enumerate() {
+        if let Some((second, path, _)) = named[i + 1..].iter().find(|(_, _, o)| o == id) {
+            let name = match id {
+                Identity::Stdout => "stdout".to_string(),
+                _ => path.display().to_string(),
+            };
+            return Err(TargetError::Twice {
+                first,
+                second,
+                name,
+            });
+        }
+    }
+    let inputs: Vec<Identity> = sources
+        .iter()
+        .filter_map(|s| match s {
+            Source::File(p) => identity(p),
+            Source::Stdin => None,
+        })
+        .collect();
+    match named
+        .iter()
+        .skip(usize::from(output.is_some()))
+        .find(|(_, _, id)| inputs.contains(id))
+    {
+        Some((flag, path, _)) => Err(TargetError::Input {
+            flag,
+            path: path.to_path_buf(),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_meet_neither_each_other_nor_an_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.jsonl");
+        std::fs::write(&input, "{}\n").unwrap();
+        let sources = [Source::File(input.clone()), Source::Stdin];
+        let out = dir.path().join("out.jsonl");
+        let rej = dir.path().join("rej.jsonl");
+        assert_eq!(
+            check_targets(Some(&out), &[("--rejects", Some(&rej))], &sources),
+            Ok(())
+        );
+        // -o may be the input; --rejects may not.
+        assert_eq!(
+            check_targets(Some(&input), &[("--rejects", None)], &sources),
+            Ok(())
+        );
+        let e = check_targets(Some(&out), &[("--rejects", Some(&input))], &sources);
+        assert_eq!(
+            e,
+            Err(TargetError::Input {
+                flag: "--rejects",
+                path: input.clone()
+            })
+        );
+        // The same file not yet made, spelled two ways.
+        let spelled = dir.path().join(".").join("out.jsonl");
+        let e = check_targets(Some(&out), &[("--rejects", Some(&spelled))], &sources);
+        assert!(
+            matches!(
+                e,
+                Err(TargetError::Twice {
+                    first: "-o",
+                    second: "--rejects",
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
+        let e = check_targets(
+            None,
+            &[("--rejects", Some(&rej)), ("--stats", Some(&rej))],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--rejects and --stats both name {}: give each its own file",
+                rej.display()
+            )
+        );
+        // A link to the input is the input.
+        let link = dir.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&input, &link).unwrap();
+        assert!(check_targets(None, &[("--stats", Some(&link))], &sources).is_err());
+        // stdout takes one stream.
+        let e = check_targets(
+            Some(Path::new("-")),
+            &[("--stats", Some(Path::new("-")))],
+            &[],
+        );
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "-o and --stats both name stdout: give each its own file"
+        );
+        // Special files may be named twice.
+        let null = Path::new("/dev/null");
+        assert_eq!(
+            check_targets(Some(null), &[("--rejects", Some(null))], &[]),
+            Ok(())
+        );
+    }
+}
