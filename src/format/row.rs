@@ -176,6 +176,11 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
     let mut row = RowView::default();
     let mut shape: Option<String> = None;
     let end = object_members_with(b, 0, |key, vs| {
+        // A list member that is `null` is absent: what `datasets` writes for the rows
+        // of a mixed-shape dataset that lack it.
+        if matches!(key, b"conversations" | b"messages") && b[vs..].starts_with(b"null") {
+            return scan_value_at(b, vs, 1);
+        }
         if key == b"conversations" {
             // Walked once: the turns are read and validated in the same pass. When
             // they are not a list of objects, the plain scan tells bad JSON (the
@@ -318,6 +323,16 @@ mod tests {
             parse_row(b"{\"messages\": [{\"role\": 1}]}").unwrap_err(),
             BadRow::Shape(_)
         ));
+        // `null` is absent (HF `datasets` writes it for a mixed-shape dataset's rows).
+        let r = parse_row(b"{\"conversations\": null, \"messages\": []}").unwrap();
+        assert!(r.conversations.is_none() && r.messages.is_some());
+        let r = parse_row(b"{\"conversations\": [], \"messages\": null}").unwrap();
+        assert!(r.conversations.is_some() && r.messages.is_none());
+        assert_eq!(
+            parse_row(b"{\"conversations\": null, \"messages\": null}").unwrap_err(),
+            BadRow::NoTurns
+        );
+        assert!(parse_row(b"{\"conversations\": nul}").is_err());
     }
 
     #[test]

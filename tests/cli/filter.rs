@@ -496,3 +496,47 @@ fn unwritable_stats_leave_the_output_untouched() {
         );
     }
 }
+
+/// HF `datasets` writes `null` for the list a row of a mixed-shape dataset lacks
+/// (`to_json` of ShareGPT and OpenAI rows together): every stage reads `null` as absent.
+#[test]
+fn null_lists_of_mixed_shape_rows_are_absent() {
+    let d = tmpdir();
+    let rows = concat!(
+        r#"{"id":1,"conversations":[{"from":"human","value":"q"},{"from":"gpt","value":"a"}],"messages":null}"#,
+        "\n",
+        r#"{"id":2,"conversations":null,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}]}"#,
+        "\n"
+    );
+    std::fs::write(d.path().join("in.jsonl"), rows).unwrap();
+    for (b, args) in [
+        (
+            "traj-filter",
+            &["--min-turns", "2", "--alternating", "--well-formed"][..],
+        ),
+        ("traj-normalize", &[][..]),
+        ("traj-normalize", &["--to", "openai"][..]),
+        ("traj-compress", &["--tokenizer", "chars4", "--offline"][..]),
+    ] {
+        let mut c = cmd(b, d.path());
+        c.arg("in.jsonl").args(args).arg("-q");
+        let o = run(c);
+        assert_code(&o, 0);
+        let out = parse_jsonl(&stdout(&o));
+        assert_eq!(out.len(), 2, "{b} {args:?}: {}", stdout(&o));
+        if b == "traj-normalize" {
+            let list = if args.is_empty() {
+                "conversations"
+            } else {
+                "messages"
+            };
+            for r in &out {
+                assert_eq!(
+                    r[list].as_array().map(Vec::len),
+                    Some(2),
+                    "{b} {args:?}: {r}"
+                );
+            }
+        }
+    }
+}

@@ -373,8 +373,15 @@ fn normalize_row_with(
     }
     let bridge_calls = bridged::apply(&row, &mut traj, opts)?;
     let new_key = opts.target.list_key();
-    if key != new_key && row.contains_key(new_key) {
-        return Err(BadRow::BothLists(key.to_string(), new_key));
+    if key != new_key {
+        match row.get(new_key) {
+            // A `null` list (a mixed-shape dataset's row) carries nothing to keep.
+            Some(Value::Null) => {
+                row.shift_remove(new_key);
+            }
+            Some(_) => return Err(BadRow::BothLists(key.to_string(), new_key)),
+            None => {}
+        }
     }
     let mut known: Vec<&str> = opts.known_tools.iter().map(String::as_str).collect();
     let old_stats = match row.get("tool_stats") {

@@ -57,6 +57,9 @@ pub fn find_messages<'a>(
     for k in keys {
         if let Some((key, v)) = row.get_key_value(*k) {
             return match v {
+                // `null` is absent: what `datasets` writes for the rows of a mixed-shape
+                // dataset that lack the list.
+                Value::Null if field.is_none() => continue,
                 Value::Array(items) => Ok((key.as_str(), items.as_slice())),
                 other => Err(BadRow::NotAList(k.to_string(), json_kind(other))),
             };
