@@ -119,11 +119,11 @@ pub struct Args {
     pub max_row_tokens: Option<usize>,
 
     /// Drop rows whose numeric `reward` is below X (rows without one: `no-reward`).
-    #[arg(long, value_name = "X", value_parser = crate::cli::finite, help_heading = "Rewards")]
+    #[arg(long, value_name = "X", value_parser = crate::cli::finite, allow_negative_numbers = true, help_heading = "Rewards")]
     pub min_reward: Option<f64>,
 
     /// Drop rows whose numeric `reward` is above X (rows without one: `no-reward`).
-    #[arg(long, value_name = "X", value_parser = crate::cli::finite, help_heading = "Rewards")]
+    #[arg(long, value_name = "X", value_parser = crate::cli::finite, allow_negative_numbers = true, help_heading = "Rewards")]
     pub max_reward: Option<f64>,
 
     /// Keep only the highest-reward rollout of each task (`task_uid` without its
@@ -138,7 +138,7 @@ pub struct Args {
     pub group_has_signal: bool,
 
     /// A rollout passes at a reward of at least X, for the pass@k of --stats.
-    #[arg(long, value_name = "X", default_value_t = crate::format::groups::PASS_THRESHOLD, value_parser = crate::cli::finite, help_heading = "Rewards")]
+    #[arg(long, value_name = "X", default_value_t = crate::format::groups::PASS_THRESHOLD, value_parser = crate::cli::finite, allow_negative_numbers = true, help_heading = "Rewards")]
     pub pass_threshold: f64,
 
     /// Re-tokenize the text of every assistant turn's sampled tokens (the `logprobs`
@@ -208,6 +208,13 @@ pub fn run_cli(args: Args) -> Result<Status> {
         best_of: args.best_of,
         has_signal: args.group_has_signal,
     };
+    if rules.any() && args.stage.shard.shard.is_some() {
+        // A shard holds every N-th line, so a task's rollouts fall in different shards.
+        crate::usage_bail!(
+            "--best-of and --group-has-signal judge a task's whole group of rollouts, which \
+             --shard splits: filter the whole file (or traj-merge the shards first)"
+        );
+    }
     if args.invert && preds.is_empty() && !rules.any() && !args.drop_drift {
         crate::usage_bail!("--invert needs at least one predicate");
     }

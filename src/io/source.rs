@@ -41,19 +41,25 @@ impl Source {
     }
 }
 
-/// `src` as a source that can be read more than once: stdin is copied to `dir/stdin`
-/// (read once, to its end), a file stays as it is.
+/// `src` as a source that can be read more than once: stdin, or a path that is not a
+/// regular file (a FIFO such as `<(cmd)`, `/dev/stdin`), is copied to a file in `dir`
+/// (read once, to its end); a regular file stays as it is.
 pub fn spool_stdin(src: Source, dir: &Path) -> Result<Source> {
-    match src {
-        Source::Stdin => {
-            let p = dir.join("stdin");
-            let mut f =
-                File::create(&p).with_context(|| format!("cannot create {}", p.display()))?;
-            io::copy(&mut open_source(&Source::Stdin)?, &mut f).context("<stdin>: read error")?;
-            Ok(Source::File(p))
-        }
-        file => Ok(file),
+    let once = match &src {
+        Source::Stdin => true,
+        Source::File(p) => std::fs::metadata(p).is_ok_and(|m| !m.is_file()),
+    };
+    if !once {
+        return Ok(src);
     }
+    let (mut f, p) = tempfile::Builder::new()
+        .prefix("spool-")
+        .tempfile_in(dir)
+        .and_then(|t| t.keep().map_err(|e| e.error))
+        .with_context(|| format!("cannot create a spool file in {}", dir.display()))?;
+    let name = src.name();
+    io::copy(&mut open_source(&src)?, &mut f).with_context(|| format!("{name}: read error"))?;
+    Ok(Source::File(p))
 }
 
 /// Turn command-line input arguments into sources; none means stdin.

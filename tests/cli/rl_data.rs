@@ -287,6 +287,26 @@ fn best_of_and_group_has_signal_judge_each_task_by_its_rewards() {
             .unwrap()
             .starts_with("no-signal: the 4 rollout(s) of task ")
     );
+    // From a FIFO (`<(cmd)`), spooled as stdin is.
+    let mut c = std::process::Command::new("bash");
+    c.current_dir(d.path()).arg("-c").arg(format!(
+        "{} --group-has-signal <(cat rows.jsonl)",
+        bin("traj-filter").display()
+    ));
+    let o = run(c);
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)), rows[..8].to_vec());
+    // A shard holds every N-th line, not whole tasks: refused.
+    let o = filter(d.path(), &["--best-of", "--shard", "0/2", "rows.jsonl"]);
+    assert_code(&o, 2);
+    assert_stderr_has(&o, "--shard splits");
+    // A negative threshold reads as a number, not as a flag.
+    let o = filter(d.path(), &["--min-reward", "-0.5", "rows.jsonl"]);
+    assert_code(&o, 0);
+    assert_eq!(
+        parse_jsonl(&stdout(&o)).len(),
+        rows.iter().filter(|r| reward(r) >= -0.5).count()
+    );
     // With a row predicate: the best of the rollouts with reward >= 0 (all rollouts of
     // the first task whose reward is -1 are dropped first).
     let o = filter(d.path(), &["--min-reward", "0", "--best-of", "rows.jsonl"]);
