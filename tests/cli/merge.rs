@@ -395,6 +395,90 @@ fn sample_is_a_seeded_subset_independent_of_input_order() {
     );
 }
 
+/// `--sample N` writes exactly N rows when N are there, even when keyless rows repeat
+/// (identical rows share a hash, and each is a row of the sample), and duplicates of a
+/// key take one place.
+#[test]
+fn sample_counts_identical_keyless_rows_one_by_one() {
+    let d = tmpdir();
+    let mut rows: Vec<String> = Vec::new();
+    for i in 0..40 {
+        rows.push(json!({"x": i % 4}).to_string()); // 4 distinct lines, 10 times each
+        rows.push(rowj(Some(i), &format!("p{i}"), "t"));
+        rows.push(rowj(Some(i), &format!("p{i}"), "t")); // a duplicate of the key
+    }
+    write(d.path(), "a.jsonl", &rows);
+    for (n, seed) in [
+        (1, "1"),
+        (1, "2"),
+        (7, "3"),
+        (55, "4"),
+        (79, "5"),
+        (80, "6"),
+    ] {
+        let o = merge(
+            d.path(),
+            &["--sample", &n.to_string(), "--seed", seed, "a.jsonl"],
+        );
+        assert_code(&o, 0);
+        assert_eq!(
+            parse_jsonl(&stdout(&o)).len(),
+            n,
+            "--sample {n} --seed {seed}"
+        );
+    }
+    let o = merge(d.path(), &["--sample", "81", "a.jsonl"]);
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 80, "40 keyless + 40 keys");
+}
+
+/// Keys are values: `prompt_index` 2 and 2.0 (pandas writes an integer column that holds
+/// a NaN as floats) are one task, and sort as one; an empty or blank prompt identifies
+/// nothing, so `--key prompt` never joins such rows.
+#[test]
+fn keys_are_values_and_blank_prompts_are_no_key() {
+    let d = tmpdir();
+    write(
+        d.path(),
+        "s1.jsonl",
+        &[
+            r#"{"prompt_index":2,"v":"orig"}"#.to_string(),
+            r#"{"prompt_index":1,"v":"x"}"#.to_string(),
+        ],
+    );
+    write(
+        d.path(),
+        "s2.jsonl",
+        &[r#"{"prompt_index":2.0,"v":"pandas"}"#.to_string()],
+    );
+    let o = merge(d.path(), &["s1.jsonl", "s2.jsonl"]);
+    assert_code(&o, 0);
+    let v: Vec<Value> = parse_jsonl(&stdout(&o))
+        .iter()
+        .map(|r| r["v"].clone())
+        .collect();
+    assert_eq!(
+        v,
+        [json!("x"), json!("pandas")],
+        "2.0 is the same task as 2 (the last wins)"
+    );
+    assert_stderr_has(&o, "1 duplicates");
+    let rows = [
+        r#"{"id":1,"messages":[{"role":"system","content":"A"},{"role":"user","content":""},{"role":"assistant","content":"a"}]}"#,
+        r#"{"id":2,"messages":[{"role":"system","content":"B"},{"role":"user","content":""},{"role":"assistant","content":"b"}]}"#,
+        r#"{"id":3,"conversations":[{"from":"human","value":"   "},{"from":"gpt","value":"g"}]}"#,
+        r#"{"id":4,"prompt":"same"}"#,
+        r#"{"id":5,"prompt":" same "}"#,
+    ];
+    write(d.path(), "kp.jsonl", &rows.map(String::from));
+    let o = merge(d.path(), &["--key", "prompt", "kp.jsonl"]);
+    assert_code(&o, 0);
+    let ids: Vec<Value> = parse_jsonl(&stdout(&o))
+        .iter()
+        .map(|r| r["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!(1), json!(2), json!(3), json!(5)]);
+}
+
 #[test]
 fn shard_flag_is_refused() {
     let d = tmpdir();

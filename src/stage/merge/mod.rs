@@ -191,15 +191,16 @@ struct TurnLite<'a> {
 
 /// The first human/user turn of `conversations` or `messages`, else `prompt`.
 fn prompt_text(fields: &Fields<'_>) -> Option<String> {
+    // An empty or blank prompt identifies nothing: such rows have no key.
     let text_of = |raw: &str| match row::decode_str(raw) {
-        Some(s) => s.trim().to_string(),
-        None => raw.to_string(), // not a string: its JSON text identifies it
+        Some(s) => Some(s.trim().to_string()).filter(|t| !t.is_empty()),
+        None => Some(raw.to_string()), // not a string: its JSON text identifies it
     };
     if let Some(raw) = fields.get("conversations")
         && let Ok((turns, _)) = row::conversation_turns(raw.as_bytes(), raw, 0)
         && let Some(t) = turns.iter().find(|t| t.from == "human" || t.from == "user")
     {
-        return Some(text_of(t.value));
+        return text_of(t.value);
     }
     if let Some(raw) = fields.get("messages")
         && let Ok(turns) = serde_json::from_str::<Vec<TurnLite>>(raw)
@@ -208,11 +209,22 @@ fn prompt_text(fields: &Fields<'_>) -> Option<String> {
             let who = t.from.as_deref().or(t.role.as_deref());
             if matches!(who, Some("human" | "user")) {
                 let v = t.value.or(t.content)?;
-                return Some(text_of(v.get()));
+                return text_of(v.get());
             }
         }
     }
-    fields.get("prompt").map(|p| text_of(p))
+    fields.get("prompt").and_then(|p| text_of(p))
+}
+
+/// A JSON number that is a whole number, as an integer: `2`, `2.0`, `2e0` and `-0` are
+/// one value, as Python and pandas read them (pandas writes an integer column that
+/// holds a NaN as `2.0`). `None` for anything else, and for numbers past 2^53, where
+/// a float no longer holds every integer.
+fn whole_number(raw: &str) -> Option<i64> {
+    raw.parse::<i64>().ok().or_else(|| {
+        let x = raw.parse::<f64>().ok()?;
+        (x.fract() == 0.0 && x.abs() <= 9_007_199_254_740_992.0).then_some(x as i64)
+    })
 }
 
 fn hash128(kind: &str, text: &[u8]) -> u128 {
@@ -240,11 +252,13 @@ fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
     {
         return Ok(Parsed::Tombstone(format!("tombstone: discarded {d}")));
     }
-    let index = fields
-        .get("prompt_index")
-        .and_then(|v| v.parse::<i64>().ok());
+    let index = fields.get("prompt_index").and_then(|v| whole_number(v));
+    // A whole number is keyed by its value, whatever its spelling.
     let field = |name: &str| match fields.get(name).filter(|v| **v != "null") {
-        Some(v) => (Some(hash128(name, v.as_bytes())), format!("{name} {v}")),
+        Some(v) => {
+            let text = whole_number(v).map_or_else(|| v.to_string(), |i| i.to_string());
+            (Some(hash128(name, text.as_bytes())), format!("{name} {v}"))
+        }
         None => (None, String::new()),
     };
     let (key, label) = match spec {
@@ -274,8 +288,13 @@ struct Sorter<'c> {
     cfg: &'c MergeConfig,
     s: MergeSummary,
     winners: HashMap<u128, Winner>,
-    /// The `n` smallest sample hashes seen (duplicates of a key share one hash).
-    smallest: std::collections::BTreeSet<u64>,
+    /// The `n` smallest sample hashes seen, with the number of rows drawn at each: a
+    /// key is drawn once (its duplicates share its hash and are not rows of the
+    /// sample), a keyless row each time it appears (identical keyless rows share a
+    /// hash, and each one is a row).
+    smallest: std::collections::BTreeMap<u64, usize>,
+    /// The sum of the counts in `smallest` (at most `n`).
+    drawn: usize,
     buf: Vec<Rec>,
     buf_bytes: usize,
     runs: Vec<PathBuf>,
@@ -324,9 +343,17 @@ impl Sorter<'_> {
                 let mut draw = 0;
                 if let Some(sample) = &self.cfg.sample {
                     draw = sample.hash(key, line);
-                    self.smallest.insert(draw);
-                    if self.smallest.len() > sample.n {
-                        self.smallest.pop_last();
+                    if key.is_none_or(|k| !self.winners.contains_key(&k)) {
+                        *self.smallest.entry(draw).or_default() += 1;
+                        self.drawn += 1;
+                        if self.drawn > sample.n {
+                            let mut last = self.smallest.last_entry().expect("drawn > 0");
+                            *last.get_mut() -= 1;
+                            if *last.get() == 0 {
+                                last.remove();
+                            }
+                            self.drawn -= 1;
+                        }
                     }
                 }
                 if let Some(k) = key {
@@ -398,6 +425,7 @@ pub fn merge(
         },
         winners: HashMap::new(),
         smallest: Default::default(),
+        drawn: 0,
         buf: Vec::new(),
         buf_bytes: 0,
         runs: Vec::new(),
@@ -452,7 +480,7 @@ pub fn merge(
     let Sorter {
         mut s,
         winners,
-        smallest,
+        mut smallest,
         mut buf,
         mut runs,
         tmp,
@@ -463,7 +491,12 @@ pub fn merge(
             None => true,
             Some(k) => winners.get(&k).is_some_and(|w| w.seq == r.seq),
         };
-        let sampled = cfg.sample.is_none() || smallest.contains(&r.draw);
+        // Each row of the sample takes one of its hash's places.
+        let sampled = cfg.sample.is_none()
+            || (keep
+                && smallest
+                    .get_mut(&r.draw)
+                    .is_some_and(|n| n.checked_sub(1).map(|m| *n = m).is_some()));
         if keep && !sampled {
             s.not_sampled += 1;
         } else if keep {
