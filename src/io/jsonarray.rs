@@ -71,13 +71,23 @@ impl<R: BufRead> ArrayLines<R> {
             if buf.is_empty() {
                 return match self.state {
                     State::End => Ok(false),
-                    State::Element { .. } => {
-                        // An unclosed array: the last element is a line of its own,
-                        // which the row parser then rejects with its position.
+                    State::Element { depth, string, .. } if depth > 0 || string => {
+                        // A cut element: a line of its own, which the row parser then
+                        // rejects with its position.
                         self.state = State::End;
                         out.push(b'\n');
                         Ok(true)
                     }
+                    // A whole element and no `]`: the file was cut between elements
+                    // (a writer that died), which no row parser could tell.
+                    State::Element { .. } => Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{}: the JSON array is not closed (the file ends after an \
+                             element: cut short?)",
+                            self.name
+                        ),
+                    )),
                     _ => Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!("{}: the JSON array is not closed", self.name),
@@ -205,5 +215,10 @@ mod tests {
         assert!(lines(b"[").is_err());
         // An unclosed last element ends as a line of its own (the row parser rejects it).
         assert_eq!(lines(b"[{\"a\":1},{\"b\"").unwrap(), "{\"a\":1}\n{\"b\"\n");
+        // A whole last element and no `]`: cut between elements, an error.
+        for cut in [&b"[{\"a\":1},\n{\"b\":2}\n"[..], b"[{\"a\":1}", b"[1, 2"] {
+            let e = lines(cut).unwrap_err().to_string();
+            assert!(e.contains("not closed"), "{e}");
+        }
     }
 }
