@@ -50,7 +50,7 @@ pub fn classify<E: Classify>(e: E) -> anyhow::Error {
 
 /// An input that cannot be opened or read (as jq and ripgrep do, exit 2).
 #[derive(Debug, thiserror::Error)]
-#[error("{what} {path}: {source}")]
+#[error("{what} {path}")] // the chain printer adds `: {source}`
 pub struct InputError {
     /// `cannot open`, `cannot read`.
     pub what: &'static str,
