@@ -120,7 +120,7 @@ pub struct FunctionEntry<'a> {
 /// error path pays for serde_json).
 fn json_error(line: &[u8], at: usize) -> BadRow {
     match serde_json::from_slice::<IgnoredAny>(line) {
-        Err(e) => BadRow::Json(e.to_string()),
+        Err(e) => BadRow::Json(crate::io::json::json_error_text(line, &e)),
         // Valid JSON the scanner refused: a key twice (the one rule of every stage,
         // `io::parse_object`, words it), or a scanner bug.
         Ok(_) => match crate::io::parse_object(line) {
@@ -148,7 +148,7 @@ pub fn first_is_brace(line: &[u8]) -> Result<(), BadRow> {
             Err(BadRow::NotAnObject("a literal"))
         }
         _ => Err(match serde_json::from_slice::<IgnoredAny>(line) {
-            Err(e) => BadRow::Json(e.to_string()),
+            Err(e) => BadRow::Json(crate::io::json::json_error_text(line, &e)),
             Ok(_) => BadRow::NotAnObjectAtAll,
         }),
     }

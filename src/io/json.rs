@@ -31,6 +31,38 @@ pub fn is_json(bytes: &[u8]) -> bool {
     parse_value(bytes).is_ok()
 }
 
+/// serde_json's message for `e`, read in `text`, with one case said plainly: a `\uD800`
+/// .. `\uDFFF` escape that is not half of a surrogate pair (Python's `json.dumps` writes
+/// one for a lone surrogate; it is no Unicode text, so no UTF-8 file or Arrow string
+/// column can hold it), which serde_json words as a hex escape that ends early.
+pub fn json_error_text(text: &[u8], e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    let surrogate = msg.starts_with("unexpected end of hex escape")
+        || msg.starts_with("lone leading surrogate in hex escape");
+    let line = text.split(|&b| b == b'\n').nth(e.line().saturating_sub(1));
+    let escape = line.and_then(|l| {
+        let end = e.column().min(l.len());
+        // The last `\uDxxx` escape up to the error's column.
+        (0..end).rev().find_map(|i| {
+            let esc = l.get(i..i + 6)?;
+            let lone = esc.starts_with(b"\\u")
+                && matches!(esc[2], b'd' | b'D')
+                && matches!(esc[3], b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
+                && esc[4..].iter().all(u8::is_ascii_hexdigit);
+            lone.then(|| String::from_utf8_lossy(esc).into_owned())
+        })
+    });
+    match escape {
+        Some(esc) if surrogate => format!(
+            "a lone surrogate {esc} (half of a UTF-16 pair: Python writes it, but it is \
+             not Unicode text) at line {} column {}",
+            e.line(),
+            e.column()
+        ),
+        _ => msg,
+    }
+}
+
 /// One JSON value by the row rules (UTF-8, no key twice, the depth limit).
 fn parse_value(bytes: &[u8]) -> std::result::Result<Value, String> {
     let text = match simdutf8::basic::from_utf8(bytes) {
@@ -48,7 +80,7 @@ fn parse_value(bytes: &[u8]) -> std::result::Result<Value, String> {
             de.end()?;
             Ok(v)
         })
-        .map_err(|e| format!("invalid JSON: {e}"))
+        .map_err(|e| format!("invalid JSON: {}", json_error_text(bytes, &e)))
 }
 
 /// The levels of arrays and objects a row's field may hold: a row nested 128 levels deep
@@ -399,6 +431,25 @@ pub fn json_kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_surrogate_is_named() {
+        let why = |line: &str| parse_object(line.as_bytes()).unwrap_err();
+        for (line, esc) in [
+            (r#"{"a": "x\ud800 b"}"#, r"\ud800"),
+            (r#"{"a": "\uDC00"}"#, r"\uDC00"),
+            (r#"{"a": "\ud800\u0041"}"#, r"\ud800"),
+        ] {
+            let e = why(line);
+            assert!(
+                e.starts_with(&format!("invalid JSON: a lone surrogate {esc} (")),
+                "{e}"
+            );
+        }
+        // A pair is text; other bad escapes keep serde_json's words.
+        assert!(parse_object(br#"{"a": "\ud83d\ude00"}"#).is_ok());
+        assert!(why(r#"{"a": "\u12"}"#).starts_with("invalid JSON: invalid escape"));
+    }
 
     #[test]
     fn the_row_rules() {
