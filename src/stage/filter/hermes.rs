@@ -100,7 +100,8 @@ pub(super) fn facts(
         if let Some(tk) = tokenizer {
             f.tokens += tk.count(&value);
         }
-        if p.well_formed && from != "tool" && !pending_calls.is_empty() {
+        let answers = from == "tool" || from == "observation";
+        if p.well_formed && !answers && !pending_calls.is_empty() {
             set_once(&mut f.malformed, || {
                 format!(
                     "turn {pending_turn}: {} tool call(s) without a tool turn after them",
@@ -180,6 +181,21 @@ pub(super) fn facts(
                     || scan_gpt(fc.content).reasoning;
                 let calls = super::json_calls(fc.calls);
                 f.calls += calls.len();
+                if p.well_formed {
+                    // The next turn, an `observation`, answers them.
+                    for c in &calls {
+                        match c {
+                            super::JsonCall::Named(name, _) => {
+                                pending_calls.push(Some(name.clone()))
+                            }
+                            super::JsonCall::Bad(e) => {
+                                set_once(&mut f.malformed, || format!("turn {n}: {e}"));
+                                pending_calls.push(None);
+                            }
+                        }
+                    }
+                    pending_turn = n;
+                }
                 if p.valid_tools {
                     if offered.is_none() {
                         offered = Some(Offered::of_row(row.tools, NoToolList::NoSystemTools));
@@ -193,6 +209,16 @@ pub(super) fn facts(
                 }
             }
             "observation" if !p.well_formed => {}
+            // A LLaMA-Factory observation: the results of the function_call before it,
+            // as one text (it carries no names to pair).
+            "observation" => {
+                if pending_calls.is_empty() {
+                    set_once(&mut f.malformed, || {
+                        format!("turn {n}: observation turn does not follow a function_call turn")
+                    });
+                }
+                pending_calls.clear();
+            }
             "tool" if p.well_formed => {
                 if pending_calls.is_empty() {
                     set_once(&mut f.malformed, || {

@@ -429,6 +429,47 @@ mod tests {
         assert!(r.is_empty(), "{r:?}");
     }
 
+    /// LLaMA-Factory's ShareGPT tool turns: a `function_call` is answered by the
+    /// `observation` after it, as a `gpt` call by a `tool` turn.
+    #[test]
+    fn function_calls_and_observations_pair() {
+        let well = Predicates {
+            well_formed: true,
+            ..Predicates::default()
+        };
+        let judge = |turns: &[(&str, &str)]| {
+            let line = hermes(turns);
+            evaluate(&parse_row(line.as_bytes()).unwrap(), &well, None).unwrap()
+        };
+        let call = r#"{"name": "f", "arguments": {}}"#;
+        let two = r#"[{"name": "f", "arguments": {}}, {"name": "g", "arguments": {}}]"#;
+        for c in [call, two] {
+            let r = judge(&[
+                ("human", "q"),
+                ("function_call", c),
+                ("observation", "{}"),
+                ("gpt", "ok"),
+            ]);
+            assert!(r.is_empty(), "{c}: {r:?}");
+        }
+        let r = judge(&[("human", "q"), ("function_call", call), ("gpt", "ok")]);
+        assert_eq!(
+            r,
+            ["malformed: turn 2: 1 tool call(s) without a tool turn after them"]
+        );
+        let r = judge(&[("human", "q"), ("function_call", "not json")]);
+        assert_eq!(r.len(), 1);
+        assert!(
+            r[0].starts_with("malformed: turn 2: calls are not JSON"),
+            "{r:?}"
+        );
+        let r = judge(&[("human", "q"), ("observation", "x"), ("gpt", "y")]);
+        assert_eq!(
+            r,
+            ["malformed: turn 2: observation turn does not follow a function_call turn"]
+        );
+    }
+
     #[test]
     fn empty_think_is_not_reasoning() {
         let r = judge(&hermes(&[
