@@ -755,11 +755,13 @@ fn transport_class(e: &ureq::Error) -> ErrorClass {
     ErrorClass::Transport
 }
 
-/// `Retry-After` as seconds or as an HTTP date.
+/// `Retry-After` as seconds or as an HTTP date. A number of seconds too large for a
+/// `Duration` is `Duration::MAX` ([`Client::backoff`] caps it at `--retry-max-delay`).
 pub fn parse_retry_after(v: &str) -> Option<Duration> {
     let v = v.trim();
     if let Ok(secs) = v.parse::<f64>() {
-        return (secs >= 0.0 && secs.is_finite()).then(|| Duration::from_secs_f64(secs));
+        return (secs >= 0.0 && !secs.is_nan())
+            .then(|| Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX));
     }
     let when = httpdate::parse_http_date(v).ok()?;
     Some(
@@ -795,6 +797,13 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+        // Too large for a Duration: the longest one, which the backoff caps.
+        assert_eq!(
+            parse_retry_after("999999999999999999999"),
+            Some(Duration::MAX)
+        );
+        assert_eq!(parse_retry_after("inf"), Some(Duration::MAX));
     }
 
     #[test]
@@ -832,6 +841,8 @@ mod tests {
         });
         let d = c.backoff(1, Some(Duration::from_secs(3)));
         assert_eq!(d, Duration::from_secs(3));
+        let d = c.backoff(1, Some(Duration::MAX));
+        assert_eq!(d, Duration::from_secs(10), "capped at the largest backoff");
         let d = c.backoff(3, None);
         assert!(
             d >= Duration::from_millis(200) && d <= Duration::from_millis(400),

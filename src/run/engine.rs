@@ -47,13 +47,19 @@ pub struct Ending {
     pub stdout_closed: bool,
     /// Bad task rows skipped without `--rejects`.
     pub lost_rows: u64,
+    /// Prompts whose run panicked (a bug in traj-run); they run again on resume.
+    pub panicked: u64,
 }
 
 impl Ending {
     /// True when the run did all it was asked and lost nothing.
     pub fn ok(&self) -> bool {
         self.stdout_closed
-            || (self.stop_reason.is_none() && self.failures == 0 && self.lost_rows == 0)
+            || (self.stop_reason.is_none()
+                && self.failures == 0
+                && self.lost_rows == 0
+                && self.panicked == 0
+                && self.left == 0)
     }
 }
 
@@ -152,6 +158,7 @@ pub fn run(
         },
         live: Mutex::new(HashMap::new()),
         rollout: cfg.rollout.clone(),
+        panicked: AtomicU64::new(0),
     });
     let weak = Arc::downgrade(&shared);
     let on_cap = move |why: &str| {
@@ -242,6 +249,13 @@ pub fn run(
             "stopped ({r}): --resume runs the {left} prompts left"
         ));
     }
+    let panicked = shared.panicked.load(std::sync::atomic::Ordering::Relaxed);
+    if panicked > 0 {
+        note(&format!(
+            "error: {panicked} prompts ended in an internal error (a panic, a bug in traj-run: \
+             see above); --resume runs them again"
+        ));
+    }
     Ok(Ending {
         records,
         failures,
@@ -249,6 +263,7 @@ pub fn run(
         stop_reason,
         stdout_closed,
         lost_rows,
+        panicked,
     })
 }
 
@@ -412,5 +427,34 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
         sandbox: cfg.sandbox.clone(),
         rollouts: cfg.rollout.rollouts,
         rewards,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ending;
+
+    /// A prompt left with neither a record nor a failure line (a worker's panic) is
+    /// never a success, even with no stop reason (it once exited 0).
+    #[test]
+    fn a_prompt_left_behind_or_a_panic_fails_the_run() {
+        let done = Ending {
+            records: 3,
+            failures: 0,
+            left: 0,
+            stop_reason: None,
+            stdout_closed: false,
+            lost_rows: 0,
+            panicked: 0,
+        };
+        let with = |f: fn(&mut Ending)| {
+            let mut e = done.clone();
+            f(&mut e);
+            e.ok()
+        };
+        assert!(done.ok());
+        assert!(!with(|e| e.left = 1));
+        assert!(!with(|e| e.panicked = 1));
+        assert!(with(|e| (e.left, e.stdout_closed) = (1, true)));
     }
 }

@@ -57,6 +57,9 @@ pub struct Shared {
     pub live: Mutex<HashMap<usize, PathBuf>>,
     /// Sampling and verifier settings of the rollouts.
     pub rollout: RolloutConfig,
+    /// Prompts whose run panicked (a bug): abandoned, so they run again on resume,
+    /// and the run cannot exit 0.
+    pub panicked: AtomicU64,
 }
 
 impl Shared {
@@ -121,7 +124,18 @@ fn worker(s: &Shared, tx: &crossbeam_channel::Sender<Done>) {
             return;
         }
         s.in_flight.fetch_add(1, Ordering::Relaxed);
-        let done = run_task(s, i);
+        // A panic is a bug, not the prompt's fault: the prompt is abandoned (it runs
+        // again on resume), the worker goes on, and the run's exit status says so. The
+        // panic's message is already on stderr (the default hook).
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(s, i)))
+            .unwrap_or_else(|_| {
+                s.panicked.fetch_add(1, Ordering::Relaxed);
+                let ws = s.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&i);
+                if let Some(ws) = ws {
+                    let _ = std::fs::remove_dir_all(ws);
+                }
+                Done::Abandoned
+            });
         s.in_flight.fetch_sub(1, Ordering::Relaxed);
         if tx.send(done).is_err() {
             return;
