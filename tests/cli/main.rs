@@ -45,6 +45,8 @@ mod run_faults;
 mod run_resume;
 #[cfg(feature = "agent")]
 mod run_rollouts;
+#[cfg(feature = "agent")]
+mod run_stop;
 mod sample;
 #[cfg(feature = "agent")]
 mod sandbox;

@@ -1,0 +1,79 @@
+//! traj-run's ends and limits as seen from outside: a `kill -9` leaves no tool process
+//! behind.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::standin::Standin;
+use crate::util::*;
+
+/// Pids of the processes whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmdline == want).then_some(pid)
+        })
+        .collect()
+}
+
+/// A stand-in whose every task runs `command` in the terminal once, then answers.
+fn one_command(command: &str) -> Standin {
+    Standin::json(json!({"record": false, "rules": [{"match": "", "turns": [
+        {"tool_calls": [{"name": "terminal", "arguments": {"command": command}}]},
+        {"content": "done"}]}]}))
+}
+
+fn traj_run(dir: &Path, s: &Standin) -> Command {
+    let mut c = standin_run(dir, &s.url(), "data/r");
+    c.args(["-q", "--toolsets", "terminal"]);
+    c
+}
+
+#[test]
+fn a_kill_9_of_traj_run_leaves_no_tool_process_behind() {
+    // A kept sandbox's supervisor read its stdin only between commands: killed in the
+    // middle of one, traj-run left it running (re-parented to init) to the command's
+    // end or the tool timeout.
+    for (k, backend) in ["local", "bwrap"].iter().enumerate() {
+        let d = tmpdir();
+        let secs = format!("{}", 4317 + k);
+        let s = one_command(&format!("sleep {secs}"));
+        let input = write_prompts(d.path(), &["a"]);
+        let mut c = traj_run(d.path(), &s);
+        c.args([&input, "-j", "1", "--sandbox", backend])
+            .args(["--tool-timeout", "600"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = c.spawn().unwrap();
+        let argv = ["sleep", secs.as_str()];
+        wait_for("the sleeping tool", 30, || {
+            processes_running(&argv).len() == 1
+        });
+        child.kill().unwrap(); // SIGKILL: nothing of traj-run runs after it
+        child.wait().unwrap();
+        let t = Instant::now();
+        while !processes_running(&argv).is_empty() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left = processes_running(&argv);
+        for pid in &left {
+            // This test's own leftover: not left to run for ten minutes.
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        assert!(
+            left.is_empty(),
+            "{backend}: the tool outlived traj-run's kill -9"
+        );
+    }
+}
