@@ -484,3 +484,38 @@ fn time_and_rate_flags_out_of_range_are_usage_errors() {
     c.args(["--request-timeout", "2592000", "--progress-secs", "0"]);
     assert_code(&run_within(c, 60), 0);
 }
+
+#[test]
+fn openais_out_of_quota_429_stops_the_run_as_out_of_credits() {
+    // The words are in the error's `code` and `type`, not its message: once read as a
+    // rate limit, retried, failed, and given up for good after --max-attempts.
+    let d = tmpdir();
+    let body = json!({"error": {
+        "message": "You exceeded your current quota, please check your plan and billing details.",
+        "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}});
+    let s = Standin::json(json!({"wave": {"after": 0, "reply":
+        {"status": 429, "body": body.to_string()}}}));
+    let input = prompts(d.path(), 3);
+    let mut c = traj_run_loud(d.path(), &s);
+    c.args([&input, "-j", "1"]);
+    let o = run_cmd(c);
+    assert_code(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("stopped: out of credits (payment_required, HTTP 429): You exceeded"),
+        "{err}"
+    );
+    assert_eq!(s.count(), 1, "not retried as a rate limit");
+    let run = d.path().join("data/r");
+    assert!(failures(&run).is_empty(), "{:?}", failures(&run));
+    // An error object in a 200 reply says it the same way.
+    let d = tmpdir();
+    let s = Standin::json(json!({"wave": {"after": 0, "reply": {"body": body.to_string()}}}));
+    let input = prompts(d.path(), 2);
+    let mut c = traj_run_loud(d.path(), &s);
+    c.args([&input, "-j", "1"]);
+    let o = run_cmd(c);
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("out of credits"), "{}", stderr(&o));
+    assert!(failures(&d.path().join("data/r")).is_empty());
+}
