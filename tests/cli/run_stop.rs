@@ -1,5 +1,5 @@
 //! traj-run's ends and limits as seen from outside: a `kill -9` leaves no tool process
-//! behind.
+//! behind, and `--prompt-timeout` bounds the tools too.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -76,4 +76,24 @@ fn a_kill_9_of_traj_run_leaves_no_tool_process_behind() {
             "{backend}: the tool outlived traj-run's kill -9"
         );
     }
+}
+
+#[test]
+fn prompt_timeout_bounds_a_tool_call() {
+    // The command got the tool timeout (180 s), whatever the prompt had left: a 30 s
+    // sleep ran to its end before the prompt failed.
+    let d = tmpdir();
+    let s = one_command("sleep 4330; echo x");
+    let input = write_prompts(d.path(), &["a"]);
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--prompt-timeout", "2"]);
+    let t = Instant::now();
+    let o = run(c);
+    let took = t.elapsed();
+    assert_code(&o, 1);
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    let f = failures(&d.path().join("data/r"));
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0]["class"], "prompt_timeout", "{f:?}");
+    assert!(processes_running(&["sleep", "4330"]).is_empty());
 }
