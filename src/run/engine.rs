@@ -87,12 +87,28 @@ pub fn run(
         .with_context(|| format!("cannot create run directory {}", dir.display()))?;
     // Held until this function returns (or the process dies): nothing below, the resume
     // scan's repairs included, ever runs beside another traj-run on this directory.
-    let _lock = lock::lock(&dir, cfg.wait, |pid| {
+    let locked = lock::lock(&dir, cfg.wait, &stop, |pid| {
         note(&format!(
             "waiting for traj-run pid {pid} to release {}",
             dir.display()
         ))
-    })?;
+    });
+    let _lock = match locked {
+        Err(e @ lock::LockError::Interrupted { .. }) => {
+            // Nothing was read or written: the run is as the holder leaves it.
+            note(&format!("{e}; nothing ran"));
+            return Ok(Ending {
+                records: 0,
+                failures: 0,
+                left: 0,
+                stop_reason: Some("interrupted".into()),
+                stdout_closed: false,
+                lost_rows: 0,
+                panicked: 0,
+            });
+        }
+        locked => locked?,
+    };
     let existing = rundir::scan(&dir, cfg.resume)?;
     if !cfg.resume && (!existing.batches.is_empty() || !existing.failed.is_empty()) {
         return Err(ConfigError::RunExists {

@@ -1,8 +1,9 @@
 //! traj-run's ends and limits as seen from outside: a `kill -9` leaves no tool process
-//! behind, and `--prompt-timeout` bounds the tools too.
+//! behind, `--prompt-timeout` bounds the tools too, and a signal ends a run that is
+//! still waiting for its run directory's lock.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -38,6 +39,20 @@ fn traj_run(dir: &Path, s: &Standin) -> Command {
     let mut c = standin_run(dir, &s.url(), "data/r");
     c.args(["-q", "--toolsets", "terminal"]);
     c
+}
+
+/// Wait at most `secs` for `child` to end.
+fn wait_at_most(child: &mut Child, secs: u64) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        if Instant::now() > until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -96,4 +111,54 @@ fn prompt_timeout_bounds_a_tool_call() {
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0]["class"], "prompt_timeout", "{f:?}");
     assert!(processes_running(&["sleep", "4330"]).is_empty());
+}
+
+#[test]
+fn a_signal_ends_a_run_waiting_for_the_run_directorys_lock() {
+    // A blocking flock restarted after the signal handler ran: SIGTERM was ignored
+    // until the holder ended.
+    for sig in ["TERM", "INT"] {
+        let d = tmpdir();
+        let s = Standin::json(json!({"record": false}));
+        let input = write_prompts(d.path(), &["a", "b"]);
+        let run_dir = d.path().join("data/r");
+        std::fs::create_dir_all(&run_dir).unwrap();
+        // This test holds the lock, as another traj-run would.
+        let held = std::fs::File::create(run_dir.join(".lock")).unwrap();
+        rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        let err = d.path().join("err.txt");
+        let mut c = standin_run(d.path(), &s.url(), "data/r");
+        c.args([&input, "--resume", "--wait", "--toolsets", "file"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap());
+        let mut child = c.spawn().unwrap();
+        wait_for("traj-run to wait for the lock", 20, || {
+            std::fs::read_to_string(&err).is_ok_and(|t| t.contains("waiting for"))
+        });
+        let t = Instant::now();
+        let k = Command::new("kill")
+            .args([&format!("-{sig}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(k.success());
+        let status = wait_at_most(&mut child, 10);
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let status = status.unwrap_or_else(|| panic!("SIG{sig}: still waiting for the lock"));
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "SIG{sig}: {:?}",
+            t.elapsed()
+        );
+        assert_eq!(status.code(), Some(1), "SIG{sig}");
+        let text = std::fs::read_to_string(&err).unwrap();
+        assert!(
+            text.contains("interrupted while waiting"),
+            "SIG{sig}: {text}"
+        );
+        assert_eq!(s.count(), 0, "SIG{sig}: nothing ran");
+        drop(held);
+    }
 }
