@@ -40,6 +40,8 @@ mod report;
 #[cfg(feature = "agent")]
 mod run;
 #[cfg(feature = "agent")]
+mod run_docker;
+#[cfg(feature = "agent")]
 mod run_faults;
 #[cfg(feature = "agent")]
 mod run_resume;
