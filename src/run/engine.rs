@@ -229,7 +229,6 @@ pub fn run(
     }
     let totals = Totals {
         run_name: &run_name,
-        total_prompts,
         total_batches: count_batches(&dir),
         stats: &stats,
         checkpoint: &checkpoint,
@@ -375,7 +374,6 @@ fn scan_batches(
 /// What `statistics.json` is made of.
 pub struct Totals<'a> {
     pub run_name: &'a str,
-    pub total_prompts: usize,
     pub total_batches: usize,
     pub stats: &'a Stats,
     pub checkpoint: &'a Checkpoint,
@@ -391,6 +389,14 @@ pub struct Totals<'a> {
 fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
     let round2 = |x: f64| (x * 100.0).round() / 100.0;
     let stats = t.stats;
+    // Tasks (a prompt_index: every rollout of a task shares it), as the checkpoint
+    // counts them, over the whole directory: those with a record, those failed without
+    // one, and those of this run's input not run yet. So prompts_done + prompts_failed
+    // <= total_prompts, whatever input a resume is given.
+    let cp = t.checkpoint;
+    let mut known: std::collections::BTreeSet<u64> = shared.tasks.iter().map(|t| t.index).collect();
+    known.extend(&cp.completed_prompts);
+    known.extend(&cp.failed_prompts);
     let (stop_reasons, rewards) = scan_batches(&cfg.run_dir);
     Statistics {
         run_name: t.run_name.to_string(),
@@ -398,7 +404,7 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
             .distribution
             .clone()
             .unwrap_or_else(|| "task rows".into()),
-        total_prompts: t.total_prompts,
+        total_prompts: known.len(),
         total_batches: t.total_batches,
         batch_size: cfg.batch_size,
         model: cfg.agent.model.clone(),

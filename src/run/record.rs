@@ -274,6 +274,7 @@ pub struct ThisRun {
 pub struct Statistics {
     pub run_name: String,
     pub distribution: String,
+    /// Tasks (distinct `prompt_index`) of the directory and of this run's input.
     pub total_prompts: usize,
     pub total_batches: usize,
     pub batch_size: usize,
@@ -288,6 +289,8 @@ pub struct Statistics {
     pub partial: u64,
     /// Records per `stop_reason`, over every batch file of the run directory.
     pub stop_reasons: BTreeMap<String, u64>,
+    /// Tasks with a record (or a discard row), and tasks failed without one: the
+    /// checkpoint's `completed_prompts` and `failed_prompts`.
     pub prompts_done: usize,
     pub prompts_failed: usize,
     pub failures: u64,
