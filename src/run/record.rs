@@ -209,9 +209,8 @@ pub struct Failure {
     pub batch_num: u64,
     pub model: String,
     pub at: String,
-    /// What was spent before the failure (absent when no model call was made).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Value>,
+    /// What was spent before the failure (zero when no model call was made).
+    pub usage: Value,
 }
 
 /// Counts of one batch in `checkpoint.json`.
@@ -359,16 +358,17 @@ mod tests {
             batch_num: 1,
             model: "m".into(),
             at: "T".into(),
-            usage: None,
+            usage: json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}),
         };
         let old = json!({"prompt_index": 3, "task_uid": "u:0:0", "prompt_hash": "abc", "task_key": "k", "class": "tool_host",
             "retryable": true, "attempts": 2, "status": null, "error": "no",
-            "http_attempts": 0, "api_calls": 0, "batch_num": 1, "model": "m", "at": "T"});
+            "http_attempts": 0, "api_calls": 0, "batch_num": 1, "model": "m", "at": "T",
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}});
         assert_eq!(
             to_line(&f),
             [serde_json::to_vec(&old).unwrap(), b"\n".to_vec()].concat()
         );
-        f.usage = Some(json!({"total_tokens": 1}));
+        f.usage = json!({"total_tokens": 1});
         let mut old = old;
         old["usage"] = json!({"total_tokens": 1});
         assert_eq!(

@@ -143,7 +143,7 @@ fn worker(s: &Shared, tx: &crossbeam_channel::Sender<Done>) {
     }
 }
 
-/// The failure line of `task` (no model call made unless `usage` is given).
+/// The failure line of `task` (no model call made, zero usage, unless set after).
 pub fn failure(
     cfg: &AgentConfig,
     task: &Task,
@@ -165,7 +165,7 @@ pub fn failure(
         batch_num: task.batch,
         model: cfg.model.clone(),
         at: utc_now(),
-        usage: None,
+        usage: agent::usage_json(&Default::default()),
     }
 }
 
@@ -267,7 +267,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
             line.http_attempts = f.http_attempts;
             line.api_calls = f.api_calls;
             // The usage spent before the failure.
-            line.usage = Some(agent::usage_json(&f.usage));
+            line.usage = agent::usage_json(&f.usage);
             failure_done(i, &line)
         }
         Outcome::Done(_) if verdict.is_none() && s.rollout.verifier.is_some() => Done::Abandoned,
@@ -280,7 +280,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
                     let mut line = failure(&s.cfg, task, FailureClass::VerifierError, true);
                     line.error = e;
                     line.api_calls = t.api_calls;
-                    line.usage = Some(agent::usage_json(&t.usage));
+                    line.usage = agent::usage_json(&t.usage);
                     return failure_done(i, &line);
                 }
             };

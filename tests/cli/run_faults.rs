@@ -519,3 +519,26 @@ fn openais_out_of_quota_429_stops_the_run_as_out_of_credits() {
     assert!(stderr(&o).contains("out of credits"), "{}", stderr(&o));
     assert!(failures(&d.path().join("data/r")).is_empty());
 }
+
+#[test]
+fn a_failure_without_a_model_call_has_zero_usage() {
+    // docs/run.md lists `usage` in every failure line; it was left out when no call
+    // was made (bad_task, tool_host).
+    let d = tmpdir();
+    let row = json!({"prompt": "p", "toolsets": ["no_such_toolset"]});
+    std::fs::write(d.path().join("tasks.jsonl"), format!("{row}\n")).unwrap();
+    let s = Standin::json(json!({}));
+    let mut c = standin_run(d.path(), &s.url(), "data/r");
+    c.args(["-q", "tasks.jsonl"]);
+    let o = run_cmd(c);
+    assert_code(&o, 1);
+    let f = failures(&d.path().join("data/r"));
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0]["class"], "bad_task", "{f:?}");
+    assert_eq!(
+        f[0]["usage"],
+        json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}),
+        "{f:?}"
+    );
+    assert_eq!(s.count(), 0);
+}
