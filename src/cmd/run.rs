@@ -306,7 +306,8 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
     let client = ClientConfig {
         base_url: args.base_url.clone(),
         api_key: config::api_key(&args.api_key_env, &args.base_url)?,
-        timeout: Duration::from_secs_f64(args.request_timeout.max(0.001)),
+        timeout: config::positive_secs(Some(args.request_timeout), "--request-timeout")?
+            .unwrap_or_default(),
         max_retries: args.max_retries,
         backoff_base: config::delay(args.retry_delay, args.retry_base_ms, "--retry-delay")?,
         backoff_max: config::delay(args.retry_max_delay, args.retry_max_ms, "--retry-max-delay")?,
@@ -341,10 +342,10 @@ fn config(args: &Args) -> Result<RunConfig, ConfigError> {
         toolsets: split_list(args.toolsets.as_deref()),
         distribution: args.distribution.clone(),
         seed: args.seed,
-        progress_every: Some(args.progress_secs.map_or(
-            Duration::from_secs(if crate::cli::stderr_is_tty() { 2 } else { 10 }),
-            |s| Duration::from_secs_f64(s.max(0.05)),
-        )),
+        progress_every: Some(match args.progress_secs {
+            None => Duration::from_secs(if crate::cli::stderr_is_tty() { 2 } else { 10 }),
+            Some(s) => config::delay(s, None, "--progress-secs")?.max(Duration::from_millis(50)),
+        }),
         system_prompt,
         sandbox: Default::default(),
         rollout: RolloutConfig {

@@ -130,7 +130,9 @@ impl ErrorClass {
         .iter()
         .any(|p| lower.contains(p));
         match status {
-            400..=499 if payment => ErrorClass::PaymentRequired,
+            // Also an error object in a 200 reply (its status then 500 unless its code
+            // is a number).
+            400..=599 if payment => ErrorClass::PaymentRequired,
             429 => ErrorClass::RateLimited,
             400 | 413 if context => ErrorClass::ContextLength,
             400 | 413 | 422 => ErrorClass::BadRequest,
@@ -642,19 +644,15 @@ impl Client {
                 e => (fail(transport_class(&e), Some(code), e.to_string()), None),
             })?;
         if !(200..300).contains(&code) {
-            let text = String::from_utf8_lossy(&bytes);
-            let msg = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|v| {
-                    v.pointer("/error/message")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                })
-                .unwrap_or_else(|| text.chars().take(500).collect());
-            return Err((
-                fail(ErrorClass::from_status(code, &msg), Some(code), msg),
-                retry_after,
-            ));
+            let body = serde_json::from_slice::<Value>(&bytes).ok();
+            let error = body.as_ref().and_then(|v| v.get("error"));
+            let msg = error
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(500).collect());
+            let class = ErrorClass::from_status(code, &class_text(&msg, error));
+            return Err((fail(class, Some(code), msg), retry_after));
         }
         let raw: Value = serde_json::from_slice(&bytes).map_err(|e| {
             (
@@ -674,10 +672,8 @@ impl Client {
                 .and_then(Value::as_str)
                 .unwrap_or("error")
                 .to_string();
-            return Err((
-                fail(ErrorClass::from_status(code, &msg), Some(code), msg),
-                retry_after,
-            ));
+            let class = ErrorClass::from_status(code, &class_text(&msg, Some(err)));
+            return Err((fail(class, Some(code), msg), retry_after));
         }
         ChatResponse::from_body(raw, attempt).ok_or_else(|| {
             (
@@ -690,6 +686,20 @@ impl Client {
             )
         })
     }
+}
+
+/// The text an error's class is read from: its message, then the `type` and `code` of
+/// its error object (OpenAI's out-of-quota 429 says `insufficient_quota` only there).
+fn class_text(message: &str, error: Option<&Value>) -> String {
+    let mut text = message.to_string();
+    for key in ["type", "code"] {
+        match error.and_then(|e| e.get(key)) {
+            Some(Value::String(s)) => text.extend([" ", s]),
+            Some(n @ Value::Number(_)) => text.extend([" ".to_string(), n.to_string()]),
+            _ => {}
+        }
+    }
+    text
 }
 
 fn is_set(flag: Option<&AtomicBool>) -> bool {
@@ -755,11 +765,13 @@ fn transport_class(e: &ureq::Error) -> ErrorClass {
     ErrorClass::Transport
 }
 
-/// `Retry-After` as seconds or as an HTTP date.
+/// `Retry-After` as seconds or as an HTTP date. A number of seconds too large for a
+/// `Duration` is `Duration::MAX` ([`Client::backoff`] caps it at `--retry-max-delay`).
 pub fn parse_retry_after(v: &str) -> Option<Duration> {
     let v = v.trim();
     if let Ok(secs) = v.parse::<f64>() {
-        return (secs >= 0.0 && secs.is_finite()).then(|| Duration::from_secs_f64(secs));
+        return (secs >= 0.0 && !secs.is_nan())
+            .then(|| Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX));
     }
     let when = httpdate::parse_http_date(v).ok()?;
     Some(
@@ -782,6 +794,21 @@ mod tests {
             ErrorClass::ContextLength
         );
         assert_eq!(ErrorClass::from_status(400, "bad"), ErrorClass::BadRequest);
+        // OpenAI's real out-of-quota reply: the words are in `code` and `type` only.
+        let quota = json!({"message": "You exceeded your current quota, please check your plan and billing details.",
+            "type": "insufficient_quota", "code": "insufficient_quota"});
+        let text = class_text(quota["message"].as_str().unwrap(), Some(&quota));
+        assert_eq!(
+            ErrorClass::from_status(429, &text),
+            ErrorClass::PaymentRequired
+        );
+        assert_eq!(
+            ErrorClass::from_status(500, &text),
+            ErrorClass::PaymentRequired
+        );
+        let limited = json!({"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"});
+        let text = class_text("Rate limit reached", Some(&limited));
+        assert_eq!(ErrorClass::from_status(429, &text), ErrorClass::RateLimited);
         assert!(!ErrorClass::Auth.retryable());
         assert!(ErrorClass::Timeout.retryable());
     }
@@ -795,6 +822,13 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+        // Too large for a Duration: the longest one, which the backoff caps.
+        assert_eq!(
+            parse_retry_after("999999999999999999999"),
+            Some(Duration::MAX)
+        );
+        assert_eq!(parse_retry_after("inf"), Some(Duration::MAX));
     }
 
     #[test]
@@ -832,6 +866,8 @@ mod tests {
         });
         let d = c.backoff(1, Some(Duration::from_secs(3)));
         assert_eq!(d, Duration::from_secs(3));
+        let d = c.backoff(1, Some(Duration::MAX));
+        assert_eq!(d, Duration::from_secs(10), "capped at the largest backoff");
         let d = c.backoff(3, None);
         assert!(
             d >= Duration::from_millis(200) && d <= Duration::from_millis(400),

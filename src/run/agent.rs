@@ -18,8 +18,9 @@
 //!   ends the prompt as `partial`, stop reason `malformed_call`. Each call's finish
 //!   reasons (and the provider's `native_finish_reason`) are kept in `calls`.
 //! - The ephemeral system prompt and the prefill messages are sent, never stored.
-//! - A wall-clock deadline per prompt ends it as a `prompt_timeout` failure; the stop flag
-//!   (Ctrl-C, spend cap, closed stdout) abandons it.
+//! - A wall-clock deadline per prompt ends it as a `prompt_timeout` failure (the host
+//!   gets it too, so a command runs at most until then); the stop flag (Ctrl-C, spend
+//!   cap, closed stdout) abandons it.
 
 use std::time::{Duration, Instant};
 
@@ -195,6 +196,8 @@ pub fn run_prompt(
 ) -> Outcome {
     let started = Instant::now();
     let deadline = cfg.prompt_timeout.map(|t| started + t);
+    // A tool call gets at most the prompt's time left.
+    host.set_deadline(deadline);
     let schemas = host.schemas();
     let names = tool_names(&schemas);
     let mut messages = vec![json!({"role": "user", "content": prompt})];

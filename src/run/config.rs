@@ -137,12 +137,15 @@ impl RunConfig {
             return Err(ConfigError::Invalid("--rollouts must be at least 1".into()));
         }
         self.tasks.rollouts = self.rollout.rollouts;
-        let positive = |x: f64| x > 0.0 && x.is_finite();
-        if self.max_rps.is_some_and(|r| !positive(r)) || self.max_cost.is_some_and(|c| !positive(c))
-        {
-            return Err(ConfigError::Invalid(
-                "--max-rps and --max-cost must be > 0".into(),
-            ));
+        if let Some(r) = self.max_rps.filter(|r| !(r.is_finite() && *r >= MIN_RPS)) {
+            return Err(ConfigError::Invalid(format!(
+                "--max-rps must be at least {MIN_RPS} (one request per 1000 s), not {r}"
+            )));
+        }
+        if let Some(c) = self.max_cost.filter(|c| !(c.is_finite() && *c > 0.0)) {
+            return Err(ConfigError::Invalid(format!(
+                "--max-cost must be > 0, not {c}"
+            )));
         }
         Ok(self)
     }
@@ -200,12 +203,19 @@ impl EndpointFields {
     }
 }
 
-/// Seconds that must be > 0, as a duration.
+/// The longest time a seconds flag takes (30 days): timeouts and retry waits past it
+/// are typing mistakes, and an instant that far ahead still fits the clock's range.
+pub const MAX_SECS: f64 = 30.0 * 86400.0;
+
+/// The lowest `--max-rps`: one request per 1,000 seconds.
+pub const MIN_RPS: f64 = 0.001;
+
+/// Seconds that must be > 0 and at most [`MAX_SECS`], as a duration.
 pub fn positive_secs(secs: Option<f64>, flag: &str) -> Result<Option<Duration>, ConfigError> {
     match secs {
-        Some(t) if !(t > 0.0 && t.is_finite()) => {
-            Err(ConfigError::Invalid(format!("{flag} must be > 0")))
-        }
+        Some(t) if !(t > 0.0 && t <= MAX_SECS) => Err(ConfigError::Invalid(format!(
+            "{flag} must be > 0 and at most {MAX_SECS} seconds (30 days), not {t}"
+        ))),
         t => Ok(t.map(Duration::from_secs_f64)),
     }
 }
@@ -301,12 +311,22 @@ pub fn load_prefill(path: &Path) -> Result<Vec<Value>, ConfigError> {
     Ok(list)
 }
 
-/// A delay in seconds, or the deprecated milliseconds flag when given.
+/// A delay in seconds (>= 0, at most [`MAX_SECS`]), or the deprecated milliseconds flag
+/// when given.
 pub fn delay(secs: f64, ms: Option<u64>, flag: &str) -> Result<Duration, ConfigError> {
+    let check = |secs: f64, flag: &str| {
+        if (0.0..=MAX_SECS).contains(&secs) {
+            Ok(Duration::from_secs_f64(secs))
+        } else {
+            Err(ConfigError::Invalid(format!(
+                "{flag} must be >= 0 and at most {MAX_SECS} seconds (30 days), not {secs}"
+            )))
+        }
+    };
+    let secs = check(secs, flag)?;
     match ms {
-        Some(ms) => Ok(Duration::from_millis(ms)),
-        None if secs >= 0.0 && secs.is_finite() => Ok(Duration::from_secs_f64(secs)),
-        None => Err(ConfigError::Invalid(format!("{flag} must be >= 0"))),
+        Some(ms) => check(ms as f64 / 1000.0, &format!("{flag} (in milliseconds)")),
+        None => Ok(secs),
     }
 }
 

@@ -47,13 +47,19 @@ pub struct Ending {
     pub stdout_closed: bool,
     /// Bad task rows skipped without `--rejects`.
     pub lost_rows: u64,
+    /// Prompts whose run panicked (a bug in traj-run); they run again on resume.
+    pub panicked: u64,
 }
 
 impl Ending {
     /// True when the run did all it was asked and lost nothing.
     pub fn ok(&self) -> bool {
         self.stdout_closed
-            || (self.stop_reason.is_none() && self.failures == 0 && self.lost_rows == 0)
+            || (self.stop_reason.is_none()
+                && self.failures == 0
+                && self.lost_rows == 0
+                && self.panicked == 0
+                && self.left == 0)
     }
 }
 
@@ -88,12 +94,28 @@ pub fn run(
         .with_context(|| format!("cannot create run directory {}", dir.display()))?;
     // Held until this function returns (or the process dies): nothing below, the resume
     // scan's repairs included, ever runs beside another traj-run on this directory.
-    let _lock = lock::lock(&dir, cfg.wait, |pid| {
+    let locked = lock::lock(&dir, cfg.wait, &stop, |pid| {
         note(&format!(
             "waiting for traj-run pid {pid} to release {}",
             dir.display()
         ))
-    })?;
+    });
+    let _lock = match locked {
+        Err(e @ lock::LockError::Interrupted { .. }) => {
+            // Nothing was read or written: the run is as the holder leaves it.
+            note(&format!("{e}; nothing ran"));
+            return Ok(Ending {
+                records: 0,
+                failures: 0,
+                left: 0,
+                stop_reason: Some("interrupted".into()),
+                stdout_closed: false,
+                lost_rows: 0,
+                panicked: 0,
+            });
+        }
+        locked => locked?,
+    };
     let existing = rundir::scan(&dir, cfg.resume)?;
     if !cfg.resume && (!existing.batches.is_empty() || !existing.failed.is_empty()) {
         return Err(ConfigError::RunExists {
@@ -159,6 +181,7 @@ pub fn run(
         },
         live: Mutex::new(HashMap::new()),
         rollout: cfg.rollout.clone(),
+        panicked: AtomicU64::new(0),
     });
     let weak = Arc::downgrade(&shared);
     let on_cap = move |why: &str| {
@@ -213,7 +236,6 @@ pub fn run(
     }
     let totals = Totals {
         run_name: &run_name,
-        total_prompts,
         total_batches: count_batches(&dir),
         stats: &stats,
         checkpoint: &checkpoint,
@@ -249,6 +271,13 @@ pub fn run(
             "stopped ({r}): --resume runs the {left} prompts left"
         ));
     }
+    let panicked = shared.panicked.load(std::sync::atomic::Ordering::Relaxed);
+    if panicked > 0 {
+        note(&format!(
+            "error: {panicked} prompts ended in an internal error (a panic, a bug in traj-run: \
+             see above); --resume runs them again"
+        ));
+    }
     Ok(Ending {
         records,
         failures,
@@ -256,6 +285,7 @@ pub fn run(
         stop_reason,
         stdout_closed,
         lost_rows,
+        panicked,
     })
 }
 
@@ -351,7 +381,6 @@ fn scan_batches(
 /// What `statistics.json` is made of.
 pub struct Totals<'a> {
     pub run_name: &'a str,
-    pub total_prompts: usize,
     pub total_batches: usize,
     pub stats: &'a Stats,
     pub checkpoint: &'a Checkpoint,
@@ -367,6 +396,14 @@ pub struct Totals<'a> {
 fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
     let round2 = |x: f64| (x * 100.0).round() / 100.0;
     let stats = t.stats;
+    // Tasks (a prompt_index: every rollout of a task shares it), as the checkpoint
+    // counts them, over the whole directory: those with a record, those failed without
+    // one, and those of this run's input not run yet. So prompts_done + prompts_failed
+    // <= total_prompts, whatever input a resume is given.
+    let cp = t.checkpoint;
+    let mut known: std::collections::BTreeSet<u64> = shared.tasks.iter().map(|t| t.index).collect();
+    known.extend(&cp.completed_prompts);
+    known.extend(&cp.failed_prompts);
     let (stop_reasons, rewards) = scan_batches(&cfg.run_dir);
     Statistics {
         run_name: t.run_name.to_string(),
@@ -374,7 +411,7 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
             .distribution
             .clone()
             .unwrap_or_else(|| "task rows".into()),
-        total_prompts: t.total_prompts,
+        total_prompts: known.len(),
         total_batches: t.total_batches,
         batch_size: cfg.batch_size,
         model: cfg.agent.model.clone(),
@@ -419,5 +456,34 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
         sandbox: cfg.sandbox.clone(),
         rollouts: cfg.rollout.rollouts,
         rewards,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ending;
+
+    /// A prompt left with neither a record nor a failure line (a worker's panic) is
+    /// never a success, even with no stop reason (it once exited 0).
+    #[test]
+    fn a_prompt_left_behind_or_a_panic_fails_the_run() {
+        let done = Ending {
+            records: 3,
+            failures: 0,
+            left: 0,
+            stop_reason: None,
+            stdout_closed: false,
+            lost_rows: 0,
+            panicked: 0,
+        };
+        let with = |f: fn(&mut Ending)| {
+            let mut e = done.clone();
+            f(&mut e);
+            e.ok()
+        };
+        assert!(done.ok());
+        assert!(!with(|e| e.left = 1));
+        assert!(!with(|e| e.panicked = 1));
+        assert!(with(|e| (e.left, e.stdout_closed) = (1, true)));
     }
 }

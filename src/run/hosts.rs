@@ -102,6 +102,17 @@ pub fn host_factory(
             message,
         };
         let spec = image::spec_of(row);
+        if let Some(why) = spec
+            .image
+            .as_deref()
+            .and_then(crate::toolbox::image_refused)
+        {
+            return Err(HostError {
+                class: FailureClass::BadTask,
+                retryable: false,
+                message: why,
+            });
+        }
         let mut task = registry
             .task(toolsets, &sandbox, &spec)
             .map_err(|e| tool_host(format!("{e:#}")))?;

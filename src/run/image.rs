@@ -87,10 +87,11 @@ impl Images {
             reason,
         };
         let run = |args: &[&str], timeout| run(&self.cli, args, timeout).map_err(|e| fail(e.0));
-        if run(&["image", "inspect", image], INSPECT_TIMEOUT)?.0 {
+        // `--`: the image is never an option (hosts refuse one starting with `-` first).
+        if run(&["image", "inspect", "--", image], INSPECT_TIMEOUT)?.0 {
             return Ok(());
         }
-        match run(&["pull", image], PULL_TIMEOUT)? {
+        match run(&["pull", "--", image], PULL_TIMEOUT)? {
             (true, _) => Ok(()),
             (false, stderr) => Err(fail(format!("{} pull failed: {stderr}", self.cli))),
         }
@@ -188,7 +189,7 @@ mod tests {
         std::fs::write(
             &cli,
             format!(
-                "#!/bin/sh\necho \"$*\" >> {log}\ncase \"$*\" in\n  'image inspect present') exit 0 ;;\n  'pull pullable') exit 0 ;;\n  pull*) echo \"manifest for $2 not found\" >&2; exit 1 ;;\n  *) exit 1 ;;\nesac\n",
+                "#!/bin/sh\necho \"$*\" >> {log}\ncase \"$*\" in\n  'image inspect -- present') exit 0 ;;\n  'pull -- pullable') exit 0 ;;\n  pull*) echo \"manifest for $3 not found\" >&2; exit 1 ;;\n  *) exit 1 ;;\nesac\n",
                 log = log.display()
             ),
         )
@@ -217,7 +218,7 @@ mod tests {
         let calls = std::fs::read_to_string(&log).unwrap();
         assert_eq!(
             calls,
-            "image inspect present\nimage inspect pullable\npull pullable\nimage inspect missing\npull missing\n"
+            "image inspect -- present\nimage inspect -- pullable\npull -- pullable\nimage inspect -- missing\npull -- missing\n"
         );
     }
 

@@ -5,6 +5,8 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use rustix::fs::{FlockOperation, flock};
 
@@ -19,6 +21,9 @@ pub enum LockError {
         dir.display()
     )]
     Busy { dir: PathBuf, pid: String },
+    /// The stop flag was set (a signal) while waiting for the holder to end.
+    #[error("interrupted while waiting for {} (held by pid {pid})", dir.display())]
+    Interrupted { dir: PathBuf, pid: String },
     #[error("cannot lock {}", path.display())]
     Io {
         path: PathBuf,
@@ -45,9 +50,19 @@ fn holder(file: &mut File) -> String {
     }
 }
 
+/// How often a waiting process tries the lock again (and looks at its stop flag).
+const WAIT_STEP: Duration = Duration::from_millis(100);
+
 /// Lock `dir` (which must exist). Busy: an error naming the holder's pid, or, with
-/// `wait`, block until it is released (`on_wait` hears the holder's pid first).
-pub fn lock(dir: &Path, wait: bool, on_wait: impl FnOnce(&str)) -> Result<RunLock, LockError> {
+/// `wait`, wait until it is released (`on_wait` hears the holder's pid first), trying
+/// again every [`WAIT_STEP`] and giving up as [`LockError::Interrupted`] once `stop` is
+/// set (a blocking `flock` would not return for a signal whose handler restarts it).
+pub fn lock(
+    dir: &Path,
+    wait: bool,
+    stop: &AtomicBool,
+    on_wait: impl FnOnce(&str),
+) -> Result<RunLock, LockError> {
     let path = dir.join(LOCK_FILE);
     let io = |source| LockError::Io {
         path: path.clone(),
@@ -71,7 +86,20 @@ pub fn lock(dir: &Path, wait: bool, on_wait: impl FnOnce(&str)) -> Result<RunLoc
                 });
             }
             on_wait(&pid);
-            flock(&file, FlockOperation::LockExclusive).map_err(|e| io(e.into()))?;
+            loop {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(LockError::Interrupted {
+                        dir: dir.to_path_buf(),
+                        pid,
+                    });
+                }
+                std::thread::sleep(WAIT_STEP);
+                match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+                    Ok(()) => break,
+                    Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(io(e.into())),
+                }
+            }
         }
         Err(e) => return Err(io(e.into())),
     }
@@ -89,14 +117,21 @@ mod tests {
     #[test]
     fn a_second_lock_is_refused_with_the_holders_pid_and_freed_on_drop() {
         let d = tempfile::tempdir().unwrap();
-        let held = lock(d.path(), false, |_| {}).unwrap();
+        let go = AtomicBool::new(false);
+        let held = lock(d.path(), false, &go, |_| {}).unwrap();
         let me = std::process::id().to_string();
-        match lock(d.path(), false, |_| {}) {
+        match lock(d.path(), false, &go, |_| {}) {
             Err(LockError::Busy { pid, .. }) => assert_eq!(pid, me),
             other => panic!("{other:?}"),
         }
+        // Waiting, then stopped: it gives up instead of waiting on.
+        let stop = AtomicBool::new(true);
+        match lock(d.path(), true, &stop, |_| {}) {
+            Err(LockError::Interrupted { pid, .. }) => assert_eq!(pid, me),
+            other => panic!("{other:?}"),
+        }
         drop(held);
-        let again = lock(d.path(), false, |_| {}).unwrap();
+        let again = lock(d.path(), false, &go, |_| {}).unwrap();
         drop(again);
         assert_eq!(
             std::fs::read_to_string(d.path().join(LOCK_FILE))

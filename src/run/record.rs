@@ -209,9 +209,8 @@ pub struct Failure {
     pub batch_num: u64,
     pub model: String,
     pub at: String,
-    /// What was spent before the failure (absent when no model call was made).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Value>,
+    /// What was spent before the failure (zero when no model call was made).
+    pub usage: Value,
 }
 
 /// Counts of one batch in `checkpoint.json`.
@@ -274,6 +273,7 @@ pub struct ThisRun {
 pub struct Statistics {
     pub run_name: String,
     pub distribution: String,
+    /// Tasks (distinct `prompt_index`) of the directory and of this run's input.
     pub total_prompts: usize,
     pub total_batches: usize,
     pub batch_size: usize,
@@ -288,6 +288,8 @@ pub struct Statistics {
     pub partial: u64,
     /// Records per `stop_reason`, over every batch file of the run directory.
     pub stop_reasons: BTreeMap<String, u64>,
+    /// Tasks with a record (or a discard row), and tasks failed without one: the
+    /// checkpoint's `completed_prompts` and `failed_prompts`.
     pub prompts_done: usize,
     pub prompts_failed: usize,
     pub failures: u64,
@@ -356,16 +358,17 @@ mod tests {
             batch_num: 1,
             model: "m".into(),
             at: "T".into(),
-            usage: None,
+            usage: json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}),
         };
         let old = json!({"prompt_index": 3, "task_uid": "u:0:0", "prompt_hash": "abc", "task_key": "k", "class": "tool_host",
             "retryable": true, "attempts": 2, "status": null, "error": "no",
-            "http_attempts": 0, "api_calls": 0, "batch_num": 1, "model": "m", "at": "T"});
+            "http_attempts": 0, "api_calls": 0, "batch_num": 1, "model": "m", "at": "T",
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}});
         assert_eq!(
             to_line(&f),
             [serde_json::to_vec(&old).unwrap(), b"\n".to_vec()].concat()
         );
-        f.usage = Some(json!({"total_tokens": 1}));
+        f.usage = json!({"total_tokens": 1});
         let mut old = old;
         old["usage"] = json!({"total_tokens": 1});
         assert_eq!(

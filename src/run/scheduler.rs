@@ -57,6 +57,9 @@ pub struct Shared {
     pub live: Mutex<HashMap<usize, PathBuf>>,
     /// Sampling and verifier settings of the rollouts.
     pub rollout: RolloutConfig,
+    /// Prompts whose run panicked (a bug): abandoned, so they run again on resume,
+    /// and the run cannot exit 0.
+    pub panicked: AtomicU64,
 }
 
 impl Shared {
@@ -121,7 +124,18 @@ fn worker(s: &Shared, tx: &crossbeam_channel::Sender<Done>) {
             return;
         }
         s.in_flight.fetch_add(1, Ordering::Relaxed);
-        let done = run_task(s, i);
+        // A panic is a bug, not the prompt's fault: the prompt is abandoned (it runs
+        // again on resume), the worker goes on, and the run's exit status says so. The
+        // panic's message is already on stderr (the default hook).
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(s, i)))
+            .unwrap_or_else(|_| {
+                s.panicked.fetch_add(1, Ordering::Relaxed);
+                let ws = s.live.lock().unwrap_or_else(|e| e.into_inner()).remove(&i);
+                if let Some(ws) = ws {
+                    let _ = std::fs::remove_dir_all(ws);
+                }
+                Done::Abandoned
+            });
         s.in_flight.fetch_sub(1, Ordering::Relaxed);
         if tx.send(done).is_err() {
             return;
@@ -129,7 +143,7 @@ fn worker(s: &Shared, tx: &crossbeam_channel::Sender<Done>) {
     }
 }
 
-/// The failure line of `task` (no model call made unless `usage` is given).
+/// The failure line of `task` (no model call made, zero usage, unless set after).
 pub fn failure(
     cfg: &AgentConfig,
     task: &Task,
@@ -151,7 +165,7 @@ pub fn failure(
         batch_num: task.batch,
         model: cfg.model.clone(),
         at: utc_now(),
-        usage: None,
+        usage: agent::usage_json(&Default::default()),
     }
 }
 
@@ -253,7 +267,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
             line.http_attempts = f.http_attempts;
             line.api_calls = f.api_calls;
             // The usage spent before the failure.
-            line.usage = Some(agent::usage_json(&f.usage));
+            line.usage = agent::usage_json(&f.usage);
             failure_done(i, &line)
         }
         Outcome::Done(_) if verdict.is_none() && s.rollout.verifier.is_some() => Done::Abandoned,
@@ -266,7 +280,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
                     let mut line = failure(&s.cfg, task, FailureClass::VerifierError, true);
                     line.error = e;
                     line.api_calls = t.api_calls;
-                    line.usage = Some(agent::usage_json(&t.usage));
+                    line.usage = agent::usage_json(&t.usage);
                     return failure_done(i, &line);
                 }
             };

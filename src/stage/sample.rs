@@ -63,6 +63,12 @@ pub enum RowError {
     NoPrompt,
     #[error("\"prompt\" must be a string, found {0}")]
     PromptNotString(&'static str),
+    /// traj-run runs no empty prompt (white space only is empty).
+    #[error("empty prompt")]
+    EmptyPrompt,
+    /// Two rows claim one `prompt_index`, which traj-run refuses (see [`Claims`]).
+    #[error("{0}")]
+    IndexTaken(String),
     #[error("\"prompt_index\" must be a non-negative integer, found {0}")]
     BadPromptIndex(Value),
     #[error("unknown distribution {0:?} in the row")]
@@ -211,25 +217,44 @@ impl Plan {
     /// The output line for one row (`index`: its position among the non-blank input
     /// lines), or why the row is bad.
     pub fn row(&self, line: &[u8], index: u64) -> Result<Vec<u8>, RowError> {
+        self.row_claiming(line, index).map(|(out, _)| out)
+    }
+
+    /// [`Plan::row`], and the `prompt_index` the row claims.
+    fn row_claiming(&self, line: &[u8], index: u64) -> Result<(Vec<u8>, Claim), RowError> {
         if let Some(out) = self.row_fast(line, index)? {
             return Ok(out);
         }
         self.row_slow(line, index)
     }
 
-    /// The common case without re-serialising the row: a valid object with a string
-    /// `prompt` and none of `toolsets`, `distribution`, `seed`; the new fields are
-    /// appended to the line as it is. `None`: anything else, left to [`Plan::row_slow`]
-    /// (which also words the errors).
-    fn row_fast(&self, line: &[u8], index: u64) -> Result<Option<Vec<u8>>, RowError> {
+    /// The common case without re-serialising the row: a valid object with a
+    /// non-empty string `prompt`, no `prompt_index` or a non-negative integer one, and
+    /// none of `toolsets`, `distribution`, `seed` (not even `null`: the slow path
+    /// replaces such a value in place, where appending would write the key twice); the
+    /// new fields are appended to the line as it is. `None`: anything else, left to
+    /// [`Plan::row_slow`] (which also words the errors).
+    fn row_fast(&self, line: &[u8], index: u64) -> Result<Option<(Vec<u8>, Claim)>, RowError> {
+        /// A member that is there, whatever its value (`null` included).
+        fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+            serde::Deserialize::deserialize(d).map(|serde::de::IgnoredAny| true)
+        }
+        /// A member's value, `null` included (`Option<Value>` reads `null` as absent).
+        fn member<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+            serde::Deserialize::deserialize(d).map(Some)
+        }
         #[derive(serde::Deserialize)]
         struct Probe<'a> {
             #[serde(borrow)]
             prompt: Option<&'a serde_json::value::RawValue>,
+            #[serde(default, deserialize_with = "member")]
             prompt_index: Option<Value>,
-            distribution: Option<serde::de::IgnoredAny>,
-            toolsets: Option<serde::de::IgnoredAny>,
-            seed: Option<serde::de::IgnoredAny>,
+            #[serde(default, deserialize_with = "present")]
+            distribution: bool,
+            #[serde(default, deserialize_with = "present")]
+            toolsets: bool,
+            #[serde(default, deserialize_with = "present")]
+            seed: bool,
         }
         // serde skips the strings of ignored fields without checking their UTF-8: check
         // the whole line first, or a bad byte there would be copied to the output.
@@ -244,13 +269,12 @@ impl Plan {
         let Ok(p) = serde_json::from_str::<Probe>(text) else {
             return Ok(None);
         };
-        let prompt_is_string = p.prompt.is_some_and(|r| r.get().starts_with('"'));
-        if !prompt_is_string || p.distribution.is_some() || p.toolsets.is_some() || p.seed.is_some()
-        {
+        let prompt_is_text = p.prompt.is_some_and(|r| has_text(r.get()));
+        if !prompt_is_text || p.distribution || p.toolsets || p.seed {
             return Ok(None);
         }
         let (key, add_index) = match &p.prompt_index {
-            None | Some(Value::Null) => (index, true),
+            None => (index, true),
             Some(v) => match v.as_u64() {
                 Some(k) => (k, false),
                 None => return Ok(None),
@@ -273,23 +297,31 @@ impl Plan {
             out.extend_from_slice(format!(",\"prompt_index\":{key}").as_bytes());
         }
         out.extend_from_slice(b"}\n");
-        Ok(Some(out))
+        let claim = Claim {
+            index: key,
+            own: !add_index,
+        };
+        Ok(Some((out, claim)))
     }
 
-    /// Any row: parsed, fields set in place (existing keys keep their position).
-    fn row_slow(&self, line: &[u8], index: u64) -> Result<Vec<u8>, RowError> {
+    /// Any row: parsed, fields set in place (existing keys keep their position; a
+    /// `null` `prompt_index` is taken for none and replaced by the row's position).
+    fn row_slow(&self, line: &[u8], index: u64) -> Result<(Vec<u8>, Claim), RowError> {
         let mut row: Map<String, Value> =
             crate::io::parse_object(line).map_err(RowError::NotObject)?;
         match row.get("prompt") {
+            Some(Value::String(p)) if p.trim().is_empty() => return Err(RowError::EmptyPrompt),
             Some(Value::String(_)) => {}
             None => return Err(RowError::NoPrompt),
             Some(other) => return Err(RowError::PromptNotString(crate::io::json_kind(other))),
         }
-        let key = match row.get("prompt_index") {
-            None | Some(Value::Null) => index,
-            Some(v) => v
-                .as_u64()
-                .ok_or_else(|| RowError::BadPromptIndex(v.clone()))?,
+        let (key, own) = match row.get("prompt_index") {
+            None | Some(Value::Null) => (index, false),
+            Some(v) => (
+                v.as_u64()
+                    .ok_or_else(|| RowError::BadPromptIndex(v.clone()))?,
+                true,
+            ),
         };
         let dist = self.dist_for(row.get("distribution"))?;
         let toolsets = self.draw(dist, key)?;
@@ -299,7 +331,77 @@ impl Plan {
         row.insert("prompt_index".into(), json!(key));
         let mut out = serde_json::to_vec(&row)?;
         out.push(b'\n');
-        Ok(out)
+        Ok((out, Claim { index: key, own }))
+    }
+}
+
+/// Whether `raw` is a JSON string holding more than white space; decoded only when its
+/// first character past the white space is an escape.
+fn has_text(raw: &str) -> bool {
+    let Some(inner) = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) else {
+        return false;
+    };
+    match inner.chars().find(|c| !c.is_whitespace()) {
+        None => false,
+        Some('\\') => serde_json::from_str::<String>(raw).is_ok_and(|s| !s.trim().is_empty()),
+        Some(_) => true,
+    }
+}
+
+/// The `prompt_index` a row gets: its own (`own`), or its position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Claim {
+    index: u64,
+    own: bool,
+}
+
+/// The `prompt_index` of every row written, so that a second row claiming one is bad
+/// input here rather than at traj-run (which refuses it). A row without its own index
+/// claims its position, and positions only grow: they are kept as ranges (an input
+/// without `prompt_index` is one range, whatever its size); rows with their own index
+/// are kept with their `file:line`, to name in the error.
+#[derive(Debug, Default)]
+struct Claims {
+    /// Positions claimed, sorted and disjoint.
+    positions: Vec<std::ops::Range<u64>>,
+    own: std::collections::HashMap<u64, String>,
+}
+
+impl Claims {
+    fn position_taken(&self, i: u64) -> bool {
+        let after = self.positions.partition_point(|r| r.end <= i);
+        self.positions.get(after).is_some_and(|r| r.contains(&i))
+    }
+
+    /// Why `claim` cannot be had, or `None`.
+    fn taken(&self, claim: Claim) -> Option<String> {
+        let i = claim.index;
+        let first = self.own.get(&i);
+        match (claim.own, first) {
+            (true, Some(at)) => Some(format!("prompt_index {i} is also the prompt_index of {at}")),
+            (true, None) => self.position_taken(i).then(|| {
+                format!(
+                    "prompt_index {i} is also the prompt_index of an earlier row without one                      (its position among the non-blank input lines)"
+                )
+            }),
+            (false, Some(at)) => Some(format!(
+                "this row's position (prompt_index {i} of a row without one) is the \
+                 prompt_index of {at}"
+            )),
+            (false, None) => None,
+        }
+    }
+
+    fn claim(&mut self, claim: Claim, at: impl FnOnce() -> String) {
+        let i = claim.index;
+        if claim.own {
+            self.own.insert(i, at());
+        } else {
+            match self.positions.last_mut() {
+                Some(r) if r.end == i => r.end = i + 1,
+                _ => self.positions.push(i..i + 1),
+            }
+        }
     }
 }
 
@@ -320,9 +422,17 @@ pub fn sample_rows(
 ) -> Result<Summary> {
     let mut records = Records::new(sources, shard.map(Select::from));
     let mut tally = Tally::new(on_error, true, rejects);
+    let mut claims = Claims::default();
     while let Some(rec) = records.next_record()? {
-        let verdict = match plan.row(rec.bytes, rec.index) {
-            Ok(bytes) => {
+        let row = plan
+            .row_claiming(rec.bytes, rec.index)
+            .and_then(|(bytes, claim)| match claims.taken(claim) {
+                Some(why) => Err(RowError::IndexTaken(why)),
+                None => Ok((bytes, claim)),
+            });
+        let verdict = match row {
+            Ok((bytes, claim)) => {
+                claims.claim(claim, || format!("{}:{}", rec.source, rec.lineno));
                 out.write_all(&bytes)?;
                 Verdict::Written
             }
@@ -532,11 +642,15 @@ mod tests {
             br#"{"prompt":"a"}"#,
             br#"{ "prompt" : "b\"q" , "x" : [1, {"y": null}] }  "#,
             br#"{"id":3,"prompt":"c","prompt_index":77}"#,
-            br#"{"prompt":"d","prompt_index":null}"#,
+            br#"{"prompt":"d\u0041"}"#,
+            br#"{"prompt":" \n\u0041"}"#,
+            "{\"prompt\":\"\u{3000}\u{4e2d}\"}".as_bytes(),
         ];
         for (i, row) in rows.iter().enumerate() {
             let fast = p.row_fast(row, i as u64).unwrap().expect("fast path taken");
             let slow = p.row_slow(row, i as u64).unwrap();
+            assert_eq!(fast.1, slow.1, "{}", String::from_utf8_lossy(row));
+            let (fast, slow) = (fast.0, slow.0);
             let f: Value = serde_json::from_slice(&fast).unwrap();
             let s: Value = serde_json::from_slice(&slow).unwrap();
             assert_eq!(f, s, "{}", String::from_utf8_lossy(row));
@@ -550,6 +664,14 @@ mod tests {
             br#"{"prompt":"a","toolsets":["x"]}"#,
             br#"{"prompt":"a","prompt":"b"}"#,
             br#"{"prompt":"a","prompt_index":-1}"#,
+            // Present, though null: the slow path replaces the value in place.
+            br#"{"prompt":"d","prompt_index":null}"#,
+            br#"{"prompt":"a","distribution":null}"#,
+            br#"{"prompt":"a","toolsets":null}"#,
+            br#"{"prompt":"a","seed":null}"#,
+            br#"{"prompt":" \n\t"}"#,
+            br#"{"prompt":" \u3000"}"#,
+            br#"{"prompt":""}"#,
             br#"[1]"#,
             br#"{"prompt":"a""#,
         ] {
@@ -602,11 +724,63 @@ mod tests {
                 br#"{"prompt":"a","distribution":[1]}"#,
                 "\"distribution\" must be a string, found an array",
             ),
+            (br#"{"prompt":" \n"}"#, "empty prompt"),
+            (br#"{"prompt":""}"#, "empty prompt"),
         ] {
             let e = p.row(row, 0).unwrap_err();
             assert_eq!(e.to_string(), why, "{}", String::from_utf8_lossy(row));
         }
         assert!(matches!(p.row(b"[1]", 0), Err(RowError::NotObject(_))));
+    }
+
+    /// A null field is replaced where it stands, never written twice.
+    #[test]
+    fn null_fields_are_replaced_in_place() {
+        let p = plan();
+        let out = p
+            .row(
+                br#"{"prompt_index":null,"prompt":"a","distribution":null,"seed":null}"#,
+                4,
+            )
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with(
+                r#"{"prompt_index":4,"prompt":"a","distribution":"balanced","seed":5,"toolsets":"#
+            ),
+            "{text}"
+        );
+        assert!(
+            crate::format::row::validate_object(text.trim_end().as_bytes()).is_ok(),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_prompt_index_is_claimed_once() {
+        let mut c = Claims::default();
+        let at = |i: u32| move || format!("t.jsonl:{i}");
+        let pos = |index| Claim { index, own: false };
+        let own = |index| Claim { index, own: true };
+        for i in 0..3 {
+            assert_eq!(c.taken(pos(i)), None);
+            c.claim(pos(i), at(1));
+        }
+        assert!(c.taken(own(1)).unwrap().contains("earlier row without one"));
+        assert_eq!(c.taken(own(7)), None);
+        c.claim(own(7), at(4));
+        assert_eq!(
+            c.taken(own(7)).unwrap(),
+            "prompt_index 7 is also the prompt_index of t.jsonl:4"
+        );
+        assert!(
+            c.taken(pos(7))
+                .unwrap()
+                .ends_with("is the prompt_index of t.jsonl:4")
+        );
+        c.claim(pos(9), at(5));
+        assert_eq!(c.positions, vec![0..3, 9..10]);
+        assert!(c.taken(own(9)).is_some() && c.taken(own(8)).is_none());
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub enum ToolArgsError {
     SearchKeyMissing { provider: &'static str, env: String },
     #[error("--moa-models and --moa-aggregator go together")]
     MoaIncomplete,
+    #[error("--docker-image: {0}")]
+    BadImage(String),
 }
 
 /// Flags that choose and configure the agent's tools.
@@ -156,6 +158,9 @@ impl ToolArgs {
         }
         if self.tool_output_cap < 256 {
             return Err(ToolArgsError::OutputCapTooSmall);
+        }
+        if let Some(why) = self.docker_image.as_deref().and_then(super::image_refused) {
+            return Err(ToolArgsError::BadImage(why));
         }
         let mut cfg = SandboxConfig {
             backend: self.sandbox,

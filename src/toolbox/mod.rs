@@ -76,7 +76,7 @@ pub use registry::{
     Availability, LlmToolsConfig, Registry, RegistryError, SearchConfig, SearchProvider,
     ToolConfig, ToolInfo, Toolset, all_tool_names,
 };
-pub use sandbox::{Backend, SandboxConfig};
+pub use sandbox::{Backend, SandboxConfig, image_refused};
 pub use task::{Task, TaskSpec};
 
 /// Why a tool call failed, in words for the model: a tool error it sees and can act
@@ -172,6 +172,9 @@ pub trait ToolHost: Send {
     }
     /// Run one call. `args` is the parsed arguments object.
     fn call(&mut self, name: &str, args: &Value) -> ToolResult;
+    /// The prompt's deadline (`--prompt-timeout`): a call after this runs a command at
+    /// most until then (and never longer than the tool timeout).
+    fn set_deadline(&mut self, _deadline: Option<std::time::Instant>) {}
     /// Run a verifier shell script in this task's sandbox, after the agent is done
     /// (see [`task::Task::verify`]); a host without a sandbox cannot.
     fn verify(&mut self, _check: &task::Check) -> Result<task::Checked, String> {

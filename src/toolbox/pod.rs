@@ -18,8 +18,9 @@
 //! The supervisor is non-dumpable (a tool process of the same user cannot ptrace it or
 //! open its `/proc/1/fd`), shares no descriptor with tool processes, and as PID 1 of
 //! its namespace ignores every signal sent from inside. When its stdin closes (traj-run
-//! exits or drops the pod) it exits, and the kernel kills what is left in the
-//! namespace. Tool processes get no POSIX message queues (`RLIMIT_MSGQUEUE` 0), the
+//! exits, even killed by SIGKILL, or drops the pod) it exits at once, also in the middle
+//! of a command (a thread watches for the hangup), and the kernel kills what is left in
+//! the namespace. Tool processes get no POSIX message queues (`RLIMIT_MSGQUEUE` 0), the
 //! one kind of namespace state a reset could not list.
 
 use std::cell::RefCell;
@@ -165,6 +166,8 @@ fn serve(plan: &Plan, input: &mut impl Read, out: &mut impl Write) -> Result<()>
     let _ = std::fs::write("/proc/self/comm", "traj-pod");
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .context("cannot make the pod supervisor non-dumpable")?;
+    // Before the limits: a thread counts against them.
+    watch_for_hangup().context("cannot watch the pod supervisor's input")?;
     plan.limits
         .apply_to_self()
         .context("cannot set the commands' resource limits")?;
@@ -220,6 +223,37 @@ fn serve(plan: &Plan, input: &mut impl Read, out: &mut impl Write) -> Result<()>
         send(out, &reply)?;
     }
     Ok(())
+}
+
+/// End the supervisor, and with it every process of its namespace, as soon as its stdin
+/// has no writer left (traj-run ended, even by `kill -9`, or dropped the pod), also while
+/// a command runs: the loop of [`serve`] only reads its stdin between commands, and a
+/// `sleep 1000` would otherwise run on to its timeout, re-parented to init.
+fn watch_for_hangup() -> std::io::Result<()> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    std::thread::Builder::new()
+        .name("hangup".into())
+        .stack_size(64 << 10)
+        .spawn(|| {
+            let stdin = std::io::stdin();
+            loop {
+                // No events asked for: only the hangup (or an error) wakes it, never a
+                // request waiting to be read.
+                let mut fds = [PollFd::new(&stdin, PollFlags::empty())];
+                match poll(&mut fds, None) {
+                    Ok(_) if !fds[0].revents().is_empty() => break,
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(_) => break,
+                }
+            }
+            // PID 1 of the namespace ends: the kernel kills every other process in it.
+            #[allow(
+                clippy::exit,
+                reason = "the supervisor is its own process, and ending it at once is the point"
+            )]
+            std::process::exit(1)
+        })
+        .map(drop)
 }
 
 fn run(

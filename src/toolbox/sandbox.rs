@@ -216,6 +216,9 @@ impl Sandbox {
                 "the docker backend needs an image: name one in the prompt row or in the configuration"
             );
         }
+        if let Some(why) = image.as_deref().and_then(image_refused) {
+            bail!(why);
+        }
         if backend == Backend::Docker && !cli_exists(&cfg.docker_cli) {
             bail!(
                 "the task needs a container (image {}), but the container CLI {:?} is not installed",
@@ -384,6 +387,8 @@ impl Sandbox {
             self.inner_cwd.clone(),
         ]);
         a.extend(self.cfg.docker_args.iter().cloned());
+        // The image is never an option, whatever it says (it is checked too).
+        a.push("--".into());
         a.push(self.image.clone().unwrap_or_default());
         a.extend(["sleep".into(), "infinity".into()]);
         a
@@ -660,6 +665,14 @@ fn pod_key(cfg: &SandboxConfig, backend: Backend) -> Option<PodKey> {
         root: cfg.root.clone(),
         exe: cfg.pod_exe.clone()?,
         limits: cfg.limits.pod_split().0,
+    })
+}
+
+/// Why `image` cannot be given to the container CLI: one starting with `-` would be read
+/// as an option (`--privileged`).
+pub fn image_refused(image: &str) -> Option<String> {
+    image.starts_with('-').then(|| {
+        format!("image {image:?} starts with '-': the container CLI would take it for an option")
     })
 }
 

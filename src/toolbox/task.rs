@@ -1,7 +1,7 @@
 //! One task's tools: the offered schemas and a sandbox to run calls in.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use serde_json::{Value, json};
@@ -54,6 +54,8 @@ pub struct Task {
     pub(super) files: Confined,
     pub(super) agent: ureq::Agent,
     pub(super) llm: Option<Client>,
+    /// The prompt's deadline: commands and waits end by then.
+    deadline: Option<Instant>,
 }
 
 pub(super) type CallFn = fn(&mut Task, &Value) -> ToolResult;
@@ -94,6 +96,7 @@ impl Task {
             files,
             agent,
             llm,
+            deadline: None,
         })
     }
 
@@ -130,8 +133,20 @@ impl Task {
                 )));
             }
         };
-        let cap = self.sandbox.config().timeout;
+        let cap = self.time_cap();
         Ok((text, Self::timeout_arg(args).map_or(cap, |t| t.min(cap))))
+    }
+
+    /// The longest a command or a wait may take now: the tool timeout, or the time left
+    /// until the prompt's deadline when that is shorter.
+    fn time_cap(&self) -> Duration {
+        let cap = self.sandbox.config().timeout;
+        match self.deadline {
+            Some(d) => cap
+                .min(d.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(1)),
+            None => cap,
+        }
     }
 
     fn run_result(out: Result<RunOutput>, timeout: Duration) -> ToolResult {
@@ -240,7 +255,7 @@ impl Task {
     }
 
     pub(super) fn process(&mut self, args: &Value) -> ToolResult {
-        let cap = self.sandbox.config().timeout;
+        let cap = self.time_cap();
         match self.processes.call(args, cap) {
             Ok(v) => ToolResult::ok(v),
             Err(e) => ToolResult::error(e.to_string()),
@@ -350,5 +365,9 @@ impl ToolHost for Task {
             return ToolResult::error("the arguments must be a JSON object");
         }
         (self.calls[i])(self, args)
+    }
+
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
     }
 }

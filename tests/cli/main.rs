@@ -40,11 +40,15 @@ mod report;
 #[cfg(feature = "agent")]
 mod run;
 #[cfg(feature = "agent")]
+mod run_docker;
+#[cfg(feature = "agent")]
 mod run_faults;
 #[cfg(feature = "agent")]
 mod run_resume;
 #[cfg(feature = "agent")]
 mod run_rollouts;
+#[cfg(feature = "agent")]
+mod run_stop;
 mod sample;
 #[cfg(feature = "agent")]
 mod sandbox;

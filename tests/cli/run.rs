@@ -1738,8 +1738,8 @@ fn fake_docker(dir: &Path) -> String {
 d={d}
 printf '%s\n' "$*" >> "$d/log"
 case "$1" in
-  image) grep -qx "$3" "$d/images" ;;
-  pull) if grep -qx "$2" "$d/registry"; then echo "$2" >> "$d/images"; else echo "pull access denied for $2" >&2; exit 1; fi ;;
+  image) grep -qx "$4" "$d/images" ;;
+  pull) if grep -qx "$3" "$d/registry"; then echo "$3" >> "$d/images"; else echo "pull access denied for $3" >&2; exit 1; fi ;;
   run) case "$*" in *" badrun sleep infinity") echo "cannot start container: no init" >&2; exit 125 ;; esac; echo 0123abcd ;;
   exec) shift; while [ "${{1#-}}" != "$1" ]; do case "$1" in -w|-e) shift 2 ;; *) shift ;; esac; done; shift; exec "$@" ;;
   rm) ;;
@@ -1858,12 +1858,12 @@ fn task_images_are_checked_before_the_first_model_call_and_missing_ones_fail_as_
     assert_eq!(
         calls,
         [
-            "image inspect badrun",
-            "image inspect missing",
-            "image inspect present",
-            "image inspect pullable",
-            "pull missing",
-            "pull pullable",
+            "image inspect -- badrun",
+            "image inspect -- missing",
+            "image inspect -- present",
+            "image inspect -- pullable",
+            "pull -- missing",
+            "pull -- pullable",
         ]
     );
     assert!(

@@ -399,3 +399,146 @@ fn filtered_cut_and_malformed_replies_are_flagged_kept_and_filterable() {
         "stop_reason survives traj-normalize"
     );
 }
+
+#[test]
+fn a_huge_retry_after_is_capped_at_the_largest_backoff() {
+    // Once a panic in the worker (a Retry-After too large for a Duration), and the run
+    // still exited 0 with the prompt "not run".
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [{"match": "", "before": [
+        {"status": 429, "error": "slow down", "retry_after": "999999999999999999999"}]}]}));
+    let input = prompts(d.path(), 3);
+    let mut c = traj_run_loud(d.path(), &s);
+    c.args([&input, "-j", "2"]);
+    let t0 = Instant::now();
+    let o = run_cmd(c);
+    let err = stderr(&o);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_code(&o, 0);
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert_each_once(&d.path().join("data/r"), 3);
+    assert_eq!(
+        s.count_status(429),
+        3,
+        "each prompt refused once, then answered"
+    );
+}
+
+/// Run `c`, killing it when it takes longer than `secs` (a hang fails the test).
+fn run_within(mut c: Command, secs: u64) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("still running after {secs} s: {}", stderr(&o));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn time_and_rate_flags_out_of_range_are_usage_errors() {
+    // Each was once a panic (exit 101) turning seconds into a Duration, or a run that
+    // never ended (--max-rps 1e-30).
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let input = prompts(d.path(), 2);
+    for (flag, value, says) in [
+        ("--retry-delay", "1e30", "at most"),
+        ("--retry-max-delay", "1e30", "at most"),
+        ("--request-timeout", "1e30", "at most"),
+        ("--prompt-timeout", "1e30", "at most"),
+        ("--verifier-timeout", "1e30", "at most"),
+        ("--progress-secs", "1e30", "at most"),
+        ("--request-timeout", "0", "must be > 0"),
+        ("--request-timeout", "NaN", "must be > 0"),
+        ("--retry-delay", "inf", "at most"),
+        ("--retry-delay", "-1", "must be >= 0"),
+        ("--max-rps", "1e-30", "at least 0.001"),
+        ("--max-rps", "inf", "at least 0.001"),
+    ] {
+        let mut c = traj_run_loud(d.path(), &s);
+        c.args([input.clone(), format!("{flag}={value}")]);
+        let o = run_within(c, 30);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(!err.contains("panicked"), "{flag} {value}: {err}");
+        assert!(
+            err.contains(flag) && err.contains(says),
+            "{flag} {value}: {err}"
+        );
+    }
+    assert_eq!(s.count(), 0, "nothing ran");
+    // At the bounds: a slow rate and long limits are taken.
+    let mut c = traj_run(d.path(), &s);
+    c.args([&input, "--max-rps", "1000", "--prompt-timeout", "2592000"]);
+    c.args(["--request-timeout", "2592000", "--progress-secs", "0"]);
+    assert_code(&run_within(c, 60), 0);
+}
+
+#[test]
+fn openais_out_of_quota_429_stops_the_run_as_out_of_credits() {
+    // The words are in the error's `code` and `type`, not its message: once read as a
+    // rate limit, retried, failed, and given up for good after --max-attempts.
+    let d = tmpdir();
+    let body = json!({"error": {
+        "message": "You exceeded your current quota, please check your plan and billing details.",
+        "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}});
+    let s = Standin::json(json!({"wave": {"after": 0, "reply":
+        {"status": 429, "body": body.to_string()}}}));
+    let input = prompts(d.path(), 3);
+    let mut c = traj_run_loud(d.path(), &s);
+    c.args([&input, "-j", "1"]);
+    let o = run_cmd(c);
+    assert_code(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("stopped: out of credits (payment_required, HTTP 429): You exceeded"),
+        "{err}"
+    );
+    assert_eq!(s.count(), 1, "not retried as a rate limit");
+    let run = d.path().join("data/r");
+    assert!(failures(&run).is_empty(), "{:?}", failures(&run));
+    // An error object in a 200 reply says it the same way.
+    let d = tmpdir();
+    let s = Standin::json(json!({"wave": {"after": 0, "reply": {"body": body.to_string()}}}));
+    let input = prompts(d.path(), 2);
+    let mut c = traj_run_loud(d.path(), &s);
+    c.args([&input, "-j", "1"]);
+    let o = run_cmd(c);
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("out of credits"), "{}", stderr(&o));
+    assert!(failures(&d.path().join("data/r")).is_empty());
+}
+
+#[test]
+fn a_failure_without_a_model_call_has_zero_usage() {
+    // docs/run.md lists `usage` in every failure line; it was left out when no call
+    // was made (bad_task, tool_host).
+    let d = tmpdir();
+    let row = json!({"prompt": "p", "toolsets": ["no_such_toolset"]});
+    std::fs::write(d.path().join("tasks.jsonl"), format!("{row}\n")).unwrap();
+    let s = Standin::json(json!({}));
+    let mut c = standin_run(d.path(), &s.url(), "data/r");
+    c.args(["-q", "tasks.jsonl"]);
+    let o = run_cmd(c);
+    assert_code(&o, 1);
+    let f = failures(&d.path().join("data/r"));
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0]["class"], "bad_task", "{f:?}");
+    assert_eq!(
+        f[0]["usage"],
+        json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}),
+        "{f:?}"
+    );
+    assert_eq!(s.count(), 0);
+}

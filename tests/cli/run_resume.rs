@@ -437,3 +437,40 @@ fn resume_of_a_newest_reference_run_directory_counts_discarded_rows_as_done() {
         stderr(&o)
     );
 }
+
+#[test]
+fn statistics_count_tasks_over_the_directory_whatever_the_input_of_a_resume() {
+    // Once: a resume given 5 of 20 rows said total_prompts 5 beside prompts_done 20,
+    // and 4 tasks of 3 rollouts said total_prompts 12 beside prompts_done 4.
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    let all: Vec<Value> = (0..20)
+        .map(|i| json!({"prompt": format!("p{i}")}))
+        .collect();
+    write_rows(&d.path().join("all.jsonl"), &all);
+    write_rows(&d.path().join("some.jsonl"), &all[..5]);
+    let mut c = traj_run(d.path(), &s, "r");
+    c.arg("all.jsonl");
+    assert_code(&run(c), 0);
+    let mut c = traj_run(d.path(), &s, "r");
+    c.args(["some.jsonl", "--resume"]);
+    assert_code(&run(c), 0);
+    let st = read_json(&d.path().join("r/statistics.json"));
+    assert_eq!(
+        (&st["total_prompts"], &st["prompts_done"], &st["records"]),
+        (&json!(20), &json!(20), &json!(20)),
+        "{st}"
+    );
+    assert_eq!(st["this_run"]["prompts_scheduled"], 0);
+
+    let mut c = traj_run(d.path(), &s, "r3");
+    c.args(["some.jsonl", "--rollouts", "3"]);
+    assert_code(&run(c), 0);
+    let st = read_json(&d.path().join("r3/statistics.json"));
+    assert_eq!(
+        (&st["total_prompts"], &st["prompts_done"], &st["records"]),
+        (&json!(5), &json!(5), &json!(15)),
+        "{st}"
+    );
+    assert_eq!(st["this_run"]["prompts_scheduled"], 15);
+}

@@ -693,3 +693,95 @@ fn only_available_leaves_out_what_this_machine_cannot_run() {
         "{browser}"
     );
 }
+
+#[test]
+fn rows_traj_run_would_refuse_are_bad_lines_and_null_fields_are_replaced() {
+    // Once: a null prompt_index or distribution got a second key beside the null one,
+    // a row's own prompt_index could repeat another row's position, and empty prompts
+    // passed; traj-run then refused the whole file.
+    let d = tmpdir();
+    let input = [
+        r#"{"prompt":"a"}"#,
+        r#"{"prompt":"b","prompt_index":0}"#,
+        r#"{"prompt":"c","prompt_index":null,"distribution":null}"#,
+        r#"{"prompt":" \n "}"#,
+        r#"{"prompt":"e","prompt_index":9}"#,
+        r#"{"prompt":"f","prompt_index":9}"#,
+        r#"{"prompt":"g","seed":null,"toolsets":null}"#,
+    ]
+    .join("\n");
+    std::fs::write(d.path().join("in.jsonl"), input + "\n").unwrap();
+    let o = sample(d.path(), &["in.jsonl"], b"");
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains(
+            "in.jsonl:2: prompt_index 0 is also the prompt_index of an earlier row without one"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let o = sample(
+        d.path(),
+        &[
+            "in.jsonl",
+            "-d",
+            "terminal_only",
+            "--on-error",
+            "skip",
+            "--rejects",
+            "rej.jsonl",
+        ],
+        b"",
+    );
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    for line in out.lines() {
+        let keys = raw_fields(line);
+        let n = line.matches("\"prompt_index\"").count();
+        assert_eq!(n, 1, "one prompt_index: {line}");
+        assert_eq!(line.matches("\"distribution\"").count(), 1, "{line}");
+        assert!(keys.contains_key("toolsets"), "{line}");
+    }
+    let rows = parse_jsonl(&out);
+    let got: Vec<(&str, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["prompt"].as_str().unwrap(),
+                r["prompt_index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("a", 0), ("c", 2), ("e", 9), ("g", 6)]);
+    assert!(rows[1]["distribution"].is_string() && rows[3]["seed"] == 0);
+    let rej: Vec<(u64, String)> = read_jsonl(&d.path().join("rej.jsonl"))
+        .iter()
+        .map(|r| {
+            (
+                r["line"].as_u64().unwrap(),
+                r["reasons"][0].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(rej.len(), 3, "{rej:?}");
+    assert_eq!(rej[0].0, 2);
+    assert_eq!(rej[1], (4, "empty prompt".into()));
+    assert_eq!(
+        rej[2],
+        (
+            6,
+            "prompt_index 9 is also the prompt_index of in.jsonl:5".into()
+        )
+    );
+    // What it wrote, traj-run takes whole.
+    #[cfg(feature = "agent")]
+    {
+        std::fs::write(d.path().join("tasks.jsonl"), &out).unwrap();
+        let s = crate::standin::Standin::json(serde_json::json!({}));
+        let mut c = standin_run(d.path(), &s.url(), "r");
+        c.args(["-q", "tasks.jsonl"]);
+        let o = run(c);
+        assert_code(&o, 0);
+        assert_eq!(records(&d.path().join("r")).len(), 4);
+    }
+}

@@ -414,7 +414,7 @@ fn docker_backend_command_lines() {
     assert_eq!(
         lines[0],
         format!(
-            "run -d --init --name {name} --network none -v {ws}:/workspace -w /app --memory 1g python:3.12-slim sleep infinity"
+            "run -d --init --name {name} --network none -v {ws}:/workspace -w /app --memory 1g -- python:3.12-slim sleep infinity"
         )
     );
     assert!(
@@ -457,6 +457,12 @@ fn docker_backend_command_lines() {
         None,
     );
     assert!(format!("{:#}", e.err().unwrap()).contains("is not installed"));
+    // An image that the CLI would read as an option is refused.
+    let e = Sandbox::new(&sandbox, Some("--privileged"), None);
+    assert!(
+        format!("{:#}", e.err().unwrap()).contains("starts with '-'"),
+        "refused"
+    );
     // The docker backend without any image is a configuration error.
     let e = Sandbox::new(
         &SandboxConfig {
