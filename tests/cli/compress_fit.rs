@@ -322,3 +322,79 @@ fn hermes_tool_response_json_content_stays_json() {
         assert!(cut > 0, "{budget}: no block was cut");
     }
 }
+
+/// An OpenAI tool message whose `content` is a list of typed parts, and an assistant
+/// message with a long `reasoning_content`, are cut (docs/compress.md counts both as
+/// the turn's text); before, neither was, and the rows went to the rejects as if every
+/// turn were down to its marker.
+#[test]
+fn typed_parts_and_reasoning_are_cut() {
+    let d = tmpdir();
+    let head = [
+        json!({"role": "system", "content": "sys"}),
+        json!({"role": "user", "content": "task"}),
+    ];
+    let call =
+        json!({"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}});
+    let rows = [
+        json!({"id": "parts", "messages": [head[0], head[1],
+            {"role": "assistant", "content": "ok", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "out ".repeat(2000)}]},
+            {"role": "assistant", "content": "done"}]}),
+        json!({"id": "values", "messages": [head[0], head[1],
+            {"role": "assistant", "content": [{"type": "text", "value": "say ".repeat(2000)}]},
+            {"role": "assistant", "content": "done"}]}),
+        json!({"id": "reasoning", "messages": [head[0], head[1],
+            {"role": "assistant", "content": "ok", "reasoning_content": "think ".repeat(2000)},
+            {"role": "assistant", "content": "done"}]}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("in.jsonl"), text).unwrap();
+    let (out, rejected) = truncate(
+        d.path(),
+        &d.path().join("in.jsonl"),
+        500,
+        &["--tokenizer", "chars4"],
+    );
+    assert!(rejected.is_empty(), "{rejected:?}");
+    assert_eq!(out.len(), 3);
+    let mut c = cmd("traj-filter", d.path());
+    c.args([
+        "--max-row-tokens",
+        "500",
+        "--tokenizer",
+        "chars4",
+        "fit.jsonl",
+        "-o",
+        "kept.jsonl",
+    ]);
+    assert_code(&run(c), 0);
+    assert_eq!(
+        read_jsonl(&d.path().join("kept.jsonl")).len(),
+        3,
+        "every row fits"
+    );
+    let cut = |v: &Value| {
+        v.as_str()
+            .is_some_and(|s| s.contains(MARK) && s.len() < 2400)
+    };
+    assert!(
+        cut(&out[0]["messages"][3]["content"][0]["text"]),
+        "{}",
+        out[0]
+    );
+    assert!(
+        cut(&out[1]["messages"][2]["content"][0]["value"]),
+        "{}",
+        out[1]
+    );
+    assert!(
+        cut(&out[2]["messages"][2]["reasoning_content"]),
+        "{}",
+        out[2]
+    );
+    // The rest of each message is as it was.
+    assert_eq!(out[0]["messages"][3]["content"][0]["type"], "text");
+    assert_eq!(out[0]["messages"][2], rows[0]["messages"][2]);
+    assert_eq!(out[2]["messages"][2]["content"], "ok");
+}

@@ -10,7 +10,10 @@
 //!   no `content`), and the body is written again as Python's `json.dumps` writes it,
 //!   so the block stays valid JSON; a body that is not JSON is cut as text inside its
 //!   tags.
-//! - OpenAI message: the `content` string. Tool calls are kept.
+//! - OpenAI message: the `content` string or each text part of a typed `content` list
+//!   (its `text`, else its `value`, as [`crate::format::message::for_each_content_text`]
+//!   reads it), and the reasoning that is counted (`reasoning` or `reasoning_content`,
+//!   else each `text` and `summary` of `reasoning_details`). Tool calls are kept.
 //!
 //! The texts are visited in one fixed order, so the sizes read by one visit line up
 //! with the texts a later visit of the same turn replaces.
@@ -18,7 +21,7 @@
 use serde_json::Value;
 
 use super::row::Shape;
-use crate::format::hermes::{Tag, find_tag, next_tag};
+use crate::format::hermes::{Tag, find_tag, next_tag, py_strip};
 use crate::format::pyjson;
 
 /// What to do with one text: `Some(new)` replaces it.
@@ -41,7 +44,28 @@ pub fn each_text(turn: &mut Value, shape: Shape, f: &mut Edit<'_>) -> bool {
             },
             _ => false,
         },
-        Shape::OpenAi => obj.get_mut("content").is_some_and(|v| string(v, f)),
+        Shape::OpenAi => {
+            let mut changed = match obj.get_mut("content") {
+                Some(v @ Value::String(_)) => string(v, f),
+                Some(Value::Array(parts)) => {
+                    let mut changed = false;
+                    for p in parts {
+                        changed |= match p {
+                            Value::String(_) => string(p, f),
+                            Value::Object(o) => match o.get("text") {
+                                Some(Value::String(_)) => string(&mut o["text"], f),
+                                _ => o.get_mut("value").is_some_and(|v| string(v, f)),
+                            },
+                            _ => false,
+                        };
+                    }
+                    changed
+                }
+                _ => false,
+            };
+            changed |= reasoning(obj, f);
+            changed
+        }
     }
 }
 
@@ -57,6 +81,42 @@ fn string(v: &mut Value, f: &mut Edit<'_>) -> bool {
         }
         None => false,
     }
+}
+
+/// The counted reasoning of a message, by the rule of
+/// [`crate::format::message::reasoning_of`].
+fn reasoning(obj: &mut serde_json::Map<String, Value>, f: &mut Edit<'_>) -> bool {
+    let holds_text = |s: &str| !py_strip(s).is_empty();
+    for key in ["reasoning", "reasoning_content"] {
+        if let Some(Value::String(s)) = obj.get(key)
+            && holds_text(s)
+        {
+            return string(&mut obj[key], f);
+        }
+    }
+    let Some(Value::Array(details)) = obj.get_mut("reasoning_details") else {
+        return false;
+    };
+    let mut all = String::new();
+    for d in details.iter() {
+        for key in ["text", "summary"] {
+            if let Some(s) = d.get(key).and_then(Value::as_str) {
+                all.push_str(s);
+            }
+        }
+    }
+    if !holds_text(&all) {
+        return false;
+    }
+    let mut changed = false;
+    for d in details {
+        for key in ["text", "summary"] {
+            if let Some(v) = d.get_mut(key) {
+                changed |= string(v, f);
+            }
+        }
+    }
+    changed
 }
 
 /// Every string inside `v` (not the keys), in order.
@@ -247,5 +307,29 @@ mod tests {
         );
         let turn = json!({"from": "tool", "value": "<tool_response>\n{\"a\": 1}"});
         assert_eq!(texts(&turn, Shape::ShareGpt), ["\n{\"a\": 1}"]);
+    }
+
+    #[test]
+    fn openai_parts_and_the_counted_reasoning() {
+        let turn = json!({
+            "role": "assistant",
+            "content": [{"type": "text", "text": "a text"}, {"type": "text", "value": "a value"}, {"type": "image_url", "image_url": {"url": "u"}}, "bare"],
+            "reasoning": " ",
+            "reasoning_content": "the reasoning",
+            "tool_calls": [{"function": {"name": "f", "arguments": "{\"long\": \"argument\"}"}}]
+        });
+        assert_eq!(
+            texts(&turn, Shape::OpenAi),
+            ["a text", "a value", "bare", "the reasoning"]
+        );
+        let out = cut(&turn, Shape::OpenAi);
+        assert_eq!(out["content"][0], json!({"type": "text", "text": "<6>"}));
+        assert_eq!(out["content"][1], json!({"type": "text", "value": "<7>"}));
+        assert_eq!(out["content"][2], turn["content"][2]);
+        assert_eq!(out["reasoning"], " ");
+        assert_eq!(out["reasoning_content"], "<13>");
+        assert_eq!(out["tool_calls"], turn["tool_calls"]);
+        let turn = json!({"role": "assistant", "reasoning_details": [{"type": "reasoning.text", "text": "step one"}, {"summary": "sum"}]});
+        assert_eq!(texts(&turn, Shape::OpenAi), ["step one", "sum"]);
     }
 }
