@@ -97,23 +97,39 @@ fn marked(t: &Value) -> bool {
     t["value"].as_str().is_some_and(|v| v.contains(MARK))
 }
 
-/// A text cut to its marker alone (a Hermes `<tool_response>` block: its `content`).
+/// A text cut to its markers alone: what is left of each text with the markers taken out
+/// (the prose between Hermes tags, each string of a `<tool_response>` block's JSON
+/// `content`) is no longer than a marker's few tokens.
 fn at_marker(t: &Value) -> bool {
     let v = t["value"].as_str().unwrap_or("");
-    let Some(start) = v.find("\n\n[... ") else {
-        return v.is_empty();
-    };
-    let end = v[start..]
-        .find(" ...]\n\n")
-        .map(|k| start + k + " ...]\n\n".len());
-    let Some(end) = end else { return false };
-    let rest = format!("{}{}", &v[..start], &v[end..]);
-    rest.is_empty()
-        || rest
-            .strip_prefix("<tool_response>\n")
-            .and_then(|b| b.strip_suffix("\n</tool_response>"))
-            .and_then(|b| serde_json::from_str::<Value>(b).ok())
-            .is_some_and(|o| o["content"] == "")
+    let mut left = String::new();
+    let mut rest = v;
+    while let Some(start) = rest.find("[... ") {
+        let Some(end) = rest[start..].find(" ...]") else {
+            return false;
+        };
+        left.push_str(&rest[..start]);
+        rest = &rest[start + end + " ...]".len()..];
+    }
+    left.push_str(rest);
+    let mut texts = Vec::new();
+    for seg in left.split(['<', '>']) {
+        match serde_json::from_str::<Value>(seg.trim()) {
+            Ok(o) => texts.extend(strings(o.get("content").unwrap_or(&o))),
+            Err(_) => texts.push(seg.to_string()),
+        }
+    }
+    texts.iter().all(|s| s.trim().len() <= 120)
+}
+
+/// The strings inside a JSON value.
+fn strings(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a.iter().flat_map(strings).collect(),
+        Value::Object(o) => o.values().flat_map(strings).collect(),
+        _ => vec![],
+    }
 }
 
 /// The tiers of `--over-budget truncate` in the output row `r` of input row `i`: a system
@@ -223,4 +239,162 @@ fn rows_fit_at_small_budgets_unless_the_markers_alone_exceed() {
             }
         }
     }
+}
+
+/// The JSON bodies of a Hermes tool turn's `<tool_response>` blocks, each parsed.
+fn response_bodies(v: &str) -> Vec<Result<Value, String>> {
+    v.split("<tool_response>")
+        .skip(1)
+        .map(|b| {
+            let body = b.split("</tool_response>").next().unwrap_or("");
+            serde_json::from_str(body).map_err(|e| format!("{e}: {body}"))
+        })
+        .collect()
+}
+
+/// A Hermes tool turn whose `content` is an object or a list (hermes-agent's shape) is
+/// cut inside the strings of that content, so each `<tool_response>` block stays valid
+/// JSON; before, the block was cut as plain text and the marker spliced into its JSON.
+#[test]
+fn hermes_tool_response_json_content_stays_json() {
+    let d = tmpdir();
+    let call = "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call>";
+    let body = json!({"name": "bash", "content": {"stdout": "x".repeat(8000), "rc": 0}});
+    let row = json!({"id": 1, "conversations": [
+        turn("system", "sys".into()),
+        turn("human", "hi".into()),
+        turn("gpt", call.into()),
+        turn("tool", format!("<tool_response>\n{body}\n</tool_response>")),
+        turn("gpt", "done".into()),
+    ]});
+    std::fs::write(d.path().join("in.jsonl"), format!("{row}\n")).unwrap();
+    let (out, rejected) = truncate(
+        d.path(),
+        &d.path().join("in.jsonl"),
+        300,
+        &["--tokenizer", "chars4"],
+    );
+    assert!(rejected.is_empty(), "{rejected:?}");
+    let conv = out[0]["conversations"].as_array().unwrap();
+    assert_eq!(conv[2]["value"], call, "the call is kept");
+    let v = conv[3]["value"].as_str().unwrap();
+    let bodies = response_bodies(v);
+    let obj = bodies[0].as_ref().unwrap();
+    assert_eq!(obj["content"]["rc"], 0);
+    let stdout = obj["content"]["stdout"].as_str().unwrap();
+    assert!(
+        stdout.contains(MARK) && stdout.starts_with("xx") && stdout.ends_with("xx"),
+        "{stdout}"
+    );
+
+    // The fixture of hermes-agent rows (list contents, two and three blocks in a turn):
+    // every block that was JSON still is.
+    let input = read_jsonl(&fixture("hermes_reason_tool_use_50.jsonl"));
+    for budget in [600, 1500] {
+        let (out, rejected) = truncate(
+            d.path(),
+            &fixture("hermes_reason_tool_use_50.jsonl"),
+            budget,
+            &["--tokenizer", "chars4", "--protect-last-n", "1000"],
+        );
+        // Every turn protected: no summary, each output row is its input row cut.
+        let gone: Vec<u64> = rejected.iter().filter_map(|r| r["line"].as_u64()).collect();
+        let kept = (1..).zip(&input).filter(|(n, _)| !gone.contains(n));
+        assert_eq!(kept.clone().count(), out.len());
+        let mut cut = 0;
+        for (r, (_, src)) in out.iter().zip(kept) {
+            let conv = r["conversations"].as_array().unwrap();
+            for (k, t) in conv.iter().enumerate() {
+                if t["from"] != "tool" {
+                    continue;
+                }
+                let was = response_bodies(src["conversations"][k]["value"].as_str().unwrap());
+                let now = response_bodies(t["value"].as_str().unwrap());
+                assert_eq!(was.len(), now.len(), "{budget}: {t}");
+                for (w, n) in was.iter().zip(&now) {
+                    if w.is_ok() {
+                        let n = n.as_ref().unwrap_or_else(|e| panic!("{budget}: {e}"));
+                        cut += usize::from(n.to_string().contains(MARK));
+                    }
+                }
+            }
+        }
+        assert!(cut > 0, "{budget}: no block was cut");
+    }
+}
+
+/// An OpenAI tool message whose `content` is a list of typed parts, and an assistant
+/// message with a long `reasoning_content`, are cut (docs/compress.md counts both as
+/// the turn's text); before, neither was, and the rows went to the rejects as if every
+/// turn were down to its marker.
+#[test]
+fn typed_parts_and_reasoning_are_cut() {
+    let d = tmpdir();
+    let head = [
+        json!({"role": "system", "content": "sys"}),
+        json!({"role": "user", "content": "task"}),
+    ];
+    let call =
+        json!({"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}});
+    let rows = [
+        json!({"id": "parts", "messages": [head[0], head[1],
+            {"role": "assistant", "content": "ok", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "out ".repeat(2000)}]},
+            {"role": "assistant", "content": "done"}]}),
+        json!({"id": "values", "messages": [head[0], head[1],
+            {"role": "assistant", "content": [{"type": "text", "value": "say ".repeat(2000)}]},
+            {"role": "assistant", "content": "done"}]}),
+        json!({"id": "reasoning", "messages": [head[0], head[1],
+            {"role": "assistant", "content": "ok", "reasoning_content": "think ".repeat(2000)},
+            {"role": "assistant", "content": "done"}]}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("in.jsonl"), text).unwrap();
+    let (out, rejected) = truncate(
+        d.path(),
+        &d.path().join("in.jsonl"),
+        500,
+        &["--tokenizer", "chars4"],
+    );
+    assert!(rejected.is_empty(), "{rejected:?}");
+    assert_eq!(out.len(), 3);
+    let mut c = cmd("traj-filter", d.path());
+    c.args([
+        "--max-row-tokens",
+        "500",
+        "--tokenizer",
+        "chars4",
+        "fit.jsonl",
+        "-o",
+        "kept.jsonl",
+    ]);
+    assert_code(&run(c), 0);
+    assert_eq!(
+        read_jsonl(&d.path().join("kept.jsonl")).len(),
+        3,
+        "every row fits"
+    );
+    let cut = |v: &Value| {
+        v.as_str()
+            .is_some_and(|s| s.contains(MARK) && s.len() < 2400)
+    };
+    assert!(
+        cut(&out[0]["messages"][3]["content"][0]["text"]),
+        "{}",
+        out[0]
+    );
+    assert!(
+        cut(&out[1]["messages"][2]["content"][0]["value"]),
+        "{}",
+        out[1]
+    );
+    assert!(
+        cut(&out[2]["messages"][2]["reasoning_content"]),
+        "{}",
+        out[2]
+    );
+    // The rest of each message is as it was.
+    assert_eq!(out[0]["messages"][3]["content"][0]["type"], "text");
+    assert_eq!(out[0]["messages"][2], rows[0]["messages"][2]);
+    assert_eq!(out[2]["messages"][2]["content"], "ok");
 }

@@ -5,8 +5,8 @@
 //! Which turns: any turn with a text, whatever its role (text-action agents put their
 //! long outputs in user turns, not tool turns), in three tiers: first every turn but
 //! the system turns and the first human turn, then the first human turn, then the
-//! system turns. Within a tier the turns are cut to one common length, the longest
-//! first (a water level: a turn longer than the level keeps its head and tail up to
+//! system turns. Within a tier the texts are cut to one common length, the longest
+//! first (a water level: a text longer than the level keeps its head and tail up to
 //! it, shorter ones are untouched), the level chosen so that the row fits; a tier is
 //! cut down to its markers before the next is touched. Each cut starts from the turn's
 //! original text (markers never nest), and after each the row is counted again (whole,
@@ -15,9 +15,11 @@
 //! is down to its marker and the rest (markers, short texts, tool calls, markup) still
 //! exceeds the budget.
 //!
-//! A Hermes tool turn that is one `<tool_response>` block around a JSON object with a
-//! string `content` has that string shortened, so the block stays valid JSON; any other
-//! text is shortened as it is.
+//! The texts cut are those of [`super::shorten`]: a turn's prose, the text parts of a
+//! typed `content` list, the reasoning, and the strings inside a Hermes
+//! `<tool_response>` block's JSON `content` (the block written again, valid JSON);
+//! never markup or a tool call. Each text is a unit of the water level, so a turn with
+//! several (parts, reasoning, responses) has each cut, each with its marker.
 
 use serde_json::Value;
 
@@ -25,7 +27,7 @@ use super::Compressor;
 use super::metrics::TrajectoryMetrics;
 use super::plan::Role;
 use super::row::{self, Row, Shape};
-use crate::format::pyjson;
+use super::shorten;
 
 /// Why a row is sent to --rejects under `--over-budget`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,28 +84,31 @@ pub fn head_tail(s: &str, keep: usize) -> Option<String> {
     Some(out)
 }
 
-/// The shortened text of a turn (its `value` / `content` string), keeping about
-/// `keep_ratio` of it; `None` when it has no such string or cannot be shortened.
-fn cut_text(turn: &Value, shape: Shape, keep_ratio: f64) -> Option<String> {
-    let Some(Value::String(text)) = turn.get(shape.text_key()) else {
-        return None;
-    };
-    // A Hermes tool turn: one <tool_response> block around a JSON object.
-    if shape == Shape::ShareGpt
-        && let Some(body) = text
-            .strip_prefix("<tool_response>\n")
-            .and_then(|b| b.strip_suffix("\n</tool_response>"))
-        && let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(body)
-        && let Some(Value::String(content)) = obj.get("content")
-    {
-        let keep = (content.chars().count() as f64 * keep_ratio) as usize;
-        let short = head_tail(content, keep)?;
-        obj.insert("content".into(), Value::String(short));
-        let body = pyjson::to_string(&Value::Object(obj), pyjson::Style::Envelope);
-        return Some(format!("<tool_response>\n{body}\n</tool_response>"));
-    }
-    let keep = (text.chars().count() as f64 * keep_ratio) as usize;
-    head_tail(text, keep)
+/// The tokens of each text of `turn` that may be cut ([`shorten::each_text`]).
+fn text_tokens(comp: &Compressor, turn: &Value, shape: Shape) -> Vec<usize> {
+    let mut out = Vec::new();
+    shorten::each_text(&mut turn.clone(), shape, &mut |s| {
+        out.push(comp.tokenizer.count(s));
+        None
+    });
+    out
+}
+
+/// `turn` with each of its texts of `tokens[k]` tokens cut to about `c` tokens (those a
+/// marker shortens); `None` when none is.
+fn cut_turn(turn: &Value, shape: Shape, tokens: &[usize], c: usize, mark: usize) -> Option<Value> {
+    let mut out = turn.clone();
+    let mut k = 0;
+    let changed = shorten::each_text(&mut out, shape, &mut |s| {
+        let t = tokens.get(k).copied().unwrap_or(0);
+        k += 1;
+        if !cuts(t, c, mark) {
+            return None;
+        }
+        let keep = (s.chars().count() as f64 * c as f64 / t as f64) as usize;
+        head_tail(s, keep)
+    });
+    changed.then_some(out)
 }
 
 fn turn_tokens(comp: &Compressor, turn: &Value, shape: Shape) -> usize {
@@ -173,13 +178,10 @@ pub fn truncate(
         .iter()
         .map(|t| turn_tokens(comp, t, shape))
         .collect();
-    // The tokens of each turn's cuttable text (0: nothing to cut).
-    let text: Vec<usize> = original
+    // The tokens of each text of each turn that may be cut.
+    let text: Vec<Vec<usize>> = original
         .iter()
-        .map(|t| match t.get(shape.text_key()) {
-            Some(Value::String(s)) => comp.tokenizer.count(s),
-            _ => 0,
-        })
+        .map(|t| text_tokens(comp, t, shape))
         .collect();
     let mark = comp.tokenizer.count(&marker(usize::MAX)) + 2;
     let chat = comp.chat_total(row).is_some();
@@ -187,7 +189,7 @@ pub fn truncate(
     let mut cut = vec![false; n];
     for t in 0..3 {
         let tier: Vec<usize> = (0..n)
-            .filter(|&i| tier(&roles, i) == t && text[i] > 0)
+            .filter(|&i| tier(&roles, i) == t && text[i].iter().any(|&k| k > 0))
             .collect();
         let mut slack = 0;
         let mut last = usize::MAX;
@@ -196,10 +198,13 @@ pub fn truncate(
                 break;
             }
             let held: usize = tier.iter().map(|&i| now[i]).sum();
-            let fixed: usize = tier.iter().map(|&i| now[i].saturating_sub(text[i])).sum();
+            let fixed: usize = tier
+                .iter()
+                .map(|&i| now[i].saturating_sub(text[i].iter().sum()))
+                .sum();
             let others = total - held.min(total);
             let room = target.saturating_sub(others + slack);
-            let texts: Vec<usize> = tier.iter().map(|&i| text[i]).collect();
+            let texts: Vec<usize> = tier.iter().flat_map(|&i| text[i].iter().copied()).collect();
             // The last round cuts the tier to its markers, so that the next tier (or a
             // rejection) comes only when this one has nothing left to give.
             let c = if round + 1 == ROUNDS {
@@ -208,14 +213,11 @@ pub fn truncate(
                 level(&texts, fixed, mark, room).unwrap_or(0).min(last)
             };
             for &i in &tier {
-                if !cuts(text[i], c, mark) {
-                    continue;
-                }
-                let Some(short) = cut_text(&original[i], shape, c as f64 / text[i] as f64) else {
+                let Some(short) = cut_turn(&original[i], shape, &text[i], c, mark) else {
                     continue;
                 };
                 let turn = row.turn_mut(i);
-                turn[shape.text_key()] = Value::String(short);
+                *turn = short;
                 let tokens = turn_tokens(comp, turn, shape);
                 total = (total + tokens).saturating_sub(now[i]);
                 now[i] = tokens;
@@ -273,26 +275,5 @@ mod tests {
         // Texts shorter than a marker: nothing to cut, level 0 does not fit.
         assert_eq!(level(&[5, 5, 5], 0, 15, 10), None);
         assert!(!cuts(15, 0, 15) && cuts(16, 0, 15));
-    }
-
-    #[test]
-    fn hermes_tool_block_stays_json() {
-        let content = "line\n".repeat(200);
-        let body = pyjson::dumps(&serde_json::json!({"name": "ls", "content": content}));
-        let mut turn = serde_json::json!({"from": "tool", "value": format!("<tool_response>\n{body}\n</tool_response>")});
-        let short = cut_text(&turn, Shape::ShareGpt, 0.1);
-        assert!(short.is_some());
-        turn["value"] = Value::String(short.unwrap());
-        let v = turn["value"].as_str().unwrap();
-        let inner = &v["<tool_response>\n".len()..v.len() - "\n</tool_response>".len()];
-        let obj: Value = serde_json::from_str(inner).unwrap();
-        assert_eq!(obj["name"], "ls");
-        assert!(
-            obj["content"]
-                .as_str()
-                .unwrap()
-                .contains("characters truncated by traj-compress")
-        );
-        assert!(obj["content"].as_str().unwrap().len() < 200);
     }
 }

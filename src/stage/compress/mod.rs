@@ -14,6 +14,7 @@
 //! - [`splice`]: writing a changed row as its input line with only what changed
 //!   written anew.
 //! - [`fit`]: `--over-budget truncate`: shortening the longest turns, in tiers, until a row fits.
+//! - [`shorten`]: the texts of a turn truncation may cut, its markup and tool calls kept.
 //!
 //! With a chat-template tokenizer (an HF tokenizer directory), a row's total is the
 //! tokens of the row rendered with the template, tools included; the difference from
@@ -40,6 +41,7 @@ pub mod plan;
 pub mod row;
 pub mod run;
 pub mod select;
+pub mod shorten;
 pub mod splice;
 pub mod summary;
 

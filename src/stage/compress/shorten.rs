@@ -1,0 +1,335 @@
+//! The texts of a turn that `--over-budget truncate` may shorten, and the turn with
+//! some of them shortened, its structure kept (see [`super::fit`]).
+//!
+//! A turn's texts are the counted texts a model reads as prose, never its markup:
+//! - ShareGPT `value`: the text between Hermes tags (a `<think>` block's reasoning, the
+//!   prose around it), the tags kept; a `<tool_call>` block is kept whole (a tool
+//!   call is not cut, as an OpenAI one is not); a `<tool_response>` block whose body
+//!   is JSON has the strings of its `content` cut (a string `content` itself, or each
+//!   string inside an object or list `content`; the whole body's strings when it has
+//!   no `content`), and the body is written again as Python's `json.dumps` writes it,
+//!   so the block stays valid JSON; a body that is not JSON is cut as text inside its
+//!   tags.
+//! - OpenAI message: the `content` string or each text part of a typed `content` list
+//!   (its `text`, else its `value`, as [`crate::format::message::for_each_content_text`]
+//!   reads it), and the reasoning that is counted (`reasoning` or `reasoning_content`,
+//!   else each `text` and `summary` of `reasoning_details`). Tool calls are kept.
+//!
+//! The texts are visited in one fixed order, so the sizes read by one visit line up
+//! with the texts a later visit of the same turn replaces.
+
+use serde_json::Value;
+
+use super::row::Shape;
+use crate::format::hermes::{Tag, find_tag, next_tag, py_strip};
+use crate::format::pyjson;
+
+/// What to do with one text: `Some(new)` replaces it.
+pub type Edit<'a> = dyn FnMut(&str) -> Option<String> + 'a;
+
+/// Call `f` on each text of `turn` that may be shortened, in order; the texts it
+/// replaces are put in `turn`. True when any text was replaced.
+pub fn each_text(turn: &mut Value, shape: Shape, f: &mut Edit<'_>) -> bool {
+    let Some(obj) = turn.as_object_mut() else {
+        return false;
+    };
+    match shape {
+        Shape::ShareGpt => match obj.get_mut("value") {
+            Some(Value::String(s)) => match hermes_text(s, f) {
+                Some(new) => {
+                    *s = new;
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        },
+        Shape::OpenAi => {
+            let mut changed = match obj.get_mut("content") {
+                Some(v @ Value::String(_)) => string(v, f),
+                Some(Value::Array(parts)) => {
+                    let mut changed = false;
+                    for p in parts {
+                        changed |= match p {
+                            Value::String(_) => string(p, f),
+                            Value::Object(o) => match o.get("text") {
+                                Some(Value::String(_)) => string(&mut o["text"], f),
+                                _ => o.get_mut("value").is_some_and(|v| string(v, f)),
+                            },
+                            _ => false,
+                        };
+                    }
+                    changed
+                }
+                _ => false,
+            };
+            changed |= reasoning(obj, f);
+            changed
+        }
+    }
+}
+
+/// Offer a string value to `f`; true when replaced.
+fn string(v: &mut Value, f: &mut Edit<'_>) -> bool {
+    let Value::String(s) = v else {
+        return false;
+    };
+    match f(s) {
+        Some(new) => {
+            *s = new;
+            true
+        }
+        None => false,
+    }
+}
+
+/// The counted reasoning of a message, by the rule of
+/// [`crate::format::message::reasoning_of`].
+fn reasoning(obj: &mut serde_json::Map<String, Value>, f: &mut Edit<'_>) -> bool {
+    let holds_text = |s: &str| !py_strip(s).is_empty();
+    for key in ["reasoning", "reasoning_content"] {
+        if let Some(Value::String(s)) = obj.get(key)
+            && holds_text(s)
+        {
+            return string(&mut obj[key], f);
+        }
+    }
+    let Some(Value::Array(details)) = obj.get_mut("reasoning_details") else {
+        return false;
+    };
+    let mut all = String::new();
+    for d in details.iter() {
+        for key in ["text", "summary"] {
+            if let Some(s) = d.get(key).and_then(Value::as_str) {
+                all.push_str(s);
+            }
+        }
+    }
+    if !holds_text(&all) {
+        return false;
+    }
+    let mut changed = false;
+    for d in details {
+        for key in ["text", "summary"] {
+            if let Some(v) = d.get_mut(key) {
+                changed |= string(v, f);
+            }
+        }
+    }
+    changed
+}
+
+/// Every string inside `v` (not the keys), in order.
+fn json_strings(v: &mut Value, f: &mut Edit<'_>) -> bool {
+    match v {
+        Value::String(_) => string(v, f),
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |c, item| json_strings(item, f) | c),
+        Value::Object(members) => members
+            .values_mut()
+            .fold(false, |c, item| json_strings(item, f) | c),
+        _ => false,
+    }
+}
+
+/// A Hermes value with its texts offered to `f` (see the module paragraph); `None`
+/// when nothing was replaced.
+fn hermes_text(s: &str, f: &mut Edit<'_>) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut changed = false;
+    // Where the prose before the next tag starts (all before it is written).
+    let mut text = 0;
+    loop {
+        let Some((p, tag)) = next_tag(s, text) else {
+            prose(&mut out, &s[text..], &mut changed, f);
+            break;
+        };
+        prose(&mut out, &s[text..p], &mut changed, f);
+        let start = p + tag.text().len();
+        match tag {
+            Tag::CallOpen => {
+                let end = find_tag(s, Tag::CallClose, start)
+                    .map_or(s.len(), |e| e + Tag::CallClose.text().len());
+                out.push_str(&s[p..end]);
+                text = end;
+            }
+            Tag::RespOpen => match response_json(s, start) {
+                Some((body, end)) => {
+                    let (from, to) = body;
+                    let mut v: Value = serde_json::from_str(&s[from..to]).expect("parsed before");
+                    let edited = match v.get_mut("content") {
+                        Some(c) => json_strings(c, f),
+                        None => json_strings(&mut v, f),
+                    };
+                    out.push_str(&s[p..from]);
+                    if edited {
+                        out.push_str(&pyjson::to_string(&v, pyjson::Style::Envelope));
+                        changed = true;
+                    } else {
+                        out.push_str(&s[from..to]);
+                    }
+                    out.push_str(&s[to..end]);
+                    text = end;
+                }
+                None => {
+                    // A body that is not JSON: its text, inside its tags.
+                    let Some(e) = find_tag(s, Tag::RespClose, start) else {
+                        out.push_str(&s[p..start]);
+                        text = start;
+                        continue;
+                    };
+                    let body = &s[start..e];
+                    let lead = body.len() - body.trim_start().len();
+                    let inner = body.trim();
+                    out.push_str(&s[p..start + lead]);
+                    prose(&mut out, inner, &mut changed, f);
+                    let end = e + Tag::RespClose.text().len();
+                    out.push_str(&s[start + lead + inner.len()..end]);
+                    text = end;
+                }
+            },
+            _ => {
+                out.push_str(&s[p..start]);
+                text = start;
+            }
+        }
+    }
+    changed.then_some(out)
+}
+
+/// Offer a stretch of prose (not empty) to `f`, writing it or what replaces it.
+fn prose(out: &mut String, t: &str, changed: &mut bool, f: &mut Edit<'_>) {
+    match (!t.is_empty()).then(|| f(t)).flatten() {
+        Some(new) => {
+            out.push_str(&new);
+            *changed = true;
+        }
+        None => out.push_str(t),
+    }
+}
+
+/// The JSON body of the `<tool_response>` block whose tag ends at `start`: its span,
+/// and the end of the block's closing tag. `None` when the body is not one JSON value
+/// followed by the closing tag (white space around it allowed).
+fn response_json(s: &str, start: usize) -> Option<((usize, usize), usize)> {
+    let rest = &s[start..];
+    let from = start + (rest.len() - rest.trim_start().len());
+    let mut it = serde_json::Deserializer::from_str(&s[from..]).into_iter::<Value>();
+    it.next()?.ok()?;
+    let to = from + it.byte_offset();
+    let after = &s[to..];
+    let close = to + (after.len() - after.trim_start().len());
+    s[close..]
+        .starts_with(Tag::RespClose.text())
+        .then(|| ((from, to), close + Tag::RespClose.text().len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The texts of a turn, in order.
+    fn texts(turn: &Value, shape: Shape) -> Vec<String> {
+        let mut out = Vec::new();
+        each_text(&mut turn.clone(), shape, &mut |s| {
+            out.push(s.to_string());
+            None
+        });
+        out
+    }
+
+    /// Every text longer than 3 characters replaced by `<N>`, its length.
+    fn cut(turn: &Value, shape: Shape) -> Value {
+        let mut t = turn.clone();
+        each_text(&mut t, shape, &mut |s| {
+            (s.len() > 3).then(|| format!("<{}>", s.len()))
+        });
+        t
+    }
+
+    fn blocks_json(v: &str) -> Vec<Value> {
+        crate::format::hermes::response_bodies(v)
+            .expect("blocks")
+            .iter()
+            .map(|b| serde_json::from_str(b).expect("json body"))
+            .collect()
+    }
+
+    #[test]
+    fn hermes_responses_with_object_and_list_content_stay_json() {
+        let a =
+            pyjson::dumps(&json!({"name": "bash", "content": {"stdout": "x".repeat(50), "rc": 0}}));
+        let b = pyjson::dumps(&json!({"name": "ls", "content": ["y".repeat(9), "ab"]}));
+        let c = pyjson::dumps(&json!({"name": "cat", "content": "z".repeat(7)}));
+        let v = format!(
+            "<tool_response>\n{a}\n</tool_response>\n<tool_response>\n{b}\n</tool_response>\n<tool_response>\n{c}\n</tool_response>"
+        );
+        let turn = json!({"from": "tool", "value": v});
+        let want = [
+            "x".repeat(50),
+            "\n".into(),
+            "y".repeat(9),
+            "ab".into(),
+            "\n".into(),
+            "z".repeat(7),
+        ];
+        assert_eq!(texts(&turn, Shape::ShareGpt), want);
+        let out = cut(&turn, Shape::ShareGpt);
+        let bodies = blocks_json(out["value"].as_str().unwrap());
+        assert_eq!(
+            bodies[0],
+            json!({"name": "bash", "content": {"stdout": "<50>", "rc": 0}})
+        );
+        assert_eq!(bodies[1], json!({"name": "ls", "content": ["<9>", "ab"]}));
+        assert_eq!(bodies[2], json!({"name": "cat", "content": "<7>"}));
+    }
+
+    #[test]
+    fn hermes_tags_and_calls_are_kept() {
+        let v = "<think>\nlong reasoning\n</think>\nthe answer <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"long argument\"}}\n</tool_call>";
+        let turn = json!({"from": "gpt", "value": v});
+        assert_eq!(
+            texts(&turn, Shape::ShareGpt),
+            ["\nlong reasoning\n", "\nthe answer "]
+        );
+        assert_eq!(
+            cut(&turn, Shape::ShareGpt)["value"],
+            "<think><16></think><12><tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"long argument\"}}\n</tool_call>"
+        );
+        // A body that is not JSON is cut inside its tags; after an unclosed tag, prose.
+        let turn =
+            json!({"from": "tool", "value": "<tool_response>\nplain output\n</tool_response>"});
+        assert_eq!(
+            cut(&turn, Shape::ShareGpt)["value"],
+            "<tool_response>\n<12>\n</tool_response>"
+        );
+        let turn = json!({"from": "tool", "value": "<tool_response>\n{\"a\": 1}"});
+        assert_eq!(texts(&turn, Shape::ShareGpt), ["\n{\"a\": 1}"]);
+    }
+
+    #[test]
+    fn openai_parts_and_the_counted_reasoning() {
+        let turn = json!({
+            "role": "assistant",
+            "content": [{"type": "text", "text": "a text"}, {"type": "text", "value": "a value"}, {"type": "image_url", "image_url": {"url": "u"}}, "bare"],
+            "reasoning": " ",
+            "reasoning_content": "the reasoning",
+            "tool_calls": [{"function": {"name": "f", "arguments": "{\"long\": \"argument\"}"}}]
+        });
+        assert_eq!(
+            texts(&turn, Shape::OpenAi),
+            ["a text", "a value", "bare", "the reasoning"]
+        );
+        let out = cut(&turn, Shape::OpenAi);
+        assert_eq!(out["content"][0], json!({"type": "text", "text": "<6>"}));
+        assert_eq!(out["content"][1], json!({"type": "text", "value": "<7>"}));
+        assert_eq!(out["content"][2], turn["content"][2]);
+        assert_eq!(out["reasoning"], " ");
+        assert_eq!(out["reasoning_content"], "<13>");
+        assert_eq!(out["tool_calls"], turn["tool_calls"]);
+        let turn = json!({"role": "assistant", "reasoning_details": [{"type": "reasoning.text", "text": "step one"}, {"summary": "sum"}]});
+        assert_eq!(texts(&turn, Shape::OpenAi), ["step one", "sum"]);
+    }
+}
