@@ -1,6 +1,12 @@
-//! Timestamps as the run directory and the metrics files write them (UTC ISO-8601).
+//! Timestamps as the run directory and the metrics files write them (UTC ISO-8601), and
+//! the longest span a seconds flag may name.
 
 use std::time::SystemTime;
+
+/// The longest time a seconds flag takes (30 days), in traj-run and traj-compress alike:
+/// timeouts and retry waits past it are typing mistakes, and an instant that far ahead
+/// still fits the clock's range (a `Duration` of 1e30 seconds does not exist).
+pub const MAX_SECS: f64 = 30.0 * 86400.0;
 
 /// Now as UTC ISO-8601 with microseconds and a `Z`.
 pub fn utc_now() -> String {

@@ -203,9 +203,7 @@ impl EndpointFields {
     }
 }
 
-/// The longest time a seconds flag takes (30 days): timeouts and retry waits past it
-/// are typing mistakes, and an instant that far ahead still fits the clock's range.
-pub const MAX_SECS: f64 = 30.0 * 86400.0;
+pub use crate::format::time::MAX_SECS;
 
 /// The lowest `--max-rps`: one request per 1,000 seconds.
 pub const MIN_RPS: f64 = 0.001;

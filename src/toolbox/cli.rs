@@ -20,8 +20,8 @@ use crate::llm::ClientConfig;
 /// Flags that do not make a configuration: the caller reports them as a usage error.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ToolArgsError {
-    #[error("--tool-timeout must be at least 1 second")]
-    ZeroTimeout,
+    #[error("--tool-timeout must be at least 1 second and at most {max} (30 days)", max = crate::format::time::MAX_SECS)]
+    TimeoutOutOfRange,
     #[error("--tool-output-cap must be at least 256 bytes")]
     OutputCapTooSmall,
     #[error("--search {0} needs --search-url (the instance's URL)")]
@@ -153,8 +153,8 @@ impl ToolArgs {
     /// once): when it fell back to local, [`SandboxConfig::auto_fallback`] holds the
     /// warning the caller shows.
     pub fn sandbox_config(&self) -> Result<SandboxConfig, ToolArgsError> {
-        if self.tool_timeout == 0 {
-            return Err(ToolArgsError::ZeroTimeout);
+        if self.tool_timeout == 0 || self.tool_timeout as f64 > crate::format::time::MAX_SECS {
+            return Err(ToolArgsError::TimeoutOutOfRange);
         }
         if self.tool_output_cap < 256 {
             return Err(ToolArgsError::OutputCapTooSmall);

@@ -1147,3 +1147,34 @@ fn compressed_rows_keep_the_bytes_of_what_they_keep() {
     }
     assert!(compressed >= 4, "{compressed} rows compressed");
 }
+
+/// A time flag past 30 days is a usage error, never a panic turning it into a Duration
+/// (`--summary-timeout 1e30` with an API key once exited 101).
+#[test]
+fn time_flags_out_of_range_are_usage_errors() {
+    let dir = tmpdir();
+    std::fs::write(
+        dir.path().join("in.jsonl"),
+        format!("{}\n", tool_pair_row("A")),
+    )
+    .unwrap();
+    for (flag, value) in [
+        ("--summary-timeout", "1e30"),
+        ("--retry-delay", "1e30"),
+        ("--retry-delay", "-1"),
+    ] {
+        let mut c = cmd(BIN, dir.path());
+        c.env("OPENROUTER_API_KEY", "k")
+            .arg("in.jsonl")
+            .arg(format!("{flag}={value}"));
+        let o = run(c);
+        assert_code(&o, 2);
+        assert!(
+            stderr(&o).contains(&format!(
+                "{flag} must be a number of seconds >= 0 and at most"
+            )),
+            "{flag} {value}: {}",
+            stderr(&o)
+        );
+    }
+}

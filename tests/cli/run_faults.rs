@@ -465,6 +465,8 @@ fn time_and_rate_flags_out_of_range_are_usage_errors() {
         ("--retry-delay", "-1", "must be >= 0"),
         ("--max-rps", "1e-30", "at least 0.001"),
         ("--max-rps", "inf", "at least 0.001"),
+        ("--tool-timeout", "99999999999", "at most"),
+        ("--tool-timeout", "0", "at least 1 second"),
     ] {
         let mut c = traj_run_loud(d.path(), &s);
         c.args([input.clone(), format!("{flag}={value}")]);

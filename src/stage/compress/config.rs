@@ -32,8 +32,9 @@ pub enum ConfigError {
         path: PathBuf,
         error: serde_norway::Error,
     },
-    /// A time in seconds that is negative or not a number (a usage error).
-    #[error("{0} must be a number of seconds >= 0")]
+    /// A time in seconds that is negative, not a number or past
+    /// [`MAX_SECS`](crate::format::time::MAX_SECS) (a usage error).
+    #[error("{0} must be a number of seconds >= 0 and at most {max} (30 days)", max = crate::format::time::MAX_SECS)]
     Seconds(&'static str),
 }
 
@@ -157,7 +158,7 @@ impl Resolved {
             ("--retry-delay", self.retry_delay),
             ("--summary-timeout", self.summary_timeout),
         ] {
-            if !(v.is_finite() && v >= 0.0) {
+            if !(0.0..=crate::format::time::MAX_SECS).contains(&v) {
                 return Err(ConfigError::Seconds(name));
             }
         }
