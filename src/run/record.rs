@@ -112,6 +112,9 @@ pub struct Metadata {
     pub model: String,
 }
 
+/// The record member that keeps the task row's fields named as the record's own.
+pub const TASK_FIELDS: &str = "task_fields";
+
 /// One line of `batch_N.jsonl`: a prompt run to an end.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
@@ -175,11 +178,31 @@ impl Record {
         "sampling",
     ];
 
-    /// The row's fields that the record does not set itself, carried over as they are.
+    /// The task row's fields the run reads as its input: the record's own fields of the
+    /// same name hold them.
+    const READ: [&'static str; 3] = ["prompt", "prompt_index", "toolsets"];
+
+    /// The row's fields carried over, in row order: those the record does not set
+    /// itself as they are, and (under [`TASK_FIELDS`]) those it does set, which it
+    /// would otherwise replace: a row's own `model`, `usage`, `reward` (a record's
+    /// `reward` is only ever its verifier's, never a score it did not give) and the
+    /// like. The fields the run reads ([`Record::READ`]) are the record's.
     pub fn extra_from_row(row: Map<String, Value>) -> Map<String, Value> {
-        row.into_iter()
-            .filter(|(k, _)| !Self::FIELDS.contains(&k.as_str()))
-            .collect()
+        let mut extra = Map::new();
+        let mut clashing = Map::new();
+        for (k, v) in row {
+            let own = Self::FIELDS.contains(&k.as_str())
+                || matches!(k.as_str(), "reward" | "verification" | TASK_FIELDS);
+            if !own {
+                extra.insert(k, v);
+            } else if !Self::READ.contains(&k.as_str()) {
+                clashing.insert(k, v);
+            }
+        }
+        if !clashing.is_empty() {
+            extra.insert(TASK_FIELDS.to_string(), Value::Object(clashing));
+        }
+        extra
     }
 }
 
@@ -379,7 +402,8 @@ mod tests {
 
     #[test]
     fn record_keeps_row_fields_after_its_own_and_never_overrides_them() {
-        let row = json!({"prompt": "p", "id": 7, "toolsets": ["x"], "zeta": true, "attempt": 9});
+        let row = json!({"prompt": "p", "id": 7, "toolsets": ["x"], "zeta": true, "attempt": 9,
+                         "reward": 3, "model": "orig"});
         let Value::Object(row) = row else { panic!() };
         let r = Record {
             prompt_index: 0,
@@ -419,10 +443,17 @@ mod tests {
         let v = serde_json::to_value(&r).unwrap();
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         let mut want: Vec<&str> = Record::FIELDS.to_vec();
-        want.extend(["id", "zeta"]);
+        want.extend(["id", "zeta", "task_fields"]);
         assert_eq!(keys, want);
         assert_eq!(v["toolsets"], json!(["web"]));
         assert_eq!(v["attempt"], 1);
+        // The row's fields named as the record's own are kept, not replaced; its
+        // `reward` is no score of this run's.
+        assert_eq!(
+            v["task_fields"],
+            json!({"attempt": 9, "reward": 3, "model": "orig"})
+        );
+        assert!(v.get("reward").is_none());
     }
 
     #[test]

@@ -284,11 +284,7 @@ fn run_task(s: &Shared, i: usize) -> Done {
                     return failure_done(i, &line);
                 }
             };
-            let mut extra = Record::extra_from_row(row);
-            if reward.is_some() {
-                extra.remove("reward");
-                extra.remove("verification");
-            }
+            let extra = Record::extra_from_row(row);
             let rec = Record {
                 prompt_index: task.index,
                 task_uid: task.ids.uid(),
