@@ -285,9 +285,17 @@ enum Entry<'t> {
 /// The entries of the [`MESSAGE_KEYS`] value of what `traj` keeps, less the turn keys
 /// the writer puts on the turns themselves (`on_turns`: `loss_weight` of a human or gpt
 /// turn, and of a tool turn whose results agree on it): the one rule behind
-/// [`kept_value`] and [`write_kept`].
+/// [`kept_value`] and [`write_kept`]. In the order of their places (a message kept whole
+/// before the keys of the turn it stands before, a turn's keys before its results'),
+/// whatever order they were read in: a row read back from its `message_keys` gets the
+/// entries of its turns' `loss_weight` first, and must be written as it was.
 fn entries(traj: &Trajectory, on_turns: bool) -> impl Iterator<Item = Entry<'_>> {
-    traj.kept.iter().filter_map(move |k| match k {
+    let mut kept: Vec<&Kept> = traj.kept.iter().collect();
+    kept.sort_by_key(|k| match k {
+        Kept::Message { at, .. } => (*at, 0, 0),
+        Kept::Keys { turn, result, .. } => (*turn, 1, result.map_or(0, |r| r + 1)),
+    });
+    kept.into_iter().filter_map(move |k| match k {
         Kept::Keys { turn, result, keys } => {
             let on_turn = on_turns && traj.loss_weight(*turn).is_some();
             let keys: Vec<_> = keys
