@@ -25,8 +25,10 @@
 //! Parsing (text → model): [`parse_system`], [`parse_gpt`], [`parse_tool`]. They accept
 //! what [`render_gpt`] and friends write, and are tolerant of other Hermes writers
 //! (whitespace around JSON bodies, a `{"name", "content"}` response without an id, tool
-//! lists written as one object per tool). For any text `t` these functions produced,
-//! `render(parse(t)) == t` byte for byte.
+//! lists written as one object per tool). A leading `<think>` block is the turn's
+//! reasoning however it is framed ([`split_leading_think`]), never answer text; the
+//! readers of other shapes take it the same way ([`take_leading_think`]). For any text
+//! `t` these functions produced, `render(parse(t)) == t` byte for byte.
 //!
 //! Scanning (the one tag reader, borrowed and zero-copy, for stages that judge or quote
 //! text rather than convert it): [`scan_gpt`] (reasoning, `<tool_call>` bodies and the
@@ -395,68 +397,92 @@ fn call_from_json(v: Value, n: usize) -> Result<ToolCall, ParseError> {
 
 /// Parse the value of a `gpt` turn into reasoning, content and calls.
 ///
-/// A leading `<think>\n…\n</think>` block becomes the reasoning (an empty one becomes
-/// none); trailing `<tool_call>` blocks become calls; the rest is the content. When that
-/// reading would not write back the same text (for example an inline
-/// `<think>x</think>` in the content), the think block stays in the content.
+/// A leading `<think>` block becomes the reasoning however it is framed (see
+/// [`split_leading_think`]; a block holding only white space becomes none); trailing
+/// `<tool_call>` blocks become calls; the rest is the content. A think block is never
+/// answer text: where the text frames it otherwise than [`render_gpt`] does
+/// (`<think>R</think>x`, a blank line before the calls), writing the turn again gives the
+/// canonical framing.
 pub fn parse_gpt(value: &str) -> Result<GptTurn, ParseError> {
     parse_gpt_checked(value).map(|(g, _)| g)
 }
 
 /// [`parse_gpt`], and whether [`render_gpt`] of the turn is known to give back `value`
 /// byte for byte (`true` when the reading above has checked it, which it does whenever
-/// the text starts with a `<think>` block; `false`: not known).
+/// the text starts with a `<think>` block; `false`: not known, or another framing).
 pub fn parse_gpt_checked(value: &str) -> Result<(GptTurn, bool), ParseError> {
-    if let Some((reasoning, rest)) = split_think(value) {
-        let (content, calls) = split_calls(rest)?;
-        let primary = GptTurn {
-            reasoning: (!reasoning.is_empty()).then(|| reasoning.to_string()),
-            content: content.to_string(),
-            tool_calls: calls,
-        };
-        // Keep the split only when it writes back the same text.
-        if render_gpt(&primary).ok().as_deref() == Some(value) {
-            return Ok((primary, true));
-        }
-        if let Ok((content, calls)) = split_calls(value) {
-            let fallback = GptTurn {
-                reasoning: None,
-                content: content.to_string(),
-                tool_calls: calls,
-            };
-            if render_gpt(&fallback).ok().as_deref() == Some(value) {
-                return Ok((fallback, true));
-            }
-        }
-        return Ok((primary, false));
-    }
-    let (content, calls) = split_calls(value)?;
-    Ok((
-        GptTurn {
-            reasoning: None,
-            content: content.to_string(),
-            tool_calls: calls,
-        },
-        false,
-    ))
+    let (reasoning, rest) = match leading_reasoning(value) {
+        Some((r, rest)) => (Some(r), rest),
+        None => (None, value),
+    };
+    let (content, calls) = split_calls(rest)?;
+    // White space alone before the calls is framing: no text is written there.
+    let content = if !calls.is_empty() && reasoning.is_some() && is_blank(content) {
+        ""
+    } else {
+        content
+    };
+    let g = GptTurn {
+        reasoning: reasoning.filter(|r| !is_blank(r)).map(str::to_string),
+        content: content.to_string(),
+        tool_calls: calls,
+    };
+    let checked = reasoning.is_some() && render_gpt(&g).ok().as_deref() == Some(value);
+    Ok((g, checked))
 }
 
-/// `<think>\nR\n</think>\nrest` → `(R, rest)`; `<think>\n</think>…` gives an empty R.
-fn split_think(value: &str) -> Option<(&str, &str)> {
-    let after_open = value.strip_prefix("<think>\n")?;
+/// The leading `<think>` block of a turn's text, however it is framed: white space
+/// before `<think>`, then the block up to the first `</think>`, gives `(R, rest)`, R the
+/// block's text without one `\n` right after `<think>` and one right before `</think>`,
+/// rest the text after `</think>` without one `\n` (so the canonical
+/// `<think>\nR\n</think>\nrest` gives back R and rest exactly). `None` when the text does
+/// not start with a closed `<think>` block.
+pub fn split_leading_think(value: &str) -> Option<(&str, &str)> {
+    let after_open = value
+        .trim_start_matches(py_space)
+        .strip_prefix(Tag::ThinkOpen.text())?;
     let close = find_tag(after_open, Tag::ThinkClose, 0)?;
+    let inner = &after_open[..close];
+    let inner = inner.strip_prefix('\n').unwrap_or(inner);
+    let inner = inner.strip_suffix('\n').unwrap_or(inner);
     let after_close = &after_open[close + Tag::ThinkClose.text().len()..];
-    let rest = if after_close.is_empty() {
-        ""
-    } else {
-        after_close.strip_prefix('\n')?
-    };
-    let reasoning = if close == 0 {
-        ""
-    } else {
-        after_open[..close].strip_suffix('\n')?
-    };
-    Some((reasoning, rest))
+    Some((inner, after_close.strip_prefix('\n').unwrap_or(after_close)))
+}
+
+/// [`split_leading_think`], over blocks holding only white space: the first block that
+/// holds text and the text after it, or (`""`, the text after the last block) when every
+/// leading block is blank (an empty block in front of another is no reasoning).
+fn leading_reasoning(value: &str) -> Option<(&str, &str)> {
+    let mut found = None;
+    let mut cur = value;
+    while let Some((r, rest)) = split_leading_think(cur) {
+        if !is_blank(r) {
+            return Some((r, rest));
+        }
+        found = Some(("", rest));
+        cur = rest;
+    }
+    found
+}
+
+/// A turn read from a source other than Hermes text (OpenAI content, LLaMA-Factory
+/// values) whose reply starts with a `<think>` block and has no reasoning of its own:
+/// the block is its reasoning, as [`parse_gpt`] reads it in Hermes text (so that the
+/// Hermes text written for the turn reads back as the same turn).
+pub fn take_leading_think(g: &mut GptTurn) {
+    if g.reasoning.as_deref().is_some_and(|r| !is_blank(r)) {
+        return;
+    }
+    if let Some((r, rest)) = leading_reasoning(&g.content) {
+        let reasoning = (!is_blank(r)).then(|| r.to_string());
+        let framing = !g.tool_calls.is_empty() && is_blank(rest);
+        g.content = if framing {
+            String::new()
+        } else {
+            rest.to_string()
+        };
+        g.reasoning = reasoning;
+    }
 }
 
 /// Parse the value of a `tool` turn into results.

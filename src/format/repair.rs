@@ -25,8 +25,9 @@
 //!
 //! White space around the tags is otherwise the Hermes parser's business, as before:
 //! it reads `<tool_call>` bodies whatever white space frames them, and rendering writes
-//! the canonical framing (not counted as a repair). White space before a leading
-//! `<think>` is kept, as the reference keeps a reply's content.
+//! the canonical framing (not counted as a repair). The framing of a leading `<think>`
+//! block (white space before it and inside its tags) is the parser's business too: the
+//! block is the turn's reasoning however it is framed ([`hermes::parse_gpt`]).
 //!
 //! Everything else that breaks the envelope is refused ([`Broken::Unrepairable`]): an
 //! unclosed `<think>` or `<tool_call>` (where it ends would be a guess), a tag inside an

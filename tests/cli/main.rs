@@ -25,6 +25,7 @@ mod keep;
 mod lossless;
 mod merge;
 mod normalize;
+mod normalize_reasoning;
 mod numbers;
 mod parquet_typed;
 #[cfg(feature = "agent")]

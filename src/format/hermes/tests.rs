@@ -44,10 +44,57 @@ fn gpt_turns_round_trip_through_the_text() {
             vec![],
         ),
     ];
-    for g in cases {
+    for mut g in cases {
+        // As every reader gives a turn: a leading think block is its reasoning.
+        take_leading_think(&mut g);
         let t = render_gpt(&g).unwrap();
         let back = parse_gpt(&t).unwrap();
         assert_eq!(render_gpt(&back).unwrap(), t, "{g:?}");
+        assert_eq!(parse_gpt(&t).unwrap(), back, "{t:?}");
+    }
+}
+
+/// A leading think block is reasoning however it is framed, never answer text; the
+/// text written for the turn is the canonical framing, which reads back the same.
+#[test]
+fn a_leading_think_block_is_reasoning_in_any_framing() {
+    let c = |name: &str| call(name, json!({}));
+    let cases = [
+        ("<think>R2</think>done", gpt(Some("R2"), "done", vec![])),
+        (
+            "<think>\nR\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+            gpt(Some("R"), "", vec![c("f")]),
+        ),
+        (
+            "<think>\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+            gpt(None, "", vec![c("f")]),
+        ),
+        (
+            "\n<think> R </think>\n\nHi",
+            gpt(Some(" R "), "\nHi", vec![]),
+        ),
+        (
+            "<think></think><think>x</think>y",
+            gpt(Some("x"), "y", vec![]),
+        ),
+        ("<think>\n  \n</think>\nfoo", gpt(None, "foo", vec![])),
+        // Not leading: answer text.
+        (
+            "Hi <think>x</think>",
+            gpt(None, "Hi <think>x</think>", vec![]),
+        ),
+    ];
+    for (text, want) in cases {
+        let (got, checked) = parse_gpt_checked(text).unwrap();
+        assert_eq!(got, want, "{text:?}");
+        let canonical = render_gpt(&got).unwrap();
+        let framed = text.trim_start().starts_with("<think>");
+        assert_eq!(checked, framed && canonical == text, "{text:?}");
+        assert_eq!(parse_gpt(&canonical).unwrap(), got, "{canonical:?}");
+        // The same text as an OpenAI reply's content reads as the same turn.
+        let mut g = gpt(None, text, vec![]);
+        take_leading_think(&mut g);
+        assert_eq!(g.reasoning, want.reasoning, "{text:?}");
     }
 }
 

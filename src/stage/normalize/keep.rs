@@ -90,10 +90,20 @@ pub enum Part {
     ToolCallKey,
     /// A key of a system message other than its role and text, dropped.
     SystemMessageKey,
+    /// A key of a text or reasoning content part other than its type and text
+    /// (`cache_control`, a thinking block's `signature`), dropped.
+    ContentPartKey,
+    /// A reasoning content part of a message whose own reasoning field (another text)
+    /// is the turn's reasoning, dropped.
+    ReasoningPart,
+    /// Another writer's tool prompt (a system text with a `<tools>` block that is not
+    /// the Hermes prompt traj writes): its tools are read, its text (instructions beside
+    /// the block included) is replaced by the Hermes prompt, dropped.
+    OtherToolPrompt,
 }
 
 impl Part {
-    pub const ALL: [Part; 7] = [
+    pub const ALL: [Part; 10] = [
         Part::ToolResultWithoutCall,
         Part::LateSystemMessage,
         Part::MessageWithoutTurn,
@@ -101,6 +111,9 @@ impl Part {
         Part::SystemPrompt,
         Part::ToolCallKey,
         Part::SystemMessageKey,
+        Part::ContentPartKey,
+        Part::ReasoningPart,
+        Part::OtherToolPrompt,
     ];
 
     /// The stable name (stderr, `--stats`).
@@ -113,6 +126,9 @@ impl Part {
             Part::SystemPrompt => "system_prompt",
             Part::ToolCallKey => "tool_call_key",
             Part::SystemMessageKey => "system_message_key",
+            Part::ContentPartKey => "content_part_key",
+            Part::ReasoningPart => "reasoning_part",
+            Part::OtherToolPrompt => "other_tool_prompt",
         }
     }
 
@@ -121,7 +137,13 @@ impl Part {
     pub fn dropped(self) -> bool {
         matches!(
             self,
-            Part::RunSystemPrompt | Part::SystemPrompt | Part::ToolCallKey | Part::SystemMessageKey
+            Part::RunSystemPrompt
+                | Part::SystemPrompt
+                | Part::ToolCallKey
+                | Part::SystemMessageKey
+                | Part::ContentPartKey
+                | Part::ReasoningPart
+                | Part::OtherToolPrompt
         )
     }
 }
@@ -199,6 +221,13 @@ pub fn read_system(text: &str, lists_tools: bool) -> SystemText<'_> {
         .flatten()
         .and_then(|k| text[..k].strip_suffix("\n\n"));
     SystemText::ToolPrompt { own }
+}
+
+/// True when `text`, read as [`SystemText::ToolPrompt`] without own text, is another
+/// writer's tool prompt, whose text the Hermes prompt replaces ([`Part::OtherToolPrompt`]):
+/// anything but the Hermes prompt itself, which is written again from its tools.
+pub fn other_tool_prompt(text: &str) -> bool {
+    !(text.starts_with(hermes::SYSTEM_PREFIX) && text.ends_with(hermes::SYSTEM_SUFFIX))
 }
 
 /// The system turn of a Hermes row: `None` for a plain chat without own text; the own
@@ -285,9 +314,17 @@ enum Entry<'t> {
 /// The entries of the [`MESSAGE_KEYS`] value of what `traj` keeps, less the turn keys
 /// the writer puts on the turns themselves (`on_turns`: `loss_weight` of a human or gpt
 /// turn, and of a tool turn whose results agree on it): the one rule behind
-/// [`kept_value`] and [`write_kept`].
+/// [`kept_value`] and [`write_kept`]. In the order of their places (a message kept whole
+/// before the keys of the turn it stands before, a turn's keys before its results'),
+/// whatever order they were read in: a row read back from its `message_keys` gets the
+/// entries of its turns' `loss_weight` first, and must be written as it was.
 fn entries(traj: &Trajectory, on_turns: bool) -> impl Iterator<Item = Entry<'_>> {
-    traj.kept.iter().filter_map(move |k| match k {
+    let mut kept: Vec<&Kept> = traj.kept.iter().collect();
+    kept.sort_by_key(|k| match k {
+        Kept::Message { at, .. } => (*at, 0, 0),
+        Kept::Keys { turn, result, .. } => (*turn, 1, result.map_or(0, |r| r + 1)),
+    });
+    kept.into_iter().filter_map(move |k| match k {
         Kept::Keys { turn, result, keys } => {
             let on_turn = on_turns && traj.loss_weight(*turn).is_some();
             let keys: Vec<_> = keys

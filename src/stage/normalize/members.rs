@@ -2,10 +2,12 @@
 //! ([`crate::format::model::Kept`]). A reading in part ([`crate::io::ListRule`]) keeps
 //! the value of a key the reader never looks at as the text it was read as, when that
 //! text is Python's spelling ([`KeptValue::Text`]); these functions give the same
-//! message, keys and values either way.
+//! message, keys and values either way. The reasoning fields of a reply are read keys,
+//! and kept too when they hold more than the turn's reasoning ([`unused_reasoning`]).
 
 use serde_json::{Map, Value};
 
+use crate::format::message::reasoning_of;
 use crate::format::model::{KeptKeys, KeptValue, LOSS_WEIGHT};
 pub use crate::io::ItemTexts;
 
@@ -64,6 +66,73 @@ pub fn is_read_key(key: &str) -> bool {
     .iter()
     .any(|keys| keys.contains(&key))
         || key == LOSS_WEIGHT
+}
+
+/// The reasoning members of assistant message `m` that hold more than the turn's
+/// reasoning (`used`, read by [`reasoning_of`]) and are kept as the message's keys
+/// ([`crate::format::model::Kept`]): `reasoning` or `reasoning_content` holding another text (a reply may
+/// carry both), and `reasoning_details` when it holds another text or anything besides
+/// each entry's `type`, `text` and `summary` (a `signature`, encrypted `data`,
+/// `format`).
+pub(super) fn unused_reasoning(m: &Map<String, Value>, used: Option<&str>) -> Vec<&'static str> {
+    let mut keep = Vec::new();
+    for key in ["reasoning", "reasoning_content"] {
+        if let Some(Value::String(s)) = m.get(key)
+            && !crate::format::hermes::py_strip(s).is_empty()
+            && used != Some(s.as_str())
+        {
+            keep.push(key);
+        }
+    }
+    if let Some(Value::Array(details)) = m.get("reasoning_details") {
+        let plain = details.iter().all(|d| {
+            d.as_object().is_some_and(|o| {
+                o.keys()
+                    .all(|k| matches!(k.as_str(), "type" | "text" | "summary"))
+            })
+        });
+        let text: String = details
+            .iter()
+            .flat_map(|d| ["text", "summary"].map(|k| d.get(k).and_then(Value::as_str)))
+            .flatten()
+            .collect();
+        if !plain
+            || (!crate::format::hermes::py_strip(&text).is_empty() && used != Some(text.as_str()))
+        {
+            keep.push("reasoning_details");
+        }
+    }
+    keep
+}
+
+/// Reasoning a provider's reply carries where [`reasoning_of`] does not look: in
+/// LiteLLM's `provider_specific_fields`, or in mini-swe-agent's `extra.response` (the
+/// raw reply: `choices[0].message`), read by the same rule. A value kept as text
+/// (`texts`) is parsed only when it spells a key starting `reasoning` (a text in
+/// Python's spelling never escapes a letter, so the search is exact).
+pub(super) fn provider_reasoning(
+    m: &Map<String, Value>,
+    texts: &[(String, &str)],
+) -> Option<String> {
+    let member = |key: &str| match text_of_key(texts, key) {
+        Some(t) => memchr::memmem::find(t.as_bytes(), b"\"reasoning")
+            .map(|_| std::borrow::Cow::Owned(KeptValue::parse_text(t))),
+        None => m.get(key).map(std::borrow::Cow::Borrowed),
+    };
+    let own = member("provider_specific_fields");
+    if let Some(r) = own
+        .as_deref()
+        .and_then(Value::as_object)
+        .and_then(reasoning_of)
+    {
+        return Some(r);
+    }
+    let extra = member("extra");
+    extra
+        .as_deref()
+        .and_then(|e| e.pointer("/response/choices/0/message"))
+        .and_then(Value::as_object)
+        .and_then(reasoning_of)
 }
 
 /// The text a reading in part kept for key `key` of a message.

@@ -24,14 +24,18 @@
 //! with no assistant-with-calls right before it, a system entry after the first turn and
 //! mini-swe-agent's `exit` message are no turns: they are kept whole, at their place
 //! ([`Kept::Message`]), and counted. Keys of a message that the model has no field for
-//! are kept by the turn they belong to ([`Kept::Keys`]).
+//! are kept by the turn they belong to ([`Kept::Keys`]), and so are the reasoning fields
+//! that hold more than the turn's reasoning. A leading `<think>` block of a reply's
+//! content is its reasoning, as in Hermes text; the ids `--to openai` makes up for calls
+//! are read as none.
 
 use serde_json::{Map, Value};
 
 use super::error::{BadBody, BadMessage, BadRow, ToolsField};
 use super::keep::{self, Part, SystemRule, Tally};
 use super::members::{
-    ItemTexts, extra_keys, is_result_role, kept_message, take_keys, text_of_key, whole,
+    ItemTexts, extra_keys, is_result_role, kept_message, provider_reasoning, take_keys,
+    unused_reasoning, whole,
 };
 use crate::format::message::reasoning_of;
 use crate::format::model::{DeclError, json_kind};
@@ -104,6 +108,9 @@ pub(super) struct Pending {
     calls: Vec<(Option<String>, String)>,
     answered: Vec<bool>,
     has_ids: bool,
+    /// The ids `--to openai` made up for these calls ([`drop_made_up_ids`]): a result
+    /// with one of them has no id of its own.
+    made_up: Vec<String>,
 }
 
 impl Pending {
@@ -118,6 +125,7 @@ impl Pending {
                 .collect(),
             answered: vec![false; calls.len()],
             has_ids: calls.iter().any(|c| c.id.is_some()),
+            made_up: Vec::new(),
         })
     }
 
@@ -218,7 +226,7 @@ pub fn read_messages(
             });
             continue;
         }
-        let extra = extra_keys(&m, sharegpt, &role);
+        let mut extra = extra_keys(&m, sharegpt, &role);
         let body = if sharegpt {
             m.remove("value")
         } else {
@@ -227,7 +235,7 @@ pub fn read_messages(
         match role.as_str() {
             "system" | "developer" => {
                 pending = None;
-                let text = text_of(body).map_err(|e| at(e.into()))?;
+                let text = text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?;
                 let listed = hermes::parse_system(&text);
                 let lists_tools = listed.is_some();
                 if system_tools.is_none()
@@ -236,7 +244,12 @@ pub fn read_messages(
                     system_tools = Some(t.map_err(|e| at(e.into()))?);
                 }
                 let (own, run) = match keep::read_system(&text, lists_tools) {
-                    keep::SystemText::ToolPrompt { own } => (own, false),
+                    keep::SystemText::ToolPrompt { own } => {
+                        if own.is_none() && keep::other_tool_prompt(&text) {
+                            ctx.tally.parts.add(Part::OtherToolPrompt);
+                        }
+                        (own, false)
+                    }
                     keep::SystemText::Own(_) if !turns.is_empty() => {
                         // After the first turn: kept whole, at its place.
                         ctx.tally.parts.add(Part::LateSystemMessage);
@@ -265,23 +278,34 @@ pub fn read_messages(
             }
             "user" | "human" => {
                 pending = None;
-                turns.push(Turn::Human(text_of(body).map_err(|e| at(e.into()))?));
+                turns.push(Turn::Human(
+                    text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?,
+                ));
             }
             "assistant" | "gpt" if lf && sharegpt => {
-                let text = text_of(body).map_err(|e| at(e.into()))?;
-                let g = llamafactory::parse_gpt(&text);
+                let text = text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?;
+                let mut g = llamafactory::parse_gpt(&text);
+                hermes::take_leading_think(&mut g);
                 pending = None;
                 turns.push(Turn::Gpt(g));
             }
             "assistant" | "gpt" => {
-                let g = if sharegpt {
-                    let text = text_of(body).map_err(|e| at(e.into()))?;
+                let mut g = if sharegpt {
+                    let text = text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?;
                     let text = repair::repair_gpt(&text, false, mode, &mut ctx.tally.repairs)
                         .map_err(|e| at(e.into()))?;
                     hermes::parse_gpt(&text).map_err(|e| at(e.into()))?
                 } else {
                     let mut g =
                         openai_assistant(&m, own_texts, body, &mut ctx.tally.parts).map_err(at)?;
+                    let unused = unused_reasoning(&m, g.reasoning.as_deref());
+                    if !unused.is_empty() {
+                        extra = m
+                            .keys()
+                            .filter(|k| extra.contains(*k) || unused.contains(&k.as_str()))
+                            .cloned()
+                            .collect();
+                    }
                     if lf && g.reasoning.is_none() && g.tool_calls.is_empty() {
                         let p = llamafactory::parse_gpt(&g.content);
                         (g.reasoning, g.content) = (p.reasoning, p.content);
@@ -296,13 +320,18 @@ pub fn read_messages(
                     {
                         g.content = c;
                     }
+                    hermes::take_leading_think(&mut g);
                     g
                 };
+                let made_up = drop_made_up_ids(&mut g, turns.len());
                 pending = Pending::new(&g.tool_calls);
+                if let Some(p) = pending.as_mut() {
+                    p.made_up = made_up;
+                }
                 turns.push(Turn::Gpt(g));
             }
             "function_call" => {
-                let text = text_of(body).map_err(|e| at(e.into()))?;
+                let text = text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?;
                 let value = llamafactory::parse_function_call(&text);
                 let v: Value = serde_json::from_str(value.calls)
                     .map_err(|e| at(BadMessage::FunctionCallNotJson(e.to_string())))?;
@@ -314,11 +343,12 @@ pub fn read_messages(
                     one => call_object(&one).map(|c| vec![c]),
                 }
                 .map_err(|e| at(BadMessage::FunctionCall(e)))?;
-                let g = GptTurn {
+                let mut g = GptTurn {
                     reasoning: value.reasoning.map(str::to_string),
                     content: value.content.to_string(),
                     tool_calls: calls,
                 };
+                hermes::take_leading_think(&mut g);
                 pending = Pending::new(&g.tool_calls);
                 turns.push(Turn::Gpt(g));
             }
@@ -327,11 +357,13 @@ pub fn read_messages(
                     unreachable!("a result without a call is kept above");
                 };
                 let results = if sharegpt && role == "tool" {
-                    hermes::parse_tool(&text_of(body).map_err(|e| at(e.into()))?)
-                        .map_err(|e| at(e.into()))?
+                    hermes::parse_tool(
+                        &text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?,
+                    )
+                    .map_err(|e| at(e.into()))?
                 } else if sharegpt && role == "observation" {
                     // LLaMA-Factory joins the results of one step with its separator.
-                    let text = text_of(body).map_err(|e| at(e.into()))?;
+                    let text = text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?;
                     llamafactory::split_observation(&text)
                         .map(|t| ToolResult {
                             tool_call_id: String::new(),
@@ -340,7 +372,10 @@ pub fn read_messages(
                         })
                         .collect()
                 } else {
-                    vec![openai_result(&m, body, sharegpt).map_err(|e| at(e.into()))?]
+                    vec![
+                        openai_result(&m, body, sharegpt, &mut ctx.tally.parts)
+                            .map_err(|e| at(e.into()))?,
+                    ]
                 };
                 let n = results.len();
                 push_results(&mut turns, results, p, lf);
@@ -378,6 +413,20 @@ pub fn read_messages(
     })
 }
 
+/// The ids `--to openai` makes up for calls without one (`call_<turn>_<k>`, `turn` the
+/// gpt turn's place and `k` the call's) are read as no id: each call of `g` with the id of
+/// its own place loses it, and the ids are returned (its results' ids are cleared when
+/// they are paired), so that Hermes → OpenAI → Hermes gives back results without ids.
+fn drop_made_up_ids(g: &mut GptTurn, turn: usize) -> Vec<String> {
+    let mut made_up = Vec::new();
+    for (k, c) in g.tool_calls.iter_mut().enumerate() {
+        if c.id.as_deref() == Some(format!("call_{turn}_{k}").as_str()) {
+            made_up.extend(c.id.take());
+        }
+    }
+    made_up
+}
+
 /// Pair `results` with the calls of `p` (LLaMA-Factory's results, `lf`, take the id of
 /// the call they answer) and add them to the tool turn at the end of `turns`, or to a new
 /// one.
@@ -388,6 +437,9 @@ pub(super) fn push_results(
     lf: bool,
 ) {
     for r in &mut results {
+        if p.made_up.contains(&r.tool_call_id) {
+            r.tool_call_id.clear();
+        }
         let (name, call_id) = p.pair(&r.tool_call_id, &r.name);
         r.name = name;
         // LLaMA-Factory's results carry no id: they answer their call's.
@@ -450,9 +502,12 @@ fn llamafactory_row(items: &[Value], has_tools: bool) -> bool {
 
 /// Text of a message body: a string, a list of typed parts (text joined with `\n`,
 /// images as [`IMAGE_PLACEHOLDER`]), or null (empty).
-fn text_of(body: Option<Value>) -> Result<String, BadBody> {
-    read_body(body, false).map(|b| b.text)
+fn text_of(body: Option<Value>, parts: &mut keep::Parts) -> Result<String, BadBody> {
+    read_body(body, false, parts).map(|b| b.text)
 }
+
+/// The keys of a text or reasoning part that [`crate::format::message::part`] reads.
+const PART_TEXT_KEYS: [&str; 6] = ["type", "text", "value", "content", "reasoning", "thinking"];
 
 /// What a message body holds.
 #[derive(Default)]
@@ -466,17 +521,31 @@ struct Body {
 
 /// Read a message body: a string, a list of typed parts (text joined with `\n`, images
 /// as [`IMAGE_PLACEHOLDER`]), or null (empty). Reasoning and tool-call parts are only
-/// allowed when `assistant`.
-fn read_body(body: Option<Value>, assistant: bool) -> Result<Body, BadBody> {
+/// allowed when `assistant`. A key of a text or reasoning part other than its type and
+/// text (Anthropic's `cache_control`, a thinking block's `signature`) is dropped and
+/// counted in `parts`.
+fn read_body(
+    body: Option<Value>,
+    assistant: bool,
+    parts: &mut keep::Parts,
+) -> Result<Body, BadBody> {
     use crate::format::message::{Part, part, part_calls, part_type};
     let mut out = Body::default();
     match body {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) => out.text = s,
-        Some(Value::Array(parts)) => {
+        Some(Value::Array(list)) => {
             let mut texts = Vec::new();
-            for (k, p) in parts.iter().enumerate() {
-                match part(p) {
+            for (k, p) in list.iter().enumerate() {
+                let read = part(p);
+                if let (Part::Text(_) | Part::Reasoning(_), Value::Object(pm)) = (&read, p) {
+                    for key in pm.keys() {
+                        if !PART_TEXT_KEYS.contains(&key.as_str()) {
+                            parts.add(keep::Part::ContentPartKey);
+                        }
+                    }
+                }
+                match read {
                     Part::Text(t) => texts.push(t.to_string()),
                     Part::Image => texts.push(IMAGE_PLACEHOLDER.to_string()),
                     Part::Reasoning(_) | Part::ToolCall(_) if !assistant => {
@@ -544,10 +613,16 @@ fn openai_assistant(
         text: content,
         reasoning: part_reasoning,
         mut calls,
-    } = read_body(body, true)?;
+    } = read_body(body, true, parts)?;
     let mut reasoning = reasoning_of(m).or_else(|| provider_reasoning(m, texts));
     if reasoning.is_none() && !part_reasoning.is_empty() {
         reasoning = Some(part_reasoning.join("\n"));
+    } else if !part_reasoning.is_empty() && reasoning != Some(part_reasoning.join("\n")) {
+        // The message's own reasoning field wins (the reference's reading); the
+        // reasoning parts are not written: counted.
+        for _ in &part_reasoning {
+            parts.add(Part::ReasoningPart);
+        }
     }
     match m.get("tool_calls") {
         None | Some(Value::Null) => {}
@@ -578,39 +653,13 @@ fn openai_assistant(
     })
 }
 
-/// Reasoning a provider's reply carries where [`reasoning_of`] does not look: in
-/// LiteLLM's `provider_specific_fields`, or in mini-swe-agent's `extra.response` (the
-/// raw reply: `choices[0].message`), read by the same rule. A value kept as text
-/// (`texts`) is parsed only when it spells a key starting `reasoning` (a text in
-/// Python's spelling never escapes a letter, so the search is exact).
-fn provider_reasoning(m: &Map<String, Value>, texts: &[(String, &str)]) -> Option<String> {
-    let member = |key: &str| match text_of_key(texts, key) {
-        Some(t) => memchr::memmem::find(t.as_bytes(), b"\"reasoning")
-            .map(|_| std::borrow::Cow::Owned(KeptValue::parse_text(t))),
-        None => m.get(key).map(std::borrow::Cow::Borrowed),
-    };
-    let own = member("provider_specific_fields");
-    if let Some(r) = own
-        .as_deref()
-        .and_then(Value::as_object)
-        .and_then(reasoning_of)
-    {
-        return Some(r);
-    }
-    let extra = member("extra");
-    extra
-        .as_deref()
-        .and_then(|e| e.pointer("/response/choices/0/message"))
-        .and_then(Value::as_object)
-        .and_then(reasoning_of)
-}
-
 /// One tool result from an OpenAI `tool`/`function` message or a ShareGPT
 /// `observation`-like turn.
 fn openai_result(
     m: &Map<String, Value>,
     body: Option<Value>,
     sharegpt: bool,
+    parts: &mut keep::Parts,
 ) -> Result<ToolResult, BadBody> {
     let id = match (m.get("tool_call_id"), m.get("tool_call_ids")) {
         (Some(Value::String(s)), _) => s.clone(),
@@ -632,7 +681,7 @@ fn openai_result(
     let content = match body {
         Some(Value::String(s)) => tool_content_value_owned(s),
         None | Some(Value::Null) => Value::String(String::new()),
-        Some(b @ Value::Array(_)) => tool_content_value_owned(text_of(Some(b))?),
+        Some(b @ Value::Array(_)) => tool_content_value_owned(text_of(Some(b), parts)?),
         // A non-string, non-list content is kept as is (the reference's rule).
         Some(v) => v,
     };

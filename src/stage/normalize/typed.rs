@@ -403,7 +403,12 @@ fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<R
                     hermes::parse_system(&text).is_some()
                 };
                 let (own, run) = match keep::read_system(&text, lists_tools) {
-                    keep::SystemText::ToolPrompt { own } => (own, false),
+                    keep::SystemText::ToolPrompt { own } => {
+                        if own.is_none() && keep::other_tool_prompt(&text) {
+                            ctx.parts.add(keep::Part::OtherToolPrompt);
+                        }
+                        (own, false)
+                    }
                     // After the first turn: the general path keeps it whole.
                     keep::SystemText::Own(_) if !turns.is_empty() => return None,
                     keep::SystemText::Own(t) => (Some(t), ctx.run),

@@ -19,17 +19,16 @@ pub(super) fn weights_on_turns(opts: &Options) -> bool {
     opts.columns == Columns::All
 }
 
-/// The [`keep::MESSAGE_KEYS`] value of the row: what the message list written does not
-/// carry (`--to openai` carries all of it).
+/// The [`keep::MESSAGE_KEYS`] value of a [`Columns::Core`] row: all that is kept, in
+/// every target (core messages and turns carry none of it, so that every row has one
+/// schema).
 pub(super) fn kept_value(traj: &Trajectory, opts: &Options) -> Option<Value> {
-    if opts.target.row_shape() == Target::OpenAi {
-        return None;
-    }
     keep::kept_value(traj, weights_on_turns(opts))
 }
 
-/// Append `, "message_keys": ` and [`kept_value`], written straight from the
-/// trajectory; nothing when there is none.
+/// Append `, "message_keys": ` and what the message list written does not carry
+/// (`--to openai` carries all of it), written straight from the trajectory; nothing when
+/// there is none.
 pub(super) fn write_kept(out: &mut Vec<u8>, traj: &Trajectory, opts: &Options) {
     if opts.target.row_shape() != Target::OpenAi {
         keep::write_kept(out, traj, weights_on_turns(opts));
@@ -46,7 +45,8 @@ pub(super) fn write_list(
     match opts.target {
         Target::Hermes => hermes_conversations_with(traj, &AsIs::default(), weights, out),
         Target::OpenAi | Target::Groups | Target::Dpo => {
-            out.extend_from_slice(&openai_messages_with(traj, opts.arguments));
+            let core = opts.columns == Columns::Core;
+            out.extend_from_slice(&openai_list(traj, opts.arguments, core));
             Ok(())
         }
         t @ (Target::LlamaFactory | Target::LlamaFactoryOpenAi) => {
@@ -351,14 +351,24 @@ pub(super) fn write_tool_turn(
 /// The `messages` list of an OpenAI row, as JSON.
 ///
 /// Calls without an id get the `tool_call_id` of the result that answers them (matched
-/// by name, in order), else `call_<turn>_<k>`; results keep their own id (possibly
-/// `""`) and carry `name`, so that reading the messages back gives the same trajectory.
+/// by name, in order), else `call_<turn>_<k>`; a result without an id gets the id of the
+/// call it answers (the first call of its name not answered yet, as reading pairs them),
+/// other results keep their own; results carry `name`. Reading the messages back gives
+/// the same trajectory (an id `call_<turn>_<k>` of a call at that place is read as none).
 pub fn openai_messages(traj: &Trajectory) -> Vec<u8> {
     openai_messages_with(traj, Arguments::String)
 }
 
 /// [`openai_messages`] with the call arguments spelled as `arguments` says.
 pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> {
+    openai_list(traj, arguments, false)
+}
+
+/// [`openai_messages_with`]; `core` ([`Columns::Core`]): the messages carry nothing that
+/// is kept (no kept key on a message, no message kept whole: they are the row's
+/// `metadata.message_keys`) and a tool result's output is a string or `null` (other
+/// JSON as its text), so that every row has one schema.
+fn openai_list(traj: &Trajectory, arguments: Arguments, core: bool) -> Vec<u8> {
     let mut msgs: Vec<Value> = Vec::with_capacity(traj.turns.len());
     let s = |x: &str| Value::String(x.to_string());
     if let Some(system) = &traj.system {
@@ -369,7 +379,7 @@ pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> 
     }
     // The kept keys of turn `ti` (result `r`) after the message's own.
     let with_kept = |mut m: Map<String, Value>, ti: usize, r: Option<usize>| {
-        if let Some(keys) = traj.keys_of(ti, r) {
+        if !core && let Some(keys) = traj.keys_of(ti, r) {
             for (k, v) in keys {
                 m.entry(k.clone()).or_insert_with(|| v.to_value());
             }
@@ -377,7 +387,9 @@ pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> 
         Value::Object(m)
     };
     for (ti, t) in traj.turns.iter().enumerate() {
-        msgs.extend(traj.messages_at(ti).map(|m| m.to_value()));
+        if !core {
+            msgs.extend(traj.messages_at(ti).map(|m| m.to_value()));
+        }
         match t {
             Turn::Human(text) => {
                 let mut m = Map::new();
@@ -397,7 +409,18 @@ pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> 
                 if let Some(r) = g.reasoning.as_deref()
                     && !hermes::py_strip(r).is_empty()
                 {
-                    m.insert("reasoning_content".into(), s(r));
+                    // A `reasoning_content` kept of the source (another text than the one
+                    // read from its `reasoning`) is written after: this one is `reasoning`.
+                    let kept_rc = !core
+                        && traj
+                            .keys_of(ti, None)
+                            .is_some_and(|k| k.contains_key("reasoning_content"));
+                    let key = if kept_rc {
+                        "reasoning"
+                    } else {
+                        "reasoning_content"
+                    };
+                    m.insert(key.into(), s(r));
                 }
                 if !g.tool_calls.is_empty() {
                     let ids = call_ids(traj, ti);
@@ -427,13 +450,17 @@ pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> 
                 msgs.push(with_kept(m, ti, None));
             }
             Turn::Tool(rs) => {
-                for (ri, r) in rs.iter().enumerate() {
+                let ids = result_ids(traj, ti);
+                for (ri, (r, id)) in rs.iter().zip(ids).enumerate() {
                     let mut m = Map::new();
                     m.insert("role".into(), s("tool"));
-                    m.insert("tool_call_id".into(), s(&r.tool_call_id));
+                    m.insert("tool_call_id".into(), Value::String(id));
                     m.insert("name".into(), s(&r.name));
                     let content = match &r.content {
                         v @ (Value::Object(_) | Value::Array(_)) => {
+                            Value::String(pyjson::to_string(v, Style::Python))
+                        }
+                        v @ (Value::Number(_) | Value::Bool(_)) if core => {
                             Value::String(pyjson::to_string(v, Style::Python))
                         }
                         v => v.clone(),
@@ -444,7 +471,9 @@ pub fn openai_messages_with(traj: &Trajectory, arguments: Arguments) -> Vec<u8> 
             }
         }
     }
-    msgs.extend(traj.messages_at(traj.turns.len()).map(|m| m.to_value()));
+    if !core {
+        msgs.extend(traj.messages_at(traj.turns.len()).map(|m| m.to_value()));
+    }
     let mut out = Vec::with_capacity(4096);
     pyjson::write_value(&mut out, &Value::Array(msgs), Style::Python);
     out
@@ -474,4 +503,34 @@ pub(super) fn call_ids(traj: &Trajectory, ti: usize) -> Vec<String> {
         .enumerate()
         .map(|(k, id)| id.unwrap_or_else(|| format!("call_{ti}_{k}")))
         .collect()
+}
+
+/// The `tool_call_id` of each result of the tool turn at `ti`: its own, or, when it has
+/// none, the id ([`call_ids`]) of the call it answers: the first call of the gpt turn
+/// before it with the result's name that no result has answered yet (reading pairs a
+/// result without an id the same way); `""` when there is none.
+fn result_ids(traj: &Trajectory, ti: usize) -> Vec<String> {
+    let Some(Turn::Tool(rs)) = traj.turns.get(ti) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = rs.iter().map(|r| r.tool_call_id.clone()).collect();
+    let Some(Turn::Gpt(g)) = ti.checked_sub(1).and_then(|p| traj.turns.get(p)) else {
+        return ids;
+    };
+    let calls = call_ids(traj, ti - 1);
+    let mut answered: Vec<bool> = calls
+        .iter()
+        .map(|c| !c.is_empty() && ids.contains(c))
+        .collect();
+    for (r, id) in rs.iter().zip(&mut ids) {
+        if !id.is_empty() {
+            continue;
+        }
+        if let Some(k) = (0..calls.len()).find(|&k| !answered[k] && g.tool_calls[k].name == r.name)
+        {
+            answered[k] = true;
+            id.clone_from(&calls[k]);
+        }
+    }
+    ids
 }
