@@ -394,6 +394,8 @@ fn filter_passthru() {
         args: with_rows!(
             "--on-error",
             "skip",
+            "-o",
+            "kept.jsonl",
             "--rejects",
             "rejects.jsonl",
             "--stats",
