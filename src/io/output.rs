@@ -32,7 +32,7 @@ use super::source::BUF_SIZE;
 /// is not a regular file (a device, FIFO or socket), and anything under `/dev` or `/proc`
 /// (`/dev/stdout` is a link to the caller's stdout, whatever that is: writing to it is
 /// what `>` does, and a rename would replace the link).
-fn is_special_file(p: &Path) -> bool {
+pub fn is_special_file(p: &Path) -> bool {
     p.starts_with("/dev")
         || p.starts_with("/proc")
         || std::fs::metadata(p)

@@ -99,8 +99,10 @@ fn reasoning_after_the_runners_empty_think_stays_reasoning() {
                 w.starts_with(&want),
                 "turn {j}: {w:?} should start {want:?}"
             );
+            // The answer after it stays, the white space between the two in Hermes's
+            // framing (`</think>\n`: docs/normalize.md).
             let tail = &v[v.find(r).unwrap() + r.len() + "</think>".len()..];
-            assert!(w.ends_with(tail.trim_end()), "turn {j}: {w:?}");
+            assert!(w.ends_with(tail.trim()), "turn {j}: {w:?}");
         }
     }
     assert!(seen >= 10, "the fixture shows the defect ({seen} turns)");

@@ -121,7 +121,11 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
     let Some(input) = l.input else {
         let sources = crate::io::sources_from_args(l.inputs)?;
         let out = l.output.map(Path::to_path_buf);
-        let metrics = stats.or_else(|| out.as_deref().map(metrics_beside));
+        // Nothing is beside a device or a FIFO (`-o /dev/null`): metrics only by --stats.
+        let regular = out
+            .as_deref()
+            .filter(|o| !crate::io::output::is_special_file(o));
+        let metrics = stats.or_else(|| regular.map(metrics_beside));
         let job = Job {
             sources,
             output: out,
@@ -141,13 +145,14 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
             .output
             .map(Path::to_path_buf)
             .unwrap_or_else(|| parent.join(format!("{}{}.jsonl", stem_of(input), l.output_suffix)));
-        let metrics = stats.unwrap_or_else(|| metrics_beside(&out));
+        let beside = (!crate::io::output::is_special_file(&out)).then(|| metrics_beside(&out));
+        let metrics = stats.or(beside);
         let job = Job {
             sources: vec![Source::File(input.to_path_buf())],
             output: Some(out),
             sample: None,
         };
-        return Ok((vec![job], Some(metrics)));
+        return Ok((vec![job], metrics));
     }
     let out_dir = match l.output {
         Some(o) => o.to_path_buf(),
@@ -310,6 +315,8 @@ mod tests {
         let o = Path::new("d/o.jsonl");
         let (_, m) = plan_jobs(&layout(None, Some(o))).unwrap();
         assert_eq!(m, Some(PathBuf::from("d/o_metrics.json")));
+        let (_, m) = plan_jobs(&layout(None, Some(Path::new("/dev/null")))).unwrap();
+        assert_eq!(m, None, "nothing beside a device");
         let missing = Path::new("/nonexistent/in.jsonl");
         let e = plan_jobs(&layout(Some(missing), None)).err().unwrap();
         assert!(e.is_usage() && matches!(e, JobsError::NoSuchInput(_)));

@@ -153,17 +153,6 @@ pub fn compress(
     let start_wall = SystemTime::now();
     let started = Instant::now();
     let mut rejects = Rejects::open(STAGE, cfg.rejects.as_deref())?;
-    // Opened first: a place it cannot be written stops the run before any output is.
-    let metrics = match cfg.metrics.as_deref() {
-        Some(p) => {
-            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("cannot create {}", dir.display()))?;
-            }
-            Some(Output::create(Some(p))?)
-        }
-        None => None,
-    };
     let mut total = Summary::default();
     // Every output and the rejects file are put in place together, at the end.
     let mut commit = crate::io::Commit::default();
@@ -217,7 +206,12 @@ pub fn compress(
     }
     let aggregate = comp.aggregate();
     // The metrics file is put in place with the outputs and the rejects, or none is.
-    if let Some(w) = metrics {
+    if let Some(path) = &cfg.metrics {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let w = Output::create(Some(path))?;
         let elapsed = started.elapsed().as_secs_f64();
         let processing = json!({
             "start_time": crate::format::time::utc_iso(start_wall),
