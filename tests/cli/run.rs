@@ -1252,23 +1252,6 @@ fn shards_run_each_prompt_once_with_global_indices() {
 
 // ---- issue 13: exactly once under concurrency and signals ---------------------------
 
-/// Pids of processes whose command line is exactly `argv`.
-fn processes_running(argv: &[&str]) -> Vec<u32> {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.ok()?;
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            (cmdline == want).then_some(pid)
-        })
-        .collect()
-}
-
 #[test]
 fn a_second_process_on_a_run_dir_in_use_exits_naming_the_holder_or_waits() {
     let d = tmpdir();

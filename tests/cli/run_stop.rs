@@ -11,23 +11,6 @@ use serde_json::json;
 use crate::standin::Standin;
 use crate::util::*;
 
-/// Pids of the processes whose command line is exactly `argv`.
-fn processes_running(argv: &[&str]) -> Vec<u32> {
-    let want: Vec<u8> = argv
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.ok()?;
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            (cmdline == want).then_some(pid)
-        })
-        .collect()
-}
-
 /// A stand-in whose every task runs `command` in the terminal once, then answers.
 fn one_command(command: &str) -> Standin {
     Standin::json(json!({"record": false, "rules": [{"match": "", "turns": [

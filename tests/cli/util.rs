@@ -287,3 +287,20 @@ pub fn standin_run(dir: &Path, url: &str, run_dir: &str) -> Command {
     .args(["--retry-base-ms", "1", "--retry-max-ms", "20"]);
     c
 }
+
+/// Pids of the processes whose command line is exactly `argv`.
+pub fn processes_running(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmdline == want).then_some(pid)
+        })
+        .collect()
+}
