@@ -11,6 +11,7 @@ mod standin;
 
 mod compress;
 mod compress_fit;
+mod compress_shape;
 mod conservation;
 mod core;
 #[cfg(feature = "agent")]
