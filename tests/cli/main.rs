@@ -38,6 +38,7 @@ mod rl_data;
 // Its browser tests drive Chromium through headless_chrome, which the agent feature brings.
 #[cfg(feature = "agent")]
 mod report;
+mod report_view;
 #[cfg(feature = "agent")]
 mod run;
 #[cfg(feature = "agent")]
