@@ -108,3 +108,44 @@ fn before_pairs_rows_that_share_a_key_by_their_order() {
         assert!(!row.to_string().contains("\"rep\""), "{}", row["at"]);
     }
 }
+
+/// A message that is no turn of the trajectory (a tool result after a gpt turn with no
+/// call, a system message after the first turn) is shown at its place, as the row
+/// spells it. Before, the viewer showed the trajectory's turns only, and such a
+/// message was on the page nowhere.
+#[test]
+fn every_turn_is_shown() {
+    let d = tmpdir();
+    let rows = [
+        json!({"id": 0, "conversations": [
+            {"from": "system", "value": "s"}, {"from": "human", "value": "hi"},
+            {"from": "gpt", "value": "calling"}, {"from": "tool", "value": "PLAIN TOOL OUTPUT"},
+            {"from": "gpt", "value": "x"}]}),
+        json!({"id": 1, "messages": [
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "a"},
+            {"role": "system", "content": "LATE SYSTEM"}, {"role": "tool", "content": "ORPHAN RESULT"}]}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("pt.jsonl"), text).unwrap();
+    let data = page(d.path(), &["pt.jsonl"]);
+    let shown = embedded(&data);
+    assert_eq!(shown.len(), 2);
+    for (row, want) in shown.iter().zip([
+        ("tool", "PLAIN TOOL OUTPUT", 2),
+        ("tool", "ORPHAN RESULT", 3),
+    ]) {
+        let t = row["t"].as_array().unwrap();
+        let sys = usize::from(row["sys"].is_string());
+        assert_eq!(
+            sys + t.len(),
+            row["turns"].as_u64().unwrap() as usize,
+            "{row}"
+        );
+        assert_eq!(t[want.2]["role"], want.0, "{row}");
+        assert_eq!(t[want.2]["x"], want.1, "{row}");
+    }
+    assert_eq!(shown[1]["t"][2]["x"], "LATE SYSTEM");
+    // The system prompt is the system messages before the first turn, shown once.
+    assert_eq!(shown[0]["sys"], "s");
+    assert!(shown[1]["sys"].is_null(), "{}", shown[1]);
+}
