@@ -149,3 +149,27 @@ fn every_turn_is_shown() {
     assert_eq!(shown[0]["sys"], "s");
     assert!(shown[1]["sys"].is_null(), "{}", shown[1]);
 }
+
+/// `--max-rows N` embeds at most N rows of each dataset, as docs/report.md and --help
+/// say; before, the extremes came on top of N (`--max-rows 1` embedded 4 rows of the
+/// fixture).
+#[test]
+fn max_rows_is_at_most_n_per_dataset() {
+    let d = tmpdir();
+    let f = fixture("hermes_reason_tool_use_50.jsonl");
+    let f = f.to_str().unwrap();
+    for n in [1usize, 3, 9, 60] {
+        let data = page(d.path(), &[f, "--max-rows", &n.to_string()]);
+        assert_eq!(embedded(&data).len(), n.min(50), "--max-rows {n}");
+        let data = page(d.path(), &["--compare", f, f, "--max-rows", &n.to_string()]);
+        assert_eq!(
+            embedded(&data).len(),
+            2 * n.min(50),
+            "--compare --max-rows {n}"
+        );
+    }
+    // One place: the first extreme, the row with the fewest tokens.
+    let data = page(d.path(), &[f, "--max-rows", "1"]);
+    let pick = embedded(&data)[0]["pick"].to_string();
+    assert!(pick.contains("fewest tokens"), "{pick}");
+}
