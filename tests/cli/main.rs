@@ -10,6 +10,7 @@ mod util;
 mod standin;
 
 mod compress;
+mod compress_edges;
 mod compress_fit;
 mod compress_shape;
 mod conservation;

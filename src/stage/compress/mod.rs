@@ -488,8 +488,12 @@ impl Compressor {
                 "summary_failed_placeholder".into()
             } else if summary_tokens > cfg.summary_target_tokens {
                 "summary_over_budget".into()
-            } else {
+            } else if new_total - summary_tokens.min(new_total) > full.target_max_tokens {
+                // The turns kept, without the summary, are over the budget.
                 "region_too_small".into()
+            } else {
+                // They fit, but not with a summary of up to --summary-target-tokens.
+                "summary_exceeds_room".into()
             });
         } else {
             m.reason = None;
