@@ -104,3 +104,62 @@ fn a_summary_too_large_for_the_room_left_is_named_so() {
     let m = &read_jsonl(&d.path().join("out.jsonl"))[0]["compression_metrics"];
     assert_eq!(m["still_over_limit_reason"], "region_too_small", "{m}");
 }
+
+/// A bad line read from stdin is `<stdin>:N` with `--sample-percent` as without it, in
+/// the message and in the reject's `source`; before, sampling named the temp file stdin
+/// was copied to (`/tmp/.tmpXXXX/stdin:8`).
+#[test]
+fn stdin_keeps_its_name_when_sampled() {
+    let d = tmpdir();
+    let mut text = String::new();
+    for i in 0..10 {
+        if i == 7 {
+            text.push_str("{bad\n");
+        } else {
+            text.push_str(&format!(
+                "{}\n",
+                json!({"id": i, "conversations": [{"from": "human", "value": "hi"}]})
+            ));
+        }
+    }
+    for sample in [&[][..], &["--sample-percent", "100"][..]] {
+        let mut c = cmd(BIN, d.path());
+        c.args([
+            "--offline",
+            "--tokenizer",
+            "chars4",
+            "--no-metrics",
+            "-o",
+            "out.jsonl",
+        ]);
+        c.args(["--on-error", "skip", "--rejects", "rej.jsonl"])
+            .args(sample);
+        let o = run_with_stdin(c, text.as_bytes());
+        assert_code(&o, 0);
+        assert!(
+            stderr(&o).contains("(first: <stdin>:8: invalid JSON"),
+            "{sample:?}: {}",
+            stderr(&o)
+        );
+        let rej = read_jsonl(&d.path().join("rej.jsonl"));
+        assert_eq!(rej[0]["source"], "<stdin>", "{sample:?}");
+        assert_eq!(rej[0]["line"], 8, "{sample:?}");
+        let mut c = cmd(BIN, d.path());
+        c.args([
+            "--offline",
+            "--tokenizer",
+            "chars4",
+            "--no-metrics",
+            "-o",
+            "out.jsonl",
+        ])
+        .args(sample);
+        let o = run_with_stdin(c, text.as_bytes());
+        assert_code(&o, 1);
+        assert!(
+            stderr(&o).contains("traj-compress: <stdin>:8: invalid JSON"),
+            "{sample:?}: {}",
+            stderr(&o)
+        );
+    }
+}
