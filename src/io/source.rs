@@ -20,6 +20,9 @@ pub const BUF_SIZE: usize = 256 * 1024;
 pub enum Source {
     Stdin,
     File(PathBuf),
+    /// Standard input copied to this file to be read more than once
+    /// ([`spool_stdin`]); named `<stdin>` in messages and rejects, as stdin is.
+    Spooled(PathBuf),
 }
 
 impl Source {
@@ -35,7 +38,7 @@ impl Source {
     /// The name used in messages: `<stdin>` or the path as given.
     pub fn name(&self) -> String {
         match self {
-            Source::Stdin => "<stdin>".to_string(),
+            Source::Stdin | Source::Spooled(_) => "<stdin>".to_string(),
             Source::File(p) => p.display().to_string(),
         }
     }
@@ -43,11 +46,13 @@ impl Source {
 
 /// `src` as a source that can be read more than once: stdin, or a path that is not a
 /// regular file (a FIFO such as `<(cmd)`, `/dev/stdin`), is copied to a file in `dir`
-/// (read once, to its end); a regular file stays as it is.
+/// (read once, to its end; stdin's is [`Source::Spooled`], still named `<stdin>`); a
+/// regular file stays as it is.
 pub fn spool_stdin(src: Source, dir: &Path) -> Result<Source> {
     let once = match &src {
         Source::Stdin => true,
         Source::File(p) => std::fs::metadata(p).is_ok_and(|m| !m.is_file()),
+        Source::Spooled(_) => false,
     };
     if !once {
         return Ok(src);
@@ -59,7 +64,10 @@ pub fn spool_stdin(src: Source, dir: &Path) -> Result<Source> {
         .with_context(|| format!("cannot create a spool file in {}", dir.display()))?;
     let name = src.name();
     io::copy(&mut open_source(&src)?, &mut f).with_context(|| format!("{name}: read error"))?;
-    Ok(Source::File(p))
+    Ok(match src {
+        Source::Stdin => Source::Spooled(p),
+        _ => Source::File(p),
+    })
 }
 
 /// Turn command-line input arguments into sources; none means stdin.
@@ -387,7 +395,7 @@ fn trim_zeros(d: &[u8]) -> &[u8] {
 /// True for a `.json` file (plain, `.gz` or `.zst`): a JSON array of rows, or JSONL.
 fn is_json_array_name(src: &Source) -> bool {
     match src {
-        Source::Stdin => false,
+        Source::Stdin | Source::Spooled(_) => false,
         Source::File(p) => {
             let n = p.to_string_lossy();
             [".json", ".json.gz", ".json.zst"]
@@ -429,11 +437,13 @@ fn is_encoded(head: &[u8]) -> bool {
 pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
     let raw: Box<dyn Read + Send> = match src {
         Source::Stdin => Box::new(io::stdin()),
-        Source::File(p) => Box::new(File::open(p).map_err(|e| InputError {
-            what: "cannot open",
-            path: Arc::from(p.display().to_string()),
-            source: e,
-        })?),
+        Source::File(p) | Source::Spooled(p) => {
+            Box::new(File::open(p).map_err(|e| InputError {
+                what: "cannot open",
+                path: Arc::from(src.name()),
+                source: e,
+            })?)
+        }
     };
     let mut buf = BufReader::with_capacity(BUF_SIZE, raw);
     let head = buf.fill_buf().map_err(|e| InputError {
@@ -443,9 +453,9 @@ pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
     })?;
     if super::parquet::is_parquet(head) {
         let f = match src {
-            Source::File(p) => File::open(p).map_err(|e| InputError {
+            Source::File(p) | Source::Spooled(p) => File::open(p).map_err(|e| InputError {
                 what: "cannot open",
-                path: Arc::from(p.display().to_string()),
+                path: Arc::from(src.name()),
                 source: e,
             })?,
             Source::Stdin => super::parquet::spool(buf, &src.name())?,

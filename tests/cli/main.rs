@@ -10,7 +10,9 @@ mod util;
 mod standin;
 
 mod compress;
+mod compress_edges;
 mod compress_fit;
+mod compress_shape;
 mod conservation;
 mod core;
 #[cfg(feature = "agent")]
@@ -38,6 +40,7 @@ mod rl_data;
 // Its browser tests drive Chromium through headless_chrome, which the agent feature brings.
 #[cfg(feature = "agent")]
 mod report;
+mod report_view;
 #[cfg(feature = "agent")]
 mod run;
 #[cfg(feature = "agent")]

@@ -451,20 +451,21 @@ impl Compressor {
         }
         // Assemble: head (notice on its system turns), summary, the rest.
         let shape = row.shape;
+        let content = row::Content::of(row.turns(), shape);
         let (turns, was) = row.take_turns();
         let mut new_total = total - region_tokens + summary_tokens;
         let mut out = Vec::with_capacity(n - (until - start) + 1);
         let mut origin = Vec::with_capacity(out.capacity());
         for (i, (mut t, mut from)) in turns.into_iter().zip(was).enumerate() {
             if i == start {
-                out.push(row::summary_turn(&text, shape));
+                out.push(row::summary_turn(&text, shape, content));
                 origin.push(None);
             }
             if i >= start && i < until {
                 continue;
             }
             if i < start && self.settings.add_summary_notice && roles[i] == Role::System {
-                row::append_notice(&mut t, shape, &self.settings.summary_notice_text);
+                row::append_notice(&mut t, shape, &self.settings.summary_notice_text, content);
                 from = None;
                 let mut c = 0;
                 row::for_each_text(&t, shape, &mut |s| c += self.tokenizer.count(s));
@@ -487,8 +488,12 @@ impl Compressor {
                 "summary_failed_placeholder".into()
             } else if summary_tokens > cfg.summary_target_tokens {
                 "summary_over_budget".into()
-            } else {
+            } else if new_total - summary_tokens.min(new_total) > full.target_max_tokens {
+                // The turns kept, without the summary, are over the budget.
                 "region_too_small".into()
+            } else {
+                // They fit, but not with a summary of up to --summary-target-tokens.
+                "summary_exceeds_room".into()
             });
         } else {
             m.reason = None;

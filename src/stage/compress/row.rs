@@ -197,20 +197,80 @@ pub fn turn_text(turn: &Value, shape: Shape) -> Cow<'_, str> {
     }
 }
 
-/// The summary turn in the row's shape: a human/user turn with only two keys.
-pub fn summary_turn(text: &str, shape: Shape) -> Value {
+/// How a row's messages write their `content`, which the summary turn and the notice
+/// follow (a column of one type, as HF `datasets` needs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Content {
+    /// Strings (every ShareGPT row; an OpenAI row with any string content).
+    Text,
+    /// Lists of typed parts (no message's content a string), their text under this key:
+    /// `text`, or `value` as LLaMA-Factory writes it.
+    Parts(&'static str),
+}
+
+impl Content {
+    /// The way `turns` write their content: [`Content::Parts`] when none is a string
+    /// and some is a list, its key that of the first text part that has one (`text`
+    /// when none does).
+    pub fn of(turns: &[Value], shape: Shape) -> Content {
+        if shape == Shape::ShareGpt {
+            return Content::Text;
+        }
+        let contents = || turns.iter().filter_map(|t| t.get("content"));
+        if contents().any(Value::is_string) {
+            return Content::Text;
+        }
+        let mut lists = contents().filter_map(Value::as_array).peekable();
+        if lists.peek().is_none() {
+            return Content::Text;
+        }
+        let key = lists
+            .flatten()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .find_map(|p| {
+                if p.get("text").is_some_and(Value::is_string) {
+                    Some("text")
+                } else {
+                    p.get("value")
+                        .is_some_and(Value::is_string)
+                        .then_some("value")
+                }
+            });
+        Content::Parts(key.unwrap_or("text"))
+    }
+
+    /// `text` as a content value of this kind.
+    fn value(self, text: &str) -> Value {
+        match self {
+            Content::Text => Value::from(text),
+            Content::Parts(key) => Value::Array(vec![Self::part(key, text)]),
+        }
+    }
+
+    fn part(key: &str, text: &str) -> Value {
+        let mut m = Map::new();
+        m.insert("type".into(), Value::from("text"));
+        m.insert(key.into(), Value::from(text));
+        Value::Object(m)
+    }
+}
+
+/// The summary turn in the row's shape: a human/user turn with only two keys, its
+/// content written as the row's messages write theirs.
+pub fn summary_turn(text: &str, shape: Shape, content: Content) -> Value {
     let role = match shape {
         Shape::ShareGpt => "human",
         Shape::OpenAi => "user",
     };
     let mut m = Map::new();
     m.insert(shape.role_key().into(), Value::from(role));
-    m.insert(shape.text_key().into(), Value::from(text));
+    m.insert(shape.text_key().into(), content.value(text));
     Value::Object(m)
 }
 
-/// Append the summary notice to a system turn.
-pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str) {
+/// Append the summary notice to a system turn: to its string, or as one more text part
+/// of its list (the part's text under the row's key).
+pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str, content: Content) {
     let key = shape.text_key();
     let Some(obj) = turn.as_object_mut() else {
         return;
@@ -218,10 +278,14 @@ pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str) {
     match obj.get_mut(key) {
         Some(Value::String(s)) => s.push_str(notice),
         Some(Value::Array(parts)) if shape == Shape::OpenAi => {
-            parts.push(serde_json::json!({"type": "text", "text": notice}));
+            let k = match content {
+                Content::Parts(k) => k,
+                Content::Text => "text",
+            };
+            parts.push(Content::part(k, notice));
         }
         None | Some(Value::Null) => {
-            obj.insert(key.to_string(), Value::from(notice));
+            obj.insert(key.to_string(), content.value(notice));
         }
         Some(_) => {}
     }
@@ -270,5 +334,33 @@ mod tests {
             ["[1]"]
         );
         assert!(counted(&json!({"from": "gpt"}), Shape::ShareGpt).is_empty());
+    }
+
+    /// A row of typed parts gets its summary and notice as parts, under the key its
+    /// parts use; a row with any string content gets strings.
+    #[test]
+    fn summary_and_notice_follow_the_rows_content() {
+        let lf = [
+            json!({"role": "system", "content": [{"type": "text", "value": "s"}]}),
+            json!({"role": "user", "content": [{"type": "image"}, {"type": "text", "value": "u"}]}),
+        ];
+        let c = Content::of(&lf, Shape::OpenAi);
+        assert_eq!(c, Content::Parts("value"));
+        assert_eq!(
+            summary_turn("sum", Shape::OpenAi, c),
+            json!({"role": "user", "content": [{"type": "text", "value": "sum"}]})
+        );
+        let mut sys = lf[0].clone();
+        append_notice(&mut sys, Shape::OpenAi, " n", c);
+        assert_eq!(sys["content"][1], json!({"type": "text", "value": " n"}));
+        let oai = [json!({"role": "user", "content": [{"type": "text", "text": "u"}]})];
+        assert_eq!(Content::of(&oai, Shape::OpenAi), Content::Parts("text"));
+        let mixed = [oai[0].clone(), json!({"role": "assistant", "content": "a"})];
+        assert_eq!(Content::of(&mixed, Shape::OpenAi), Content::Text);
+        assert_eq!(Content::of(&lf, Shape::ShareGpt), Content::Text);
+        assert_eq!(
+            summary_turn("sum", Shape::ShareGpt, Content::Text),
+            json!({"from": "human", "value": "sum"})
+        );
     }
 }

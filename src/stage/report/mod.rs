@@ -67,7 +67,8 @@ pub struct Dataset {
 }
 
 /// The key that pairs a compressed row with its uncompressed one (`--before`): its
-/// `id`, `prompt_index`, `prompt_hash` or `task_key`, else its number among the rows.
+/// `id`, `prompt_index`, `prompt_hash` or `task_key`, else its number among the rows
+/// (with the number of rows of the same key before it: see [`attach_replaced`]).
 fn pair_key(obj: &Map<String, Value>, n: u64) -> String {
     ["id", "prompt_index", "prompt_hash", "task_key"]
         .iter()
@@ -105,6 +106,8 @@ pub fn read_dataset(
     let mut sample = Sample::new(cfg.max_rows, cfg.seed);
     let mut tally = Tally::new(cfg.on_error, true, rejects);
     let (mut viewable, mut rows) = (0u64, 0u64);
+    // With --before: how often each pairing key came so far (see `attach_replaced`).
+    let mut seen: Option<HashMap<String, u64>> = before.as_ref().map(|_| HashMap::new());
     scan::scan(inputs.sources, tk, cfg.jobs, |l| {
         let at = format!("{}:{}", l.source, l.lineno);
         let verdict = match &l.line {
@@ -113,9 +116,17 @@ pub fn read_dataset(
                 ov.add_row(&rl.facts);
                 let key = pair_key(&rl.row.obj, rows);
                 rows += 1;
+                let occ = seen.as_mut().map(|m| {
+                    let c = m.entry(key.clone()).or_insert(0);
+                    *c += 1;
+                    *c - 1
+                });
                 sample.offer(viewable, &measures(&rl.facts), || {
                     let mut v = view::row(viewable, &at, rl);
                     v["key"] = key.into();
+                    if let Some(k) = occ {
+                        v["occ"] = k.into();
+                    }
                     v["sum_at"] = json!(rl.facts.summary_at);
                     v["region"] = json!(rl.facts.compression.as_ref().and_then(|c| c.region));
                     v
@@ -138,8 +149,8 @@ pub fn read_dataset(
         tally.account(&l.record(), verdict)
     })?;
     let mut embedded = sample.finish();
-    if let Some(b) = before {
-        attach_replaced(&mut embedded, b, &mut tally)?;
+    if let (Some(b), Some(seen)) = (before, seen) {
+        attach_replaced(&mut embedded, b, &seen, &mut tally)?;
     }
     let stats = inputs
         .statistics
@@ -160,15 +171,31 @@ pub fn read_dataset(
 /// Read `--before` and give each embedded summary turn the turns it replaced: the
 /// `compression_region` of the row's metrics when it has one, else the turns between
 /// the kept head (the turns before the summary) and the kept tail (those after it).
-fn attach_replaced(embedded: &mut [Value], before: Vec<Source>, tally: &mut Tally) -> Result<()> {
-    let mut want: HashMap<String, usize> = HashMap::new();
+///
+/// A row is paired by its key ([`pair_key`]) and the number of rows before it with the
+/// same key: the k-th compressed row of a key with the k-th uncompressed one (traj-compress
+/// writes its rows in input order), and only when both sides have the key as many times
+/// (`seen`: the compressed side's counts). A key that repeats a different number of
+/// times (a row dropped on one side) cannot say which row is which: its summaries show
+/// no replaced turns rather than another row's.
+fn attach_replaced(
+    embedded: &mut [Value],
+    before: Vec<Source>,
+    seen: &HashMap<String, u64>,
+    tally: &mut Tally,
+) -> Result<()> {
+    let mut want: HashMap<(String, u64), usize> = HashMap::new();
     for (i, v) in embedded.iter().enumerate() {
         if v["sum_at"].is_u64()
             && let Some(k) = v["key"].as_str()
+            && let Some(occ) = v["occ"].as_u64()
         {
-            want.insert(k.to_string(), i);
+            want.insert((k.to_string(), occ), i);
         }
     }
+    // The keys of the uncompressed rows, counted, and the turns each wanted one replaced.
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    let mut found: Vec<(usize, String, Value)> = Vec::new();
     let mut records = Records::new(before, None);
     let mut n = 0u64;
     while let Some(rec) = records.next_record()? {
@@ -181,11 +208,16 @@ fn attach_replaced(embedded: &mut [Value], before: Vec<Source>, tally: &mut Tall
         };
         let key = pair_key(&obj, n);
         n += 1;
-        let Some(&i) = want.get(&key) else { continue };
+        let c = counts.entry(key.clone()).or_insert(0);
+        let occ = *c;
+        *c += 1;
+        let Some(&i) = want.get(&(key.clone(), occ)) else {
+            continue;
+        };
         let Some(row) = Row::locate(obj) else {
             continue;
         };
-        let v = &mut embedded[i];
+        let v = &embedded[i];
         let s = v["sum_at"].as_u64().unwrap_or(0) as usize;
         let kept_tail = (v["turns"].as_u64().unwrap_or(0) as usize).saturating_sub(s + 1);
         let (start, end) = match v["region"].as_array() {
@@ -200,11 +232,17 @@ fn attach_replaced(embedded: &mut [Value], before: Vec<Source>, tally: &mut Tall
             .get(start.min(all.len())..end.min(all.len()))
             .unwrap_or(&[])
             .to_vec();
-        if let Some(t) = v["t"]
+        found.push((i, key, json!({"from": start, "to": end, "turns": replaced})));
+    }
+    for (i, key, rep) in found {
+        if counts.get(&key) != seen.get(&key) {
+            continue;
+        }
+        if let Some(t) = embedded[i]["t"]
             .as_array_mut()
             .and_then(|t| t.iter_mut().find(|t| t["r"] == "summary"))
         {
-            t["rep"] = json!({"from": start, "to": end, "turns": replaced});
+            t["rep"] = rep;
         }
     }
     Ok(())

@@ -1,12 +1,14 @@
 //! Which rows the page embeds (`--max-rows N`): a reproducible sample that always holds
 //! the extremes, chosen in one pass with memory for N rows.
 //!
-//! The rule (docs/report.md): the rows with the smallest and the largest token count,
-//! the most turns, the most tool calls, the most failed tool results, and the lowest
-//! and highest reward (the first such row in input order on ties) are always embedded;
-//! the other places go to the rows whose `splitmix64(seed ^ splitmix64(n))` is
-//! smallest, `n` being the row's 0-based number over all inputs. The same input and
-//! `--seed` give the same rows on every machine, whatever the order of the others.
+//! The rule (docs/report.md): at most N rows. The rows with the smallest and the
+//! largest token count, the most turns, the most tool calls, the most failed tool
+//! results, and the lowest and highest reward (the first such row in input order on
+//! ties) come first (in that order, the first N of them when N is smaller); the other
+//! places go to the rows whose `splitmix64(seed ^ splitmix64(n))` is smallest, `n`
+//! being the row's 0-based number over all inputs. The same input and `--seed` give the
+//! same rows on every machine, whatever the order of the others. Memory: N rows by hash
+//! and one per extreme.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,7 +40,8 @@ pub fn splitmix64(x: u64) -> u64 {
 /// The sample being chosen.
 pub struct Sample {
     seed: u64,
-    /// Places for hashed rows (N minus the extremes).
+    /// The rows embedded at most (N); as many are held by hash, for the places the
+    /// extremes leave.
     k: usize,
     by_hash: BTreeMap<(u64, u64), Arc<Value>>,
     best: Vec<Option<(i64, u64, Arc<Value>)>>,
@@ -48,7 +51,7 @@ impl Sample {
     pub fn new(max_rows: usize, seed: u64) -> Sample {
         Sample {
             seed,
-            k: max_rows.saturating_sub(EXTREMES.len()),
+            k: max_rows,
             by_hash: BTreeMap::new(),
             best: vec![None; EXTREMES.len()],
         }
@@ -90,20 +93,35 @@ impl Sample {
         }
     }
 
-    /// The embedded rows in input order, each with `pick`: why it is there (`sample`
-    /// and/or the extremes it holds).
+    /// The embedded rows in input order, at most N, each with `pick`: why it is there
+    /// (`sample` and/or the extremes it holds).
     pub fn finish(self) -> Vec<Value> {
         let mut rows: BTreeMap<u64, (Arc<Value>, Vec<&'static str>)> = BTreeMap::new();
-        for ((_, n), v) in self.by_hash {
-            rows.entry(n).or_insert((v, Vec::new())).1.push("sample");
-        }
         for (i, b) in self.best.into_iter().enumerate() {
-            if let Some((_, n, v)) = b {
+            if let Some((_, n, v)) = b
+                && (rows.len() < self.k || rows.contains_key(&n))
+            {
                 rows.entry(n)
                     .or_insert((v, Vec::new()))
                     .1
                     .push(EXTREMES[i].0);
             }
+        }
+        let mut sampled: Vec<(u64, Arc<Value>)> = Vec::new();
+        let mut places = self.k - rows.len().min(self.k);
+        for ((_, n), v) in self.by_hash {
+            if rows.contains_key(&n) {
+                sampled.push((n, v));
+            } else if places > 0 {
+                places -= 1;
+                sampled.push((n, v));
+            }
+        }
+        for (n, v) in sampled {
+            rows.entry(n)
+                .or_insert((v, Vec::new()))
+                .1
+                .insert(0, "sample");
         }
         rows.into_values()
             .map(|(v, why)| {
@@ -154,5 +172,21 @@ mod tests {
         );
         let order: Vec<u64> = a.iter().map(|v| v["i"].as_u64().unwrap()).collect();
         assert!(order.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// `--max-rows N` embeds N rows (of enough), never more: the extremes first (the
+    /// first N of them when there are more), the sample in the places they leave.
+    /// Before, N minus 7 places went to the sample and the extremes came on top.
+    #[test]
+    fn at_most_n_rows_the_extremes_first() {
+        for n in [1, 2, 3, 9, 50] {
+            let a = choose(1000, n, 3);
+            assert_eq!(a.len(), n, "{n}: {a:?}");
+        }
+        // One place: the first extreme (the fewest tokens: row 0).
+        assert_eq!(choose(1000, 1, 3)[0]["pick"], json!(["fewest tokens"]));
+        let two = choose(1000, 2, 3);
+        let picks: Vec<&Value> = two.iter().map(|v| &v["pick"]).collect();
+        assert!(picks.contains(&&json!(["most tokens"])), "{picks:?}");
     }
 }

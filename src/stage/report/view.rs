@@ -1,8 +1,10 @@
 //! One row as the page's viewer shows it: the system prompt apart, each turn with its
 //! role, `<think>` reasoning apart from the text, tool calls as name and arguments, tool
 //! results with their name, size and the success rule's verdict, and the context
-//! summary marked. Texts longer than [`EMBED_BYTES`] are cut in the page (the full size
-//! is shown; the data file is never changed).
+//! summary marked; a message that is no turn (a tool result answering no call, a late
+//! system message) as the row spells it, at its place. Texts longer than
+//! [`EMBED_BYTES`] are cut in the page (the full size is shown; the data file is never
+//! changed).
 
 use serde_json::{Map, Value, json};
 
@@ -70,15 +72,34 @@ pub fn row(n: u64, at: &str, rl: &RowLine) -> Value {
             .unwrap_or("?")
             .to_string()
     };
-    let system = rl
+    // The system messages before the first turn (a later one is shown at its place).
+    let system: Vec<String> = rl
         .row
         .turns()
         .iter()
-        .find(|t| matches!(role(t).as_str(), "system" | "developer"))
-        .map(|t| cap(&turn_text(t, shape)));
+        .take_while(|t| matches!(role(t).as_str(), "system" | "developer"))
+        .map(|t| turn_text(t, shape).into_owned())
+        .collect();
+    let system = (!system.is_empty()).then(|| cap(&system.join("\n\n")));
     m.insert("sys".into(), json!(system));
     let turns: Vec<Value> = match &rl.traj {
-        Ok(t) => t.turns.iter().map(turn).collect(),
+        Ok(t) => {
+            // The messages that are no turn (a tool result answering no call, a late
+            // system message) at their place, as the row spells them.
+            let kept = |at: usize| {
+                t.messages_at(at).map(|m| {
+                    let m = m.to_value();
+                    json!({"r": "raw", "role": role(&m), "x": cap(&turn_text(&m, shape))})
+                })
+            };
+            let mut out: Vec<Value> = Vec::with_capacity(t.turns.len());
+            for (i, x) in t.turns.iter().enumerate() {
+                out.extend(kept(i));
+                out.push(turn(x));
+            }
+            out.extend(kept(t.turns.len()));
+            out
+        }
         Err(_) => raw_turns(&rl.row),
     };
     m.insert("t".into(), turns.into());

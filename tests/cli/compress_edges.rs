@@ -1,0 +1,165 @@
+//! traj-compress on the edges: the reason a row is still over the budget, the name of
+//! stdin when sampling, a zero budget in the config file, and how rows without a
+//! message list are counted.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::util::*;
+
+const BIN: &str = "traj-compress";
+
+/// A row of `pairs` assistant/tool pairs of about 100 tokens each (chars4).
+fn long_row(pairs: usize) -> Value {
+    let mut m = vec![
+        json!({"role": "system", "content": "You are an agent."}),
+        json!({"role": "user", "content": "Fix the bug."}),
+    ];
+    for i in 0..pairs {
+        let call = json!({"id": format!("c{i}"), "type": "function",
+            "function": {"name": "bash", "arguments": format!("{{\"cmd\": \"cat f{i}.py\"}}")}});
+        m.push(
+            json!({"role": "assistant", "content": "thinking ".repeat(40), "tool_calls": [call]}),
+        );
+        m.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": format!("line {i} of output\n").repeat(40)}));
+    }
+    m.push(json!({"role": "assistant", "content": "Done."}));
+    json!({"id": "r", "messages": m})
+}
+
+fn compress(dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = cmd(BIN, dir);
+    c.args(["--offline", "--tokenizer", "chars4"]).args(args);
+    run(c)
+}
+
+/// The turns kept fit the budget, the summary (within its target) does not fit beside
+/// them: `summary_exceeds_room`, not `region_too_small` (which says the turns kept are
+/// over the budget by themselves).
+#[test]
+fn a_summary_too_large_for_the_room_left_is_named_so() {
+    let d = tmpdir();
+    std::fs::write(d.path().join("in.jsonl"), format!("{}\n", long_row(20))).unwrap();
+    let per_row = [
+        "--per-trajectory-metrics",
+        "--no-metrics",
+        "-o",
+        "out.jsonl",
+    ];
+    let o = compress(
+        d.path(),
+        &[
+            &[
+                "in.jsonl",
+                "--protect-last-n",
+                "0",
+                "--target-max-tokens",
+                "500",
+            ][..],
+            &per_row,
+        ]
+        .concat(),
+    );
+    assert_code(&o, 0);
+    let m = &read_jsonl(&d.path().join("out.jsonl"))[0]["compression_metrics"];
+    assert_eq!(m["still_over_limit"], true, "{m}");
+    assert_eq!(m["still_over_limit_reason"], "summary_exceeds_room", "{m}");
+    // With a smaller summary target the same row fits.
+    let o = compress(
+        d.path(),
+        &[
+            &[
+                "in.jsonl",
+                "--protect-last-n",
+                "0",
+                "--target-max-tokens",
+                "500",
+                "--summary-target-tokens",
+                "100",
+            ][..],
+            &per_row,
+        ]
+        .concat(),
+    );
+    assert_code(&o, 0);
+    let m = &read_jsonl(&d.path().join("out.jsonl"))[0]["compression_metrics"];
+    assert_eq!(m["still_over_limit"], false, "{m}");
+    // Turns kept over the budget by themselves: region_too_small.
+    let o = compress(
+        d.path(),
+        &[
+            &[
+                "in.jsonl",
+                "--protect-last-n",
+                "30",
+                "--target-max-tokens",
+                "500",
+            ][..],
+            &per_row,
+        ]
+        .concat(),
+    );
+    assert_code(&o, 0);
+    let m = &read_jsonl(&d.path().join("out.jsonl"))[0]["compression_metrics"];
+    assert_eq!(m["still_over_limit_reason"], "region_too_small", "{m}");
+}
+
+/// A bad line read from stdin is `<stdin>:N` with `--sample-percent` as without it, in
+/// the message and in the reject's `source`; before, sampling named the temp file stdin
+/// was copied to (`/tmp/.tmpXXXX/stdin:8`).
+#[test]
+fn stdin_keeps_its_name_when_sampled() {
+    let d = tmpdir();
+    let mut text = String::new();
+    for i in 0..10 {
+        if i == 7 {
+            text.push_str("{bad\n");
+        } else {
+            text.push_str(&format!(
+                "{}\n",
+                json!({"id": i, "conversations": [{"from": "human", "value": "hi"}]})
+            ));
+        }
+    }
+    for sample in [&[][..], &["--sample-percent", "100"][..]] {
+        let mut c = cmd(BIN, d.path());
+        c.args([
+            "--offline",
+            "--tokenizer",
+            "chars4",
+            "--no-metrics",
+            "-o",
+            "out.jsonl",
+        ]);
+        c.args(["--on-error", "skip", "--rejects", "rej.jsonl"])
+            .args(sample);
+        let o = run_with_stdin(c, text.as_bytes());
+        assert_code(&o, 0);
+        assert!(
+            stderr(&o).contains("(first: <stdin>:8: invalid JSON"),
+            "{sample:?}: {}",
+            stderr(&o)
+        );
+        let rej = read_jsonl(&d.path().join("rej.jsonl"));
+        assert_eq!(rej[0]["source"], "<stdin>", "{sample:?}");
+        assert_eq!(rej[0]["line"], 8, "{sample:?}");
+        let mut c = cmd(BIN, d.path());
+        c.args([
+            "--offline",
+            "--tokenizer",
+            "chars4",
+            "--no-metrics",
+            "-o",
+            "out.jsonl",
+        ])
+        .args(sample);
+        let o = run_with_stdin(c, text.as_bytes());
+        assert_code(&o, 1);
+        assert!(
+            stderr(&o).contains("traj-compress: <stdin>:8: invalid JSON"),
+            "{sample:?}: {}",
+            stderr(&o)
+        );
+    }
+}
