@@ -107,7 +107,7 @@ fn a_summary_too_large_for_the_room_left_is_named_so() {
 
 /// A bad line read from stdin is `<stdin>:N` with `--sample-percent` as without it, in
 /// the message and in the reject's `source`; before, sampling named the temp file stdin
-/// was copied to (`/tmp/.tmpXXXX/stdin:8`).
+/// was copied to (`<temp dir>/stdin:8`).
 #[test]
 fn stdin_keeps_its_name_when_sampled() {
     let d = tmpdir();
@@ -162,4 +162,34 @@ fn stdin_keeps_its_name_when_sampled() {
             stderr(&o)
         );
     }
+}
+
+/// `compression: {target_max_tokens: 0}` in `--config` is refused as `--target-max-tokens
+/// 0` is, a usage error (exit 2) naming the file; before, it was taken, and every row
+/// was over the budget.
+#[test]
+fn a_zero_budget_in_the_config_file_is_refused() {
+    let d = tmpdir();
+    std::fs::write(d.path().join("in.jsonl"), format!("{}\n", long_row(2))).unwrap();
+    std::fs::write(
+        d.path().join("c.yaml"),
+        "compression:\n  target_max_tokens: 0\n",
+    )
+    .unwrap();
+    let o = compress(
+        d.path(),
+        &["in.jsonl", "--config", "c.yaml", "-o", "out.jsonl"],
+    );
+    assert_code(&o, 2);
+    assert!(
+        stderr(&o).contains("c.yaml: compression.target_max_tokens must be at least 1"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!d.path().join("out.jsonl").exists());
+    let o = compress(
+        d.path(),
+        &["in.jsonl", "--target-max-tokens", "0", "-o", "out.jsonl"],
+    );
+    assert_code(&o, 2);
 }

@@ -32,6 +32,9 @@ pub enum ConfigError {
         path: PathBuf,
         error: serde_norway::Error,
     },
+    /// A value the file gives that no run can use (a usage error).
+    #[error("{}: {what}", .path.display())]
+    Invalid { path: PathBuf, what: &'static str },
     /// A time in seconds that is negative, not a number or past
     /// [`MAX_SECS`](crate::format::time::MAX_SECS) (a usage error).
     #[error("{0} must be a number of seconds >= 0 and at most {max} (30 days)", max = crate::format::time::MAX_SECS)]
@@ -200,10 +203,18 @@ impl FileConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        FileConfig::from_yaml(&text).map_err(|error| ConfigError::Yaml {
+        let c = FileConfig::from_yaml(&text).map_err(|error| ConfigError::Yaml {
             path: path.to_path_buf(),
             error,
-        })
+        })?;
+        // As --target-max-tokens 0 is refused: every row would be over the budget.
+        if c.compression.target_max_tokens == Some(0) {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                what: "compression.target_max_tokens must be at least 1",
+            });
+        }
+        Ok(c)
     }
 
     /// Parse the YAML text; an empty file means all defaults.
