@@ -41,67 +41,27 @@ fn compress(dir: &Path, args: &[&str]) -> std::process::Output {
 fn a_summary_too_large_for_the_room_left_is_named_so() {
     let d = tmpdir();
     std::fs::write(d.path().join("in.jsonl"), format!("{}\n", long_row(20))).unwrap();
-    let per_row = [
-        "--per-trajectory-metrics",
-        "--no-metrics",
-        "-o",
-        "out.jsonl",
-    ];
-    let o = compress(
-        d.path(),
-        &[
-            &[
-                "in.jsonl",
-                "--protect-last-n",
-                "0",
-                "--target-max-tokens",
-                "500",
-            ][..],
-            &per_row,
-        ]
-        .concat(),
-    );
-    assert_code(&o, 0);
-    let m = &read_jsonl(&d.path().join("out.jsonl"))[0]["compression_metrics"];
+    // The row's per-row metrics after a run with budget 500 and `extra`.
+    let metrics = |extra: &[&str]| -> Value {
+        let base = ["in.jsonl", "--target-max-tokens", "500"];
+        let per_row = [
+            "--per-trajectory-metrics",
+            "--no-metrics",
+            "-o",
+            "out.jsonl",
+        ];
+        let o = compress(d.path(), &[&base[..], extra, &per_row].concat());
+        assert_code(&o, 0);
+        read_jsonl(&d.path().join("out.jsonl"))[0]["compression_metrics"].clone()
+    };
+    let m = metrics(&["--protect-last-n", "0"]);
     assert_eq!(m["still_over_limit"], true, "{m}");
     assert_eq!(m["still_over_limit_reason"], "summary_exceeds_room", "{m}");
     // With a smaller summary target the same row fits.
-    let o = compress(
-        d.path(),
-        &[
-            &[
-                "in.jsonl",
-                "--protect-last-n",
-                "0",
-                "--target-max-tokens",
-                "500",
-                "--summary-target-tokens",
-                "100",
-            ][..],
-            &per_row,
-        ]
-        .concat(),
-    );
-    assert_code(&o, 0);
-    let m = &read_jsonl(&d.path().join("out.jsonl"))[0]["compression_metrics"];
+    let m = metrics(&["--protect-last-n", "0", "--summary-target-tokens", "100"]);
     assert_eq!(m["still_over_limit"], false, "{m}");
     // Turns kept over the budget by themselves: region_too_small.
-    let o = compress(
-        d.path(),
-        &[
-            &[
-                "in.jsonl",
-                "--protect-last-n",
-                "30",
-                "--target-max-tokens",
-                "500",
-            ][..],
-            &per_row,
-        ]
-        .concat(),
-    );
-    assert_code(&o, 0);
-    let m = &read_jsonl(&d.path().join("out.jsonl"))[0]["compression_metrics"];
+    let m = metrics(&["--protect-last-n", "30"]);
     assert_eq!(m["still_over_limit_reason"], "region_too_small", "{m}");
 }
 

@@ -31,7 +31,7 @@ fn traj_report(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// The page's data block (`<script type="application/json" id="data">`).
-fn data_block(html: &str) -> Value {
+pub(crate) fn data_block(html: &str) -> Value {
     let open = r#"<script type="application/json" id="data">"#;
     let start = html.find(open).expect("the page has its data block") + open.len();
     let len = html[start..]

@@ -14,13 +14,7 @@ fn page(dir: &Path, args: &[&str]) -> Value {
     c.args(args)
         .args(["--tokenizer", "chars4", "-o", "page.html"]);
     assert_code(&run(c), 0);
-    let html = std::fs::read_to_string(dir.join("page.html")).unwrap();
-    let open = r#"<script type="application/json" id="data">"#;
-    let start = html.find(open).expect("the page has its data block") + open.len();
-    let len = html[start..]
-        .find("</script>")
-        .expect("the data block ends");
-    serde_json::from_str(&html[start..start + len]).expect("the data block is JSON")
+    crate::report::data_block(&std::fs::read_to_string(dir.join("page.html")).unwrap())
 }
 
 /// The embedded rows of the page (of every dataset).

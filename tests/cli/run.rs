@@ -1324,11 +1324,7 @@ fn sigterm_sighup_and_sigint_stop_cleanly_killing_tools_and_removing_workspaces(
             processes_running(&argv).len() == 2
         });
         let t = Instant::now();
-        let k = Command::new("kill")
-            .args([&format!("-{sig}"), &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(k.success());
+        send_signal(sig, child.id());
         let o = child.wait_with_output().unwrap();
         assert!(t.elapsed() < Duration::from_secs(10), "SIG{sig}: slow stop");
         assert_code(&o, 1);

@@ -119,11 +119,7 @@ fn a_signal_ends_a_run_waiting_for_the_run_directorys_lock() {
             std::fs::read_to_string(&err).is_ok_and(|t| t.contains("waiting for"))
         });
         let t = Instant::now();
-        let k = Command::new("kill")
-            .args([&format!("-{sig}"), &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(k.success());
+        send_signal(sig, child.id());
         let status = wait_at_most(&mut child, 10);
         if status.is_none() {
             let _ = child.kill();

@@ -304,3 +304,12 @@ pub fn processes_running(argv: &[&str]) -> Vec<u32> {
         })
         .collect()
 }
+
+/// Send signal `sig` (`TERM`, `INT`, `9`, ...) to process `pid` with kill(1).
+pub fn send_signal(sig: &str, pid: u32) {
+    let st = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill -{sig} {pid}");
+}
