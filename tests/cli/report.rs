@@ -30,16 +30,6 @@ fn traj_report(dir: &Path, args: &[&str]) -> Output {
     run(c)
 }
 
-/// The page's data block (`<script type="application/json" id="data">`).
-pub(crate) fn data_block(html: &str) -> Value {
-    let open = r#"<script type="application/json" id="data">"#;
-    let start = html.find(open).expect("the page has its data block") + open.len();
-    let len = html[start..]
-        .find("</script>")
-        .expect("the data block ends");
-    serde_json::from_str(&html[start..start + len]).expect("the data block is JSON")
-}
-
 /// The page without its data block (the rows' own text may name any URL).
 fn markup(html: &str) -> String {
     let open = r#"<script type="application/json" id="data">"#;

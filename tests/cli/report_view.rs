@@ -14,7 +14,7 @@ fn page(dir: &Path, args: &[&str]) -> Value {
     c.args(args)
         .args(["--tokenizer", "chars4", "-o", "page.html"]);
     assert_code(&run(c), 0);
-    crate::report::data_block(&std::fs::read_to_string(dir.join("page.html")).unwrap())
+    data_block(&std::fs::read_to_string(dir.join("page.html")).unwrap())
 }
 
 /// The embedded rows of the page (of every dataset).

@@ -313,3 +313,13 @@ pub fn send_signal(sig: &str, pid: u32) {
         .unwrap();
     assert!(st.success(), "kill -{sig} {pid}");
 }
+
+/// The page's data block (`<script type="application/json" id="data">`).
+pub fn data_block(html: &str) -> Value {
+    let open = r#"<script type="application/json" id="data">"#;
+    let start = html.find(open).expect("the page has its data block") + open.len();
+    let len = html[start..]
+        .find("</script>")
+        .expect("the data block ends");
+    serde_json::from_str(&html[start..start + len]).expect("the data block is JSON")
+}
