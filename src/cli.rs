@@ -102,7 +102,7 @@ impl IoArgs {
         self.sources()?
             .into_iter()
             .map(|s| match s {
-                crate::io::Source::Stdin | crate::io::Source::Spooled(_) => Ok("-".to_owned()),
+                crate::io::Source::Stdin | crate::io::Source::Spooled { .. } => Ok("-".to_owned()),
                 crate::io::Source::File(p) => p.into_os_string().into_string().map_err(|p| {
                     anyhow::Error::new(UsageError(format!(
                         "{}: --glob needs UTF-8 file names",

@@ -20,9 +20,13 @@ pub const BUF_SIZE: usize = 256 * 1024;
 pub enum Source {
     Stdin,
     File(PathBuf),
-    /// Standard input copied to this file to be read more than once
-    /// ([`spool_stdin`]); named `<stdin>` in messages and rejects, as stdin is.
-    Spooled(PathBuf),
+    /// A source that can be read only once (stdin, a FIFO) copied to `path` to be read
+    /// more than once ([`spool_stdin`]); named in messages and rejects by `name`, as
+    /// the source was (`<stdin>`, `/dev/fd/63`).
+    Spooled {
+        path: PathBuf,
+        name: String,
+    },
 }
 
 impl Source {
@@ -38,7 +42,8 @@ impl Source {
     /// The name used in messages: `<stdin>` or the path as given.
     pub fn name(&self) -> String {
         match self {
-            Source::Stdin | Source::Spooled(_) => "<stdin>".to_string(),
+            Source::Stdin => "<stdin>".to_string(),
+            Source::Spooled { name, .. } => name.clone(),
             Source::File(p) => p.display().to_string(),
         }
     }
@@ -46,13 +51,13 @@ impl Source {
 
 /// `src` as a source that can be read more than once: stdin, or a path that is not a
 /// regular file (a FIFO such as `<(cmd)`, `/dev/stdin`), is copied to a file in `dir`
-/// (read once, to its end; stdin's is [`Source::Spooled`], still named `<stdin>`); a
-/// regular file stays as it is.
+/// (read once, to its end) and named as it was ([`Source::Spooled`]); a regular file
+/// stays as it is.
 pub fn spool_stdin(src: Source, dir: &Path) -> Result<Source> {
     let once = match &src {
         Source::Stdin => true,
         Source::File(p) => std::fs::metadata(p).is_ok_and(|m| !m.is_file()),
-        Source::Spooled(_) => false,
+        Source::Spooled { .. } => false,
     };
     if !once {
         return Ok(src);
@@ -64,10 +69,7 @@ pub fn spool_stdin(src: Source, dir: &Path) -> Result<Source> {
         .with_context(|| format!("cannot create a spool file in {}", dir.display()))?;
     let name = src.name();
     io::copy(&mut open_source(&src)?, &mut f).with_context(|| format!("{name}: read error"))?;
-    Ok(match src {
-        Source::Stdin => Source::Spooled(p),
-        _ => Source::File(p),
-    })
+    Ok(Source::Spooled { path: p, name })
 }
 
 /// Turn command-line input arguments into sources; none means stdin.
@@ -395,7 +397,7 @@ fn trim_zeros(d: &[u8]) -> &[u8] {
 /// True for a `.json` file (plain, `.gz` or `.zst`): a JSON array of rows, or JSONL.
 fn is_json_array_name(src: &Source) -> bool {
     match src {
-        Source::Stdin | Source::Spooled(_) => false,
+        Source::Stdin | Source::Spooled { .. } => false,
         Source::File(p) => {
             let n = p.to_string_lossy();
             [".json", ".json.gz", ".json.zst"]
@@ -437,7 +439,7 @@ fn is_encoded(head: &[u8]) -> bool {
 pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
     let raw: Box<dyn Read + Send> = match src {
         Source::Stdin => Box::new(io::stdin()),
-        Source::File(p) | Source::Spooled(p) => {
+        Source::File(p) | Source::Spooled { path: p, .. } => {
             Box::new(File::open(p).map_err(|e| InputError {
                 what: "cannot open",
                 path: Arc::from(src.name()),
@@ -453,11 +455,13 @@ pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
     })?;
     if super::parquet::is_parquet(head) {
         let f = match src {
-            Source::File(p) | Source::Spooled(p) => File::open(p).map_err(|e| InputError {
-                what: "cannot open",
-                path: Arc::from(src.name()),
-                source: e,
-            })?,
+            Source::File(p) | Source::Spooled { path: p, .. } => {
+                File::open(p).map_err(|e| InputError {
+                    what: "cannot open",
+                    path: Arc::from(src.name()),
+                    source: e,
+                })?
+            }
             Source::Stdin => super::parquet::spool(buf, &src.name())?,
         };
         return super::parquet::lines_of_parquet(f, src.name());

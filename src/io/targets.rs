@@ -98,7 +98,7 @@ pub fn check_targets(
         .iter()
         .filter_map(|s| match s {
             Source::File(p) => identity(p),
-            Source::Stdin | Source::Spooled(_) => None,
+            Source::Stdin | Source::Spooled { .. } => None,
         })
         .collect();
     match named

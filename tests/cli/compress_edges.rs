@@ -122,6 +122,21 @@ fn stdin_keeps_its_name_when_sampled() {
             stderr(&o)
         );
     }
+    // A FIFO (`<(cmd)`) spooled for sampling keeps its name too.
+    std::fs::write(d.path().join("in.txt"), &text).unwrap();
+    let mut c = std::process::Command::new("bash");
+    c.current_dir(d.path()).arg("-c").arg(format!(
+        "{} --offline --no-metrics -q --sample-percent 100 --on-error skip \
+         --rejects rej.jsonl -o out.jsonl <(cat in.txt)",
+        bin(BIN).display()
+    ));
+    assert_code(&run(c), 0);
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert!(
+        rej[0]["source"].as_str().unwrap().starts_with("/dev/fd/"),
+        "{rej:?}"
+    );
+    assert_eq!(rej[0]["line"], 8);
 }
 
 /// `compression: {target_max_tokens: 0}` in `--config` is refused as `--target-max-tokens

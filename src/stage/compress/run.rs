@@ -126,7 +126,9 @@ pub enum Progress {
 /// The bytes of the jobs' inputs (a sample's own bytes when sampled).
 fn input_bytes(jobs: &[Job]) -> u64 {
     let file_bytes = |s: &Source| match s {
-        Source::File(p) | Source::Spooled(p) => std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+        Source::File(p) | Source::Spooled { path: p, .. } => {
+            std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+        }
         Source::Stdin => 0,
     };
     jobs.iter()
