@@ -381,7 +381,8 @@ impl Claims {
             (true, Some(at)) => Some(format!("prompt_index {i} is also the prompt_index of {at}")),
             (true, None) => self.position_taken(i).then(|| {
                 format!(
-                    "prompt_index {i} is also the prompt_index of an earlier row without one                      (its position among the non-blank input lines)"
+                    "prompt_index {i} is also the prompt_index of an earlier row without one \
+                     (its position among the non-blank input lines)"
                 )
             }),
             (false, Some(at)) => Some(format!(
