@@ -137,6 +137,25 @@ pub fn validate_object(line: &[u8]) -> Result<(), BadRow> {
     scan_json(line).map_err(|at| json_error(line, at))
 }
 
+/// [`validate_object`] that also shows `f` each top-level member as it goes: its key
+/// (raw, as written, without quotes) and its value's text. One pass over the line, for a
+/// caller that needs to know which members a row has without parsing it.
+pub fn validate_object_members<'l>(
+    line: &'l [u8],
+    mut f: impl FnMut(&'l [u8], &'l [u8]),
+) -> Result<(), BadRow> {
+    first_is_brace(line)?;
+    utf8(line)?;
+    let end = crate::format::jsonscan::object_members(line, 0, |key, vs, ve| f(key, &line[vs..ve]))
+        .map_err(|at| json_error(line, at))?;
+    let end = crate::format::jsonscan::skip_ws(line, end);
+    if end == line.len() {
+        Ok(())
+    } else {
+        Err(json_error(line, end))
+    }
+}
+
 /// `Ok` when the first non-blank byte opens an object; else what the line holds.
 pub fn first_is_brace(line: &[u8]) -> Result<(), BadRow> {
     match line.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -301,6 +320,61 @@ mod tests {
             validate_object(b"{\"a\":\"\xff\"}").unwrap_err(),
             BadRow::Utf8(6)
         );
+    }
+
+    /// The member walk accepts and refuses what [`validate_object`] does, in the same
+    /// words, and shows each top-level member once.
+    #[test]
+    fn validate_object_members_agrees_with_validate_object() {
+        let mut lines: Vec<Vec<u8>> = [
+            &b"{}"[..],
+            b" {\"a\": 1} ",
+            b"{\"a\": 1}x",
+            b"{\"a\": 1, \"a\": 2}",
+            b"{\"a\": {\"b\": 1, \"b\": 2}}",
+            b"{\"a\": [1, 2,]}",
+            b"{\"a\":",
+            b"[1]",
+            b"\"s\"",
+            b"{\"a\":\"\xff\"}",
+            b"{\"a\": tru}",
+        ]
+        .iter()
+        .map(|l| l.to_vec())
+        .collect();
+        lines.push(format!("{{\"a\": {}{}}}", "[".repeat(130), "]".repeat(130)).into_bytes());
+        for entry in
+            std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).unwrap()
+        {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "jsonl") {
+                lines.extend(
+                    std::fs::read(&path)
+                        .unwrap()
+                        .split(|&b| b == b'\n')
+                        .map(<[u8]>::to_vec),
+                );
+            }
+        }
+        for line in &lines {
+            let mut keys = Vec::new();
+            let walked = validate_object_members(line, |k, v| keys.push((k.to_vec(), v.to_vec())));
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(
+                walked.as_ref().map_err(ToString::to_string),
+                validate_object(line).as_ref().map_err(ToString::to_string),
+                "{text}"
+            );
+            if walked.is_ok() {
+                let obj = crate::io::parse_object(line).unwrap();
+                assert_eq!(keys.len(), obj.len(), "{text}");
+                for (k, v) in keys {
+                    let k = String::from_utf8(k).unwrap();
+                    let v: serde_json::Value = serde_json::from_slice(&v).unwrap();
+                    assert_eq!(obj.get(&k), Some(&v), "{text}");
+                }
+            }
+        }
     }
 
     #[test]

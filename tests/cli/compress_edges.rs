@@ -168,3 +168,52 @@ fn a_zero_budget_in_the_config_file_is_refused() {
     );
     assert_code(&o, 2);
 }
+
+/// Rows without a message list are counted passed through whatever their size; before,
+/// a small one was counted skipped under the target (and by size), a large one passed
+/// through. Every row is counted once: total = compressed + skipped + passed through
+/// (nothing here is still over or failed).
+#[test]
+fn rows_without_turns_are_passed_through_whatever_their_size() {
+    let d = tmpdir();
+    let rows = [
+        json!({"id": "small", "text": "x"}),
+        json!({"id": "large", "text": "y".repeat(5000)}),
+        json!({"id": "list-elsewhere", "meta": {"messages": []}}),
+        json!({"id": "not-a-list", "messages": "none"}),
+        json!({"id": "small-row", "messages": [{"role": "user", "content": "hi"}]}),
+        long_row(20),
+    ];
+    let mut text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    // A key written with an escape: the parsed row says it is `messages`.
+    text.push_str("{\"messag\\u0065s\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n");
+    std::fs::write(d.path().join("in.jsonl"), &text).unwrap();
+    let o = compress(
+        d.path(),
+        &["in.jsonl", "--target-max-tokens", "1000", "-o", "out.jsonl"],
+    );
+    assert_code(&o, 0);
+    let out = std::fs::read_to_string(d.path().join("out.jsonl")).unwrap();
+    let (ins, outs): (Vec<&str>, Vec<&str>) = (text.lines().collect(), out.lines().collect());
+    assert_eq!(outs.len(), 7);
+    // Every row but the long one (index 5) is written as it came.
+    for i in [0, 1, 2, 3, 4, 6] {
+        assert_eq!(outs[i], ins[i], "row {i}");
+    }
+    let m: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("out_metrics.json")).unwrap())
+            .unwrap();
+    let s = &m["summary"];
+    assert_eq!(s["total_trajectories"], 7, "{s}");
+    assert_eq!(s["trajectories_passed_through"], 4, "{s}");
+    assert_eq!(s["trajectories_skipped_under_target"], 2, "{s}");
+    assert_eq!(s["trajectories_skipped_by_size"], 1, "{s}");
+    assert_eq!(s["trajectories_compressed"], 1, "{s}");
+    let n = |k: &str| s[k].as_u64().unwrap();
+    assert_eq!(
+        n("total_trajectories"),
+        n("trajectories_compressed")
+            + n("trajectories_skipped_under_target")
+            + n("trajectories_passed_through")
+    );
+}

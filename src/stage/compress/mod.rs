@@ -217,33 +217,51 @@ impl Compressor {
             // Passed on unparsed, so checked by the rules every stage applies to a row
             // (UTF-8, an object, nesting, keys once): the scanner, worded as
             // `io::parse_object` words it.
-            if let Err(e) = crate::format::row::validate_object(line) {
+            // A row without a turn list is passed through, whatever its size; a key
+            // written with an escape is left to the parsed row to say.
+            let (mut list, mut escaped) = (false, false);
+            let checked = crate::format::row::validate_object_members(line, |key, value| {
+                escaped |= key.contains(&b'\\');
+                list |=
+                    matches!(key, b"conversations" | b"messages") && value.first() == Some(&b'[');
+            });
+            if let Err(e) = checked {
                 return Begun::Done(Verdict::Bad(e.to_string()));
             }
-            self.record(|a| {
-                a.total += 1;
-                a.skipped_under_target += 1;
-                a.skipped_by_size += 1;
-            });
-            push_line(out, line);
-            return Begun::Done(Verdict::Written);
+            if !escaped {
+                if !list {
+                    return Begun::Done(self.pass_through(line, out));
+                }
+                self.record(|a| {
+                    a.total += 1;
+                    a.skipped_under_target += 1;
+                    a.skipped_by_size += 1;
+                });
+                push_line(out, line);
+                return Begun::Done(Verdict::Written);
+            }
         }
         let obj = match crate::io::parse_object(line) {
             Ok(m) => m,
             Err(e) => return Begun::Done(Verdict::Bad(e)),
         };
         let Some(row) = Row::locate(obj) else {
-            self.record(|a| {
-                a.total += 1;
-                a.passed_through += 1;
-            });
-            push_line(out, line);
-            return Begun::Done(Verdict::Written);
+            return Begun::Done(self.pass_through(line, out));
         };
         match self.plan_row(&row) {
             Step::Done(m) => Begun::Done(self.emit(row, m, false, line, out)),
             Step::Summarize(plan) => Begun::Wait(Box::new(Waiting { row, plan })),
         }
+    }
+
+    /// A row without a turn list: written as it came, counted passed through.
+    fn pass_through(&self, line: &[u8], out: &mut Vec<u8>) -> Verdict {
+        self.record(|a| {
+            a.total += 1;
+            a.passed_through += 1;
+        });
+        push_line(out, line);
+        Verdict::Written
     }
 
     /// The summary a waiting row needs (blocks on the summarizer).
