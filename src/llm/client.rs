@@ -515,6 +515,13 @@ impl Client {
             };
             let waiting_payment =
                 err.class == ErrorClass::PaymentRequired && self.on_payment == OnPayment::Wait;
+            if err.class == ErrorClass::PaymentRequired && !waiting_payment {
+                // Out of credits, a tool's call as the agent's: stop the run, never a
+                // tool error in a prompt then recorded as done.
+                if let Some(m) = &self.meter {
+                    m.stop_run(&out_of_credits(&err));
+                }
+            }
             let shared = err.class == ErrorClass::RateLimited || waiting_payment;
             if shared {
                 // The back-off grows with this request's refusals and with the
@@ -571,7 +578,9 @@ impl Client {
     }
 
     /// The wait before retry number `attempt` (1-based): jittered exponential backoff,
-    /// or the server's `Retry-After` when it asked for longer.
+    /// or the server's `Retry-After` when it sent one. A `Retry-After` of 0, or a date
+    /// already past (a server whose clock is behind), counts as none: it would send
+    /// every retry of a 429 storm within milliseconds.
     pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         let exp = self
             .cfg
@@ -581,8 +590,8 @@ impl Client {
         let jittered = capped.mul_f64(0.5 + fastrand::f64() * 0.5);
         match retry_after {
             // The server knows best, within reason: never longer than the largest backoff.
-            Some(ra) => ra.min(self.cfg.backoff_max.max(Duration::from_secs(1))),
-            None => jittered,
+            Some(ra) if !ra.is_zero() => ra.min(self.cfg.backoff_max.max(Duration::from_secs(1))),
+            _ => jittered,
         }
     }
 
@@ -765,6 +774,13 @@ fn transport_class(e: &ureq::Error) -> ErrorClass {
     ErrorClass::Transport
 }
 
+/// Why a run stops when `e`, a `payment_required` error, says the account is out of
+/// credits: `out of credits (payment_required, HTTP 402): MESSAGE`.
+pub fn out_of_credits(e: &LlmError) -> String {
+    let status = e.status.map(|s| format!(", HTTP {s}")).unwrap_or_default();
+    format!("out of credits (payment_required{status}): {}", e.message)
+}
+
 /// `Retry-After` as seconds or as an HTTP date. A number of seconds too large for a
 /// `Duration` is `Duration::MAX` ([`Client::backoff`] caps it at `--retry-max-delay`).
 pub fn parse_retry_after(v: &str) -> Option<Duration> {
@@ -868,6 +884,13 @@ mod tests {
         assert_eq!(d, Duration::from_secs(3));
         let d = c.backoff(1, Some(Duration::MAX));
         assert_eq!(d, Duration::from_secs(10), "capped at the largest backoff");
+        // A Retry-After of 0 (or a date already past) is no reason to hammer.
+        for _ in 0..20 {
+            let d = c.backoff(3, Some(Duration::ZERO));
+            assert!(d >= Duration::from_millis(200), "{d:?}");
+            let past = parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT");
+            assert!(c.backoff(3, past) >= Duration::from_millis(200));
+        }
         let d = c.backoff(3, None);
         assert!(
             d >= Duration::from_millis(200) && d <= Duration::from_millis(400),

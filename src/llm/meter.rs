@@ -13,7 +13,8 @@ use std::sync::{Arc, OnceLock};
 
 use super::rate::RateLimiter;
 
-/// Called once when the spend reaches the cap, with the reason to stop.
+/// Called with the reason to stop: once when the spend reaches the cap, and when a
+/// tool's model call finds the account out of credits.
 pub type OnCap = Box<dyn Fn(&str) + Send + Sync>;
 
 /// What the run attached: the limiter, the cap and the stop hook.
@@ -46,6 +47,14 @@ impl Meter {
     /// first call counts (one run per process).
     pub fn attach(&self, rate: Option<Arc<RateLimiter>>, cap: Option<f64>, on_cap: OnCap) {
         let _ = self.attached.set(Attached { rate, cap, on_cap });
+    }
+
+    /// Stop the run for `why` (a tool's model call found the account out of credits):
+    /// the attached stop hook, as at the spend cap.
+    pub fn stop_run(&self, why: &str) {
+        if let Some(a) = self.attached.get() {
+            (a.on_cap)(why);
+        }
     }
 
     /// The run's rate limiter, once attached.

@@ -108,11 +108,7 @@ impl Chat for Llm {
                 if e.class == ErrorClass::PaymentRequired {
                     // Out of credits: every prompt would fail the same way. Stop the run
                     // as the spend cap does; the prompts in flight run again on resume.
-                    let status = e.status.map(|s| format!(", HTTP {s}")).unwrap_or_default();
-                    self.request_stop(&format!(
-                        "out of credits (payment_required{status}): {}",
-                        e.message
-                    ));
+                    self.request_stop(&crate::llm::out_of_credits(&e));
                 }
                 return Err(e);
             }

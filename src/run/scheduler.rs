@@ -220,6 +220,13 @@ fn run_task(s: &Shared, i: usize) -> Done {
         Ok(t) => t,
         Err(e) => return early_failure(s, i, FailureClass::BadTask, false, e.to_string()),
     };
+    if toolsets.is_empty() && matches!(s.rollout.verifier, Some(Verifier::Command(_))) {
+        // No tools, no sandbox for the command: fail before any model call is paid for
+        // (and never again: a resume would only pay for it once more).
+        let why = "this task has no tools (toolsets: []), so no sandbox to run the \
+                   --verifier command in; use a built-in verifier (match:, regex:, number:)";
+        return early_failure(s, i, FailureClass::BadTask, false, why.into());
+    }
     let mut host = match (s.hosts)(&row, &toolsets) {
         Ok((h, ws)) => {
             if let Some(ws) = ws {

@@ -233,10 +233,13 @@ pub fn run_command(
             (ANSWER_FILE.into(), r.answer.as_bytes().to_vec()),
         ],
         env: vec![
-            ("TRAJ_TASK_FILE".into(), TASK_FILE.into()),
-            ("TRAJ_FINAL_ANSWER_FILE".into(), ANSWER_FILE.into()),
             ("TRAJ_ROLLOUT_INDEX".into(), r.rollout_index.to_string()),
             ("TRAJ_TASK_UID".into(), r.task_uid.into()),
+        ],
+        // Absolute: a task's `cwd` starts the verifier below the workspace root.
+        path_env: vec![
+            ("TRAJ_TASK_FILE".into(), TASK_FILE.into()),
+            ("TRAJ_FINAL_ANSWER_FILE".into(), ANSWER_FILE.into()),
         ],
         timeout,
         stdout_file: STDOUT_FILE.into(),
@@ -264,13 +267,32 @@ pub fn run_command(
     };
     let (output, truncated) = cap(&out.stdout);
     let (stderr, stderr_truncated) = cap(&out.stderr);
-    let mut v = json!({"verifier": "command", "exit_code": out.exit_code, "output": output,
+    let v = json!({"verifier": "command", "exit_code": out.exit_code, "output": output,
         "truncated": truncated, "stderr": stderr, "stderr_truncated": stderr_truncated,
         "seconds": seconds});
+    Ok((reward, with_members(v, extra)))
+}
+
+/// The member under which `verification` keeps the verifier's own members that share a
+/// name with one of traj's (`output`, `seconds`, ...): never dropped, never overwriting.
+pub const VERIFIER_FIELDS: &str = "verifier_fields";
+
+/// `verification` (traj's members) with every other member of the verifier's object:
+/// those named as one of traj's, or `verifier_fields`, go into `verifier_fields`.
+fn with_members(mut v: Value, extra: Map<String, Value>) -> Value {
+    let o = v.as_object_mut().expect("an object");
+    let mut clashing = Map::new();
     for (k, x) in extra {
-        v.as_object_mut().expect("an object").entry(k).or_insert(x);
+        if o.contains_key(&k) || k == VERIFIER_FIELDS {
+            clashing.insert(k, x);
+        } else {
+            o.insert(k, x);
+        }
     }
-    Ok((reward, v))
+    if !clashing.is_empty() {
+        o.insert(VERIFIER_FIELDS.into(), Value::Object(clashing));
+    }
+    v
 }
 
 #[cfg(test)]
@@ -286,6 +308,20 @@ mod tests {
         assert_eq!(parse_reward("log\n0.5\n\n").unwrap().0, json!(0.5));
         let (r, extra) = parse_reward(r#"{"reward": 1, "tests": 3}"#).unwrap();
         assert_eq!((r, extra["tests"].clone()), (json!(1), json!(3)));
+        // The verifier's members named as traj's are kept aside, never dropped.
+        let (_, extra) = parse_reward(
+            r#"{"reward": 1, "output": "3 passed", "seconds": 9, "verifier_fields": 1, "n": 2}"#,
+        )
+        .unwrap();
+        let v = with_members(
+            json!({"verifier": "command", "output": "", "seconds": 0.1}),
+            extra,
+        );
+        assert_eq!(
+            v,
+            json!({"verifier": "command", "output": "", "seconds": 0.1, "n": 2,
+                "verifier_fields": {"output": "3 passed", "seconds": 9, "verifier_fields": 1}})
+        );
         assert!(parse_reward("ok").is_err());
         assert!(parse_reward(r#"{"score": 1}"#).is_err());
         assert!(parse_reward("").is_err());

@@ -281,15 +281,21 @@ pub struct Check {
     pub files: Vec<(String, Vec<u8>)>,
     /// Set for the script (names and values are the caller's, never secrets).
     pub env: Vec<(String, String)>,
+    /// Set for the script to these paths, given relative to the workspace root, made
+    /// absolute as the sandbox sees them (so they hold wherever the script starts).
+    pub path_env: Vec<(String, String)>,
     pub timeout: Duration,
     /// Where the script's stdout is kept (relative to the workspace root).
     pub stdout_file: String,
 }
 
+/// The bytes of a [`Check`]'s stdout read back: its last 16 MiB.
+const STDOUT_TAIL: u64 = 16 << 20;
+
 /// How a [`Check`] ran.
 #[derive(Debug, Clone)]
 pub struct Checked {
-    /// Its stdout (at most 16 MiB are read).
+    /// Its stdout (its last 16 MiB).
     pub stdout: String,
     /// Its stderr (capped as tool output is).
     pub stderr: String,
@@ -313,6 +319,9 @@ impl Task {
         for (k, v) in &check.env {
             script.push_str(&format!("export {k}={}\n", quote(v)));
         }
+        for (k, v) in &check.path_env {
+            script.push_str(&format!("export {k}={}\n", quote(&format!("{view}/{v}"))));
+        }
         let out = quote(&format!("{view}/{}", check.stdout_file));
         script.push_str(&format!("( {}\n) >{out}\n", check.script));
         let full = format!("exec 2>&1\n{script}");
@@ -320,14 +329,20 @@ impl Task {
             .sandbox
             .run_for(&["/bin/sh", "-c", &full], None, check.timeout)
             .map_err(|e| format!("{e:#}"))?;
+        // The reward is on the last line: read the end of a long output (a verbose test
+        // run), never the first bytes only, nor nothing at all.
         let stdout =
             match self
                 .files
-                .open_file(&format!("{view}/{}", check.stdout_file), 16 << 20, false)
+                .open_file(&format!("{view}/{}", check.stdout_file), u64::MAX, false)
             {
-                Ok((mut f, _, _)) => {
+                Ok((mut f, len, _)) => {
+                    use std::io::{Read, Seek, SeekFrom};
                     let mut b = Vec::new();
-                    let _ = std::io::Read::read_to_end(&mut f, &mut b);
+                    let from = len.saturating_sub(STDOUT_TAIL);
+                    if f.seek(SeekFrom::Start(from)).is_ok() {
+                        let _ = f.take(STDOUT_TAIL).read_to_end(&mut b);
+                    }
                     String::from_utf8_lossy(&b).into_owned()
                 }
                 Err(_) => String::new(),

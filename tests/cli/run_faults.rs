@@ -544,3 +544,52 @@ fn a_failure_without_a_model_call_has_zero_usage() {
     );
     assert_eq!(s.count(), 0);
 }
+
+/// A model-backed tool (here `mixture_of_agents`) told the account is out of credits
+/// stops the run as the agent's own 402 does. It once came back to the agent as a tool
+/// error, and every prompt of the run was recorded as done with it, never run again.
+#[test]
+fn a_tools_model_call_out_of_credits_stops_the_run_and_resume_runs_it_again() {
+    let d = tmpdir();
+    let agent = json!({"match": "p", "turns": [
+        {"tool_calls": [{"name": "mixture_of_agents", "arguments": {"user_prompt": "what is 2+2"}}]},
+        {"content": "Merged: {tool_output}"}]});
+    let s = Standin::json(json!({"rules": [
+        {"match": "what is 2+2", "turns": [{"status": 402,
+            "error": "This request requires more credits, or fewer max_tokens"}]},
+        agent.clone()]}));
+    let input = prompts(d.path(), 3);
+    let moa = [
+        "--toolsets",
+        "moa",
+        "--moa-models",
+        "ref-a,ref-b",
+        "--moa-aggregator",
+        "agg",
+    ];
+    let mut c = standin_run(d.path(), &s.url(), "data/r");
+    c.args(moa).args([&input, "-j", "1"]);
+    let o = run_cmd(c);
+    assert_code(&o, 1);
+    let run = d.path().join("data/r");
+    assert!(records(&run).is_empty(), "{:?}", records(&run));
+    assert!(failures(&run).is_empty());
+    let st = read_json(&run.join("statistics.json"));
+    let stopped = st["this_run"]["stopped"].as_str().unwrap();
+    assert!(
+        stopped.starts_with("out of credits (payment_required, HTTP 402)"),
+        "{st}"
+    );
+
+    // Topped up: the resume runs the three prompts, each once.
+    let topped = Standin::json(json!({"rules": [agent]}));
+    let mut c = standin_run(d.path(), &topped.url(), "data/r");
+    c.args(moa).args([&input, "-j", "1", "-q", "--resume"]);
+    assert_code(&run_cmd(c), 0);
+    assert_each_once(&run, 3);
+    assert!(
+        records(&run)
+            .iter()
+            .all(|r| !r.to_string().contains("payment_required"))
+    );
+}

@@ -263,6 +263,113 @@ fn a_crashing_verifier_is_a_verifier_error_never_a_reward() {
 }
 
 #[test]
+fn a_verifier_command_on_a_task_without_tools_fails_before_any_model_call() {
+    let d = tmpdir();
+    tasks(d.path(), 2);
+    let s = Standin::json(seeded_script(0));
+    for resume in [false, true] {
+        let mut c = standin_run(d.path(), &s.url(), "run");
+        c.args([
+            "--toolsets",
+            "",
+            "-q",
+            "tasks.jsonl",
+            "--verifier",
+            "echo 1",
+        ]);
+        if resume {
+            c.arg("--resume");
+        }
+        // The resume has nothing to run: both tasks are given up.
+        assert_code(&run(c), if resume { 0 } else { 1 });
+    }
+    // No model call paid for a rollout that could never be scored, nor on resume.
+    assert_eq!(s.count(), 0);
+    let run_dir = d.path().join("run");
+    assert!(records(&run_dir).is_empty());
+    let f = failures(&run_dir);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(
+        f.iter()
+            .all(|f| f["class"] == "bad_task" && f["retryable"] == false)
+    );
+    assert!(
+        f[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("built-in verifier")
+    );
+}
+
+#[test]
+fn a_verifiers_members_named_as_trajs_own_are_kept_aside() {
+    let d = tmpdir();
+    tasks(d.path(), 1);
+    let s = Standin::json(seeded_script(0));
+    let mut c = traj_run(d.path(), &s, "run");
+    c.args([
+        "--verifier",
+        r#"echo '{"reward": 1, "output": "3 passed", "seconds": 9, "tests": 3}'"#,
+    ]);
+    assert_code(&run(c), 0);
+    let recs = records(&d.path().join("run"));
+    let v = &recs[0]["verification"];
+    assert_eq!(v["verifier"], "command");
+    assert_eq!(v["tests"], 3);
+    assert!(v["output"].as_str().unwrap().contains("\"reward\""), "{v}");
+    assert_eq!(
+        v["verifier_fields"],
+        json!({"output": "3 passed", "seconds": 9})
+    );
+}
+
+#[test]
+fn a_verifier_printing_a_long_log_before_its_reward_is_scored() {
+    // Over 16 MiB of stdout was once read as nothing at all: "printed nothing on stdout".
+    let d = tmpdir();
+    tasks(d.path(), 1);
+    let s = Standin::json(seeded_script(0));
+    let mut c = traj_run(d.path(), &s, "run");
+    c.args([
+        "--verifier",
+        "head -c 20000000 /dev/zero | tr '\\0' x; echo; echo 0.5",
+    ]);
+    assert_code(&run(c), 0);
+    let recs = records(&d.path().join("run"));
+    assert_eq!(recs[0]["reward"], json!(0.5));
+    assert_eq!(recs[0]["verification"]["truncated"], true);
+    assert!(
+        recs[0]["verification"]["output"]
+            .as_str()
+            .unwrap()
+            .ends_with("x\n0.5\n")
+    );
+}
+
+#[test]
+fn a_verifier_finds_its_files_from_a_rows_cwd() {
+    // The paths were relative to the workspace root, where a `cwd` row's verifier is not.
+    let d = tmpdir();
+    let row = json!({"prompt": "task 0", "cwd": "sub/dir"});
+    std::fs::write(d.path().join("tasks.jsonl"), format!("{row}\n")).unwrap();
+    let s = Standin::json(seeded_script(0));
+    let mut c = traj_run(d.path(), &s, "run");
+    c.args([
+        "--verifier",
+        "pwd >&2; grep -q '\"sub/dir\"' \"$TRAJ_TASK_FILE\" && grep -q answer \"$TRAJ_FINAL_ANSWER_FILE\" && echo 1",
+    ]);
+    assert_code(&run(c), 0);
+    let recs = records(&d.path().join("run"));
+    assert_eq!(recs[0]["reward"], json!(1), "{}", recs[0]["verification"]);
+    assert!(
+        recs[0]["verification"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("sub/dir")
+    );
+}
+
+#[test]
 fn builtin_verifiers_match_regex_and_number() {
     let d = tmpdir();
     let rows = [
