@@ -515,11 +515,11 @@ impl Client {
             };
             let waiting_payment =
                 err.class == ErrorClass::PaymentRequired && self.on_payment == OnPayment::Wait;
-            if err.class == ErrorClass::PaymentRequired && !waiting_payment {
-                // Out of credits, a tool's call as the agent's: stop the run, never a
-                // tool error in a prompt then recorded as done.
+            if !waiting_payment && let Some(why) = stops_the_run(&err) {
+                // Out of credits or a refused key, a tool's call as the agent's: stop the
+                // run, never a tool error in a prompt then recorded as done.
                 if let Some(m) = &self.meter {
-                    m.stop_run(&out_of_credits(&err));
+                    m.stop_run(&why);
                 }
             }
             let shared = err.class == ErrorClass::RateLimited || waiting_payment;
@@ -774,11 +774,19 @@ fn transport_class(e: &ureq::Error) -> ErrorClass {
     ErrorClass::Transport
 }
 
-/// Why a run stops when `e`, a `payment_required` error, says the account is out of
-/// credits: `out of credits (payment_required, HTTP 402): MESSAGE`.
-pub fn out_of_credits(e: &LlmError) -> String {
+/// Why a run stops for `e`, when `e` says something about the account that every
+/// prompt would meet the same way (`None` for any other error): out of credits
+/// (`out of credits (payment_required, HTTP 402): MESSAGE`), or the API key refused
+/// (`the API key was refused (auth, HTTP 401): MESSAGE`). Such an error is never a
+/// prompt's failure: the prompts in flight are abandoned and run again on resume.
+pub fn stops_the_run(e: &LlmError) -> Option<String> {
     let status = e.status.map(|s| format!(", HTTP {s}")).unwrap_or_default();
-    format!("out of credits (payment_required{status}): {}", e.message)
+    let what = match e.class {
+        ErrorClass::PaymentRequired => "out of credits",
+        ErrorClass::Auth => "the API key was refused",
+        _ => return None,
+    };
+    Some(format!("{what} ({}{status}): {}", e.class, e.message))
 }
 
 /// `Retry-After` as seconds or as an HTTP date. A number of seconds too large for a

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::agent::{Call, Chat};
 use crate::llm::cache::Cache;
-use crate::llm::{CallOptions, ChatResponse, Client, ErrorClass, LlmError};
+use crate::llm::{CallOptions, ChatResponse, Client, LlmError};
 
 /// The real [`Chat`]: the HTTP client, the optional cache, the spend cap and the stop
 /// flag, shared by every worker of a run.
@@ -105,10 +105,11 @@ impl Chat for Llm {
         let mut response = match self.client.chat_opts(body, &opts) {
             Ok(r) => r,
             Err(e) => {
-                if e.class == ErrorClass::PaymentRequired {
-                    // Out of credits: every prompt would fail the same way. Stop the run
-                    // as the spend cap does; the prompts in flight run again on resume.
-                    self.request_stop(&crate::llm::out_of_credits(&e));
+                if let Some(why) = crate::llm::stops_the_run(&e) {
+                    // Out of credits, or the key refused: every prompt would fail the same
+                    // way. Stop the run as the spend cap does; the prompts in flight run
+                    // again on resume.
+                    self.request_stop(&why);
                 }
                 return Err(e);
             }

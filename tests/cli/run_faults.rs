@@ -50,11 +50,22 @@ fn assert_each_once(run: &Path, n: usize) {
 /// summary and statistics.json say why), without waiting for the Retry-After; a resume
 /// after the top-up runs exactly the prompts left.
 fn credits_run_out(retry_after: Option<&str>) {
-    let d = tmpdir();
     let mut refusal = json!({"status": 402, "error": "Insufficient credits. Add more using https://openrouter.ai/credits"});
     if let Some(ra) = retry_after {
         refusal["retry_after"] = json!(ra);
     }
+    account_refusal_stops_the_run(
+        refusal,
+        "stopped: out of credits (payment_required, HTTP 402): Insufficient credits",
+    );
+}
+
+/// A wave of `refusal` (about the account, not the prompt) after 4 answers: the run
+/// stops, its summary saying `says`, nothing marked failed; the resume once the account
+/// is fixed runs exactly the prompts left.
+fn account_refusal_stops_the_run(refusal: Value, says: &str) {
+    let d = tmpdir();
+    let status = refusal["status"].as_u64().unwrap() as u16;
     let s = Standin::json(json!({"wave": {"after": 4, "reply": refusal}, "latency_ms": 20}));
     let input = prompts(d.path(), 20);
     let mut c = traj_run_loud(d.path(), &s);
@@ -72,10 +83,7 @@ fn credits_run_out(retry_after: Option<&str>) {
     let took = t0.elapsed();
     assert_code(&o, 1);
     let err = stderr(&o);
-    assert!(
-        err.contains("stopped: out of credits (payment_required, HTTP 402): Insufficient credits"),
-        "{err}"
-    );
+    assert!(err.contains(says), "{err}");
     assert!(err.contains("--resume runs the"), "{err}");
     assert!(
         took < Duration::from_secs(10),
@@ -84,20 +92,23 @@ fn credits_run_out(retry_after: Option<&str>) {
     let run = d.path().join("data/r");
     assert!(
         failures(&run).is_empty(),
-        "nothing is failed for a 402: {:?}",
+        "nothing is failed for a {status}: {:?}",
         failures(&run)
     );
     let done = records(&run).len();
     assert_eq!(done, 4, "the four answered prompts are kept");
-    // The 402s: the ones in flight when the credits ran out, and no retry of any.
-    let refused = s.count_status(402);
-    assert!((1..=4).contains(&refused), "{refused} 402s for 4 workers");
-    let st = read_json(&run.join("statistics.json"));
+    // The refusals: the ones in flight when the account was refused, and no retry of any.
+    let refused = s.count_status(status);
     assert!(
-        st["this_run"]["stopped"]
-            .as_str()
-            .unwrap()
-            .starts_with("out of credits"),
+        (1..=4).contains(&refused),
+        "{refused} {status}s for 4 workers"
+    );
+    let st = read_json(&run.join("statistics.json"));
+    // `statistics.json` says why as the summary does: "out of credits (...): ...".
+    let why = says.strip_prefix("stopped: ").unwrap();
+    let why = &why[..why.find("): ").unwrap() + 3];
+    assert!(
+        st["this_run"]["stopped"].as_str().unwrap().starts_with(why),
         "{st}"
     );
     assert_eq!(st["this_run"]["failures"], 0);
@@ -127,6 +138,16 @@ fn a_402_wave_with_retry_after_stops_the_run_and_resume_continues() {
 #[test]
 fn a_402_wave_without_retry_after_stops_the_run_and_resume_continues() {
     credits_run_out(None);
+}
+
+/// A key refused mid-run (expired, revoked): once, every prompt failed for good as
+/// `auth`, and the resume with a good key ran none of them.
+#[test]
+fn a_401_wave_stops_the_run_and_resume_with_a_good_key_continues() {
+    account_refusal_stops_the_run(
+        json!({"status": 401, "error": "Invalid API key"}),
+        "stopped: the API key was refused (auth, HTTP 401): Invalid API key",
+    );
 }
 
 #[test]
