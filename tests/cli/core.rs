@@ -21,6 +21,8 @@ fn every_binary_has_help_and_version() {
         let o = run(c);
         assert_code(&o, 0);
         assert!(stdout(&o).contains("Usage:"), "{b} --help: {}", stdout(&o));
+        // Doc comments become the help text: a rustdoc link (`[`x`]`) means nothing there.
+        assert!(!stdout(&o).contains("[`"), "{b} --help: {}", stdout(&o));
         let mut c = cmd(b, d.path());
         c.arg("--version");
         let o = run(c);

@@ -335,3 +335,52 @@ print("version", datasets.__version__, "ok")
     }
     compare_in_datasets(d.path(), &pairs);
 }
+
+/// A Parquet file `datasets` 5 wrote (`Dataset.to_parquet`) of rows whose members it
+/// types as `Json()` (`messages` whose tool calls differ, `tools`' `parameters`,
+/// `tool_stats`): Parquet's `JSON` columns, with pyarrow's schema and without
+/// (`store_schema=False`, as other writers do). traj reads each value as the JSON it
+/// holds, so the rows come back as the JSONL they were loaded from, and traj-normalize
+/// takes them as OpenAI rows (a message read as a string stopped it: "expected an
+/// object, found a string").
+#[test]
+fn a_datasets_5_parquet_of_json_features_reads_back_as_its_values() {
+    let d = tmpdir();
+    let jsonl = d.path().join("openai.jsonl");
+    let mut c = cmd("traj-normalize", d.path());
+    c.args(["-q", "--to", "openai"])
+        .arg(fixture("hermes_reason_tool_use_50.jsonl"))
+        .arg("-o")
+        .arg(&jsonl);
+    assert_code(&run(c), 0);
+    let py = r#"
+import sys, datasets, pyarrow.parquet as pq
+if int(datasets.__version__.split(".")[0]) >= 5:
+    ds = datasets.load_dataset("json", data_files=sys.argv[1], split="train", cache_dir=sys.argv[2])
+    assert "Json(" in str(ds.features), ds.features
+    ds.to_parquet(sys.argv[3])
+    assert "extension<arrow.json>" in str(pq.read_schema(sys.argv[3])), pq.read_schema(sys.argv[3])
+    pq.write_table(pq.read_table(sys.argv[3]), sys.argv[4], store_schema=False)
+print("version", datasets.__version__, "ok")
+"#;
+    let (with, without) = (d.path().join("ds5.parquet"), d.path().join("bare.parquet"));
+    load_in_datasets(
+        d.path(),
+        py,
+        &jsonl,
+        &[with.to_str().unwrap(), without.to_str().unwrap()],
+    );
+    for p in [&with, &without] {
+        reads_back(d.path(), p, &jsonl);
+        let mut c = cmd("traj-normalize", d.path());
+        c.args(["-q", "--to", "openai"]).arg(p);
+        let o = run(c);
+        assert_code(&o, 0);
+        let got = parse_jsonl(&stdout(&o));
+        let want = read_jsonl(&jsonl);
+        assert_eq!(got.len(), want.len(), "{}", p.display());
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(same(g, w), "{} row {}:\n{g}\n{w}", p.display(), k + 1);
+        }
+    }
+}

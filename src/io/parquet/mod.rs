@@ -5,7 +5,8 @@
 //! whatever its name) becomes JSONL, one row group batch at a time (bounded memory).
 //! A file traj wrote gives back its rows ([`text`]; a file of traj's first schema:
 //! [`v1`]); any other file's rows are turned into JSON by arrow-json (nested lists and
-//! structs included; null fields left out). The schema of every Parquet file read is
+//! structs included; null fields left out; a JSON column's values as the JSON they hold:
+//! [`foreign`]). The schema of every Parquet file read is
 //! remembered for the life of the process ([`input_columns`]), so that a Parquet output
 //! keeps its input's column types.
 //!
@@ -16,6 +17,7 @@
 //! and the rows are written from the spool, one row group at a time ([`build`]).
 
 mod build;
+mod foreign;
 mod shape;
 mod text;
 mod v1;
@@ -127,9 +129,7 @@ impl ParquetLines {
                     parquet_err(&self.name, format!("rows from {}: {e}", self.rows + 1))
                 })?,
                 Kind::Foreign => {
-                    let mut w = arrow_json::LineDelimitedWriter::new(&mut *out);
-                    w.write(&batch).map_err(|e| parquet_err(&self.name, e))?;
-                    w.finish().map_err(|e| parquet_err(&self.name, e))?;
+                    foreign::rows(&batch, out).map_err(|e| parquet_err(&self.name, e))?
                 }
             }
             self.rows += batch.num_rows();

@@ -51,7 +51,7 @@ pub enum Target {
     #[value(name = "openai")]
     OpenAi,
     /// LLaMA-Factory's ShareGPT formatting: `conversations` of `human`, `gpt`,
-    /// `function_call` and `observation` turns ([`crate::format::llamafactory`]), plus
+    /// `function_call` and `observation` turns (docs/normalize.md), plus
     /// `tools` (a JSON string).
     #[value(name = "llamafactory")]
     LlamaFactory,
@@ -61,10 +61,10 @@ pub enum Target {
     LlamaFactoryOpenAi,
     /// One row per task: its rollouts' `messages` (OpenAI) and `scores`, as Atropos'
     /// `ScoredDataGroup`, with each rollout's other fields in `rollouts`
-    /// ([`groups::group_row`]).
+    /// (docs/rollouts.md).
     Groups,
     /// One TRL conversational preference row per task: `prompt`, `chosen` (the best
-    /// reward), `rejected` (the worst) ([`groups::dpo_row`]).
+    /// reward), `rejected` (the worst) (docs/rollouts.md).
     Dpo,
 }
 
