@@ -6,7 +6,9 @@ SHELL := bash
 .DELETE_ON_ERROR:
 
 CARGO ?= cargo
-BIN ?= target/release
+# Where cargo builds (CARGO_TARGET_DIR when it is set, as cargo does), so that BIN finds
+# what `make build` just made.
+BIN ?= $(or $(CARGO_TARGET_DIR),target)/release
 PREFIX ?= $(HOME)/.local
 
 # Pipeline settings (override on the command line: make batch RUN=x DATASET=y MODEL=z).
@@ -35,6 +37,19 @@ TRAJECTORIES := $(RUN_DIR)/trajectories.jsonl
 COMPRESSED := $(RUN_DIR)/trajectories_compressed.jsonl
 IN ?= $(TRAJECTORIES)
 IN_COMPRESSED = $(patsubst %.jsonl,%_compressed.jsonl,$(patsubst %.gz,%,$(IN)))
+
+# make cannot name a file with a space in it: a path with one would be cut into two
+# targets and the stages would write elsewhere (./data). Refuse it instead.
+spaced = $(foreach v,$(1),$(if $(word 2,$($(v))),$(v)))
+ifneq ($(filter batch pipeline,$(MAKECMDGOALS)),)
+  SPACED += $(call spaced,DATA RUN DATASET)
+endif
+ifneq ($(filter compress,$(MAKECMDGOALS)),)
+  SPACED += $(call spaced,IN)
+endif
+ifneq ($(strip $(SPACED)),)
+  $(error $(strip $(SPACED)): a path with a space, which make cannot handle; use scripts/batch-then-compress.sh, or a path without one)
+endif
 
 BINARIES := traj-normalize traj-filter traj-merge traj-compress traj-sample-tools traj-run traj-report
 
@@ -130,6 +145,9 @@ pipeline: ## batch, then compress the batch's trajectories
 # The stages, as real file dependencies: re-running redoes only what is out of date.
 $(BIN)/%:
 	$(CARGO) build --release --locked --bin $*
+# A binary built for a pattern rule (`make compress`) is kept, not removed afterwards as
+# an intermediate file.
+.SECONDARY: $(addprefix $(BIN)/,$(BINARIES))
 
 $(TASKS): $(DATASET) | $(BIN)/traj-sample-tools
 	@mkdir -p $(RUN_DIR)
@@ -149,9 +167,15 @@ $(TRAJECTORIES): $(RUN_DONE) | $(BIN)/traj-merge $(BIN)/traj-normalize $(BIN)/tr
 	  | $(BIN)/traj-filter $(FILTERS) --rejects $(RUN_DIR)/rejects.jsonl \
 	      --stats $(RUN_DIR)/filter_stats.json -o $@
 
+# IN=x.jsonl or IN=x.jsonl.gz, either into x_compressed.jsonl.
+define compress_recipe
+$(BIN)/traj-compress --target-max-tokens $(TARGET_TOKENS) --tokenizer $(TOKENIZER) \
+  --metrics $(dir $@)compression_metrics.json $(COMPRESS_FLAGS) $< -o $@
+endef
 %_compressed.jsonl: %.jsonl | $(BIN)/traj-compress
-	$(BIN)/traj-compress --target-max-tokens $(TARGET_TOKENS) --tokenizer $(TOKENIZER) \
-	  --metrics $(dir $@)compression_metrics.json $(COMPRESS_FLAGS) $< -o $@
+	$(compress_recipe)
+%_compressed.jsonl: %.jsonl.gz | $(BIN)/traj-compress
+	$(compress_recipe)
 
 .PHONY: check-consumers
 check-consumers: build ## Load traj's output with LLaMA-Factory's own loader (installs it with torch into a venv, several GB)

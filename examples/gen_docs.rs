@@ -28,14 +28,40 @@ fn commands() -> Vec<clap::Command> {
     data.into_iter().chain(agent).collect()
 }
 
+/// The man page of `cmd`. The examples (the help's after-text) go in an EXAMPLES
+/// section as they are, line for line: clap_mangen's own EXTRA section fills and
+/// justifies them, which cuts commands in the middle and joins others.
+fn man_page(cmd: &clap::Command) -> std::io::Result<Vec<u8>> {
+    let after = cmd.get_after_help().map(ToString::to_string);
+    let m = clap_mangen::Man::new(cmd.clone().after_help(None::<&'static str>));
+    let mut page = Vec::new();
+    m.render_title(&mut page)?;
+    m.render_name_section(&mut page)?;
+    m.render_synopsis_section(&mut page)?;
+    m.render_description_section(&mut page)?;
+    m.render_options_section(&mut page)?;
+    if let Some(text) = after {
+        page.extend_from_slice(b".SH EXAMPLES\n.nf\n");
+        for line in text.lines() {
+            let line = line.replace('\\', "\\e").replace('-', "\\-");
+            if line.starts_with(['.', '\'']) {
+                page.extend_from_slice(b"\\&");
+            }
+            page.extend_from_slice(line.as_bytes());
+            page.push(b'\n');
+        }
+        page.extend_from_slice(b".fi\n");
+    }
+    m.render_version_section(&mut page)?;
+    Ok(page)
+}
+
 fn write(dir: &Path) -> std::io::Result<()> {
     let man = dir.join("man/man1");
     std::fs::create_dir_all(&man)?;
     for cmd in commands() {
         let name = cmd.get_name().to_string();
-        let mut page = Vec::new();
-        clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
-        std::fs::write(man.join(format!("{name}.1")), page)?;
+        std::fs::write(man.join(format!("{name}.1")), man_page(&cmd)?)?;
         for (shell, sub, file) in [
             (Shell::Bash, "bash", name.clone()),
             (Shell::Zsh, "zsh", format!("_{name}")),

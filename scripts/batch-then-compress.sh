@@ -13,7 +13,8 @@
 #   --batch-size N        prompts per batch file (default 10)
 #   --max-turns N         model calls per prompt (default 10)
 #   --target-tokens N     compression budget (default 15250)
-#   --bin DIR             where the traj binaries are (default: target/release, else PATH)
+#   --bin DIR             where the traj binaries are (default: target/release, or
+#                         $CARGO_TARGET_DIR/release, else PATH)
 #
 # Writes data/NAME/{tasks,batch_N,trajectories,trajectories_compressed}.jsonl, rejects
 # files beside them, checkpoint.json, statistics.json and compression_metrics.json.
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
     --max-turns) max_turns="$2"; shift 2 ;;
     --target-tokens) target="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "batch-then-compress: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -45,7 +46,8 @@ if [ -z "$dataset" ] || [ -z "$run" ] || [ -z "$model" ]; then
 fi
 if [ -z "$bin" ]; then
   here=$(cd "$(dirname "$0")/.." && pwd)
-  if [ -x "$here/target/release/traj-run" ]; then bin="$here/target/release"; fi
+  rel=${CARGO_TARGET_DIR:-$here/target}/release
+  if [ -x "$rel/traj-run" ]; then bin=$rel; fi
 fi
 t() { if [ -n "$bin" ]; then "$bin/$1" "${@:2}"; else "$@"; fi; }
 

@@ -10,6 +10,7 @@
 #   --model MODEL    the model to ask (default anthropic/claude-sonnet-4.6 on OpenRouter)
 #   --fresh          delete DATA/NAME first
 #   env BIN=DIR      use the binaries in DIR instead of building target/release
+#                    ($CARGO_TARGET_DIR/release when that is set)
 #   env DATA=DIR     where run directories go (default: data)
 #
 # With no API key and no --base-url, the model is a STAND-IN: a scripted local server
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     --base-url) base_url="$2"; shift 2 ;;
     --model) model="$2"; shift 2 ;;
     --fresh) fresh=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "demo: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -38,7 +39,7 @@ say() { printf '\033[1mdemo:\033[0m %s\n' "$*" >&2; }
 if [ -n "${BIN:-}" ]; then
   bin=$BIN
 else
-  bin=target/release
+  bin=${CARGO_TARGET_DIR:-target}/release
   make --no-print-directory build >&2
 fi
 data=${DATA:-data}

@@ -53,8 +53,14 @@ class Stage:
             raise RuntimeError(
                 f"{shlex.join(cmd)} exited {p.returncode}: {p.stderr.decode('utf-8', 'replace').strip()}"
             )
-        out = p.stdout.decode("utf-8").splitlines()
-        return {"text": out}
+        return {"text": lines_of(p.stdout)}
+
+
+def lines_of(data):
+    """The lines of `data` (bytes), cut at "\n" only: str.splitlines (and so Ray's
+    read_text) also cuts at U+2028, U+2029, U+0085 and other characters that a JSON
+    string may hold as they are, which would split one row in pieces."""
+    return [line for line in data.decode("utf-8").split("\n") if line.strip()]
 
 
 def main(argv):
@@ -79,7 +85,10 @@ def main(argv):
 
         ds = ray.data.read_parquet(paths).map(lambda r: {"text": json.dumps(r, default=str)})
     else:
-        ds = ray.data.read_text(paths)
+        # Not read_text: it splits with str.splitlines (see lines_of).
+        ds = ray.data.read_binary_files(paths).flat_map(
+            lambda r: [{"text": line} for line in lines_of(r["bytes"])]
+        )
 
     rejects_dir = os.path.join(a.output_dir, "rejects")
     os.makedirs(rejects_dir, exist_ok=True)

@@ -13,7 +13,8 @@
 #   --base-url URL      OpenAI-compatible endpoint of the summariser (as traj-compress)
 #   --model NAME        summariser model (as traj-compress)
 #   --api-key-env VAR   environment variable holding the API key (as traj-compress)
-#   --bin DIR           where the traj binaries are (default: target/release, else PATH)
+#   --bin DIR           where the traj binaries are (default: target/release, or
+#                       $CARGO_TARGET_DIR/release, else PATH)
 #
 # Each input is normalised to Hermes ShareGPT (any shape traj-normalize reads: OpenAI
 # messages, ShareGPT variants, HuggingFace dumps fetched with huggingface-cli) and tagged
@@ -41,7 +42,7 @@ while [ $# -gt 0 ]; do
     --output) output="$2"; shift 2 ;;
     --bin) bin="$2"; shift 2 ;;
     --config|--base-url|--model|--api-key-env) compress_flags+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "sample-and-compress: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) inputs+=("$1"); shift ;;
   esac
@@ -49,7 +50,8 @@ done
 [ ${#inputs[@]} -gt 0 ] || { echo "sample-and-compress: no input files (see --help)" >&2; exit 2; }
 if [ -z "$bin" ]; then
   here=$(cd "$(dirname "$0")/.." && pwd)
-  [ -x "$here/target/release/traj-normalize" ] && bin="$here/target/release"
+  rel=${CARGO_TARGET_DIR:-$here/target}/release
+  if [ -x "$rel/traj-normalize" ]; then bin=$rel; fi
 fi
 t() { if [ -n "$bin" ]; then "$bin/$1" "${@:2}"; else "$@"; fi; }
 

@@ -77,7 +77,9 @@ def run_stage(argv, lines, rejects):
         raise RuntimeError(
             f"{shlex.join(cmd)} exited {code}: {err[0].decode('utf-8', 'replace').strip()}"
         )
-    return out.decode("utf-8").splitlines()
+    # Rows end with "\n" only: str.splitlines would also cut a row at a U+2028, U+2029 or
+    # U+0085 that a JSON string holds as it is, and every stage keeps such bytes.
+    return [line for line in out.decode("utf-8").split("\n") if line]
 
 
 def partition_runner(stages, rejects_dir):

@@ -23,9 +23,11 @@ def stage_parser(framework, doc):
 
 
 def find_binary(name, bin_dir, script):
-    """The path of binary `name`: in `bin_dir`, else target/release, else on PATH."""
+    """The path of binary `name`: in `bin_dir`, else where cargo builds (target/release,
+    or $CARGO_TARGET_DIR/release), else on PATH."""
     here = os.path.dirname(os.path.abspath(__file__))
-    for d in [bin_dir, os.path.join(here, "..", "target", "release")]:
+    built = os.environ.get("CARGO_TARGET_DIR") or os.path.join(here, "..", "target")
+    for d in [bin_dir, os.path.join(built, "release")]:
         if d and os.path.isfile(os.path.join(d, name)):
             return os.path.abspath(os.path.join(d, name))
     found = shutil.which(name)

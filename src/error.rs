@@ -80,8 +80,12 @@ impl Error {
             {
                 return Error::Usage;
             }
+            // serde_json's error of a writer holds the io::Error but gives the io::Error's
+            // own source as its source, so the io::Error itself is not in the chain.
             if c.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                .map(std::io::Error::kind)
+                .or_else(|| c.downcast_ref::<serde_json::Error>()?.io_error_kind())
+                == Some(std::io::ErrorKind::BrokenPipe)
             {
                 return Error::BrokenPipe;
             }
@@ -112,6 +116,16 @@ mod tests {
     use super::*;
     use anyhow::Context;
 
+    struct BrokenPipeWriter;
+    impl std::io::Write for BrokenPipeWriter {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[test]
     fn classes_come_from_the_chain() {
         let usage = anyhow::Error::new(UsageError("bad flag".into())).context("outer");
@@ -125,6 +139,10 @@ mod tests {
         let pipe: anyhow::Result<()> =
             Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe)).context("writing");
         assert_eq!(Error::of(&pipe.unwrap_err()).code(), EXIT_OK);
+        // serde_json writing a row to a closed pipe (traj-report's page)
+        let json = serde_json::to_writer(BrokenPipeWriter, &serde_json::json!({"rows": [1, 2, 3]}))
+            .unwrap_err();
+        assert_eq!(Error::of(&anyhow::Error::new(json)).code(), EXIT_OK);
         assert_eq!(
             Error::of(&anyhow::anyhow!("x.jsonl:3: invalid JSON")).code(),
             EXIT_DATA

@@ -37,7 +37,8 @@ Examples:
   traj-normalize --bridge keep batch_0.jsonl -o hermes.jsonl
   # scored rollouts (traj-run --rollouts K --verifier ...): GRPO groups, DPO pairs
   traj-normalize --to groups data/rl/batch_*.jsonl -o groups.jsonl
-  traj-normalize --to dpo --min-margin 0.5 data/rl/batch_*.jsonl -o dpo.jsonl --rejects no-pair.jsonl
+  traj-normalize --to dpo --min-margin 0.5 data/rl/batch_*.jsonl -o dpo.jsonl \\
+      --rejects no-pair.jsonl
   # an Atropos `process` dump (groups with messages and scores): one row per rollout
   traj-normalize atropos_groups.jsonl -o rollouts.jsonl
 

@@ -21,7 +21,8 @@ use crate::toolbox::ToolArgs;
 const EXAMPLES: &str = "Examples:
   # 200 prompts, 64 agents, OpenRouter (key in OPENROUTER_API_KEY)
   traj-sample-tools --distribution terminal_tasks prompts.jsonl > tasks.jsonl
-  traj-run --model anthropic/claude-sonnet-4.6 --run-dir data/run1 --num-workers 64 tasks.jsonl > raw.jsonl
+  traj-run --model anthropic/claude-sonnet-4.6 --run-dir data/run1 --num-workers 64 \\
+      tasks.jsonl > raw.jsonl
 
   # any OpenAI-compatible server, reasoning on, a spend cap, a response cache
   traj-run --base-url http://localhost:8000/v1 --model qwen3 --reasoning-effort high \\

@@ -8,9 +8,46 @@ const ALL: &[&str] = &[
     "traj-merge",
     "traj-compress",
     "traj-sample-tools",
+    "traj-report",
     #[cfg(feature = "agent")]
     "traj-run",
 ];
+
+/// The examples of --help paste as they are: no command is cut in two by the help's
+/// wrapping (a long line continues with `\` on an indented line of its own), so every
+/// line at the examples' indentation is a comment or starts a command.
+#[test]
+fn help_examples_are_whole_commands() {
+    let d = tmpdir();
+    for &b in ALL {
+        let mut c = cmd(b, d.path());
+        c.arg("--help");
+        let help = stdout(&run(c));
+        let mut in_examples = false;
+        for line in help.lines() {
+            if line.starts_with("Examples:") {
+                in_examples = true;
+                continue;
+            }
+            if !line.starts_with(' ') && !line.is_empty() {
+                in_examples = false;
+            }
+            let Some(first) = line.strip_prefix("  ").filter(|l| !l.starts_with(' ')) else {
+                continue;
+            };
+            if in_examples {
+                let word = first.split_whitespace().next().unwrap_or("");
+                assert!(
+                    word == "#"
+                        || word.starts_with("traj-")
+                        || word == "cat"
+                        || (word.contains('=') && !word.starts_with('-')), // VAR=... cmd
+                    "{b} --help: an example cut in two at {line:?}"
+                );
+            }
+        }
+    }
+}
 
 #[test]
 fn every_binary_has_help_and_version() {
@@ -171,6 +208,20 @@ fn man_pages_and_completions_are_generated_for_every_binary() {
         assert!(d.path().join(format!("completions/zsh/_{b}")).exists());
         assert!(d.path().join(format!("completions/fish/{b}.fish")).exists());
     }
+    // The examples, line for line in no-fill mode, with ASCII minus signs: filled and
+    // justified text would cut commands in the middle and join others.
+    let man = std::fs::read_to_string(d.path().join("man/man1/traj-filter.1")).unwrap();
+    let examples = man
+        .split(".SH EXAMPLES\n.nf\n")
+        .nth(1)
+        .expect(".SH EXAMPLES");
+    assert!(
+        examples.contains(
+            "\n  traj\\-filter \\-\\-well\\-formed \\-\\-invert in.jsonl > malformed.jsonl\n"
+        ),
+        "{examples}"
+    );
+    assert!(!man.contains(".SH EXTRA"), "{man}");
 }
 
 /// One rule per bad line, the same answer in every stage (README, formats): not UTF-8,

@@ -226,3 +226,141 @@ fn make_install_puts_binaries_man_pages_and_completions_under_prefix() {
     let o = pipeline_from(&bin_dir, d.path());
     assert!(!o.is_empty());
 }
+
+/// With CARGO_TARGET_DIR set, cargo builds there: the Makefile's BIN must look there
+/// too, or `make install`/`make compress` use old binaries from target/release, or none.
+#[test]
+fn make_uses_the_binaries_under_cargo_target_dir() {
+    let d = tmpdir();
+    let input = d.path().join("x.jsonl");
+    std::fs::write(&input, "").unwrap();
+    let built = d.path().join("built");
+    let o = Command::new("make")
+        .current_dir(repo())
+        .args(["-n", "--no-print-directory", "compress"])
+        .arg(format!("IN={}", input.display()))
+        .env("CARGO_TARGET_DIR", &built)
+        .env_remove("BIN")
+        .env_remove("MAKEFLAGS")
+        .env_remove("MFLAGS")
+        .output()
+        .expect("make must be installed");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = format!(
+        "{}/release/traj-compress --target-max-tokens",
+        built.display()
+    );
+    assert!(out.contains(&want), "{out}");
+}
+
+/// Each script's --help is its header comment, whole, and nothing of its code.
+#[test]
+fn script_help_is_the_whole_header_and_no_code() {
+    for script in [
+        "demo.sh",
+        "batch-then-compress.sh",
+        "sample-and-compress.sh",
+    ] {
+        let path = repo().join("scripts").join(script);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let header: Vec<String> = text
+            .lines()
+            .skip(1)
+            .map_while(|l| l.strip_prefix('#'))
+            .map(|l| l.strip_prefix(' ').unwrap_or(l).to_string())
+            .collect();
+        let o = Command::new("bash")
+            .arg(&path)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{script}");
+        let got: Vec<String> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(got, header, "{script}");
+    }
+}
+
+/// make cannot name a file with a space in it: `make batch DATA='my data'` would cut
+/// the run directory in two and write to ./data. It is refused before anything runs.
+#[test]
+fn make_refuses_a_pipeline_path_with_a_space() {
+    let d = tmpdir();
+    let spaced = d.path().join("my data").display().to_string();
+    for (target, var, value) in [
+        ("batch", "DATA", spaced.as_str()),
+        ("pipeline", "RUN", "my run"),
+        ("compress", "IN", spaced.as_str()),
+    ] {
+        let o = Command::new("make")
+            .current_dir(repo())
+            .args(["-n", "--no-print-directory", target])
+            .arg(format!("{var}={value}"))
+            .env_remove("MAKEFLAGS")
+            .env_remove("MFLAGS")
+            .output()
+            .expect("make must be installed");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "make {target} {var}=...: {err}");
+        assert!(
+            err.contains(&format!("{var}: a path with a space")),
+            "{err}"
+        );
+        assert!(
+            o.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+}
+
+/// `make compress IN=...`: IN may be `.jsonl` or `.jsonl.gz` (both into
+/// `x_compressed.jsonl`), and a binary that make had cargo build for it is kept, not
+/// removed afterwards as an intermediate file. A stand-in cargo "builds" a stand-in
+/// traj-compress that writes its `-o` file.
+#[test]
+fn make_compress_takes_gzip_input_and_keeps_the_binary_it_built() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tmpdir();
+    let bin_dir = d.path().join("bin");
+    let cargo = d.path().join("cargo");
+    std::fs::write(
+        &cargo,
+        "#!/bin/bash\nmkdir -p \"$FAKE_BIN\"\n\
+         printf '#!/bin/bash\\necho compressed > \"${@: -1}\"\\n' > \"$FAKE_BIN/$5\"\n\
+         chmod +x \"$FAKE_BIN/$5\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (input, built) in [
+        ("a.jsonl", "a_compressed.jsonl"),
+        ("b.jsonl.gz", "b_compressed.jsonl"),
+    ] {
+        let _ = std::fs::remove_dir_all(&bin_dir);
+        std::fs::write(d.path().join(input), "").unwrap();
+        let o = Command::new("make")
+            .current_dir(repo())
+            .args(["--no-print-directory", "compress"])
+            .arg(format!("IN={}", d.path().join(input).display()))
+            .arg(format!("BIN={}", bin_dir.display()))
+            .arg(format!("CARGO={}", cargo.display()))
+            .env("FAKE_BIN", &bin_dir)
+            .env_remove("MAKEFLAGS")
+            .env_remove("MFLAGS")
+            .output()
+            .expect("make must be installed");
+        assert!(
+            o.status.success(),
+            "{input}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(d.path().join(built).exists(), "{input}");
+        assert!(
+            bin_dir.join("traj-compress").exists(),
+            "{input}: the built binary was removed"
+        );
+    }
+}

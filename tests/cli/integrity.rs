@@ -477,3 +477,33 @@ fn rejects_restore_the_exact_lines() {
         assert_code(&o, 0);
     }
 }
+
+/// A reader of stdout that went away before the first byte (`| head -0`, a closed
+/// pager) ends every binary that writes to stdout quietly with status 0, as the README
+/// says; traj-report's page too, whose rows are written by serde_json.
+#[test]
+fn a_closed_stdout_ends_every_writer_quietly_with_status_zero() {
+    let d = tmpdir();
+    let rows = crate::util::fixture("hermes_reason_tool_use_50.jsonl");
+    let prompts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/prompts.jsonl");
+    let mut all: Vec<(&str, &[&str])> = STAGES.to_vec();
+    all.push(("traj-report", &[]));
+    for (stage, extra) in all {
+        let mut c = cmd(stage, d.path());
+        let input = if stage == "traj-sample-tools" {
+            &prompts
+        } else {
+            &rows
+        };
+        c.args(extra).arg("-q").arg(input).stdin(Stdio::null());
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        drop(child.stdout.take()); // the read end, closed before anything is written
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(
+            (o.status.code(), String::from_utf8_lossy(&o.stderr).as_ref()),
+            (Some(0), ""),
+            "{stage}"
+        );
+    }
+}

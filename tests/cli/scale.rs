@@ -70,10 +70,17 @@ fn lines_under(dir: &Path, prefix: &str) -> Vec<String> {
     out
 }
 
-/// 50 real rows, three of them too short for `--min-turns 3`, as a file.
+/// 50 real rows, one more whose human turn holds a raw U+2028, U+2029 and U+0085 (JSON
+/// strings may, and every stage keeps them: a line is cut at "\n" only), and three rows
+/// too short for `--min-turns 3`, as a file.
 fn input(d: &Path) -> std::path::PathBuf {
     let rows = std::fs::read_to_string(fixture("hermes_reason_tool_use_50.jsonl")).unwrap();
     let mut text = rows.clone();
+    let human = "\"from\": \"human\", \"value\": \"";
+    let first = rows.lines().next().unwrap();
+    assert!(first.contains(human));
+    text.push_str(&first.replacen(human, &format!("{human}a\u{2028}b\u{2029}c\u{85}d "), 1));
+    text.push('\n');
     for k in 0..3 {
         text.push_str(&format!(
             "{{\"conversations\":[{{\"from\":\"human\",\"value\":\"short {k}\"}}]}}\n"
@@ -96,6 +103,7 @@ fn spark_gives_the_rows_of_the_binaries_and_fails_with_a_stage() {
     let d = tmpdir();
     let inp = input(d.path());
     let (want, want_rejects) = direct(d.path(), &inp);
+    assert!(want.iter().any(|r| r.contains('\u{2028}')));
     let mut args = vec!["--partitions", "3", "in.jsonl", "out"];
     args.extend(STAGES);
     let o = script(d.path(), "spark_pipeline.py", &args);
@@ -151,6 +159,7 @@ fn ray_gives_the_rows_of_the_binaries_and_fails_with_a_stage() {
     let d = tmpdir();
     let inp = input(d.path());
     let (want, want_rejects) = direct(d.path(), &inp);
+    assert!(want.iter().any(|r| r.contains('\u{2028}')));
     let mut args = vec!["--num-cpus", "2", "--batch-size", "16", "in.jsonl", "out"];
     args.extend(STAGES);
     let o = script(d.path(), "ray_pipeline.py", &args);

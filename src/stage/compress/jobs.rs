@@ -87,9 +87,15 @@ pub enum JobsError {
 }
 
 impl crate::error::Classify for JobsError {
-    /// True for the errors of the command line (exit 2), false for I/O.
+    /// True for the errors of the command line (exit 2), false for I/O. Reading the
+    /// arguments can fail with a usage or input error of its own (a directory with no
+    /// data file, an unreadable one): `Io` keeps that error's class, since a
+    /// transparent `anyhow::Error` shows only what lies below its outermost error.
     fn is_usage(&self) -> bool {
-        !matches!(self, JobsError::Io(_))
+        match self {
+            JobsError::Io(e) => crate::error::Error::of(e) == crate::error::Error::Usage,
+            _ => true,
+        }
     }
 }
 
@@ -326,5 +332,20 @@ mod tests {
             ..layout(Some(missing), None)
         };
         assert!(matches!(plan_jobs(&l), Err(JobsError::BothInputs)));
+    }
+
+    #[test]
+    fn a_positional_directory_without_data_is_a_usage_error() {
+        let d = tempfile::tempdir().unwrap();
+        let inputs = [d.path().display().to_string()];
+        let l = Layout {
+            inputs: &inputs,
+            ..layout(None, None)
+        };
+        let e = plan_jobs(&l).err().unwrap();
+        assert!(matches!(e, JobsError::Io(_)), "{e}");
+        assert!(e.is_usage(), "{e}: exit 2, as every other stage");
+        let e = crate::error::classify(e);
+        assert_eq!(crate::error::Error::of(&e), crate::error::Error::Usage);
     }
 }
