@@ -160,12 +160,17 @@ $(RUN_DONE): $(TASKS) | $(BIN)/traj-run
 	  --max-turns $(MAX_TURNS) --sandbox $(SANDBOX) --seed $(SEED) $(RUN_FLAGS) $(TASKS) > /dev/null
 	@touch $@
 
+# traj-filter, at the end of a pipe, cannot know that a stage before it failed: it writes
+# a part file, put in place only when the whole pipe succeeded (an earlier good
+# trajectories.jsonl is kept when a stage fails, never replaced by a part and deleted).
 $(TRAJECTORIES): $(RUN_DONE) | $(BIN)/traj-merge $(BIN)/traj-normalize $(BIN)/traj-filter
 	$(BIN)/traj-merge $(RUN_DIR) --rejects $(RUN_DIR)/merge_rejects.jsonl \
 	  | $(BIN)/traj-normalize --rejects $(RUN_DIR)/normalize_rejects.jsonl \
 	      --tools <($(BIN)/traj-sample-tools --list-toolsets --json | jq -c '[.[].tools[].name] | unique') \
 	  | $(BIN)/traj-filter $(FILTERS) --rejects $(RUN_DIR)/rejects.jsonl \
-	      --stats $(RUN_DIR)/filter_stats.json -o $@
+	      --stats $(RUN_DIR)/filter_stats.json -o $@.part \
+	  || { rm -f $@.part; exit 1; }
+	mv -f $@.part $@
 
 # IN=x.jsonl or IN=x.jsonl.gz, either into x_compressed.jsonl.
 define compress_recipe

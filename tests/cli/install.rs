@@ -364,3 +364,66 @@ fn make_compress_takes_gzip_input_and_keeps_the_binary_it_built() {
         );
     }
 }
+
+/// `make batch` after a run that left a bad line: the stages fail, and the earlier
+/// `trajectories.jsonl` is kept as it was. Once, traj-filter at the end of the pipe saw a
+/// clean end of input, replaced the file with what it had, and make's
+/// `.DELETE_ON_ERROR` then deleted it: the old trajectories were gone.
+#[cfg(feature = "agent")] // the batch's rules name traj-run
+#[test]
+fn a_failed_make_batch_keeps_the_earlier_trajectories() {
+    let d = tmpdir();
+    let data = d.path().join("data");
+    let run = data.join("r");
+    std::fs::create_dir_all(&run).unwrap();
+    let dataset = d.path().join("prompts.jsonl");
+    std::fs::write(&dataset, "{\"prompt\": \"q\"}\n").unwrap();
+    std::fs::write(run.join("tasks.jsonl"), "{\"prompt\": \"q\"}\n").unwrap();
+    std::fs::write(run.join("trajectories.jsonl"), "OLD\n").unwrap();
+    std::fs::write(run.join("batch_0.jsonl"), "not json\n").unwrap();
+    std::fs::write(run.join(".run-complete"), "").unwrap();
+    // Oldest first: the dataset, the tasks, the old trajectories, then the run's end.
+    for (i, f) in [
+        dataset.clone(),
+        run.join("tasks.jsonl"),
+        run.join("trajectories.jsonl"),
+        run.join(".run-complete"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let t = std::time::SystemTime::now() - std::time::Duration::from_secs(400 - 100 * i as u64);
+        std::fs::File::options()
+            .write(true)
+            .open(f)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+    let merge = bin("traj-merge");
+    let bin = merge.parent().unwrap();
+    let o = Command::new("make")
+        .current_dir(repo())
+        .args(["--no-print-directory", "batch"])
+        .arg(format!("DATA={}", data.display()))
+        .arg("RUN=r")
+        .arg(format!("DATASET={}", dataset.display()))
+        .arg(format!("BIN={}", bin.display()))
+        .env_remove("MAKEFLAGS")
+        .env_remove("MFLAGS")
+        .env_remove("MAKELEVEL")
+        .output()
+        .expect("make must be installed");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "the bad line must fail the batch: {err}"
+    );
+    assert!(err.contains("batch_0.jsonl:1"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(run.join("trajectories.jsonl")).unwrap(),
+        "OLD\n",
+        "{err}"
+    );
+    assert!(!run.join("trajectories.jsonl.part").exists());
+}
