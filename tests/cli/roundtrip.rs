@@ -1,0 +1,221 @@
+//! Round trips of other people's rows through the stages: what a row says (which result
+//! answers which call, ...) is the same after each conversion and after converting back.
+
+use serde_json::Value;
+
+use crate::util::*;
+
+/// For each OpenAI row, `(call arguments, the output of its result)` for every call.
+fn answers(row: &Value) -> Vec<(String, String)> {
+    let msgs = row["messages"].as_array().expect("messages");
+    let mut out = Vec::new();
+    for m in msgs {
+        for c in m["tool_calls"].as_array().into_iter().flatten() {
+            let id = c["id"].as_str().expect("call id");
+            let args = match &c["function"]["arguments"] {
+                Value::String(s) => serde_json::from_str::<Value>(s).unwrap().to_string(),
+                v => v.to_string(),
+            };
+            let result = msgs
+                .iter()
+                .find(|r| r["role"] == "tool" && r["tool_call_id"] == id)
+                .unwrap_or_else(|| panic!("no result for call {id}: {row}"));
+            out.push((args, result["content"].as_str().unwrap().to_string()));
+        }
+    }
+    out
+}
+
+/// Parallel calls of one tool whose results came in another order than the calls: each
+/// result still answers its own call after Hermes (read by position), after `--to openai`
+/// of the Hermes row, after `--to llamafactory` and back, and `--well-formed` keeps the
+/// Hermes row (before, the call for a.txt got the id of b.txt's error).
+#[test]
+fn results_out_of_call_order_keep_answering_their_own_calls() {
+    let d = tmpdir();
+    let input = concat!(
+        r#"{"id": 1, "messages": [{"role": "user", "content": "Compare a.txt and b.txt"}, "#,
+        r#"{"role": "assistant", "content": null, "tool_calls": ["#,
+        r#"{"id": "c_a", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"a.txt\"}"}}, "#,
+        r#"{"id": "c_b", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"b.txt\"}"}}]}, "#,
+        r#"{"role": "tool", "tool_call_id": "c_b", "content": "Error: b.txt: no such file", "ms": 3}, "#,
+        r#"{"role": "tool", "tool_call_id": "c_a", "content": "hello", "ms": 5}, "#,
+        r#"{"role": "assistant", "content": "a.txt says hello."}]}"#,
+        "\n",
+        r#"{"id": 2, "messages": [{"role": "user", "content": "go"}, "#,
+        r#"{"role": "assistant", "content": null, "tool_calls": ["#,
+        r#"{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}, "#,
+        r#"{"id": "y", "type": "function", "function": {"name": "g", "arguments": "{}"}}]}, "#,
+        r#"{"role": "tool", "tool_call_id": "y", "content": "from g"}, "#,
+        r#"{"role": "tool", "tool_call_id": "x", "content": "from f"}, "#,
+        r#"{"role": "assistant", "content": "done"}]}"#,
+        "\n",
+    );
+    std::fs::write(d.path().join("in.jsonl"), input).unwrap();
+    let want: Vec<Vec<(String, String)>> = parse_jsonl(input).iter().map(answers).collect();
+
+    let o = run_in("traj-normalize", d.path(), &["in.jsonl", "-o", "h.jsonl"]);
+    assert_code(&o, 0);
+    // Hermes text pairs by position: the k-th response answers the k-th call.
+    for row in read_jsonl(&d.path().join("h.jsonl")) {
+        let conv = row["conversations"].as_array().unwrap();
+        let tool = conv.iter().find(|t| t["from"] == "tool").unwrap();
+        let v = tool["value"].as_str().unwrap();
+        let a = v.find("\"c_a\"").or(v.find("\"x\"")).unwrap();
+        let b = v.find("\"c_b\"").or(v.find("\"y\"")).unwrap();
+        assert!(a < b, "results not in the order of their calls: {v}");
+    }
+    let o = run_in("traj-filter", d.path(), &["--well-formed", "h.jsonl"]);
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 2, "{}", stderr(&o));
+
+    let o = run_in("traj-normalize", d.path(), &["--to", "openai", "h.jsonl"]);
+    assert_code(&o, 0);
+    let back = parse_jsonl(&stdout(&o));
+    let got: Vec<_> = back.iter().map(answers).collect();
+    assert_eq!(got, want);
+    // The per-message keys stay with their result.
+    let ms = back[0]["messages"].as_array().unwrap();
+    let b = ms.iter().find(|m| m["tool_call_id"] == "c_b").unwrap();
+    assert_eq!(b["ms"], 3);
+
+    let o = run_in("traj-normalize", d.path(), &["--to", "openai", "in.jsonl"]);
+    assert_code(&o, 0);
+    let direct: Vec<_> = parse_jsonl(&stdout(&o)).iter().map(answers).collect();
+    assert_eq!(direct, want);
+
+    let o = run_in(
+        "traj-normalize",
+        d.path(),
+        &["--to", "llamafactory", "h.jsonl", "-o", "lf.jsonl"],
+    );
+    assert_code(&o, 0);
+    let o = run_in("traj-normalize", d.path(), &["lf.jsonl"]);
+    assert_code(&o, 0);
+    assert_eq!(
+        stdout(&o),
+        std::fs::read_to_string(d.path().join("h.jsonl")).unwrap()
+    );
+}
+
+/// A long OpenAI row with its own system prompt and a tool, for compression.
+fn long_row_with_system() -> String {
+    let words: Vec<String> = (0..200).map(|i| format!("word{i}")).collect();
+    let out = words.join(" ");
+    let mut msgs = vec![
+        serde_json::json!({"role": "system", "content": "You are ACME bot. Answer in French."}),
+        serde_json::json!({"role": "user", "content": "task"}),
+    ];
+    for k in 0..8 {
+        msgs.push(
+            serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": format!("c{k}"), "type": "function",
+             "function": {"name": "t", "arguments": format!("{{\"k\": {k}}}")}}]}),
+        );
+        msgs.push(
+            serde_json::json!({"role": "tool", "tool_call_id": format!("c{k}"), "content": out}),
+        );
+    }
+    msgs.push(serde_json::json!({"role": "assistant", "content": "final"}));
+    let row = serde_json::json!({"id": 1, "messages": msgs, "tools": [{"type": "function",
+        "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}}]});
+    format!("{row}\n")
+}
+
+/// normalize → compress → normalize: the source's system prompt and the summary notice
+/// traj-compress appended after the Hermes tool prompt stay in the system turn (before,
+/// both were dropped as another writer's tool prompt), and a further normalize changes
+/// nothing.
+#[test]
+fn compressed_hermes_rows_keep_their_system_text_when_normalized_again() {
+    let d = tmpdir();
+    std::fs::write(d.path().join("in.jsonl"), long_row_with_system()).unwrap();
+    assert_code(
+        &run_in("traj-normalize", d.path(), &["in.jsonl", "-o", "h.jsonl"]),
+        0,
+    );
+    let o = run_in(
+        "traj-compress",
+        d.path(),
+        &[
+            "--offline",
+            "--target-max-tokens",
+            "1200",
+            "--summary-target-tokens",
+            "200",
+            "h.jsonl",
+            "-o",
+            "c.jsonl",
+        ],
+    );
+    assert_code(&o, 0);
+    let c = read_jsonl(&d.path().join("c.jsonl"));
+    let sys = c[0]["conversations"][0]["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let notice = sys.rsplit("\n\n").next().unwrap().to_string();
+    assert!(notice.contains("summarized"), "no notice at the end: {sys}");
+
+    let o = run_in(
+        "traj-normalize",
+        d.path(),
+        &["c.jsonl", "-o", "n.jsonl", "--stats", "st.json"],
+    );
+    assert_code(&o, 0);
+    let st = read_json(&d.path().join("st.json"));
+    assert_eq!(st["dropped_parts"]["other_tool_prompt"], 0, "{st}");
+    let n = std::fs::read_to_string(d.path().join("n.jsonl")).unwrap();
+    let row = &parse_jsonl(&n)[0];
+    let sys = row["conversations"][0]["value"].as_str().unwrap();
+    assert!(
+        sys.starts_with(&format!(
+            "You are ACME bot. Answer in French.\n\n{notice}\n\nYou are a function calling AI model."
+        )),
+        "{sys}"
+    );
+    let o = run_in("traj-normalize", d.path(), &["n.jsonl"]);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), n);
+    let o = run_in("traj-normalize", d.path(), &["--to", "openai", "n.jsonl"]);
+    assert_code(&o, 0);
+    let back = &parse_jsonl(&stdout(&o))[0];
+    assert_eq!(
+        back["messages"][0]["content"],
+        format!("You are ACME bot. Answer in French.\n\n{notice}")
+    );
+}
+
+/// A call whose arguments are a JSON string (double-encoded, as some OpenAI writers send
+/// them) keeps them a string through `--to llamafactory` and `--to llamafactory-openai`
+/// and back (before, reading LLaMA-Factory's `function_call` parsed the string, so the
+/// row came back with an object: not the row it was).
+#[test]
+fn string_arguments_survive_the_llamafactory_round_trip() {
+    let d = tmpdir();
+    let row = concat!(
+        r#"{"id": 5, "messages": [{"role": "user", "content": "q"}, "#,
+        r#"{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "#,
+        r#""function": {"name": "f", "arguments": "\"{\\\"a\\\":1}\""}}]}, "#,
+        r#"{"role": "tool", "tool_call_id": "c1", "content": "r"}, "#,
+        r#"{"role": "assistant", "content": "ok"}]}"#,
+        "\n"
+    );
+    std::fs::write(d.path().join("in.jsonl"), row).unwrap();
+    let o = run_in("traj-normalize", d.path(), &["in.jsonl", "-o", "h.jsonl"]);
+    assert_code(&o, 0);
+    let h = std::fs::read_to_string(d.path().join("h.jsonl")).unwrap();
+    assert!(h.contains(r#"\"arguments\": \"{\\\"a\\\":1}\"}"#), "{h}");
+    for to in ["llamafactory", "llamafactory-openai"] {
+        let lf = format!("{to}.jsonl");
+        let o = run_in(
+            "traj-normalize",
+            d.path(),
+            &["--to", to, "h.jsonl", "-o", &lf],
+        );
+        assert_code(&o, 0);
+        let o = run_in("traj-normalize", d.path(), &[&lf]);
+        assert_code(&o, 0);
+        assert_eq!(stdout(&o), h, "--to {to}");
+    }
+}
