@@ -219,3 +219,77 @@ fn string_arguments_survive_the_llamafactory_round_trip() {
         assert_eq!(stdout(&o), h, "--to {to}");
     }
 }
+
+/// traj-filter reads a raw row's reasoning and counts its tokens as traj-normalize and
+/// traj-compress do: `reasoning_details` is reasoning (`--require-reasoning`), and
+/// `--max-row-tokens` counts the first reasoning field that holds text once, and the
+/// calls' names and arguments (before, `reasoning` and `reasoning_content` were both
+/// counted, `reasoning_details` and the calls not at all).
+#[test]
+fn raw_rows_have_the_reasoning_and_token_count_of_the_other_stages() {
+    let d = tmpdir();
+    let t: Vec<String> = (0..100).map(|i| format!("w{i}")).collect();
+    let t = t.join(" ");
+    let rows = [
+        serde_json::json!({"id": 1, "messages": [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": "a", "reasoning": t, "reasoning_content": t}]}),
+        serde_json::json!({"id": 2, "messages": [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": "a",
+             "reasoning_details": [{"type": "reasoning.text", "text": t, "signature": "s"}]}]}),
+        serde_json::json!({"id": 3, "messages": [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function",
+             "function": {"name": "write", "arguments": serde_json::json!({"text": t}).to_string()}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "ok"},
+            {"role": "assistant", "content": "done"}]}),
+    ];
+    for (k, row) in rows.iter().enumerate() {
+        let f = format!("r{k}.jsonl");
+        std::fs::write(d.path().join(&f), format!("{row}\n")).unwrap();
+        let o = run_in(
+            "traj-compress",
+            d.path(),
+            &["--count-only", "--tokenizer", "chars4", &f],
+        );
+        assert_code(&o, 0);
+        let n = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["tokens"]
+            .as_u64()
+            .unwrap();
+        assert!(n > 50, "row {k}: {n}");
+        for (max, kept) in [(n, 1), (n - 1, 0)] {
+            let o = run_in(
+                "traj-filter",
+                d.path(),
+                &[
+                    "--tokenizer",
+                    "chars4",
+                    "--max-row-tokens",
+                    &max.to_string(),
+                    &f,
+                ],
+            );
+            assert_code(&o, 0);
+            assert_eq!(
+                parse_jsonl(&stdout(&o)).len(),
+                kept,
+                "row {k}, --max-row-tokens {max}: {}",
+                stderr(&o)
+            );
+        }
+    }
+    // The reasoning traj-normalize reads is reasoning to traj-filter too.
+    let o = run_in(
+        "traj-filter",
+        d.path(),
+        &["--require-reasoning", "r1.jsonl"],
+    );
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 1, "{}", stderr(&o));
+    let o = run_in("traj-normalize", d.path(), &["r1.jsonl", "-o", "n1.jsonl"]);
+    assert_code(&o, 0);
+    let o = run_in(
+        "traj-filter",
+        d.path(),
+        &["--require-reasoning", "n1.jsonl"],
+    );
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 1, "{}", stderr(&o));
+}
