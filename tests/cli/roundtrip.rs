@@ -293,3 +293,47 @@ fn raw_rows_have_the_reasoning_and_token_count_of_the_other_stages() {
     );
     assert_eq!(parse_jsonl(&stdout(&o)).len(), 1, "{}", stderr(&o));
 }
+
+/// `--key prompt` finds one prompt in every spelling traj-normalize reads: ShareGPT
+/// turns, OpenAI messages, `role`/`content` turns in `conversations` (axolotl), a content
+/// list of text parts (before, the last two had no key or another one, and were kept as
+/// different prompts); a prompt with an image stays its own.
+#[test]
+fn merge_key_prompt_reads_every_spelling_of_a_prompt() {
+    let d = tmpdir();
+    let rows = concat!(
+        r#"{"id": "a", "conversations": [{"from": "system", "value": "S"}, {"from": "human", "value": "Hello world"}, {"from": "gpt", "value": "x"}]}"#,
+        "\n",
+        r#"{"id": "b", "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello world"}]}, {"role": "assistant", "content": "z"}]}"#,
+        "\n",
+        r#"{"id": "c", "conversations": [{"role": "user", "content": " Hello world\n"}, {"role": "assistant", "content": "v"}]}"#,
+        "\n",
+        r#"{"id": "d", "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello world"}, {"type": "image_url", "image_url": {"url": "http://x/1.png"}}]}, {"role": "assistant", "content": "i"}]}"#,
+        "\n",
+    );
+    std::fs::write(d.path().join("in.jsonl"), rows).unwrap();
+    let o = run_in(
+        "traj-merge",
+        d.path(),
+        &[
+            "--key",
+            "prompt",
+            "--keep",
+            "first",
+            "in.jsonl",
+            "--rejects",
+            "rej.jsonl",
+        ],
+    );
+    assert_code(&o, 0);
+    let ids: Vec<_> = parse_jsonl(&stdout(&o))
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["a", "d"], "{}", stderr(&o));
+    let rej: Vec<_> = read_jsonl(&d.path().join("rej.jsonl"))
+        .iter()
+        .map(|r| r["record"]["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(rej, ["b", "c"]);
+}
