@@ -337,3 +337,46 @@ fn merge_key_prompt_reads_every_spelling_of_a_prompt() {
         .collect();
     assert_eq!(rej, ["b", "c"]);
 }
+
+/// The rollouts traj-normalize reads from an Atropos dump (one `task_uid` per group, no
+/// `prompt_index`) are grouped by task in traj-report's overview as in traj-filter's
+/// `--stats`: 3 prompts and the same pass@2 (before, all 12 rollouts were one prompt).
+#[test]
+fn report_groups_rollouts_by_task_as_filter_stats_does() {
+    let d = tmpdir();
+    let src = fixture("atropos_scored_groups.jsonl");
+    let o = run_in(
+        "traj-normalize",
+        d.path(),
+        &[src.to_str().unwrap(), "-o", "r.jsonl"],
+    );
+    assert_code(&o, 0);
+    let o = run_in(
+        "traj-filter",
+        d.path(),
+        &["r.jsonl", "-o", "/dev/null", "--stats", "st.json"],
+    );
+    assert_code(&o, 0);
+    let run = read_json(&d.path().join("st.json"))["rewards"]["run"].clone();
+    assert_eq!(run["groups"], 3, "{run}");
+    let pass2 = run["pass_at_k"][1].as_f64().unwrap();
+
+    let o = run_in(
+        "traj-report",
+        d.path(),
+        &["--summary", "--tokenizer", "chars4", "r.jsonl"],
+    );
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    let field = |name: &str| -> String {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name:?} in:\n{out}"))
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(field("prompts "), "3", "{out}");
+    assert_eq!(field("pass@2 "), format!("{:.1}%", pass2 * 100.0), "{out}");
+}
