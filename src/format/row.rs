@@ -86,6 +86,9 @@ pub struct Message<'a> {
     pub reasoning: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub reasoning_content: Option<&'a RawValue>,
+    /// OpenRouter's list of `{type, text|summary, ...}` reasoning entries.
+    #[serde(borrow, default)]
+    pub reasoning_details: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub tool_calls: Option<Vec<CallEntry<'a>>>,
     #[serde(borrow, default)]

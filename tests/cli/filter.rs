@@ -405,14 +405,20 @@ fn flags_turns_and_tokens_on_hermes_and_raw_records() {
         keep(&["--require-reasoning", "--valid-tools", "--well-formed"]).len(),
         5
     );
-    // chars4: one token per 4 characters of the turn texts
+    // chars4: one token per 4 characters of the turn texts; a raw record's calls count
+    // too (name and arguments, as traj-compress counts them): 8 tokens of text and
+    // reasoning, 6 of its call
     assert_eq!(
         keep(&["--max-row-tokens", "10", "--tokenizer", "chars4"]),
+        vec![no_calls.clone()]
+    );
+    assert_eq!(
+        keep(&["--max-row-tokens", "14", "--tokenizer", "chars4"]),
         vec![no_calls.clone(), raw.clone()]
     );
     assert_eq!(
         keep(&["--min-row-tokens", "11", "--tokenizer", "chars4"]).len(),
-        3
+        4 // the raw record's 14 among them
     );
     // a usage error that names both flags, and an unknown tokenizer
     let crossed = filter(

@@ -37,6 +37,7 @@ mod pod;
 mod repair;
 mod repair_bridge;
 mod rl_data;
+mod roundtrip;
 // Its browser tests drive Chromium through headless_chrome, which the agent feature brings.
 #[cfg(feature = "agent")]
 mod report;

@@ -20,6 +20,55 @@ fn nonblank_str(raw: Option<&RawValue>) -> bool {
     raw.and_then(raw_str).is_some_and(|s| !s.trim().is_empty())
 }
 
+/// `reasoning_details` whose entries' texts and summaries hold text (the rule of
+/// [`message::reasoning_of`], by which traj-normalize reads them as the turn's reasoning).
+fn details_reasoning(raw: Option<&RawValue>) -> bool {
+    raw.filter(|r| r.get().starts_with('['))
+        .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+        .is_some_and(|details| {
+            let mut m = serde_json::Map::new();
+            m.insert("reasoning_details".into(), details);
+            message::reasoning_of(&m).is_some()
+        })
+}
+
+/// Call `f` on each text of a message that token counts count: the one rule of
+/// [`message::for_each_text`] (content, the first reasoning field that holds text, each
+/// call's name and arguments), as traj-compress counts a row against its budget.
+fn for_each_text(m: &Message<'_>, f: &mut dyn FnMut(&str)) {
+    let parse = |r: Option<&RawValue>| r.and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
+    let mut v = serde_json::Map::new();
+    for (key, raw) in [
+        ("content", m.content),
+        ("reasoning", m.reasoning),
+        ("reasoning_content", m.reasoning_content),
+        ("reasoning_details", m.reasoning_details),
+    ] {
+        if let Some(x) = parse(raw) {
+            v.insert(key.into(), x);
+        }
+    }
+    if let Some(calls) = &m.tool_calls {
+        let calls = calls
+            .iter()
+            .map(|c| {
+                let mut func = serde_json::Map::new();
+                if let Some(fe) = &c.function {
+                    if let Some(n) = &fe.name {
+                        func.insert("name".into(), Value::String(n.to_string()));
+                    }
+                    if let Some(a) = parse(fe.arguments) {
+                        func.insert("arguments".into(), a);
+                    }
+                }
+                serde_json::json!({ "function": func })
+            })
+            .collect();
+        v.insert("tool_calls".into(), Value::Array(calls));
+    }
+    message::for_each_text(&Value::Object(v), f);
+}
+
 /// The facts of a raw run record.
 pub(super) fn facts(
     msgs: &[Message<'_>],
@@ -47,16 +96,13 @@ pub(super) fn facts(
         if role != "tool" {
             parts_pending = false;
         }
-        let text = if role == "assistant" || tokenizer.is_some() {
+        let text = if role == "assistant" {
             crate::format::message::content_text_raw(m.content)
         } else {
             Cow::Borrowed("")
         };
         if let Some(tk) = tokenizer {
-            f.tokens += tk.count(&text);
-            for r in [m.reasoning, m.reasoning_content].into_iter().flatten() {
-                f.tokens += raw_str(r).map_or(0, |s| tk.count(&s));
-            }
+            for_each_text(m, &mut |t| f.tokens += tk.count(t));
         }
         if p.well_formed && role != "tool" && !open.is_empty() {
             set_once(&mut f.malformed, || {
@@ -71,6 +117,7 @@ pub(super) fn facts(
                 let g = scan_gpt(body);
                 f.reasoning |= nonblank_str(m.reasoning)
                     || nonblank_str(m.reasoning_content)
+                    || details_reasoning(m.reasoning_details)
                     || parts.as_ref().is_some_and(|p| p.reasoning)
                     || g.reasoning
                     || crate::format::hermes::scratchpad_reasoning(body);

@@ -189,31 +189,75 @@ struct TurnLite<'a> {
     content: Option<&'a RawValue>,
 }
 
-/// The first human/user turn of `conversations` or `messages`, else `prompt`.
+/// The first human/user turn of `conversations` or `messages` (ShareGPT `from`/`value`
+/// turns or `role`/`content` messages in either list, as traj-normalize reads them), else
+/// `prompt`.
 fn prompt_text(fields: &Fields<'_>) -> Option<String> {
-    // An empty or blank prompt identifies nothing: such rows have no key.
-    let text_of = |raw: &str| match row::decode_str(raw) {
-        Some(s) => Some(s.trim().to_string()).filter(|t| !t.is_empty()),
-        None => Some(raw.to_string()), // not a string: its JSON text identifies it
-    };
-    if let Some(raw) = fields.get("conversations")
-        && let Ok((turns, _)) = row::conversation_turns(raw.as_bytes(), raw, 0)
-        && let Some(t) = turns.iter().find(|t| t.from == "human" || t.from == "user")
-    {
-        return text_of(t.value);
-    }
-    if let Some(raw) = fields.get("messages")
-        && let Ok(turns) = serde_json::from_str::<Vec<TurnLite>>(raw)
-    {
-        for t in turns {
-            let who = t.from.as_deref().or(t.role.as_deref());
-            if matches!(who, Some("human" | "user")) {
-                let v = t.value.or(t.content)?;
-                return text_of(v.get());
+    if let Some(raw) = fields.get("conversations") {
+        match row::conversation_turns(raw.as_bytes(), raw, 0) {
+            Ok((turns, _)) => {
+                if let Some(t) = turns.iter().find(|t| t.from == "human" || t.from == "user") {
+                    return prompt_key_text(t.value);
+                }
+            }
+            // `role`/`content` turns (axolotl) in `conversations`.
+            Err(_) => {
+                if let Some(found) = first_user_text(raw) {
+                    return found;
+                }
             }
         }
     }
-    fields.get("prompt").and_then(|p| text_of(p))
+    if let Some(raw) = fields.get("messages")
+        && let Some(found) = first_user_text(raw)
+    {
+        return found;
+    }
+    fields.get("prompt").and_then(|p| prompt_key_text(p))
+}
+
+/// The key text of the first human/user entry of a list of turns or messages: `None`
+/// when it has none; `Some(None)` when that entry has no text that identifies it.
+fn first_user_text(raw: &str) -> Option<Option<String>> {
+    let turns = serde_json::from_str::<Vec<TurnLite>>(raw).ok()?;
+    let t = turns.into_iter().find(|t| {
+        let who = t.from.as_deref().or(t.role.as_deref());
+        matches!(who, Some("human" | "user"))
+    })?;
+    Some(t.value.or(t.content).and_then(|v| prompt_key_text(v.get())))
+}
+
+/// The text a prompt is identified by: a string, white space trimmed (an empty or blank
+/// one identifies nothing); a `content` list of text parts only (`{"type": "text",
+/// "text"}` or bare strings), their texts joined with `\n` as traj-normalize joins them,
+/// so that one prompt is one key in either spelling; any other JSON (images among the
+/// parts) by its JSON text.
+fn prompt_key_text(raw: &str) -> Option<String> {
+    let trimmed = |s: &str| Some(s.trim().to_string()).filter(|t| !t.is_empty());
+    if let Some(s) = row::decode_str(raw) {
+        return trimmed(&s);
+    }
+    if raw.starts_with('[')
+        && let Ok(parts) = serde_json::from_str::<Vec<serde_json::Value>>(raw)
+        && !parts.is_empty()
+    {
+        let texts: Option<Vec<&str>> = parts
+            .iter()
+            .map(|p| match p {
+                serde_json::Value::String(s) => Some(s.as_str()),
+                serde_json::Value::Object(m)
+                    if m.len() == 2 && m.get("type").and_then(|t| t.as_str()) == Some("text") =>
+                {
+                    m.get("text").and_then(|t| t.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        if let Some(texts) = texts {
+            return trimmed(&texts.join("\n"));
+        }
+    }
+    Some(raw.to_string()) // not text: its JSON text identifies it
 }
 
 /// A JSON number that is a whole number, as an integer: `2`, `2.0`, `2e0` and `-0` are

@@ -18,6 +18,7 @@
 //! - [`Parts`]: the count of every part set aside (kept in [`MESSAGE_KEYS`], not in the
 //!   conversation) or dropped, for the summary line and `--stats`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
@@ -200,8 +201,10 @@ impl Tally {
 #[derive(Debug, PartialEq, Eq)]
 pub enum SystemText<'a> {
     /// A tool prompt (it holds a `<tools>` block); `own` is the source's text written in
-    /// front of the Hermes prompt by [`hermes_system`], if any.
-    ToolPrompt { own: Option<&'a str> },
+    /// front of the Hermes prompt by [`hermes_system`], if any, and the text after it
+    /// (the summary notice traj-compress and the reference's compressor append to the
+    /// system turn), joined with a blank line.
+    ToolPrompt { own: Option<Cow<'a, str>> },
     /// The source's own text.
     Own(&'a str),
 }
@@ -215,11 +218,34 @@ pub fn read_system(text: &str, lists_tools: bool) -> SystemText<'_> {
     // The prefix's searcher is built once: building it is most of the cost of one search.
     static PREFIX: std::sync::LazyLock<memchr::memmem::FinderRev<'static>> =
         std::sync::LazyLock::new(|| memchr::memmem::FinderRev::new(hermes::SYSTEM_PREFIX));
-    let own = text
-        .ends_with(hermes::SYSTEM_SUFFIX)
-        .then(|| PREFIX.rfind(text.as_bytes()))
-        .flatten()
-        .and_then(|k| text[..k].strip_suffix("\n\n"));
+    let Some(k) = PREFIX.rfind(text.as_bytes()) else {
+        return SystemText::ToolPrompt { own: None };
+    };
+    // The Hermes prompt ends at the first suffix after its prefix (the tool list between
+    // is JSON, whose strings hold no line break): then the end, or a blank line and text.
+    let Some(end) = text[k..]
+        .find(hermes::SYSTEM_SUFFIX)
+        .map(|e| k + e + hermes::SYSTEM_SUFFIX.len())
+    else {
+        return SystemText::ToolPrompt { own: None };
+    };
+    let before = match k {
+        0 => Some(None),
+        _ => text[..k].strip_suffix("\n\n").map(Some),
+    };
+    let after = match &text[end..] {
+        "" => Some(None),
+        rest => rest
+            .strip_prefix("\n\n")
+            .filter(|r| !r.is_empty())
+            .map(Some),
+    };
+    let own = match (before, after) {
+        (Some(b), Some(None)) => b.map(Cow::Borrowed),
+        (Some(None), Some(Some(a))) => Some(Cow::Borrowed(a)),
+        (Some(Some(b)), Some(Some(a))) => Some(Cow::Owned(format!("{b}\n\n{a}"))),
+        _ => None,
+    };
     SystemText::ToolPrompt { own }
 }
 
@@ -523,11 +549,32 @@ mod tests {
         assert_eq!(
             read(&s),
             SystemText::ToolPrompt {
-                own: Some("Be brief.")
+                own: Some(Cow::Borrowed("Be brief."))
             }
         );
         let bare = hermes::system_prompt(&[]);
         assert_eq!(read(&bare), SystemText::ToolPrompt { own: None });
+        // Text after the prompt (traj-compress's summary notice) is own text too.
+        let notice = "Some of your previous tool responses may be summarized.";
+        let (with_own, with_bare, glued) = (
+            format!("{s}\n\n{notice}"),
+            format!("{bare}\n\n{notice}"),
+            format!("{bare}{notice}"),
+        );
+        assert_eq!(
+            read(&with_own),
+            SystemText::ToolPrompt {
+                own: Some(Cow::Owned(format!("Be brief.\n\n{notice}")))
+            }
+        );
+        assert_eq!(
+            read(&with_bare),
+            SystemText::ToolPrompt {
+                own: Some(Cow::Borrowed(notice))
+            }
+        );
+        // Not after a blank line: no text of the Hermes prompt's form.
+        assert_eq!(read(&glued), SystemText::ToolPrompt { own: None });
         assert_eq!(read("Be brief."), SystemText::Own("Be brief."));
         assert_eq!(
             read("Use <tools> </tools> tags."),

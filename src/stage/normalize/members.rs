@@ -4,11 +4,12 @@
 //! text is Python's spelling ([`KeptValue::Text`]); these functions give the same
 //! message, keys and values either way. The reasoning fields of a reply are read keys,
 //! and kept too when they hold more than the turn's reasoning ([`unused_reasoning`]).
+//! A call's members are read here too ([`call_object`], [`lf_call_object`]).
 
 use serde_json::{Map, Value};
 
 use crate::format::message::reasoning_of;
-use crate::format::model::{KeptKeys, KeptValue, LOSS_WEIGHT};
+use crate::format::model::{DeclError, KeptKeys, KeptValue, LOSS_WEIGHT, ToolCall};
 pub use crate::io::ItemTexts;
 
 /// The keys each kind of message has read: ShareGPT turns, OpenAI assistant messages,
@@ -198,4 +199,51 @@ pub(super) fn kept_message(m: Map<String, Value>, texts: Option<&ItemTexts<'_>>)
         }
         _ => KeptValue::Parsed(whole(m, texts.map_or(&[], |t| &t.members))),
     }
+}
+
+/// Arguments as given: a JSON string is parsed (not JSON → `{}`, the reference's rule),
+/// anything else is used as is; missing → `{}`.
+pub(super) fn arguments_value(a: Option<&Value>) -> Value {
+    match a {
+        None => Value::Object(Map::new()),
+        Some(Value::String(s)) => {
+            serde_json::from_str(s).unwrap_or_else(|_| Value::Object(Map::new()))
+        }
+        Some(v) => v.clone(),
+    }
+}
+
+/// A call spelled `{"name", "arguments"}`, `{"function": {...}}` or
+/// `{"id", "type": "function", "function": {...}}`, its arguments read as OpenAI spells
+/// them (a string is their JSON text).
+pub(super) fn call_object(v: &Value) -> Result<ToolCall, DeclError> {
+    call_object_as(v, false)
+}
+
+/// A call of LLaMA-Factory's spelling (a `function_call` value, a `tool_call` part):
+/// the arguments are the value itself, so a string stays a string (LLaMA-Factory renders
+/// it as one: `json.dumps`), as `--to llamafactory` writes the string arguments of a call.
+pub(super) fn lf_call_object(v: &Value) -> Result<ToolCall, DeclError> {
+    call_object_as(v, true)
+}
+
+fn call_object_as(v: &Value, lf: bool) -> Result<ToolCall, DeclError> {
+    let crate::format::model::FunctionPart {
+        outer: m,
+        function: f,
+        name,
+    } = crate::format::model::function_part(v, "tool call")?;
+    let id = match m.get("id") {
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        _ => None,
+    };
+    let args = f.get("arguments").or_else(|| f.get("input"));
+    Ok(ToolCall {
+        id,
+        name,
+        arguments: match args {
+            Some(a @ Value::String(_)) if lf => a.clone(),
+            _ => arguments_value(args),
+        },
+    })
 }

@@ -20,6 +20,7 @@ pub mod error;
 pub mod groups;
 pub mod keep;
 pub mod members;
+mod order;
 pub mod read;
 pub mod shape;
 pub mod sidecar;

@@ -20,7 +20,8 @@
 //!
 //! Tool results are paired with the calls of the assistant turn right before them: by
 //! `tool_call_id` where the calls carry ids, else by name, else by position; a result
-//! that answers no call is named by its own `name` field or `"unknown"`. A tool result
+//! that answers no call is named by its own `name` field or `"unknown"`; results that
+//! all answer calls by id are put in the order of their calls ([`super::order`]). A tool result
 //! with no assistant-with-calls right before it, a system entry after the first turn and
 //! mini-swe-agent's `exit` message are no turns: they are kept whole, at their place
 //! ([`Kept::Message`]), and counted. Keys of a message that the model has no field for
@@ -34,11 +35,11 @@ use serde_json::{Map, Value};
 use super::error::{BadBody, BadMessage, BadRow, ToolsField};
 use super::keep::{self, Part, SystemRule, Tally};
 use super::members::{
-    ItemTexts, extra_keys, is_result_role, kept_message, provider_reasoning, take_keys,
-    unused_reasoning, whole,
+    ItemTexts, call_object, extra_keys, is_result_role, kept_message, lf_call_object,
+    provider_reasoning, take_keys, unused_reasoning, whole,
 };
 use crate::format::message::reasoning_of;
-use crate::format::model::{DeclError, json_kind};
+use crate::format::model::json_kind;
 use crate::format::model::{
     GptTurn, Kept, KeptValue, ToolCall, ToolResult, ToolSpec, Trajectory, Turn,
     tool_content_value_owned,
@@ -263,12 +264,12 @@ pub fn read_messages(
                         });
                         continue;
                     }
-                    keep::SystemText::Own(t) => (Some(t), ctx.run),
+                    keep::SystemText::Own(t) => (Some(std::borrow::Cow::Borrowed(t)), ctx.run),
                 };
                 if let Some(own) = own.filter(|t| !t.is_empty()) {
                     match ctx.rule.verdict(run) {
                         Some(part) => ctx.tally.parts.add(part),
-                        None => keep::add_system(&mut system, own),
+                        None => keep::add_system(&mut system, &own),
                     }
                 }
                 if !extra.is_empty() {
@@ -338,9 +339,9 @@ pub fn read_messages(
                 let calls = match v {
                     Value::Array(list) => list
                         .into_iter()
-                        .map(|c| call_object(&c))
+                        .map(|c| lf_call_object(&c))
                         .collect::<Result<Vec<_>, _>>(),
-                    one => call_object(&one).map(|c| vec![c]),
+                    one => lf_call_object(&one).map(|c| vec![c]),
                 }
                 .map_err(|e| at(BadMessage::FunctionCall(e)))?;
                 let mut g = GptTurn {
@@ -405,6 +406,7 @@ pub fn read_messages(
     if turns.is_empty() {
         return Err(BadRow::NoTurns);
     }
+    super::order::results_in_call_order(&mut turns, &mut kept);
     Ok(Trajectory {
         tools: system_tools.or(tools).unwrap_or_default(),
         system,
@@ -556,7 +558,7 @@ fn read_body(
                         let list = part_calls(p).map_err(|e| BadBody::CallPartNotJson(k + 1, e))?;
                         for c in &list {
                             out.calls
-                                .push(call_object(c).map_err(|e| BadBody::CallPart(k + 1, e))?);
+                                .push(lf_call_object(c).map_err(|e| BadBody::CallPart(k + 1, e))?);
                         }
                     }
                     Part::Unknown(e) => return Err(BadBody::Part(k + 1, e)),
@@ -569,38 +571,6 @@ fn read_body(
         }
     }
     Ok(out)
-}
-
-/// Arguments as given: a JSON string is parsed (not JSON → `{}`, the reference's rule),
-/// anything else is used as is; missing → `{}`.
-fn arguments_value(a: Option<&Value>) -> Value {
-    match a {
-        None => Value::Object(Map::new()),
-        Some(Value::String(s)) => {
-            serde_json::from_str(s).unwrap_or_else(|_| Value::Object(Map::new()))
-        }
-        Some(v) => v.clone(),
-    }
-}
-
-/// A call spelled `{"name", "arguments"}`, `{"function": {...}}` or
-/// `{"id", "type": "function", "function": {...}}`.
-fn call_object(v: &Value) -> Result<ToolCall, DeclError> {
-    let crate::format::model::FunctionPart {
-        outer: m,
-        function: f,
-        name,
-    } = crate::format::model::function_part(v, "tool call")?;
-    let id = match m.get("id") {
-        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-        _ => None,
-    };
-    let args = f.get("arguments").or_else(|| f.get("input"));
-    Ok(ToolCall {
-        id,
-        name,
-        arguments: arguments_value(args),
-    })
 }
 
 fn openai_assistant(

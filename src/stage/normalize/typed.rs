@@ -411,12 +411,12 @@ fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<R
                     }
                     // After the first turn: the general path keeps it whole.
                     keep::SystemText::Own(_) if !turns.is_empty() => return None,
-                    keep::SystemText::Own(t) => (Some(t), ctx.run),
+                    keep::SystemText::Own(t) => (Some(Cow::Borrowed(t)), ctx.run),
                 };
                 if let Some(own) = own.filter(|t| !t.is_empty()) {
                     match ctx.rule.verdict(run) {
                         Some(part) => ctx.parts.add(part),
-                        None => keep::add_system(&mut own_system, own),
+                        None => keep::add_system(&mut own_system, &own),
                     }
                 }
                 if let Some(tools) = quick {

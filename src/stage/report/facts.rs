@@ -166,9 +166,17 @@ fn u64_field(obj: &Map<String, Value>, k: &str) -> Option<u64> {
     obj.get(k).and_then(Value::as_u64)
 }
 
-/// The prompt a rollout answers: `prompt_hash`, `prompt_index`, `task_key` or `prompt`
-/// (the first present, as JSON text).
+/// The prompt a rollout answers: its task (`task_uid` without its rollout part, the
+/// group traj-filter's `--stats` and traj-run's `statistics.json` count pass@k over:
+/// [`crate::format::groups::task_of_uid`]), else `prompt_hash`, `prompt_index`,
+/// `task_key` or `prompt` (the first present, as JSON text).
 fn prompt_key(obj: &Map<String, Value>) -> Option<String> {
+    if let Some(uid) = obj.get("task_uid").and_then(Value::as_str) {
+        return Some(format!(
+            "task_uid {}",
+            crate::format::groups::task_of_uid(uid)
+        ));
+    }
     ["prompt_hash", "prompt_index", "task_key", "prompt"]
         .iter()
         .find_map(|k| obj.get(*k).filter(|v| !v.is_null()))
