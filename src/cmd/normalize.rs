@@ -100,7 +100,9 @@ pub struct Args {
     /// `core`: every row holds exactly `conversations` (or `messages`), `tools` (one
     /// JSON string unless --tools-as list), `tool_stats`, `tool_error_counts` and
     /// `metadata` (every other field as one JSON string, key order kept), so any mix of
-    /// sources loads as one table. `all` (default): other fields pass through.
+    /// sources loads as one table (`--to openai` messages differ in keys: a file over
+    /// 10 MiB loads with the `features=` of docs/training.md). `all` (default): other
+    /// fields pass through.
     #[arg(long, value_enum, default_value_t = Columns::All, value_name = "SET")]
     pub columns: Columns,
 

@@ -262,8 +262,11 @@ fn turn_weighted(
 /// Append the message list of `traj` in LLaMA-Factory's spelling: ShareGPT
 /// (`sharegpt`: `{"from", "value"}` turns `human`, `gpt`, `function_call`,
 /// `observation`) or OpenAI formatting (`{"role", "content"}` messages `user`,
-/// `assistant`, `function_call`, and one `tool` message per result with its
-/// `tool_call_id` and `name`, which LLaMA-Factory joins itself). The tools go in the
+/// `assistant`, `function_call`, and one `tool` message per result, which LLaMA-Factory
+/// joins itself: `{"role", "content"}` like every other message, so that every message
+/// of a file has one Arrow type whatever the rows of its first block; the call's id is in
+/// the `function_call` value, and a result answers the call of its place, as in an
+/// `observation`). The tools go in the
 /// row's `tools` column, which the template renders; the source's own system text, when
 /// kept, is the first turn (`system`, which LLaMA-Factory reads as the system prompt).
 /// With `weights`, a turn carries its [`crate::format::model::LOSS_WEIGHT`]
@@ -319,10 +322,6 @@ pub fn write_turns(
                     }
                     out.extend_from_slice(b"{\"role\": \"tool\", \"content\": ");
                     pyjson::write_str(out, &result_text(r), Style::Python);
-                    out.extend_from_slice(b", \"tool_call_id\": ");
-                    pyjson::write_str(out, &r.tool_call_id, Style::Python);
-                    out.extend_from_slice(b", \"name\": ");
-                    pyjson::write_str(out, &r.name, Style::Python);
                     if let Some(w) = w {
                         out.extend_from_slice(b", \"loss_weight\": ");
                         pyjson::write_value(out, w, Style::Python);
@@ -389,6 +388,40 @@ mod tests {
             "plain\n</tool_response>\n<tool_response>\n{\"a\": 1}"
         );
         assert!(render_observation(&[res(json!(RESPONSE_SEPARATOR))]).is_err());
+    }
+
+    #[test]
+    fn tool_messages_carry_role_and_content_alone() {
+        let f = |n: &str| ToolCall {
+            id: None,
+            name: n.into(),
+            arguments: json!({}),
+        };
+        let r = |id: &str, n: &str, c: &str| ToolResult {
+            tool_call_id: id.into(),
+            name: n.into(),
+            content: json!(c),
+        };
+        let row = |rs: Vec<ToolResult>| Trajectory {
+            turns: vec![
+                Turn::Human("hi".into()),
+                Turn::Gpt(gpt(None, "", vec![f("a"), f("b")])),
+                Turn::Tool(rs),
+            ],
+            ..Trajectory::default()
+        };
+        let mut out = Vec::new();
+        write_turns(
+            &row(vec![r("c1", "a", "A"), r("", "b", "B")]),
+            false,
+            false,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"[{"role": "user", "content": "hi"}, {"role": "function_call", "content": "[{\"name\": \"a\", \"arguments\": {}, \"id\": \"c1\"}, {\"name\": \"b\", \"arguments\": {}}]"}, {"role": "tool", "content": "A"}, {"role": "tool", "content": "B"}]"#
+        );
     }
 
     #[test]

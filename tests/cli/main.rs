@@ -61,4 +61,5 @@ mod scale;
 #[cfg(feature = "agent")]
 mod tools;
 mod training;
+mod training_chunks;
 mod training_llamafactory;

@@ -269,8 +269,8 @@ fn llamafactory_shapes_are_exactly_this() {
         concat!(
             r#"{"messages": [{"role": "user", "content": "both"}, "#,
             r#"{"role": "function_call", "content": "On it.\n<tool_call>[{\"name\": \"a\", \"arguments\": {\"x\": 1}, \"id\": \"c1\"}, {\"name\": \"b\", \"arguments\": {\"when\": \"2024-01-02\"}, \"id\": \"c2\"}]</tool_call>"}, "#,
-            r#"{"role": "tool", "content": "one", "tool_call_id": "c1", "name": "a"}, "#,
-            r#"{"role": "tool", "content": "{\"n\": 2}", "tool_call_id": "c2", "name": "b"}, "#,
+            r#"{"role": "tool", "content": "one"}, "#,
+            r#"{"role": "tool", "content": "{\"n\": 2}"}, "#,
             r#"{"role": "assistant", "content": "Done."}], "tools": "[]", "id": 7, "#,
             r#""tool_stats": {"a": {"count": 1, "success": 1, "failure": 0}, "b": {"count": 1, "success": 1, "failure": 0}}, "#,
             r#""tool_error_counts": {"a": 0, "b": 0}}"#,
