@@ -223,8 +223,7 @@ fn each_error_class_is_classified_and_only_retryable_ones_retried() {
             "bad_request",
             false,
         ),
-        ("p401", json!({"status": 401}), "auth", false),
-        // A 402 stops the whole run instead (tests/cli/run_faults.rs).
+        // A 401 or a 402 stops the whole run instead (tests/cli/run_faults.rs).
         ("p403", json!({"status": 403}), "forbidden", false),
         (
             "p404",
@@ -286,7 +285,7 @@ fn each_error_class_is_classified_and_only_retryable_ones_retried() {
         assert_eq!(f["attempts"], 1);
     }
     let st = read_json(&d.path().join("data/r/statistics.json"));
-    assert_eq!(st["failure_classes"]["auth"], 1);
+    assert_eq!(st["failure_classes"]["forbidden"], 1);
     // Resume: the non-retryable ones are never sent again; retryable ones are (and fail).
     let before = s.count();
     let mut c = traj_run(d.path(), &s);
