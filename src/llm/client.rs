@@ -9,7 +9,7 @@
 
 use super::error::{class_text, transport_class};
 use super::pause::Pause;
-use super::{ErrorClass, LlmError};
+use super::{ErrorClass, LlmError, stops_the_run};
 use super::rate::RateLimiter;
 use crate::format::message::{content_text, reasoning_text};
 use std::sync::Arc;
