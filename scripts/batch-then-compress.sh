@@ -44,12 +44,9 @@ if [ -z "$dataset" ] || [ -z "$run" ] || [ -z "$model" ]; then
   echo "batch-then-compress: --dataset, --run and --model are required (see --help)" >&2
   exit 2
 fi
-if [ -z "$bin" ]; then
-  here=$(cd "$(dirname "$0")/.." && pwd)
-  rel=${CARGO_TARGET_DIR:-$here/target}/release
-  if [ -x "$rel/traj-run" ]; then bin=$rel; fi
-fi
-t() { if [ -n "$bin" ]; then "$bin/$1" "${@:2}"; else "$@"; fi; }
+# shellcheck source=lib-bins.sh
+source "$(dirname "$0")/lib-bins.sh"
+find_bins traj-run
 
 dir="data/$run"
 mkdir -p "$dir"

@@ -48,12 +48,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#inputs[@]} -gt 0 ] || { echo "sample-and-compress: no input files (see --help)" >&2; exit 2; }
-if [ -z "$bin" ]; then
-  here=$(cd "$(dirname "$0")/.." && pwd)
-  rel=${CARGO_TARGET_DIR:-$here/target}/release
-  if [ -x "$rel/traj-normalize" ]; then bin=$rel; fi
-fi
-t() { if [ -n "$bin" ]; then "$bin/$1" "${@:2}"; else "$@"; fi; }
+# shellcheck source=lib-bins.sh
+source "$(dirname "$0")/lib-bins.sh"
+find_bins traj-normalize
 
 work="${output%.jsonl}_work"
 mkdir -p "$work"

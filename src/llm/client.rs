@@ -9,8 +9,8 @@
 
 use super::error::{class_text, transport_class};
 use super::pause::Pause;
-use super::{ErrorClass, LlmError, stops_the_run};
 use super::rate::RateLimiter;
+use super::{ErrorClass, LlmError, stops_the_run};
 use crate::format::message::{content_text, reasoning_text};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
