@@ -217,3 +217,31 @@ fn rows_without_turns_are_passed_through_whatever_their_size() {
             + n("trajectories_passed_through")
     );
 }
+
+/// A row compressed again under a smaller budget keeps one summary notice on its system
+/// turn; each run once appended it again.
+#[test]
+fn a_row_compressed_twice_keeps_one_notice() {
+    let d = tmpdir();
+    std::fs::write(d.path().join("in.jsonl"), format!("{}\n", long_row(40))).unwrap();
+    let notice = "Some of your previous tool responses may be summarized";
+    let mut last = "in.jsonl".to_string();
+    for (i, budget) in ["6000", "3000"].iter().enumerate() {
+        let out = format!("out{i}.jsonl");
+        let o = compress(
+            d.path(),
+            &[&last, "--target-max-tokens", budget, "-o", &out],
+        );
+        assert_code(&o, 0);
+        let m: Value = serde_json::from_str(
+            &std::fs::read_to_string(d.path().join(format!("out{i}_metrics.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(m["summary"]["trajectories_compressed"], 1, "run {i}: {m}");
+        let row: Value =
+            serde_json::from_str(&std::fs::read_to_string(d.path().join(&out)).unwrap()).unwrap();
+        let system = row["messages"][0]["content"].as_str().unwrap();
+        assert_eq!(system.matches(notice).count(), 1, "run {i}: {system}");
+        last = out;
+    }
+}

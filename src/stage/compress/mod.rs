@@ -482,8 +482,11 @@ impl Compressor {
             if i >= start && i < until {
                 continue;
             }
-            if i < start && self.settings.add_summary_notice && roles[i] == Role::System {
-                row::append_notice(&mut t, shape, &self.settings.summary_notice_text, content);
+            if i < start
+                && self.settings.add_summary_notice
+                && roles[i] == Role::System
+                && row::append_notice(&mut t, shape, &self.settings.summary_notice_text, content)
+            {
                 from = None;
                 let mut c = 0;
                 row::for_each_text(&t, shape, &mut |s| c += self.tokenizer.count(s));

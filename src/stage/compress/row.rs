@@ -269,32 +269,63 @@ pub fn summary_turn(text: &str, shape: Shape, content: Content) -> Value {
 }
 
 /// Append the summary notice to a system turn: to its string, or as one more text part
-/// of its list (the part's text under the row's key).
-pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str, content: Content) {
+/// of its list (the part's text under the row's key). A turn that already ends with the
+/// notice (a row compressed before, compressed again under a smaller budget) is left as
+/// it is. Returns whether the turn changed.
+pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str, content: Content) -> bool {
     let key = shape.text_key();
     let Some(obj) = turn.as_object_mut() else {
-        return;
+        return false;
     };
     match obj.get_mut(key) {
-        Some(Value::String(s)) => s.push_str(notice),
+        Some(Value::String(s)) => {
+            if s.ends_with(notice) {
+                return false;
+            }
+            s.push_str(notice);
+        }
         Some(Value::Array(parts)) if shape == Shape::OpenAi => {
             let k = match content {
                 Content::Parts(k) => k,
                 Content::Text => "text",
             };
+            if parts.last().and_then(|p| p.get(k)).and_then(Value::as_str) == Some(notice) {
+                return false;
+            }
             parts.push(Content::part(k, notice));
         }
         None | Some(Value::Null) => {
             obj.insert(key.to_string(), content.value(notice));
         }
-        Some(_) => {}
+        Some(_) => return false,
     }
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The notice goes on once: a turn that already ends with it (a string, or a last
+    /// text part) is left as it is.
+    #[test]
+    fn the_notice_is_appended_once() {
+        let n = "\n\nnotice";
+        let mut t = json!({"role": "system", "content": "sys"});
+        assert!(append_notice(&mut t, Shape::OpenAi, n, Content::Text));
+        assert!(!append_notice(&mut t, Shape::OpenAi, n, Content::Text));
+        assert_eq!(t["content"], "sys\n\nnotice");
+        let mut t = json!({"role": "system", "content": [{"type": "text", "text": "sys"}]});
+        let parts = Content::Parts("text");
+        assert!(append_notice(&mut t, Shape::OpenAi, n, parts));
+        assert!(!append_notice(&mut t, Shape::OpenAi, n, parts));
+        assert_eq!(t["content"].as_array().unwrap().len(), 2);
+        let mut t = json!({"from": "system", "value": "sys"});
+        assert!(append_notice(&mut t, Shape::ShareGpt, n, Content::Text));
+        assert!(!append_notice(&mut t, Shape::ShareGpt, n, Content::Text));
+        assert_eq!(t["value"], "sys\n\nnotice");
+    }
 
     fn counted(turn: &Value, shape: Shape) -> Vec<String> {
         let mut out = Vec::new();
