@@ -38,8 +38,17 @@ fn details_reasoning(raw: Option<&RawValue>) -> bool {
 fn for_each_text(m: &Message<'_>, f: &mut dyn FnMut(&str)) {
     let parse = |r: Option<&RawValue>| r.and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
     let mut v = serde_json::Map::new();
+    // A string content (nearly every message, and most of a row's bytes) is one text,
+    // itself: counted as it is decoded, never copied into a `Value` first.
+    let content = match m.content.and_then(raw_str) {
+        Some(text) => {
+            f(&text);
+            None
+        }
+        None => m.content,
+    };
     for (key, raw) in [
-        ("content", m.content),
+        ("content", content),
         ("reasoning", m.reasoning),
         ("reasoning_content", m.reasoning_content),
         ("reasoning_details", m.reasoning_details),
