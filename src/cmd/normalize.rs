@@ -15,7 +15,8 @@ use crate::cli::{StageArgs, Status};
 use crate::format::repair::{Repair, Repairs};
 use crate::stage::normalize::groups::{self, Gathered, Gathering};
 use crate::stage::normalize::{
-    self, Arguments, Bridge, Columns, Options, Part, Parts, SystemRule, Tally, Target, ToolsAs,
+    self, Arguments, BadArguments, Bridge, Columns, Options, Part, Parts, SystemRule, Tally,
+    Target, ToolsAs,
 };
 
 const NAME: &str = "traj-normalize";
@@ -41,6 +42,8 @@ Examples:
       --rejects no-pair.jsonl
   # an Atropos `process` dump (groups with messages and scores): one row per rollout
   traj-normalize atropos_groups.jsonl -o rollouts.jsonl
+  # keep rows whose calls have non-JSON arguments, written as {} (counted; default: rejected)
+  traj-normalize --bad-arguments empty --on-error skip --rejects bad.jsonl runs.jsonl
 
 Input shapes (detected per row): traj-run raw records and OpenAI `messages` datasets
 (tool_calls, function_call, role tool/function, typed content parts, reasoning fields);
@@ -128,6 +131,12 @@ pub struct Args {
     /// cannot be repaired without a guess are rejected either way.
     #[arg(long)]
     pub no_repair: bool,
+
+    /// An OpenAI call whose `arguments` string is not JSON: `reject` the row (default;
+    /// the reason names the message and the call) or write its arguments as `{}`
+    /// (`empty`, the reference's rule; counted as `non_json_arguments`).
+    #[arg(long, value_enum, default_value_t = BadArguments::Reject, value_name = "HOW")]
+    pub bad_arguments: BadArguments,
 
     /// What the Hermes text shows of a hermes-agent `tool_call` bridge call (0.21+):
     /// `resolve` (default) writes the real tool it ran, with its arguments, and its
@@ -312,6 +321,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             SystemRule::KeepButRuns
         },
         strip_logprobs: args.token_sidecar.is_some(),
+        bad_arguments: args.bad_arguments,
     };
     if arguments == Arguments::Object && args.to.row_shape() != Target::OpenAi {
         crate::usage_bail!(

@@ -39,6 +39,11 @@ pub enum DeclError {
     },
     #[error("a {0} has no \"name\" string")]
     NoName(&'static str),
+    /// A call's `arguments` string that is not JSON (the parser's message).
+    #[error(
+        "the \"arguments\" string is not JSON ({0}); --bad-arguments empty writes {{}} instead"
+    )]
+    ArgumentsNotJson(String),
 }
 
 /// One tool the model was offered.

@@ -27,7 +27,12 @@ pub struct Rejects {
 }
 
 impl Rejects {
+    /// The rejects of `stage` (a binary's name or the stage's own: the `stage` field holds
+    /// it without `traj-`, one spelling whichever binary wrote the file: `normalize`,
+    /// `filter`, `merge`, `compress`, `sample-tools`, `run`, `report`), written to `path`
+    /// (counted only when `None`).
     pub fn open(stage: &'static str, path: Option<&Path>) -> Result<Rejects> {
+        let stage = stage.strip_prefix("traj-").unwrap_or(stage);
         let out = match path {
             Some(p) => Some(Output::create(Some(p))?),
             None => None,

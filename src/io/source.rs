@@ -111,24 +111,29 @@ pub fn sources_matching(args: &[String], prefix: &str, glob: Option<&Glob>) -> R
                         .map(Source::File),
                 );
                 if out.len() == before {
-                    let what = match glob {
-                        Some(g) => format!("files matching --glob '{g}'"),
-                        None => format!(
-                            "{prefix}*.jsonl or {prefix}*.json files (plain, .gz or .zst) \
-                             or {prefix}*.parquet files"
-                        ),
-                    };
-                    return Err(UsageError(format!(
-                        "{}: directory holds no {what}, searched recursively",
-                        p.display()
-                    ))
-                    .into());
+                    return Err(no_data_files(p, prefix, glob).into());
                 }
             }
             _ => out.push(src),
         }
     }
     Ok(out)
+}
+
+/// What every reader says of a directory input that holds nothing to read (a usage
+/// error: exit 2, as for a file that cannot be opened).
+pub fn no_data_files(dir: &Path, prefix: &str, glob: Option<&Glob>) -> UsageError {
+    let what = match glob {
+        Some(g) => format!("files matching --glob '{g}'"),
+        None => format!(
+            "{prefix}*.jsonl or {prefix}*.json files (plain, .gz or .zst) \
+             or {prefix}*.parquet files"
+        ),
+    };
+    UsageError(format!(
+        "{}: directory holds no {what}, searched recursively",
+        dir.display()
+    ))
 }
 
 /// A `--glob` pattern: which files of a directory input are read.

@@ -111,7 +111,19 @@ impl ChatResponse {
     pub fn from_body(raw: Value, attempts: u32) -> Option<ChatResponse> {
         let choice = raw.get("choices")?.as_array()?.first()?.clone();
         let message = choice.get("message")?.clone();
-        if !message.is_object() {
+        // A message whose content is not text, parts or null, or whose tool calls are not
+        // a list, is no message this client can read (an `invalid_response`, asked
+        // again), never an empty answer.
+        let readable = |k: &str, v: Option<&Value>| match v {
+            None | Some(Value::Null | Value::Array(_)) => true,
+            Some(Value::String(_)) => k == "content",
+            Some(_) => false,
+        };
+        if !message.is_object()
+            || !["content", "tool_calls"]
+                .iter()
+                .all(|k| readable(k, message.get(*k)))
+        {
             return None;
         }
         let content = content_text(message.get("content").unwrap_or(&Value::Null));
@@ -569,7 +581,7 @@ impl Client {
                 fail(
                     ErrorClass::InvalidResponse,
                     Some(code),
-                    "no choices[0].message".into(),
+                    "no choices[0].message, or one whose content is not text, parts or null or whose tool_calls is not a list".into(),
                 ),
                 None,
             )
@@ -671,6 +683,34 @@ mod tests {
             Some(Duration::MAX)
         );
         assert_eq!(parse_retry_after("inf"), Some(Duration::MAX));
+    }
+
+    #[test]
+    fn a_message_of_another_shape_is_no_response() {
+        let body = |m: Value| json!({"choices": [{"message": m, "finish_reason": "stop"}]});
+        for ok in [
+            json!({"content": "hi"}),
+            json!({"content": null, "tool_calls": []}),
+            json!({"content": [{"type": "text", "text": "hi"}]}),
+            json!({"role": "assistant"}),
+        ] {
+            assert!(
+                ChatResponse::from_body(body(ok.clone()), 1).is_some(),
+                "{ok}"
+            );
+        }
+        for bad in [
+            json!({"content": 42}),
+            json!({"content": {"text": "hi"}}),
+            json!({"content": "", "tool_calls": "[{}]"}),
+            json!({"content": true}),
+            json!("hi"),
+        ] {
+            assert!(
+                ChatResponse::from_body(body(bad.clone()), 1).is_none(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

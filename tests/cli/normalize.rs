@@ -24,7 +24,12 @@ fn norm(input: &str, args: &[&str]) -> Vec<Value> {
 
 /// Normalise one row given as JSON and return its `conversations` values (from, value).
 fn turns(row: Value) -> Vec<(String, String)> {
-    let out = norm(&format!("{row}\n"), &[]);
+    turns_with(&[], row)
+}
+
+/// [`turns`] with `args`.
+fn turns_with(args: &[&str], row: Value) -> Vec<(String, String)> {
+    let out = norm(&format!("{row}\n"), args);
     assert_eq!(out.len(), 1);
     out[0]["conversations"]
         .as_array()
@@ -146,20 +151,23 @@ fn rule_scratchpad_becomes_think() {
 
 #[test]
 fn rule_json_and_non_json_tool_content() {
-    let t = turns(msgs(json!([
-        {"role": "user", "content": "Q"},
-        {"role": "assistant", "tool_calls": [
-            {"id": "1", "function": {"name": "t", "arguments": "{}"}},
-            {"id": "2", "function": {"name": "t", "arguments": "{}"}},
-            {"id": "3", "function": {"name": "t", "arguments": "{}"}},
-            {"id": "4", "function": {"name": "t", "arguments": "{}"}},
-            {"id": "5", "function": {"name": "t", "arguments": "not json"}}]},
-        {"role": "tool", "tool_call_id": "1", "content": "  [1, 2.50, {\"k\": null}]"},
-        {"role": "tool", "tool_call_id": "2", "content": "{broken"},
-        {"role": "tool", "tool_call_id": "3", "content": "42"},
-        {"role": "tool", "tool_call_id": "4", "content": {"already": "an object"}},
-        {"role": "tool", "tool_call_id": "5", "content": ""}
-    ])));
+    let t = turns_with(
+        &["--bad-arguments", "empty"],
+        msgs(json!([
+            {"role": "user", "content": "Q"},
+            {"role": "assistant", "tool_calls": [
+                {"id": "1", "function": {"name": "t", "arguments": "{}"}},
+                {"id": "2", "function": {"name": "t", "arguments": "{}"}},
+                {"id": "3", "function": {"name": "t", "arguments": "{}"}},
+                {"id": "4", "function": {"name": "t", "arguments": "{}"}},
+                {"id": "5", "function": {"name": "t", "arguments": "not json"}}]},
+            {"role": "tool", "tool_call_id": "1", "content": "  [1, 2.50, {\"k\": null}]"},
+            {"role": "tool", "tool_call_id": "2", "content": "{broken"},
+            {"role": "tool", "tool_call_id": "3", "content": "42"},
+            {"role": "tool", "tool_call_id": "4", "content": {"already": "an object"}},
+            {"role": "tool", "tool_call_id": "5", "content": ""}
+        ])),
+    );
     let blocks: Vec<&str> = t[3].1.split('\n').filter(|l| l.starts_with('{')).collect();
     assert_eq!(
         blocks,
@@ -174,7 +182,7 @@ fn rule_json_and_non_json_tool_content() {
     assert!(
         t[2].1
             .contains("{\"name\": \"t\", \"arguments\": {}}\n</tool_call>"),
-        "invalid JSON arguments become {{}}"
+        "invalid JSON arguments become {{}} under --bad-arguments empty"
     );
 }
 
@@ -300,6 +308,55 @@ fn closing_tags_in_json_bodies_are_escaped_losslessly() {
         r#"{"q": "</tool_call></think>"}"#
     );
     assert_eq!(m[2]["content"], "out </tool_response> <b></b>");
+}
+
+#[test]
+fn openai_arguments_that_are_not_json_are_rejected_unless_asked_to_empty_them() {
+    // A model's broken call arguments are never turned into `{}` without a word.
+    let call = |args: &str| json!({"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}});
+    let bad = msgs(json!([
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "", "tool_calls": [call("{\"a\": 1}"), call("{a: 1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r1"},
+        {"role": "tool", "tool_call_id": "c1", "content": "r2"}
+    ]));
+    let good = msgs(json!([{"role": "user", "content": "fine"}]));
+    let input = format!("{good}\n{bad}\n");
+    let d = tmpdir();
+    let mut c = cmd(BIN, d.path());
+    c.arg("-q");
+    let o = run_with_stdin(c, input.as_bytes());
+    assert_code(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("<stdin>:2: message 2: tool_calls[1]: the \"arguments\" string is not JSON"),
+        "{err}"
+    );
+    let rej = d.path().join("rejects.jsonl");
+    let mut c = cmd(BIN, d.path());
+    c.args(["-q", "--on-error", "skip", "--rejects"]).arg(&rej);
+    let o = run_with_stdin(c, input.as_bytes());
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 1);
+    let r = read_jsonl(&rej);
+    assert_eq!((r.len(), &r[0]["record"]), (1, &bad));
+    // The reference's rule on request: `{}`, counted.
+    let stats = d.path().join("stats.json");
+    let mut c = cmd(BIN, d.path());
+    c.args(["--bad-arguments", "empty", "--stats"]).arg(&stats);
+    let o = run_with_stdin(c, input.as_bytes());
+    assert_code(&o, 0);
+    assert!(
+        stderr(&o).contains("non_json_arguments: 1"),
+        "{}",
+        stderr(&o)
+    );
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(s["dropped_parts"]["non_json_arguments"], 1, "{s}");
+    let rows = parse_jsonl(&stdout(&o));
+    let gpt = rows[1]["conversations"][2]["value"].as_str().unwrap();
+    assert!(gpt.contains("\"arguments\": {\"a\": 1}"), "{gpt}");
+    assert!(gpt.contains("\"arguments\": {}"), "{gpt}");
 }
 
 #[test]

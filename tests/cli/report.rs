@@ -414,6 +414,27 @@ fn rejects_of_an_earlier_stage_are_counted_by_stage_and_reason() {
     assert_eq!(num(&reason.1[0]), rejects.len() as f64);
 }
 
+#[test]
+fn a_directory_with_nothing_to_read_is_a_usage_error_as_in_every_stage() {
+    // An empty page for a mistyped directory would read as "no data": exit 2 instead.
+    let d = tmpdir();
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::write(empty.join("notes.txt"), "not rows\n").unwrap();
+    let o = traj_report(d.path(), &["empty", "-o", "page.html"]);
+    assert_code(&o, 2);
+    let err = stderr(&o);
+    assert!(
+        err.contains("empty: directory holds no *.jsonl or *.json files"),
+        "{err}"
+    );
+    assert!(!d.path().join("page.html").exists());
+    // The stages say the same of it.
+    let mut c = cmd("traj-filter", d.path());
+    c.arg("empty");
+    assert_code(&run(c), 2);
+}
+
 /// Real-shaped rows: the fixtures' rows in turn, each with its own `id`.
 fn generate(path: &Path, n: usize) {
     let mut lines = Vec::new();

@@ -9,7 +9,9 @@
 //!   string inside an object or list `content`; the whole body's strings when it has
 //!   no `content`), and the body is written again as Python's `json.dumps` writes it,
 //!   so the block stays valid JSON; a body that is not JSON is cut as text inside its
-//!   tags.
+//!   tags. A `<tools>` block whose body is JSON (the system turn's tool list) has its
+//!   `description` strings cut, and is written again as the Hermes prompt writes it:
+//!   the names, types and schemas of the tools are kept, and the list stays JSON.
 //! - OpenAI message: the `content` string or each text part of a typed `content` list
 //!   (its `text`, else its `value`, as [`crate::format::message::for_each_content_text`]
 //!   reads it), and the reasoning that is counted (`reasoning` or `reasoning_content`,
@@ -21,7 +23,7 @@
 use serde_json::Value;
 
 use super::row::Shape;
-use crate::format::hermes::{Tag, find_tag, next_tag, py_strip};
+use crate::format::hermes::{self, Tag, find_tag, next_tag, py_strip};
 use crate::format::pyjson;
 
 /// What to do with one text: `Some(new)` replaces it.
@@ -198,8 +200,71 @@ fn hermes_text(s: &str, f: &mut Edit<'_>) -> Option<String> {
     changed.then_some(out)
 }
 
-/// Offer a stretch of prose (not empty) to `f`, writing it or what replaces it.
+/// Offer a stretch of prose (not empty) to `f`, writing it or what replaces it. A
+/// `<tools>` block whose body is JSON (a system turn's tool list) is not prose: the
+/// text before and after it is, and in the list each `description` string is a text
+/// of its own; the list is written again as the Hermes prompt writes it, so it stays
+/// JSON, and its tags are kept.
 fn prose(out: &mut String, t: &str, changed: &mut bool, f: &mut Edit<'_>) {
+    if let Some((open, (from, to), close)) = tools_json(t) {
+        prose_text(out, &t[..open], changed, f);
+        out.push_str(&t[open..from]);
+        let mut v: Value = serde_json::from_str(&t[from..to]).expect("parsed before");
+        if descriptions(&mut v, f) {
+            out.push_str(&pyjson::to_string(&v, pyjson::Style::Envelope));
+            *changed = true;
+        } else {
+            out.push_str(&t[from..to]);
+        }
+        out.push_str(&t[to..close]);
+        prose(out, &t[close..], changed, f);
+        return;
+    }
+    prose_text(out, t, changed, f);
+}
+
+/// The first `<tools>` block of `t` whose body is one JSON value followed by
+/// `</tools>`: where its opening tag starts, the body's span, and the end of the
+/// closing tag.
+fn tools_json(t: &str) -> Option<(usize, (usize, usize), usize)> {
+    const CLOSE: &str = "</tools>";
+    hermes::tools_openings(t).find_map(|start| {
+        let rest = &t[start..];
+        let from = start + (rest.len() - rest.trim_start().len());
+        if !t[from..].starts_with(['[', '{']) {
+            return None;
+        }
+        let mut it = serde_json::Deserializer::from_str(&t[from..]).into_iter::<Value>();
+        it.next()?.ok()?;
+        let to = from + it.byte_offset();
+        let after = &t[to..];
+        let close = to + (after.len() - after.trim_start().len());
+        t[close..].starts_with(CLOSE).then(|| {
+            let open = start - "<tools>".len();
+            (open, (from, to), close + CLOSE.len())
+        })
+    })
+}
+
+/// Every string under a `description` key inside `v`, in order.
+fn descriptions(v: &mut Value, f: &mut Edit<'_>) -> bool {
+    match v {
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |c, item| descriptions(item, f) | c),
+        Value::Object(members) => members.iter_mut().fold(false, |c, (k, item)| {
+            let edited = match item {
+                Value::String(_) if k == "description" => string(item, f),
+                _ => descriptions(item, f),
+            };
+            edited | c
+        }),
+        _ => false,
+    }
+}
+
+/// Offer a stretch of text (not empty) to `f` as one text.
+fn prose_text(out: &mut String, t: &str, changed: &mut bool, f: &mut Edit<'_>) {
     match (!t.is_empty()).then(|| f(t)).flatten() {
         Some(new) => {
             out.push_str(&new);
@@ -307,6 +372,49 @@ mod tests {
         );
         let turn = json!({"from": "tool", "value": "<tool_response>\n{\"a\": 1}"});
         assert_eq!(texts(&turn, Shape::ShareGpt), ["\n{\"a\": 1}"]);
+    }
+
+    #[test]
+    fn a_tool_list_keeps_its_json_and_tags_and_only_descriptions_are_cut() {
+        let tools = vec![crate::format::model::ToolSpec {
+            name: "web_search_with_a_long_name".into(),
+            description: "Search the web for anything.".into(),
+            parameters: json!({"type": "object", "properties": {"query": {"type": "string", "description": "What to look for."}}, "required": ["query"]}),
+        }];
+        let v = hermes::system_prompt(&tools);
+        let turn = json!({"from": "system", "value": v});
+        let got = texts(&turn, Shape::ShareGpt);
+        // The prose around the list (split at the template's mentions of the tags), then
+        // the descriptions, each on its own; nothing of the list itself.
+        let at = got.iter().position(|t| t == "Search the web for anything.");
+        assert_eq!(
+            at.map(|i| got[i + 1].as_str()),
+            Some("What to look for."),
+            "{got:?}"
+        );
+        assert!(got[at.unwrap() - 1].ends_with("Here are the available tools:\n"));
+        assert!(got[at.unwrap() + 2].starts_with("\nFor each function call"));
+        assert!(!got.iter().any(|t| t.contains("web_search")), "{got:?}");
+        let out = cut(&turn, Shape::ShareGpt);
+        let out = out["value"].as_str().unwrap();
+        let listed = hermes::parse_system(out)
+            .expect("a tool list")
+            .expect("JSON");
+        assert_eq!(listed[0].name, tools[0].name);
+        assert_eq!(listed[0].description, "<28>");
+        assert_eq!(
+            listed[0].parameters["properties"]["query"],
+            json!({"type": "string", "description": "<17>"})
+        );
+        assert_eq!(listed[0].parameters["required"], json!(["query"]));
+        assert!(
+            out.contains("<tools>\n[{") && out.contains("}]\n</tools>"),
+            "{out}"
+        );
+        // Uncut, the list is written as it was.
+        let mut same = turn.clone();
+        each_text(&mut same, Shape::ShareGpt, &mut |_| None);
+        assert_eq!(same, turn);
     }
 
     #[test]

@@ -101,10 +101,13 @@ pub enum Part {
     /// the Hermes prompt traj writes): its tools are read, its text (instructions beside
     /// the block included) is replaced by the Hermes prompt, dropped.
     OtherToolPrompt,
+    /// An OpenAI call's `arguments` string that is not JSON, written as `{}`
+    /// (`--bad-arguments empty`, the reference's rule), dropped.
+    NonJsonArguments,
 }
 
 impl Part {
-    pub const ALL: [Part; 10] = [
+    pub const ALL: [Part; 11] = [
         Part::ToolResultWithoutCall,
         Part::LateSystemMessage,
         Part::MessageWithoutTurn,
@@ -115,6 +118,7 @@ impl Part {
         Part::ContentPartKey,
         Part::ReasoningPart,
         Part::OtherToolPrompt,
+        Part::NonJsonArguments,
     ];
 
     /// The stable name (stderr, `--stats`).
@@ -130,6 +134,7 @@ impl Part {
             Part::ContentPartKey => "content_part_key",
             Part::ReasoningPart => "reasoning_part",
             Part::OtherToolPrompt => "other_tool_prompt",
+            Part::NonJsonArguments => "non_json_arguments",
         }
     }
 
@@ -145,6 +150,7 @@ impl Part {
                 | Part::ContentPartKey
                 | Part::ReasoningPart
                 | Part::OtherToolPrompt
+                | Part::NonJsonArguments
         )
     }
 }

@@ -10,6 +10,9 @@ use serde_json::{Map, Value};
 
 use crate::format::message::reasoning_of;
 use crate::format::model::{DeclError, KeptKeys, KeptValue, LOSS_WEIGHT, ToolCall};
+
+use super::BadArguments;
+use super::keep::{Part, Parts};
 pub use crate::io::ItemTexts;
 
 /// The keys each kind of message has read: ShareGPT turns, OpenAI assistant messages,
@@ -201,33 +204,54 @@ pub(super) fn kept_message(m: Map<String, Value>, texts: Option<&ItemTexts<'_>>)
     }
 }
 
-/// Arguments as given: a JSON string is parsed (not JSON → `{}`, the reference's rule),
-/// anything else is used as is; missing → `{}`.
-pub(super) fn arguments_value(a: Option<&Value>) -> Value {
+/// Arguments as given: a JSON string is parsed, anything else is used as is; missing →
+/// `{}`. A string that is not JSON follows `bad`: an error, or `{}` (the reference's
+/// rule) counted in `parts` as [`Part::NonJsonArguments`].
+pub(super) fn arguments_value(
+    a: Option<&Value>,
+    bad: BadArguments,
+    parts: &mut Parts,
+) -> Result<Value, DeclError> {
     match a {
-        None => Value::Object(Map::new()),
-        Some(Value::String(s)) => {
-            serde_json::from_str(s).unwrap_or_else(|_| Value::Object(Map::new()))
-        }
-        Some(v) => v.clone(),
+        None => Ok(Value::Object(Map::new())),
+        Some(Value::String(s)) => match serde_json::from_str(s) {
+            Ok(v) => Ok(v),
+            Err(e) => match bad {
+                BadArguments::Reject => Err(DeclError::ArgumentsNotJson(e.to_string())),
+                BadArguments::Empty => {
+                    parts.add(Part::NonJsonArguments);
+                    Ok(Value::Object(Map::new()))
+                }
+            },
+        },
+        Some(v) => Ok(v.clone()),
     }
 }
 
 /// A call spelled `{"name", "arguments"}`, `{"function": {...}}` or
 /// `{"id", "type": "function", "function": {...}}`, its arguments read as OpenAI spells
-/// them (a string is their JSON text).
-pub(super) fn call_object(v: &Value) -> Result<ToolCall, DeclError> {
-    call_object_as(v, false)
+/// them (a string is their JSON text; one that is not JSON follows `bad`).
+pub(super) fn call_object(
+    v: &Value,
+    bad: BadArguments,
+    parts: &mut Parts,
+) -> Result<ToolCall, DeclError> {
+    call_object_as(v, Some((bad, parts)))
 }
 
 /// A call of LLaMA-Factory's spelling (a `function_call` value, a `tool_call` part):
 /// the arguments are the value itself, so a string stays a string (LLaMA-Factory renders
 /// it as one: `json.dumps`), as `--to llamafactory` writes the string arguments of a call.
 pub(super) fn lf_call_object(v: &Value) -> Result<ToolCall, DeclError> {
-    call_object_as(v, true)
+    call_object_as(v, None)
 }
 
-fn call_object_as(v: &Value, lf: bool) -> Result<ToolCall, DeclError> {
+/// `openai`: how an OpenAI call's string arguments are read; `None` for LLaMA-Factory's
+/// spelling, where a string stays a string.
+fn call_object_as(
+    v: &Value,
+    openai: Option<(BadArguments, &mut Parts)>,
+) -> Result<ToolCall, DeclError> {
     let crate::format::model::FunctionPart {
         outer: m,
         function: f,
@@ -238,12 +262,14 @@ fn call_object_as(v: &Value, lf: bool) -> Result<ToolCall, DeclError> {
         _ => None,
     };
     let args = f.get("arguments").or_else(|| f.get("input"));
+    let arguments = match (args, openai) {
+        (_, Some((bad, parts))) => arguments_value(args, bad, parts)?,
+        (Some(a), None) => a.clone(),
+        (None, None) => Value::Object(Map::new()),
+    };
     Ok(ToolCall {
         id,
         name,
-        arguments: match args {
-            Some(a @ Value::String(_)) if lf => a.clone(),
-            _ => arguments_value(args),
-        },
+        arguments,
     })
 }

@@ -34,7 +34,7 @@ pub use self::keep::{Part, Parts, SystemRule, Tally};
 use crate::format::pyjson::{self, Style};
 use crate::format::repair::Mode;
 use crate::format::stats::tool_stats;
-pub use shape::{Arguments, Columns, ToolsAs};
+pub use shape::{Arguments, BadArguments, Columns, ToolsAs};
 use write::{
     AsIs, Members, close_row, hermes_conversations_with, write_core, write_error_counts,
     write_kept, write_list, write_stats, write_tools,
@@ -131,6 +131,8 @@ pub struct Options {
     pub system_rule: SystemRule,
     /// Leave out the messages' `logprobs` (they go to `--token-sidecar`, [`sidecar`]).
     pub strip_logprobs: bool,
+    /// An OpenAI call whose `arguments` string is not JSON (`--bad-arguments`).
+    pub bad_arguments: BadArguments,
 }
 
 /// What the Hermes text shows of a `tool_call` bridge call ([`crate::format::bridge`]).
@@ -333,6 +335,7 @@ fn normalize_row_with(
         mode,
         rule: opts.system_rule,
         run: keep::is_run_record(row.keys().map(String::as_str)),
+        bad_arguments: opts.bad_arguments,
         tally: made,
     };
     let mut traj = read::read_messages(items, &texts, tools, &mut ctx)?;

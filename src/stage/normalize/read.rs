@@ -32,6 +32,7 @@
 
 use serde_json::{Map, Value};
 
+use super::BadArguments;
 use super::error::{BadBody, BadMessage, BadRow, ToolsField};
 use super::keep::{self, Part, SystemRule, Tally};
 use super::members::{
@@ -164,6 +165,8 @@ pub struct ReadCtx<'t> {
     pub rule: SystemRule,
     /// The row is a run record ([`keep::is_run_record`]).
     pub run: bool,
+    /// An OpenAI call whose `arguments` string is not JSON.
+    pub bad_arguments: BadArguments,
     pub tally: &'t mut Tally,
 }
 
@@ -174,6 +177,7 @@ impl<'t> ReadCtx<'t> {
             mode,
             rule: SystemRule::default(),
             run: false,
+            bad_arguments: BadArguments::default(),
             tally,
         }
     }
@@ -297,8 +301,14 @@ pub fn read_messages(
                         .map_err(|e| at(e.into()))?;
                     hermes::parse_gpt(&text).map_err(|e| at(e.into()))?
                 } else {
-                    let mut g =
-                        openai_assistant(&m, own_texts, body, &mut ctx.tally.parts).map_err(at)?;
+                    let mut g = openai_assistant(
+                        &m,
+                        own_texts,
+                        body,
+                        ctx.bad_arguments,
+                        &mut ctx.tally.parts,
+                    )
+                    .map_err(at)?;
                     let unused = unused_reasoning(&m, g.reasoning.as_deref());
                     if !unused.is_empty() {
                         extra = m
@@ -577,6 +587,7 @@ fn openai_assistant(
     m: &Map<String, Value>,
     texts: &[(String, &str)],
     body: Option<Value>,
+    bad_arguments: BadArguments,
     parts: &mut keep::Parts,
 ) -> Result<GptTurn, BadMessage> {
     let Body {
@@ -608,13 +619,15 @@ fn openai_assistant(
                         }
                     }
                 }
-                calls.push(call_object(c).map_err(|e| BadMessage::ToolCall(k, e))?);
+                calls.push(
+                    call_object(c, bad_arguments, parts).map_err(|e| BadMessage::ToolCall(k, e))?,
+                );
             }
         }
         Some(other) => return Err(BadMessage::ToolCallsNotAList(json_kind(other))),
     }
     if let Some(fc @ Value::Object(_)) = m.get("function_call") {
-        calls.push(call_object(fc).map_err(BadMessage::FunctionCall)?);
+        calls.push(call_object(fc, bad_arguments, parts).map_err(BadMessage::FunctionCall)?);
     }
     Ok(GptTurn {
         reasoning,

@@ -38,6 +38,16 @@ pub enum Arguments {
     Object,
 }
 
+/// What becomes of an OpenAI call whose `arguments` string is not JSON (`--bad-arguments`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum BadArguments {
+    /// The row is rejected, its reason naming the message and the call.
+    #[default]
+    Reject,
+    /// The arguments become `{}` (the reference's rule), counted as `non_json_arguments`.
+    Empty,
+}
+
 /// How the `tools` column is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ToolsAs {

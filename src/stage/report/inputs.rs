@@ -77,6 +77,7 @@ pub fn resolve(args: &[String], glob: Option<&Glob>) -> Result<Inputs> {
                 out.statistics.push(s);
             }
         } else if a != "-" && p.is_dir() {
+            let before = out.sources.len();
             let files = data_files_in(p, glob)?;
             out.sources.extend(
                 files
@@ -84,6 +85,9 @@ pub fn resolve(args: &[String], glob: Option<&Glob>) -> Result<Inputs> {
                     .filter(|f| glob.is_some() || !is_side_file(f))
                     .map(Source::File),
             );
+            if out.sources.len() == before {
+                return Err(crate::io::no_data_files(p, "", glob).into());
+            }
         } else {
             out.sources
                 .extend(sources_matching(std::slice::from_ref(a), "", glob)?);
