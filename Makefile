@@ -165,7 +165,7 @@ $(RUN_DONE): $(TASKS) | $(BIN)/traj-run
 # trajectories.jsonl is kept when a stage fails, never replaced by a part and deleted).
 $(TRAJECTORIES): $(RUN_DONE) | $(BIN)/traj-merge $(BIN)/traj-normalize $(BIN)/traj-filter
 	$(BIN)/traj-merge $(RUN_DIR) --rejects $(RUN_DIR)/merge_rejects.jsonl \
-	  | $(BIN)/traj-normalize --rejects $(RUN_DIR)/normalize_rejects.jsonl \
+	  | $(BIN)/traj-normalize --on-error skip --rejects $(RUN_DIR)/normalize_rejects.jsonl \
 	      --tools <($(BIN)/traj-sample-tools --list-toolsets --json | jq -c '[.[].tools[].name] | unique') \
 	  | $(BIN)/traj-filter $(FILTERS) --rejects $(RUN_DIR)/rejects.jsonl \
 	      --stats $(RUN_DIR)/filter_stats.json -o $@.part \

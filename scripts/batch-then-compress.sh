@@ -55,7 +55,7 @@ t traj-run --resume --run-dir "$dir" --model "$model" --base-url "$base_url" \
   --api-key-env "$key_env" --num-workers "$workers" --batch-size "$batch_size" \
   --max-turns "$max_turns" "$dir/tasks.jsonl" > /dev/null
 t traj-merge "$dir" --rejects "$dir/merge_rejects.jsonl" \
-  | t traj-normalize --rejects "$dir/normalize_rejects.jsonl" \
+  | t traj-normalize --on-error skip --rejects "$dir/normalize_rejects.jsonl" \
       --tools <(t traj-sample-tools --list-toolsets --json | jq -c '[.[].tools[].name] | unique') \
   | t traj-filter --well-formed --valid-tools --rejects "$dir/rejects.jsonl" \
       --stats "$dir/filter_stats.json" -o "$dir/trajectories.jsonl"
