@@ -319,13 +319,17 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let judge_row = |line: &[u8]| {
         let row = match filter::parse_row(line) {
             Ok(row) => row,
-            // With no row predicate any JSON object passes them (and has no task).
+            // With no row predicate any JSON object passes them; its task and reward
+            // are read from its members all the same (a row without a message list
+            // has them too).
             Err(_)
                 if preds.is_empty()
                     && pieces.is_none()
                     && filter::validate_object(line).is_ok() =>
             {
-                return Ok((Vec::new(), None, None));
+                let (task, reward) =
+                    crate::format::groups::task_and_reward_of_line(line).unwrap_or_default();
+                return Ok((Vec::new(), task, reward));
             }
             Err(e) => return Err(e.to_string()),
         };

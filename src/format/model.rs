@@ -502,12 +502,14 @@ pub fn call_arguments(v: Option<&Value>) -> Result<Value, ArgsError> {
 }
 
 /// Turn tool output text into the value stored in a result: text whose stripped form
-/// starts with `{` or `[` and parses as JSON becomes that JSON value; anything else
-/// stays text (the reference's rule).
+/// starts with `{` or `[` and is JSON becomes that JSON value (the reference's rule);
+/// anything else stays text. JSON here is the rule every row is read by
+/// ([`crate::io::parse_value`]): an object with a key twice stays text, since one value
+/// would silently take the other's place.
 pub fn tool_content_value(text: &str) -> Value {
     let t = text.trim_start();
     if (t.starts_with('{') || t.starts_with('['))
-        && let Ok(v) = serde_json::from_str::<Value>(text)
+        && let Ok(v) = crate::io::parse_value(text.as_bytes())
     {
         return v;
     }
@@ -518,7 +520,7 @@ pub fn tool_content_value(text: &str) -> Value {
 pub fn tool_content_value_owned(text: String) -> Value {
     let t = text.trim_start();
     if (t.starts_with('{') || t.starts_with('['))
-        && let Ok(v) = serde_json::from_str::<Value>(&text)
+        && let Ok(v) = crate::io::parse_value(text.as_bytes())
     {
         return v;
     }
@@ -624,6 +626,10 @@ mod tests {
     #[test]
     fn content_value_parses_only_json_looking_text() {
         assert_eq!(tool_content_value(" {\"a\": 1}"), json!({"a": 1}));
+        // A key twice: one value would take the other's place, so it stays text.
+        let twice = "{\"status\": \"fail\", \"status\": \"ok\"}";
+        assert_eq!(tool_content_value(twice), json!(twice));
+        assert_eq!(tool_content_value_owned(twice.into()), json!(twice));
         assert_eq!(tool_content_value("[1"), json!("[1"));
         assert_eq!(tool_content_value("42"), json!("42"));
     }

@@ -169,10 +169,14 @@ pub fn first_is_brace(line: &[u8]) -> Result<(), BadRow> {
         Some(b't' | b'f' | b'n') if serde_json::from_slice::<IgnoredAny>(line).is_ok() => {
             Err(BadRow::NotAnObject("a literal"))
         }
-        _ => Err(match serde_json::from_slice::<IgnoredAny>(line) {
-            Err(e) => BadRow::Json(crate::io::json::json_error_text(line, &e)),
-            Ok(_) => BadRow::NotAnObjectAtAll,
-        }),
+        // Text that is not UTF-8 is said first, as every stage says it.
+        _ => Err(
+            match utf8(line).map(|_| serde_json::from_slice::<IgnoredAny>(line)) {
+                Err(e) => e,
+                Ok(Err(e)) => BadRow::Json(crate::io::json::json_error_text(line, &e)),
+                Ok(Ok(_)) => BadRow::NotAnObjectAtAll,
+            },
+        ),
     }
 }
 

@@ -64,7 +64,9 @@ pub fn json_error_text(text: &[u8], e: &serde_json::Error) -> String {
 }
 
 /// One JSON value by the row rules (UTF-8, no key twice, the depth limit).
-fn parse_value(bytes: &[u8]) -> std::result::Result<Value, String> {
+/// One JSON value by the rules of [`parse_object`] (no key twice, no lone surrogate,
+/// less than 128 levels), or why not.
+pub fn parse_value(bytes: &[u8]) -> std::result::Result<Value, String> {
     let text = match simdutf8::basic::from_utf8(bytes) {
         Ok(text) => text,
         Err(_) => {

@@ -145,9 +145,18 @@ pub fn run(
         ));
     }
     if cfg.resume && !cfg.quiet {
+        // With --rollouts, every count below is of runs (a task's rollout each).
+        let rollouts = cfg.rollout.rollouts.max(1) as usize;
+        let what = if rollouts > 1 {
+            format!(
+                "{total_prompts} runs ({} tasks x {rollouts} rollouts)",
+                total_prompts / rollouts
+            )
+        } else {
+            format!("{total_prompts} prompts")
+        };
         note(&format!(
-            "resume: {} prompts, {} already done, {} given up, {} to run (batch files from {})",
-            total_prompts,
+            "resume: {what}, {} already done, {} given up, {} to run (batch files from {})",
             plan.already_done,
             plan.given_up,
             plan.tasks.len(),

@@ -245,3 +245,54 @@ fn a_row_compressed_twice_keeps_one_notice() {
         last = out;
     }
 }
+
+/// compress, traj-normalize, compress again: one notice still (normalize puts the system
+/// text and its notice in front of the Hermes tool prompt); and the second compression's
+/// `compression_metrics` replace the first's, flag or not.
+#[test]
+fn a_row_compressed_normalised_and_compressed_again_keeps_one_notice_and_true_metrics() {
+    let d = tmpdir();
+    std::fs::write(d.path().join("in.jsonl"), format!("{}\n", long_row(40))).unwrap();
+    let notice = "Some of your previous tool responses may be summarized";
+    let o = compress(
+        d.path(),
+        &[
+            "in.jsonl",
+            "--target-max-tokens",
+            "6000",
+            "--per-trajectory-metrics",
+            "--no-metrics",
+            "-o",
+            "c1.jsonl",
+        ],
+    );
+    assert_code(&o, 0);
+    let mut c = cmd("traj-normalize", d.path());
+    c.args(["-q", "c1.jsonl", "-o", "h.jsonl"]);
+    assert_code(&run(c), 0);
+    let second = |flag: bool, out: &str| {
+        let mut args = vec!["h.jsonl", "--target-max-tokens", "3000", "--no-metrics"];
+        if flag {
+            args.push("--per-trajectory-metrics");
+        }
+        args.extend(["-o", out]);
+        assert_code(&compress(d.path(), &args), 0);
+        let row: Value =
+            serde_json::from_str(&std::fs::read_to_string(d.path().join(out)).unwrap()).unwrap();
+        row
+    };
+    let (with, without) = (second(true, "c2a.jsonl"), second(false, "c2b.jsonl"));
+    let system = without["conversations"][0]["value"].as_str().unwrap();
+    assert_eq!(system.matches(notice).count(), 1, "{system}");
+    assert_eq!(with, without);
+    let before: Value = serde_json::from_str(
+        std::fs::read_to_string(d.path().join("h.jsonl"))
+            .unwrap()
+            .trim(),
+    )
+    .unwrap();
+    assert_ne!(
+        without["compression_metrics"], before["compression_metrics"],
+        "the first compression's metrics were left on a row compressed again"
+    );
+}

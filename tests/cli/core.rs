@@ -248,6 +248,12 @@ fn every_stage_answers_a_bad_line_the_same_way() {
             [row.as_bytes(), b",\"s\":\"\xff\"}"].concat(),
             Some("invalid UTF-8 at byte"),
         ),
+        // Not UTF-8 from its first byte (a UTF-16 byte order mark): the same words.
+        (
+            "utf8-first",
+            b"\xff\xfe{}".to_vec(),
+            Some("invalid UTF-8 at byte 0"),
+        ),
         (
             "dup",
             format!("{row},\"prompt\":\"q\"}}").into_bytes(),

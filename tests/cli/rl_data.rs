@@ -296,6 +296,27 @@ fn best_of_and_group_has_signal_judge_each_task_by_its_rewards() {
     let o = run(c);
     assert_code(&o, 0);
     assert_eq!(parse_jsonl(&stdout(&o)), rows[..8].to_vec());
+    // Rows without a message list (scores alone) have their task and reward too.
+    std::fs::write(
+        d.path().join("scores.jsonl"),
+        "{\"prompt_index\": 1, \"reward\": 1}\n{\"prompt_index\": 1, \"reward\": 0}\n",
+    )
+    .unwrap();
+    let o = filter(
+        d.path(),
+        &["--best-of", "scores.jsonl", "--rejects", "rej3.jsonl"],
+    );
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "{\"prompt_index\": 1, \"reward\": 1}\n");
+    let rej = read_jsonl(&d.path().join("rej3.jsonl"));
+    assert_eq!(rej.len(), 1);
+    assert!(
+        rej[0]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("not-best: "),
+        "{rej:?}"
+    );
     // A shard holds every N-th line, not whole tasks: refused.
     let o = filter(d.path(), &["--best-of", "--shard", "0/2", "rows.jsonl"]);
     assert_code(&o, 2);

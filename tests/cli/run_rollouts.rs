@@ -208,9 +208,20 @@ fn kill_9_at_random_then_resume_runs_every_rollout_once() {
         kills += 1;
     }
     assert_eq!(kills, 20, "the run finished before 20 kills");
-    let mut c = traj_run(d.path(), &s, "run");
-    c.args(args).arg("--resume");
-    assert_code(&run(c), 0);
+    // Not quiet: the resume line is read below.
+    let mut c = standin_run(d.path(), &s.url(), "run");
+    c.args(["--toolsets", "file", "tasks.jsonl"])
+        .args(args)
+        .arg("--resume")
+        .stdout(Stdio::null());
+    let o = run(c);
+    assert_code(&o, 0);
+    // The resume line counts runs, and says so.
+    let err = stderr(&o);
+    assert!(
+        err.contains("resume: 48 runs (12 tasks x 4 rollouts), "),
+        "{err}"
+    );
     let recs = by_rollout(&run_dir);
     assert_eq!(recs.len(), 48, "every (task, rollout) exactly once");
     for r in recs.values() {

@@ -318,7 +318,11 @@ impl Compressor {
             }
         }
         self.record(|a| a.add(&m));
-        let with_metrics = self.settings.per_trajectory_metrics && !m.skipped_under_target;
+        // A rewritten row that carries metrics of an earlier compression gets this one's:
+        // left as they were, they would describe a row that is no longer there.
+        let with_metrics = (self.settings.per_trajectory_metrics
+            || (rewritten && row.obj.contains_key(METRICS_KEY)))
+            && !m.skipped_under_target;
         if rewritten || with_metrics {
             let mut changed = Vec::new();
             if with_metrics {

@@ -269,9 +269,10 @@ pub fn summary_turn(text: &str, shape: Shape, content: Content) -> Value {
 }
 
 /// Append the summary notice to a system turn: to its string, or as one more text part
-/// of its list (the part's text under the row's key). A turn that already ends with the
-/// notice (a row compressed before, compressed again under a smaller budget) is left as
-/// it is. Returns whether the turn changed.
+/// of its list (the part's text under the row's key). A turn that already holds the
+/// notice (a row compressed before, compressed again under a smaller budget; or that row
+/// normalised in between, which puts the system text and its notice in front of the
+/// Hermes tool prompt) is left as it is. Returns whether the turn changed.
 pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str, content: Content) -> bool {
     let key = shape.text_key();
     let Some(obj) = turn.as_object_mut() else {
@@ -279,7 +280,7 @@ pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str, content: Cont
     };
     match obj.get_mut(key) {
         Some(Value::String(s)) => {
-            if s.ends_with(notice) {
+            if s.contains(notice) {
                 return false;
             }
             s.push_str(notice);
@@ -289,7 +290,11 @@ pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str, content: Cont
                 Content::Parts(k) => k,
                 Content::Text => "text",
             };
-            if parts.last().and_then(|p| p.get(k)).and_then(Value::as_str) == Some(notice) {
+            if parts.iter().any(|p| {
+                p.get(k)
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.contains(notice))
+            }) {
                 return false;
             }
             parts.push(Content::part(k, notice));
@@ -307,8 +312,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The notice goes on once: a turn that already ends with it (a string, or a last
-    /// text part) is left as it is.
+    /// The notice goes on once: a turn that already holds it (a string, or a text part)
+    /// is left as it is.
     #[test]
     fn the_notice_is_appended_once() {
         let n = "\n\nnotice";
@@ -325,6 +330,11 @@ mod tests {
         assert!(append_notice(&mut t, Shape::ShareGpt, n, Content::Text));
         assert!(!append_notice(&mut t, Shape::ShareGpt, n, Content::Text));
         assert_eq!(t["value"], "sys\n\nnotice");
+        // Normalised in between: the notice is in front of the Hermes tool prompt.
+        let mut t = json!({"from": "system", "value": "sys\n\nnotice\n\nYou are a function calling AI model. <tools>\n[]\n</tools>"});
+        let before = t.clone();
+        assert!(!append_notice(&mut t, Shape::ShareGpt, n, Content::Text));
+        assert_eq!(t, before);
     }
 
     fn counted(turn: &Value, shape: Shape) -> Vec<String> {

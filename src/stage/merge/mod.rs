@@ -229,7 +229,8 @@ fn first_user_text(raw: &str) -> Option<Option<String>> {
 
 /// The text a prompt is identified by: a string, white space trimmed (an empty or blank
 /// one identifies nothing); a `content` list of text parts only (`{"type": "text",
-/// "text"}` or bare strings), their texts joined with `\n` as traj-normalize joins them,
+/// "text"}`, LLaMA-Factory's `{"type": "text", "value"}`, bare strings: the part rule
+/// of [`crate::format::message::part`]), their texts joined with `\n` as traj-normalize joins them,
 /// so that one prompt is one key in either spelling; any other JSON (images among the
 /// parts) by its JSON text.
 fn prompt_key_text(raw: &str) -> Option<String> {
@@ -241,15 +242,12 @@ fn prompt_key_text(raw: &str) -> Option<String> {
         && let Ok(parts) = serde_json::from_str::<Vec<serde_json::Value>>(raw)
         && !parts.is_empty()
     {
+        // A text part by the one part rule traj-normalize reads (`text`, else `value`:
+        // LLaMA-Factory's spelling; other keys of the part are no text).
         let texts: Option<Vec<&str>> = parts
             .iter()
-            .map(|p| match p {
-                serde_json::Value::String(s) => Some(s.as_str()),
-                serde_json::Value::Object(m)
-                    if m.len() == 2 && m.get("type").and_then(|t| t.as_str()) == Some("text") =>
-                {
-                    m.get("text").and_then(|t| t.as_str())
-                }
+            .map(|p| match crate::format::message::part(p) {
+                crate::format::message::Part::Text(t) => Some(t),
                 _ => None,
             })
             .collect();
@@ -262,12 +260,49 @@ fn prompt_key_text(raw: &str) -> Option<String> {
 
 /// A JSON number that is a whole number, as an integer: `2`, `2.0`, `2e0` and `-0` are
 /// one value, as Python and pandas read them (pandas writes an integer column that
-/// holds a NaN as `2.0`). `None` for anything else, and for numbers past 2^53, where
-/// a float no longer holds every integer.
+/// holds a NaN as `2.0`). `None` for anything else, and for whole numbers past `i64`.
 fn whole_number(raw: &str) -> Option<i64> {
-    raw.parse::<i64>().ok().or_else(|| {
-        let x = raw.parse::<f64>().ok()?;
-        (x.fract() == 0.0 && x.abs() <= 9_007_199_254_740_992.0).then_some(x as i64)
+    whole_text(raw)?.parse().ok()
+}
+
+/// The exact value of a JSON number that is a whole number, in decimal digits (`-` in
+/// front when negative; `0` for any zero), read from its text and never through a
+/// float, so that two numbers are one key only when they are one value
+/// (`9007199254740993.0` is not `9007199254740992`, `3.0000000000000001` is no whole
+/// number). A value of more than [`MAX_DIGITS`] digits is written `DIGITSeEXP` instead.
+/// `None` when the text is not a whole number.
+fn whole_text(raw: &str) -> Option<String> {
+    const MAX_DIGITS: i64 = 4096;
+    let (neg, t) = match raw.strip_prefix('-') {
+        Some(t) => (true, t),
+        None => (false, raw),
+    };
+    let (mantissa, exp) = match t.find(['e', 'E']) {
+        Some(i) => (&t[..i], t[i + 1..].parse::<i64>().ok()?),
+        None => (t, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // value = digits x 10^exp, the digits without leading or trailing zeros.
+    let all = format!("{int}{frac}");
+    let digits = all.trim_start_matches('0');
+    let trimmed = digits.trim_end_matches('0');
+    if trimmed.is_empty() {
+        return Some("0".into());
+    }
+    let exp = exp
+        .checked_sub(frac.len() as i64)?
+        .checked_add((digits.len() - trimmed.len()) as i64)?;
+    if exp < 0 {
+        return None;
+    }
+    let sign = if neg { "-" } else { "" };
+    Some(if trimmed.len() as i64 + exp > MAX_DIGITS {
+        format!("{sign}{trimmed}e{exp}")
+    } else {
+        format!("{sign}{trimmed}{}", "0".repeat(exp as usize))
     })
 }
 
@@ -300,7 +335,7 @@ fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
     // A whole number is keyed by its value, whatever its spelling.
     let field = |name: &str| match fields.get(name).filter(|v| **v != "null") {
         Some(v) => {
-            let text = whole_number(v).map_or_else(|| v.to_string(), |i| i.to_string());
+            let text = whole_text(v).unwrap_or_else(|| v.to_string());
             (Some(hash128(name, text.as_bytes())), format!("{name} {v}"))
         }
         None => (None, String::new()),
@@ -613,6 +648,61 @@ pub fn parse_size(s: &str) -> Result<usize, SizeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prompt_is_one_key_in_every_spelling_of_its_text_parts() {
+        let plain = prompt_key_text("\"hello\"");
+        for parts in [
+            r#"[{"type": "text", "text": "hello"}]"#,
+            r#"[{"type": "text", "value": "hello"}]"#,
+            r#"[{"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}}]"#,
+            r#"["hello"]"#,
+        ] {
+            assert_eq!(prompt_key_text(parts), plain, "{parts}");
+        }
+        // An image among the parts: the JSON text, so two images are two prompts.
+        let img = r#"[{"type": "text", "text": "hello"}, {"type": "image_url", "image_url": {"url": "u"}}]"#;
+        assert_eq!(prompt_key_text(img).as_deref(), Some(img));
+    }
+
+    #[test]
+    fn whole_numbers_are_one_key_only_when_they_are_one_value() {
+        for (a, b) in [
+            ("2", "2.0"),
+            ("2", "2e0"),
+            ("200", "2E2"),
+            ("0", "-0.0"),
+            ("-15", "-1.5e1"),
+            (
+                "123456789012345678901234567890",
+                "1.23456789012345678901234567890e29",
+            ),
+            ("1e400", "10E399"),
+        ] {
+            assert_eq!(whole_text(a), whole_text(b), "{a} {b}");
+            assert!(whole_text(a).is_some(), "{a}");
+        }
+        for (a, b) in [
+            ("9007199254740993.0", "9007199254740992"),
+            ("9007199254740993", "9007199254740992"),
+        ] {
+            assert_ne!(whole_text(a), whole_text(b), "{a} {b}");
+        }
+        for not_whole in [
+            "3.0000000000000001",
+            "2.00000000000000000001",
+            "1e-1",
+            "\"2\"",
+            "true",
+        ] {
+            assert_eq!(whole_text(not_whole), None, "{not_whole}");
+        }
+        assert_eq!(
+            whole_number("9007199254740993.0"),
+            Some(9_007_199_254_740_993)
+        );
+        assert_eq!(whole_number("1e400"), None);
+    }
 
     fn cfg(buffer_bytes: usize, keep: Keep) -> MergeConfig {
         MergeConfig {

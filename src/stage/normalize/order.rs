@@ -1,17 +1,50 @@
 //! The results of one step in the order of the calls they answer.
 //!
 //! An OpenAI reply's parallel calls carry ids, and its tool messages may come in any
-//! order (`c_b`'s result before `c_a`'s). Hermes text, LLaMA-Factory's turns and every
-//! reader of them (the reference, LLaMA-Factory's templates, `traj-filter --well-formed`)
-//! pair the k-th result with the k-th call: the calls' ids are not in the text. So a tool
-//! turn whose results every answer a distinct call by id is put in the order of those
-//! calls (the keys kept of each result move with it); reading the written row back pairs
-//! each result with its own call again, and `--to openai` gives every call its own id.
-//! A turn with a result that answers no call by id is left as it was read.
+//! order (`c_b`'s result before `c_a`'s); results without ids name their tool instead
+//! (`{"role": "tool", "name": "get_time"}`, a Hermes `<tool_response>` of another
+//! writer). Hermes text, LLaMA-Factory's turns and every reader of them (the reference,
+//! LLaMA-Factory's templates, `traj-filter --well-formed`) pair the k-th result with the
+//! k-th call: the calls' ids are not in the text. So a tool turn whose results every
+//! answer a distinct call is put in the order of those calls (the keys kept of each
+//! result move with it); reading the written row back pairs each result with its own
+//! call again, and `--to openai` gives every call its own id. A result answers the call
+//! with its id; a result without an id, the first call not yet answered of the name its
+//! reading gave it ([`super::read::Pending`]'s rule: its own name, else its place). A
+//! turn with a result that answers no call is left as it was read.
 
 use crate::format::model::{Kept, Turn};
 
-/// Put the results of every tool turn in the order of the calls they answer by id, and
+use crate::format::model::{GptTurn, ToolResult};
+
+/// The order the results `rs` of the calls of `g` are written in, `order[new] = old`;
+/// `None` when they already follow their calls, or when a result answers no call (the
+/// turn stays as it was read).
+pub(super) fn call_order(g: &GptTurn, rs: &[ToolResult]) -> Option<Vec<usize>> {
+    // The call each result answers, by id, else by the name it was paired by.
+    let mut taken = vec![false; g.tool_calls.len()];
+    let mut slots = Vec::with_capacity(rs.len());
+    for r in rs {
+        let k = (0..g.tool_calls.len()).find(|&k| {
+            !taken[k]
+                && if r.tool_call_id.is_empty() {
+                    g.tool_calls[k].name == r.name
+                } else {
+                    g.tool_calls[k].id.as_deref() == Some(&r.tool_call_id)
+                }
+        })?;
+        taken[k] = true;
+        slots.push(k);
+    }
+    if slots.is_sorted() {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..rs.len()).collect();
+    order.sort_by_key(|&old| slots[old]);
+    Some(order)
+}
+
+/// Put the results of every tool turn in the order of the calls they answer, and
 /// renumber the kept keys of the results moved.
 pub(super) fn results_in_call_order(turns: &mut [Turn], kept: &mut [Kept]) {
     for ti in 1..turns.len() {
@@ -19,30 +52,10 @@ pub(super) fn results_in_call_order(turns: &mut [Turn], kept: &mut [Kept]) {
         let (Turn::Gpt(g), Turn::Tool(rs)) = (&before[ti - 1], &mut after[0]) else {
             continue;
         };
-        // The call each result answers, by id; none when a result answers no call.
-        let mut taken = vec![false; g.tool_calls.len()];
-        let mut slots = Vec::with_capacity(rs.len());
-        for r in rs.iter() {
-            let slot = (!r.tool_call_id.is_empty())
-                .then(|| {
-                    (0..g.tool_calls.len()).find(|&k| {
-                        !taken[k] && g.tool_calls[k].id.as_deref() == Some(&r.tool_call_id)
-                    })
-                })
-                .flatten();
-            let Some(k) = slot else {
-                slots.clear();
-                break;
-            };
-            taken[k] = true;
-            slots.push(k);
-        }
-        if slots.len() != rs.len() || slots.is_sorted() {
+        let Some(order) = call_order(g, rs) else {
             continue;
-        }
+        };
         // `order[new] = old`, and `place[old] = new`.
-        let mut order: Vec<usize> = (0..rs.len()).collect();
-        order.sort_by_key(|&old| slots[old]);
         let mut place = vec![0; rs.len()];
         for (new, &old) in order.iter().enumerate() {
             place[old] = new;
@@ -122,14 +135,65 @@ mod tests {
             .collect();
         assert_eq!(at, [(2, json!(0)), (0, json!(1)), (1, json!(2))]);
 
-        // A result that answers no call by id leaves the turn as it was.
+        // A result that answers no call leaves the turn as it was.
         let mut turns = vec![
             Turn::Human("q".into()),
-            gpt,
-            Turn::Tool(vec![result("b", "B"), result("", "A")]),
+            gpt.clone(),
+            Turn::Tool(vec![result("b", "B"), result("z", "Z")]),
         ];
         let before = turns.clone();
         results_in_call_order(&mut turns, &mut []);
         assert_eq!(turns, before);
+        // A result without an id answers the first open call of its name.
+        let mut turns = vec![
+            Turn::Human("q".into()),
+            gpt,
+            Turn::Tool(vec![result("b", "B"), result("", "A"), result("", "C")]),
+        ];
+        results_in_call_order(&mut turns, &mut []);
+        let Turn::Tool(rs) = &turns[2] else { panic!() };
+        let outs: Vec<_> = rs.iter().map(|r| r.content.clone()).collect();
+        assert_eq!(outs, [json!("A"), json!("B"), json!("C")]);
+    }
+
+    #[test]
+    fn results_named_but_without_ids_follow_their_calls() {
+        let named = |name: &str| ToolCall {
+            id: None,
+            name: name.into(),
+            arguments: json!({}),
+        };
+        let answer = |name: &str, out: &str| ToolResult {
+            tool_call_id: String::new(),
+            name: name.into(),
+            content: json!(out),
+        };
+        let mut turns = vec![
+            Turn::Human("q".into()),
+            Turn::Gpt(GptTurn {
+                tool_calls: vec![named("get_weather"), named("get_time"), named("get_time")],
+                ..GptTurn::default()
+            }),
+            Turn::Tool(vec![
+                answer("get_time", "14:05"),
+                answer("get_weather", "sunny"),
+                answer("get_time", "UTC"),
+            ]),
+        ];
+        results_in_call_order(&mut turns, &mut []);
+        let Turn::Tool(rs) = &turns[2] else { panic!() };
+        let got: Vec<_> = rs
+            .iter()
+            .map(|r| (r.name.as_str(), r.content.clone()))
+            .collect();
+        // Results of one name keep their order among themselves.
+        assert_eq!(
+            got,
+            [
+                ("get_weather", json!("sunny")),
+                ("get_time", json!("14:05")),
+                ("get_time", json!("UTC"))
+            ]
+        );
     }
 }

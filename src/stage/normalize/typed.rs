@@ -503,6 +503,15 @@ fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<R
     if turns.is_empty() {
         return Some(Err(BadRow::NoTurns));
     }
+    // Results that go in the order of their calls move with their texts: the general
+    // path's work ([`super::order`]).
+    for w in turns.windows(2) {
+        if let [Turn::Gpt(g), Turn::Tool(rs)] = w
+            && super::order::call_order(g, rs).is_some()
+        {
+            return None;
+        }
+    }
     Some(Ok(Read {
         traj: Trajectory {
             tools: system_tools.unwrap_or_default(),
