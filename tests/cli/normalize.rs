@@ -360,6 +360,44 @@ fn openai_arguments_that_are_not_json_are_rejected_unless_asked_to_empty_them() 
 }
 
 #[test]
+fn what_a_hermes_row_cannot_carry_is_counted_by_name() {
+    // An image's URL, a schema's `strict` and `cache_control`, a call's `strict`, the id
+    // of a call no result answers, a result's own name that is not its call's.
+    let row = json!({"messages": [
+        {"role": "user", "content": [{"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "search", "arguments": "{}", "strict": true}}]},
+        {"role": "tool", "tool_call_id": "a", "name": "browser.search", "content": "r"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "toolu_02", "type": "function", "function": {"name": "search", "arguments": "{}"}}]}
+    ], "tools": [{"type": "function", "cache_control": {"type": "ephemeral"},
+        "function": {"name": "search", "description": "d", "strict": true, "parameters": {}}}]});
+    let d = tmpdir();
+    let stats = d.path().join("stats.json");
+    let mut c = cmd(BIN, d.path());
+    c.arg("--stats").arg(&stats);
+    let o = run_with_stdin(c, format!("{row}\n").as_bytes());
+    assert_code(&o, 0);
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let dropped = &s["dropped_parts"];
+    for (kind, n) in [
+        ("image_part", 1),
+        ("tool_schema_key", 2),
+        ("tool_call_key", 1),
+        ("unanswered_call_id", 1),
+        ("tool_result_name", 1),
+    ] {
+        assert_eq!(dropped[kind], n, "{kind}: {s}");
+    }
+    assert!(
+        stderr(&o).contains("image_part: 1") && stderr(&o).contains("unanswered_call_id: 1"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn reasoning_with_a_closing_think_tag_is_rejected_with_a_reason() {
     let bad = msgs(json!([
         {"role": "user", "content": "Q"},

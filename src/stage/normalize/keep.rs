@@ -104,10 +104,23 @@ pub enum Part {
     /// An OpenAI call's `arguments` string that is not JSON, written as `{}`
     /// (`--bad-arguments empty`, the reference's rule), dropped.
     NonJsonArguments,
+    /// An image part (`image_url`, `image`, `input_image`): written as the reference's
+    /// `[screenshot]` placeholder, its URL or data dropped.
+    ImagePart,
+    /// A key of a tool schema in the row's `tools` other than `type` and `function`, or
+    /// of its function other than `name`, `description` and `parameters` (`strict`,
+    /// `cache_control`), dropped.
+    ToolSchemaKey,
+    /// The id of a call no result answers (the last call of a run cut off): the Hermes
+    /// text carries a call's id only in its result, dropped.
+    UnansweredCallId,
+    /// A tool result's own `name` that is not its call's (`browser.search` answering a
+    /// call of `search`): the result is written under its call's name, dropped.
+    ToolResultName,
 }
 
 impl Part {
-    pub const ALL: [Part; 11] = [
+    pub const ALL: [Part; 15] = [
         Part::ToolResultWithoutCall,
         Part::LateSystemMessage,
         Part::MessageWithoutTurn,
@@ -119,6 +132,10 @@ impl Part {
         Part::ReasoningPart,
         Part::OtherToolPrompt,
         Part::NonJsonArguments,
+        Part::ImagePart,
+        Part::ToolSchemaKey,
+        Part::UnansweredCallId,
+        Part::ToolResultName,
     ];
 
     /// The stable name (stderr, `--stats`).
@@ -135,6 +152,10 @@ impl Part {
             Part::ReasoningPart => "reasoning_part",
             Part::OtherToolPrompt => "other_tool_prompt",
             Part::NonJsonArguments => "non_json_arguments",
+            Part::ImagePart => "image_part",
+            Part::ToolSchemaKey => "tool_schema_key",
+            Part::UnansweredCallId => "unanswered_call_id",
+            Part::ToolResultName => "tool_result_name",
         }
     }
 
@@ -151,6 +172,10 @@ impl Part {
                 | Part::ReasoningPart
                 | Part::OtherToolPrompt
                 | Part::NonJsonArguments
+                | Part::ImagePart
+                | Part::ToolSchemaKey
+                | Part::UnansweredCallId
+                | Part::ToolResultName
         )
     }
 }

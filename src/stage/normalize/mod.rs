@@ -325,7 +325,7 @@ fn normalize_row_with(
         Some(Value::Array(items)) => items,
         _ => unreachable!("find_messages checked the list"),
     };
-    let tools = read::row_tools(&row)?;
+    let tools = read::row_tools(&row, &mut made.parts)?;
     let mode = if opts.no_repair {
         Mode::Refuse
     } else {

@@ -81,8 +81,12 @@ pub fn find_messages<'a>(
     })
 }
 
-/// The row's own `tools` field: a list of schemas or a JSON string holding one.
-pub fn row_tools(row: &Map<String, Value>) -> Result<Option<Vec<ToolSpec>>, ToolsField> {
+/// The row's own `tools` field: a list of schemas or a JSON string holding one. The keys
+/// of a schema that [`ToolSpec`] has no field for are counted in `parts`.
+pub fn row_tools(
+    row: &Map<String, Value>,
+    parts: &mut keep::Parts,
+) -> Result<Option<Vec<ToolSpec>>, ToolsField> {
     let parsed;
     let list = match row.get("tools") {
         None | Some(Value::Null) => return Ok(None),
@@ -98,11 +102,44 @@ pub fn row_tools(row: &Map<String, Value>) -> Result<Option<Vec<ToolSpec>>, Tool
         }
         Some(other) => return Err(ToolsField::NotAList(json_kind(other))),
     };
-    list.iter()
+    let specs = list
+        .iter()
         .enumerate()
         .map(|(i, t)| ToolSpec::from_json(t).map_err(|e| ToolsField::Entry(i, e)))
-        .collect::<Result<Vec<_>, _>>()
-        .map(Some)
+        .collect::<Result<Vec<_>, _>>()?;
+    for t in list {
+        for _ in 0..schema_keys_dropped(t) {
+            parts.add(Part::ToolSchemaKey);
+        }
+    }
+    Ok(Some(specs))
+}
+
+/// How many keys of the tool schema `t` a [`ToolSpec`] does not carry: beside
+/// `{"type", "function": {"name", "description", "parameters"}}`, or of a bare
+/// `{"type"?, "name", "description", "parameters", "required": null}` (the Hermes list's
+/// own spelling).
+fn schema_keys_dropped(t: &Value) -> usize {
+    let Value::Object(m) = t else {
+        return 0;
+    };
+    let carried = |k: &str, v: &Value| match k {
+        "name" | "description" | "parameters" => true,
+        "required" => v.is_null(),
+        _ => false,
+    };
+    match m.get("function") {
+        Some(Value::Object(f)) => {
+            m.keys()
+                .filter(|k| !matches!(k.as_str(), "type" | "function"))
+                .count()
+                + f.iter().filter(|(k, v)| !carried(k, v)).count()
+        }
+        _ => m
+            .iter()
+            .filter(|(k, v)| *k != "type" && !carried(k, v))
+            .count(),
+    }
 }
 
 /// The calls of the last assistant turn, for pairing the results that follow.
@@ -389,7 +426,7 @@ pub fn read_messages(
                     ]
                 };
                 let n = results.len();
-                push_results(&mut turns, results, p, lf);
+                push_results(&mut turns, results, p, lf, &mut ctx.tally.parts);
                 if let Some(Turn::Tool(group)) = turns.last() {
                     // Each result of the message keeps its keys; the last one takes them.
                     let mut extra = take_keys(&mut m, &extra, own_texts);
@@ -417,12 +454,32 @@ pub fn read_messages(
         return Err(BadRow::NoTurns);
     }
     super::order::results_in_call_order(&mut turns, &mut kept);
+    count_unanswered_ids(&turns, &mut ctx.tally.parts);
     Ok(Trajectory {
         tools: system_tools.or(tools).unwrap_or_default(),
         system,
         turns,
         kept,
     })
+}
+
+/// Count the ids of calls that no result of the tool turn after them answers by id: the
+/// Hermes text carries a call's id only in its result's `tool_call_id`.
+fn count_unanswered_ids(turns: &[Turn], parts: &mut keep::Parts) {
+    for (i, t) in turns.iter().enumerate() {
+        let Turn::Gpt(g) = t else { continue };
+        let results: &[ToolResult] = match turns.get(i + 1) {
+            Some(Turn::Tool(rs)) => rs,
+            _ => &[],
+        };
+        for c in &g.tool_calls {
+            if let Some(id) = &c.id
+                && !results.iter().any(|r| &r.tool_call_id == id)
+            {
+                parts.add(Part::UnansweredCallId);
+            }
+        }
+    }
 }
 
 /// The ids `--to openai` makes up for calls without one (`call_<turn>_<k>`, `turn` the
@@ -447,12 +504,16 @@ pub(super) fn push_results(
     mut results: Vec<ToolResult>,
     p: &mut Pending,
     lf: bool,
+    parts: &mut keep::Parts,
 ) {
     for r in &mut results {
         if p.made_up.contains(&r.tool_call_id) {
             r.tool_call_id.clear();
         }
         let (name, call_id) = p.pair(&r.tool_call_id, &r.name);
+        if !r.name.is_empty() && r.name != name {
+            parts.add(Part::ToolResultName);
+        }
         r.name = name;
         // LLaMA-Factory's results carry no id: they answer their call's.
         if lf
@@ -559,7 +620,10 @@ fn read_body(
                 }
                 match read {
                     Part::Text(t) => texts.push(t.to_string()),
-                    Part::Image => texts.push(IMAGE_PLACEHOLDER.to_string()),
+                    Part::Image => {
+                        parts.add(keep::Part::ImagePart);
+                        texts.push(IMAGE_PLACEHOLDER.to_string());
+                    }
                     Part::Reasoning(_) | Part::ToolCall(_) if !assistant => {
                         return Err(BadBody::AssistantOnly(k + 1, part_type(p).to_string()));
                     }
@@ -612,9 +676,16 @@ fn openai_assistant(
                 let Value::Object(cm) = c else {
                     continue; // the reference skips calls that are not objects
                 };
-                if cm.contains_key("function") {
+                if let Some(f) = cm.get("function") {
                     for key in cm.keys() {
                         if !matches!(key.as_str(), "id" | "type" | "function") {
+                            parts.add(Part::ToolCallKey);
+                        }
+                    }
+                    // Inside `function`: what a call is besides its name and arguments
+                    // (`strict`).
+                    for key in f.as_object().into_iter().flat_map(|f| f.keys()) {
+                        if !matches!(key.as_str(), "name" | "arguments") {
                             parts.add(Part::ToolCallKey);
                         }
                     }

@@ -485,7 +485,7 @@ fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<R
                     tri!(hermes::parse_tool(&text))
                 };
                 let n = results.len();
-                push_results(&mut turns, results, p, false);
+                push_results(&mut turns, results, p, false, &mut ctx.parts);
                 // The results went to the end of the last turn's group.
                 if let Some(Turn::Tool(group)) = turns.last() {
                     contents.resize(turns.len(), Vec::new());

@@ -198,7 +198,7 @@ fn read_row(obj: Map<String, Value>, tk: &dyn Tokenizer) -> RowLine {
         usage: usage(&obj),
         ..Facts::default()
     };
-    let tools = row_tools(&obj);
+    let tools = row_tools(&obj, &mut Default::default());
     let row = Row::locate(obj).expect("checked: a message list");
     let shape = row.shape;
     f.turns = row.turns().len() as u64;
