@@ -546,3 +546,51 @@ fn null_lists_of_mixed_shape_rows_are_absent() {
         }
     }
 }
+
+/// Raw rows whose calls are typed `tool_call` parts (LLaMA-Factory's OpenAI spelling):
+/// each call needs one result, as traj-normalize pairs them; a call without its result,
+/// or a result more than there were calls, is malformed before normalising as after.
+#[test]
+fn typed_tool_call_parts_need_one_result_each() {
+    let d = tmpdir();
+    let part = r#"{"type": "tool_call", "value": "{\"name\": \"calc\", \"arguments\": {}}"}"#;
+    let row = |results: usize| {
+        let mut m = vec![
+            r#"{"role": "user", "content": "q"}"#.to_string(),
+            format!(r#"{{"role": "assistant", "content": [{part}]}}"#),
+        ];
+        m.extend((0..results).map(|i| format!(r#"{{"role": "tool", "content": "r{i}"}}"#)));
+        m.push(r#"{"role": "assistant", "content": "done"}"#.into());
+        format!(
+            r#"{{"messages": [{}], "tools": [{{"name": "calc"}}]}}"#,
+            m.join(", ")
+        )
+    };
+    let lines = [row(0), row(1), row(2)];
+    std::fs::write(d.path().join("in.jsonl"), lines.join("\n") + "\n").unwrap();
+    let o = filter(
+        d.path(),
+        &["--well-formed", "in.jsonl", "--rejects", "rej.jsonl"],
+    );
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), format!("{}\n", lines[1]));
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    let reasons: Vec<_> = rej.iter().map(|r| r["reasons"][0].clone()).collect();
+    assert_eq!(
+        reasons,
+        [
+            json!(
+                "malformed: message 2: 1 tool call(s) of its tool-call parts have no tool result"
+            ),
+            json!("malformed: message 4: tool result \"\" answers no pending call"),
+        ]
+    );
+    // traj-normalize agrees: the one row it writes passes, the others do not.
+    let mut c = cmd("traj-normalize", d.path());
+    c.args(["-q", "--on-error", "skip", "in.jsonl"]);
+    let o = run(c);
+    let normalized = stdout(&o);
+    std::fs::write(d.path().join("n.jsonl"), &normalized).unwrap();
+    let o = filter(d.path(), &["--well-formed", "-q", "n.jsonl"]);
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 1);
+}

@@ -97,13 +97,22 @@ pub(super) fn facts(
     // Ids of the calls of the last assistant message still waiting for a tool result.
     let mut open: Vec<String> = Vec::new();
     let mut open_at = 0;
-    // The last assistant message had tool-call parts (answered by results without ids).
-    let mut parts_pending = false;
+    // Calls of the last assistant message's tool-call parts still waiting for a result
+    // (they carry no ids: the results without one that follow answer them, in turn), and
+    // that message's number.
+    let (mut parts_open, mut parts_at) = (0usize, 0);
     for (i, m) in msgs.iter().enumerate() {
         let n = i + 1;
         let role: &str = &m.role;
+        if p.well_formed && role != "tool" && parts_open > 0 {
+            set_once(&mut f.malformed, || {
+                format!(
+                    "message {parts_at}: {parts_open} tool call(s) of its tool-call parts have no tool result"
+                )
+            });
+        }
         if role != "tool" {
-            parts_pending = false;
+            parts_open = 0;
         }
         let text = if role == "assistant" {
             crate::format::message::content_text_raw(m.content)
@@ -139,7 +148,7 @@ pub(super) fn facts(
                             }
                         }
                     }
-                    parts_pending = !p.calls.is_empty();
+                    (parts_open, parts_at) = (p.calls.len(), n);
                 }
                 // OpenAI's legacy `function_call` (an object) is one call.
                 if let Some(fc) = m.function_call.filter(|v| v.get().starts_with('{')) {
@@ -185,7 +194,7 @@ pub(super) fn facts(
                         open.remove(k);
                     }
                     // Calls of typed parts carry no ids: results without one answer them.
-                    None if id.is_empty() && parts_pending => {}
+                    None if id.is_empty() && parts_open > 0 => parts_open -= 1,
                     None => set_once(&mut f.malformed, || {
                         format!("message {n}: tool result {id:?} answers no pending call")
                     }),
@@ -201,6 +210,13 @@ pub(super) fn facts(
     if p.well_formed && !open.is_empty() {
         set_once(&mut f.malformed, || {
             format!("message {open_at}: tool call(s) {open:?} have no tool result")
+        });
+    }
+    if p.well_formed && parts_open > 0 {
+        set_once(&mut f.malformed, || {
+            format!(
+                "message {parts_at}: {parts_open} tool call(s) of its tool-call parts have no tool result"
+            )
         });
     }
     Ok(f)
