@@ -47,23 +47,43 @@ pub fn task_key(task_uid: Option<&str>, prompt_index: Option<&str>) -> Option<St
 /// A row's task ([`task_key`]) and reward ([`reward_of_raw`]), read from its borrowed
 /// view (traj-filter's predicates have it already).
 pub fn task_and_reward(row: &crate::format::row::RowView<'_>) -> (Option<String>, Option<f64>) {
-    of_raw(row.task_uid, row.prompt_index, row.reward)
+    of_raw(row.task_uid(), row.prompt_index(), row.reward())
 }
 
 /// [`task_and_reward`] of a line, read by one pass of the JSON scanner over its top-level
-/// members (no message list parsed: `--stats`, the gathering of traj-normalize). `None`:
-/// the line is no JSON object.
+/// members (no message list parsed: `--stats`, the gathering of traj-normalize); the
+/// members a `--columns core` row keeps in its `metadata` string are read from there
+/// when the row has none of its own. `None`: the line is no JSON object.
 pub fn task_and_reward_of_line(line: &[u8]) -> Option<(Option<String>, Option<f64>)> {
+    let [uid, index, reward, meta] = run_members(line)?;
+    let own = of_raw(uid, index, reward);
+    if (uid.is_none() || index.is_none() || reward.is_none())
+        && let Some(meta) = meta.and_then(crate::format::jsonscan::decode_str)
+        && let Some([uid, index, reward, _]) = run_members(meta.as_bytes())
+    {
+        let (t, r) = of_raw(uid, index, reward);
+        return Some((own.0.or(t), own.1.or(r)));
+    }
+    Some(own)
+}
+
+/// The raw texts of `task_uid`, `prompt_index`, `reward` and `metadata` of the JSON
+/// object `line`.
+fn run_members(line: &[u8]) -> Option<[Option<&str>; 4]> {
     let text = std::str::from_utf8(line).ok()?;
-    let (mut uid, mut index, mut reward) = (None, None, None);
-    crate::format::row::object_members(line, 0, |key, vs, ve| match key {
-        b"task_uid" => uid = Some(&text[vs..ve]),
-        b"prompt_index" => index = Some(&text[vs..ve]),
-        b"reward" => reward = Some(&text[vs..ve]),
-        _ => {}
+    let mut m = [None; 4];
+    crate::format::row::object_members(line, 0, |key, vs, ve| {
+        let k = match key {
+            b"task_uid" => 0,
+            b"prompt_index" => 1,
+            b"reward" => 2,
+            b"metadata" => 3,
+            _ => return,
+        };
+        m[k] = Some(&text[vs..ve]);
     })
     .ok()?;
-    Some(of_raw(uid, index, reward))
+    Some(m)
 }
 
 /// The one reading of the three members' raw JSON texts.

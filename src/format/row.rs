@@ -66,6 +66,81 @@ pub struct RowView<'a> {
     pub task_uid: Option<&'a str>,
     /// `prompt_index` of a traj-run record (raw JSON text).
     pub prompt_index: Option<&'a str>,
+    /// The run fields above that a `--columns core` row of traj-normalize keeps inside
+    /// its `metadata` string, read from there when the row has none of its own; the
+    /// accessors ([`RowView::completed`], ...) read either.
+    pub meta: Option<Box<MetaFields>>,
+}
+
+/// The run fields of a `metadata` string (raw JSON text each, owned).
+#[derive(Debug, Default)]
+pub struct MetaFields {
+    pub completed: Option<String>,
+    pub partial: Option<String>,
+    pub stop_reason: Option<String>,
+    pub reward: Option<String>,
+    pub task_uid: Option<String>,
+    pub prompt_index: Option<String>,
+}
+
+impl MetaFields {
+    /// The run fields of the JSON object text `meta` (`None` when it holds none, or is
+    /// no object).
+    fn of(meta: &str) -> Option<Box<MetaFields>> {
+        let mut m = MetaFields::default();
+        let mut any = false;
+        object_members(meta.as_bytes(), 0, |key, vs, ve| {
+            let slot = match key {
+                b"completed" => &mut m.completed,
+                b"partial" => &mut m.partial,
+                b"stop_reason" => &mut m.stop_reason,
+                b"reward" => &mut m.reward,
+                b"task_uid" => &mut m.task_uid,
+                b"prompt_index" => &mut m.prompt_index,
+                _ => return,
+            };
+            *slot = Some(meta[vs..ve].to_string());
+            any = true;
+        })
+        .ok()?;
+        any.then(|| Box::new(m))
+    }
+}
+
+macro_rules! run_field {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        pub fn $name(&self) -> Option<&str> {
+            self.$name.or_else(|| self.meta.as_ref()?.$name.as_deref())
+        }
+    };
+}
+
+impl RowView<'_> {
+    run_field!(
+        /// `completed`, the row's own or its `metadata`'s.
+        completed
+    );
+    run_field!(
+        /// `partial`, the row's own or its `metadata`'s.
+        partial
+    );
+    run_field!(
+        /// `stop_reason`, the row's own or its `metadata`'s.
+        stop_reason
+    );
+    run_field!(
+        /// `reward`, the row's own or its `metadata`'s.
+        reward
+    );
+    run_field!(
+        /// `task_uid`, the row's own or its `metadata`'s.
+        task_uid
+    );
+    run_field!(
+        /// `prompt_index`, the row's own or its `metadata`'s.
+        prompt_index
+    );
 }
 
 /// One ShareGPT turn; the value is kept as raw JSON text until it is needed.
@@ -201,6 +276,7 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
     let b = line;
     let mut row = RowView::default();
     let mut shape: Option<String> = None;
+    let mut metadata = None;
     let end = object_members_with(b, 0, |key, vs| {
         // A list member that is `null` is absent: what `datasets` writes for the rows
         // of a mixed-shape dataset that lack it.
@@ -237,11 +313,15 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
             b"reward" => row.reward = Some(raw),
             b"task_uid" => row.task_uid = Some(raw),
             b"prompt_index" => row.prompt_index = Some(raw),
+            b"metadata" => metadata = Some(raw),
             _ => {}
         }
         Ok(ve)
     })
     .map_err(|at| json_error(line, at))?;
+    if let Some(meta) = metadata.and_then(crate::format::jsonscan::decode_str) {
+        row.meta = MetaFields::of(&meta);
+    }
     if skip_ws(b, end) != b.len() {
         return Err(json_error(line, end));
     }

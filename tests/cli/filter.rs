@@ -594,3 +594,39 @@ fn typed_tool_call_parts_need_one_result_each() {
     let o = filter(d.path(), &["--well-formed", "-q", "n.jsonl"]);
     assert_eq!(parse_jsonl(&stdout(&o)).len(), 1);
 }
+
+/// A `--columns core` row keeps the run fields inside its `metadata` string: the row
+/// predicates read them there, as on the row before traj-normalize.
+#[test]
+fn core_rows_are_judged_by_the_run_fields_in_their_metadata() {
+    let d = tmpdir();
+    let row = |stop: &str, completed: bool, reward: f64| {
+        json!({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+            "prompt_index": 1, "stop_reason": stop, "completed": completed, "partial": false,
+            "reward": reward})
+        .to_string()
+    };
+    let raw = [
+        row("length", true, 1.0),
+        row("answer", false, 0.5),
+        row("answer", true, 0.0),
+    ];
+    std::fs::write(d.path().join("raw.jsonl"), raw.join("\n") + "\n").unwrap();
+    let mut c = cmd("traj-normalize", d.path());
+    c.args(["-q", "--columns", "core", "raw.jsonl", "-o", "core.jsonl"]);
+    assert_code(&run(c), 0);
+    for args in [
+        &["--no-truncated"][..],
+        &["--completed"],
+        &["--min-reward", "0.5"],
+        &["--best-of"],
+    ] {
+        let kept = |file: &str| {
+            let o = filter(d.path(), &[&[file, "-q"][..], args].concat());
+            assert_code(&o, 0);
+            stdout(&o).lines().count()
+        };
+        assert_eq!(kept("core.jsonl"), kept("raw.jsonl"), "{args:?}");
+        assert!(kept("core.jsonl") < 3, "{args:?}");
+    }
+}

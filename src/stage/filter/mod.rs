@@ -114,27 +114,27 @@ pub fn evaluate(
     tokenizer: Option<&dyn Tokenizer>,
 ) -> Result<Vec<String>, BadRow> {
     let mut reasons = Vec::new();
-    if p.completed && !is_true(row.completed) {
-        let why = match row.completed {
+    if p.completed && !is_true(row.completed()) {
+        let why = match row.completed() {
             None => "no `completed` field",
             Some(_) => "`completed` is not true",
         };
         reasons.push(format!("{}: {why}", reason::NOT_COMPLETED));
     }
-    if p.no_partial && is_true(row.partial) {
+    if p.no_partial && is_true(row.partial()) {
         reasons.push(format!("{}: `partial` is true", reason::PARTIAL));
     }
     if p.no_truncated
         && let Some(r) = row
-            .stop_reason
+            .stop_reason()
             .and_then(crate::format::jsonscan::decode_str)
         && crate::format::outcome::TRUNCATED.contains(&r.as_ref())
     {
         reasons.push(format!("{}: `stop_reason` is {r}", reason::TRUNCATED));
     }
     if p.reward.is_set() {
-        match row.reward.and_then(crate::format::groups::reward_of_raw) {
-            None => reasons.push(no_reward(row.reward)),
+        match row.reward().and_then(crate::format::groups::reward_of_raw) {
+            None => reasons.push(no_reward(row.reward())),
             Some(r) => reasons.extend(p.reward.outside(
                 r,
                 reason::REWARD_TOO_LOW,
