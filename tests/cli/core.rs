@@ -260,6 +260,11 @@ fn every_stage_answers_a_bad_line_the_same_way() {
             Some("duplicate key \"prompt\""),
         ),
         (
+            "dup-escaped",
+            format!("{row},\"\\u0070rompt\":\"q\"}}").into_bytes(),
+            Some("duplicate key \"prompt\""),
+        ),
+        (
             "dup-nested",
             format!("{row},\"x\":{{\"a\":1,\"a\":2}}}}").into_bytes(),
             Some("duplicate key \"a\""),

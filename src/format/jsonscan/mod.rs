@@ -48,7 +48,8 @@ pub(crate) fn object_members_with<'b>(
     if b.get(i) == Some(&b'}') {
         return Ok(i + 1);
     }
-    let mut keys: Vec<&[u8]> = Vec::new();
+    // Each key, and whether it is written with an escape.
+    let mut keys: Vec<(&[u8], bool)> = Vec::new();
     loop {
         if b.get(i) != Some(&b'"') {
             return Err(i);
@@ -57,10 +58,11 @@ pub(crate) fn object_members_with<'b>(
         i = scan_string(b, ks)?;
         let key = &b[ks..i - 1];
         // The same key twice: refused, as every stage refuses it.
-        if keys.contains(&key) {
+        let escaped = memchr::memchr(b'\\', key).is_some();
+        if keys.iter().any(|&(k, e)| same_key((k, e), (key, escaped))) {
             return Err(ks - 1);
         }
-        keys.push(key);
+        keys.push((key, escaped));
         i = skip_ws(b, i);
         if b.get(i) != Some(&b':') {
             return Err(i);
@@ -236,8 +238,9 @@ pub(crate) fn scan_value(b: &[u8], i: usize) -> Result<usize, usize> {
 pub(crate) fn scan_value_at(b: &[u8], i: usize, depth: usize) -> Result<usize, usize> {
     // stack of open containers: true = object, false = array
     let mut stack: Vec<bool> = Vec::new();
-    // the keys of the open objects (raw, as written) and where each object's begin
-    let mut keys: Vec<(usize, usize)> = Vec::new();
+    // the keys of the open objects (raw, as written; whether written with an escape)
+    // and where each object's begin
+    let mut keys: Vec<(usize, usize, bool)> = Vec::new();
     let mut frames: Vec<usize> = Vec::new();
     let mut i = skip_ws(b, i);
     'value: loop {
@@ -305,7 +308,7 @@ pub(crate) fn scan_value_at(b: &[u8], i: usize, depth: usize) -> Result<usize, u
 fn scan_new_key(
     b: &[u8],
     i: usize,
-    keys: &mut Vec<(usize, usize)>,
+    keys: &mut Vec<(usize, usize, bool)>,
     frames: &[usize],
 ) -> Result<usize, usize> {
     let next = scan_key(b, i)?;
@@ -313,11 +316,35 @@ fn scan_new_key(
     let end = scan_string(b, i + 1)? - 1;
     let key = &b[i + 1..end];
     let first = frames.last().copied().unwrap_or(0);
-    if keys[first..].iter().any(|&(s, e)| &b[s..e] == key) {
+    let escaped = memchr::memchr(b'\\', key).is_some();
+    if keys[first..]
+        .iter()
+        .any(|&(s, e, esc)| same_key((&b[s..e], esc), (key, escaped)))
+    {
         return Err(i);
     }
-    keys.push((i + 1, end));
+    keys.push((i + 1, end, escaped));
     Ok(next)
+}
+
+/// Whether two raw keys (validated strings, without quotes) are one key: the same bytes,
+/// or, where one is written with an escape, the same text (`"a"` and `"\u0061"`, as
+/// serde_json and every other reader decode them).
+/// Each key comes with whether it holds an escape.
+#[inline]
+fn same_key((a, a_esc): (&[u8], bool), (b, b_esc): (&[u8], bool)) -> bool {
+    if a == b {
+        return true;
+    }
+    if !a_esc && !b_esc {
+        return false;
+    }
+    let decode = |k: &[u8]| {
+        let quoted = [&b"\""[..], k, b"\""].concat();
+        let text = String::from_utf8(quoted).ok()?;
+        decode_str(&text).map(|c| c.into_owned())
+    };
+    decode(a).is_some_and(|x| decode(b).as_ref() == Some(&x))
 }
 
 #[cfg(test)]
@@ -381,6 +408,29 @@ mod validator_tests {
             );
         }
         parsed.is_ok()
+    }
+
+    #[test]
+    fn a_key_written_twice_is_one_key_however_it_is_spelled() {
+        for twice in [
+            r#"{"a":1,"\u0061":2}"#,
+            r#"{"\u0061":1,"a":2}"#,
+            r#"{"x":{"b\/c":1,"b/c":2}}"#,
+            r#"{"x":[{"\u00e9":1,"é":2}]}"#,
+        ] {
+            assert!(scan_json(twice.as_bytes()).is_err(), "{twice}");
+            assert!(
+                object_members(twice.as_bytes(), 0, |_, _, _| {}).is_err(),
+                "{twice}"
+            );
+        }
+        for once in [r#"{"a":1,"\u0062":2}"#, r#"{"x":{"a":1},"\u0061":{"a":2}}"#] {
+            assert!(scan_json(once.as_bytes()).is_ok(), "{once}");
+            assert!(
+                object_members(once.as_bytes(), 0, |_, _, _| {}).is_ok(),
+                "{once}"
+            );
+        }
     }
 
     #[test]
