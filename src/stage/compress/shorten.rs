@@ -136,8 +136,45 @@ fn json_strings(v: &mut Value, f: &mut Edit<'_>) -> bool {
 }
 
 /// A Hermes value with its texts offered to `f` (see the module paragraph); `None`
-/// when nothing was replaced.
+/// when nothing was replaced. The Hermes tool prompt a system turn holds (the fixed
+/// template around its `<tools>` list) is markup, never cut: only the text before and
+/// after it and the list's descriptions are texts (cut, the template would no longer
+/// read as the Hermes prompt, and traj-normalize would take the turn for another
+/// writer's prompt and drop the row's own system text with it).
 fn hermes_text(s: &str, f: &mut Edit<'_>) -> Option<String> {
+    let Some((k, end)) = hermes_prompt(s) else {
+        return tagged_text(s, f);
+    };
+    let mut changed = false;
+    let mut out = String::with_capacity(s.len());
+    let mut part = |out: &mut String, t: &str, f: &mut Edit<'_>| match tagged_text(t, f) {
+        Some(new) => {
+            out.push_str(&new);
+            changed = true;
+        }
+        None => out.push_str(t),
+    };
+    part(&mut out, &s[..k], f);
+    let body = k + hermes::SYSTEM_PREFIX.len();
+    let suffix = end - hermes::SYSTEM_SUFFIX.len();
+    out.push_str(&s[k..body]);
+    let mut listed = false;
+    prose(&mut out, &s[body..suffix], &mut listed, f);
+    out.push_str(&s[suffix..end]);
+    part(&mut out, &s[end..], f);
+    (changed || listed).then_some(out)
+}
+
+/// Where the Hermes tool prompt of `s` starts and ends (its last prefix, the first
+/// suffix after it), as traj-normalize finds it.
+fn hermes_prompt(s: &str) -> Option<(usize, usize)> {
+    let k = s.rfind(hermes::SYSTEM_PREFIX)?;
+    let e = s[k..].find(hermes::SYSTEM_SUFFIX)?;
+    Some((k, k + e + hermes::SYSTEM_SUFFIX.len()))
+}
+
+/// A Hermes text's tags and the prose between them (see the module paragraph).
+fn tagged_text(s: &str, f: &mut Edit<'_>) -> Option<String> {
     let mut out = String::with_capacity(s.len());
     let mut changed = false;
     // Where the prose before the next tag starts (all before it is written).
@@ -384,17 +421,29 @@ mod tests {
         let v = hermes::system_prompt(&tools);
         let turn = json!({"from": "system", "value": v});
         let got = texts(&turn, Shape::ShareGpt);
-        // The prose around the list (split at the template's mentions of the tags), then
-        // the descriptions, each on its own; nothing of the list itself.
-        let at = got.iter().position(|t| t == "Search the web for anything.");
+        // The template around the list is markup: the descriptions are the texts (and
+        // the line breaks around the list, which are never cut).
+        let long: Vec<_> = got.iter().filter(|t| t.trim().len() > 1).collect();
         assert_eq!(
-            at.map(|i| got[i + 1].as_str()),
-            Some("What to look for."),
+            long,
+            ["Search the web for anything.", "What to look for."],
             "{got:?}"
         );
-        assert!(got[at.unwrap() - 1].ends_with("Here are the available tools:\n"));
-        assert!(got[at.unwrap() + 2].starts_with("\nFor each function call"));
-        assert!(!got.iter().any(|t| t.contains("web_search")), "{got:?}");
+        // Own text before the prompt, and text after it, are texts.
+        let own = json!({"from": "system", "value": format!("Be brief.\n\n{v}\n\nA notice.")});
+        let got = texts(&own, Shape::ShareGpt);
+        assert_eq!(got.first().map(String::as_str), Some("Be brief.\n\n"));
+        assert_eq!(got.last().map(String::as_str), Some("\n\nA notice."));
+        let cut_own = cut(&own, Shape::ShareGpt);
+        let cut_own = cut_own["value"].as_str().unwrap();
+        assert!(
+            cut_own.contains(crate::format::hermes::SYSTEM_PREFIX),
+            "{cut_own}"
+        );
+        assert!(
+            cut_own.contains(crate::format::hermes::SYSTEM_SUFFIX),
+            "{cut_own}"
+        );
         let out = cut(&turn, Shape::ShareGpt);
         let out = out["value"].as_str().unwrap();
         let listed = hermes::parse_system(out)
