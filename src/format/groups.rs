@@ -36,12 +36,55 @@ pub fn task_of(row: &Map<String, Value>) -> Option<String> {
 }
 
 /// The one rule behind [`task_of`], from the row's `task_uid` string and the text of
-/// its `prompt_index` number (what a reader that keeps raw JSON text has).
+/// its `prompt_index` number (what a reader that keeps raw JSON text has). A whole
+/// number is one task however it is spelled (`2`, `2.0`, `2e0`: [`whole_text`]), as
+/// traj-merge keys it.
 pub fn task_key(task_uid: Option<&str>, prompt_index: Option<&str>) -> Option<String> {
     if let Some(uid) = task_uid {
         return Some(task_of_uid(uid).to_string());
     }
-    prompt_index.map(|n| format!("prompt_index:{n}"))
+    prompt_index.map(|n| format!("prompt_index:{}", whole_text(n).as_deref().unwrap_or(n)))
+}
+
+/// The exact value of a JSON number that is a whole number, in decimal digits (`-` in
+/// front when negative; `0` for any zero), read from its text and never through a
+/// float, so that two numbers are one key only when they are one value
+/// (`9007199254740993.0` is not `9007199254740992`, `3.0000000000000001` is no whole
+/// number). A value of more than [`MAX_DIGITS`] digits is written `DIGITSeEXP` instead.
+/// `None` when the text is not a whole number.
+pub fn whole_text(raw: &str) -> Option<String> {
+    const MAX_DIGITS: i64 = 4096;
+    let (neg, t) = match raw.strip_prefix('-') {
+        Some(t) => (true, t),
+        None => (false, raw),
+    };
+    let (mantissa, exp) = match t.find(['e', 'E']) {
+        Some(i) => (&t[..i], t[i + 1..].parse::<i64>().ok()?),
+        None => (t, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // value = digits x 10^exp, the digits without leading or trailing zeros.
+    let all = format!("{int}{frac}");
+    let digits = all.trim_start_matches('0');
+    let trimmed = digits.trim_end_matches('0');
+    if trimmed.is_empty() {
+        return Some("0".into());
+    }
+    let exp = exp
+        .checked_sub(frac.len() as i64)?
+        .checked_add((digits.len() - trimmed.len()) as i64)?;
+    if exp < 0 {
+        return None;
+    }
+    let sign = if neg { "-" } else { "" };
+    Some(if trimmed.len() as i64 + exp > MAX_DIGITS {
+        format!("{sign}{trimmed}e{exp}")
+    } else {
+        format!("{sign}{trimmed}{}", "0".repeat(exp as usize))
+    })
 }
 
 /// A row's task ([`task_key`]) and reward ([`reward_of_raw`]), read from its borrowed
@@ -73,7 +116,7 @@ fn run_members(line: &[u8]) -> Option<[Option<&str>; 4]> {
     let text = std::str::from_utf8(line).ok()?;
     let mut m = [None; 4];
     crate::format::row::object_members(line, 0, |key, vs, ve| {
-        let k = match key {
+        let k = match &*crate::format::jsonscan::key_text(key) {
             b"task_uid" => 0,
             b"prompt_index" => 1,
             b"reward" => 2,

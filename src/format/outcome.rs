@@ -29,13 +29,17 @@ pub fn of_line(line: &[u8]) -> Option<Outcome> {
     let mut stop = None;
     let mut class = None;
     let (mut hash, mut turns) = (false, false);
-    object_members(line, 0, |key, vs, ve| match key {
-        b"stop_reason" => stop = Some(&text[vs..ve]),
-        b"class" => class = Some(&text[vs..ve]),
-        b"prompt_hash" => hash = true,
-        b"messages" | b"conversations" => turns = true,
-        _ => {}
-    })
+    object_members(
+        line,
+        0,
+        |key, vs, ve| match &*crate::format::jsonscan::key_text(key) {
+            b"stop_reason" => stop = Some(&text[vs..ve]),
+            b"class" => class = Some(&text[vs..ve]),
+            b"prompt_hash" => hash = true,
+            b"messages" | b"conversations" => turns = true,
+            _ => {}
+        },
+    )
     .ok()?;
     let string = |raw: &str| decode_str(raw).map(|s| s.into_owned());
     Some(Outcome {

@@ -90,7 +90,7 @@ impl MetaFields {
         let mut m = MetaFields::default();
         let mut any = false;
         object_members(meta.as_bytes(), 0, |key, vs, ve| {
-            let slot = match key {
+            let slot = match &*crate::format::jsonscan::key_text(key) {
                 b"completed" => &mut m.completed,
                 b"partial" => &mut m.partial,
                 b"stop_reason" => &mut m.stop_reason,
@@ -278,6 +278,7 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
     let mut shape: Option<String> = None;
     let mut metadata = None;
     let end = object_members_with(b, 0, |key, vs| {
+        let key = &*crate::format::jsonscan::key_text(key);
         // A list member that is `null` is absent: what `datasets` writes for the rows
         // of a mixed-shape dataset that lack it.
         if matches!(key, b"conversations" | b"messages") && b[vs..].starts_with(b"null") {
@@ -360,11 +361,15 @@ pub fn conversation_turns<'a>(
     loop {
         let n = turns.len() + 1;
         let (mut from, mut value) = (None, None);
-        let end = object_members(b, i, |key, vs, ve| match key {
-            b"from" => from = Some(&text[vs..ve]),
-            b"value" => value = Some(&text[vs..ve]),
-            _ => {}
-        })
+        let end = object_members(
+            b,
+            i,
+            |key, vs, ve| match &*crate::format::jsonscan::key_text(key) {
+                b"from" => from = Some(&text[vs..ve]),
+                b"value" => value = Some(&text[vs..ve]),
+                _ => {}
+            },
+        )
         .map_err(|_| err(format!("`conversations` entry {n} is not an object")))?;
         let from = from
             .and_then(decode_str)

@@ -357,6 +357,51 @@ fn openai_arguments_that_are_not_json_are_rejected_unless_asked_to_empty_them() 
     let gpt = rows[1]["conversations"][2]["value"].as_str().unwrap();
     assert!(gpt.contains("\"arguments\": {\"a\": 1}"), "{gpt}");
     assert!(gpt.contains("\"arguments\": {}"), "{gpt}");
+    // Blank arguments are `{}`, as traj-run ran the call; a key twice is no JSON object.
+    for (args, ok) in [("", true), ("  ", true), ("{\"a\": 1, \"a\": 2}", false)] {
+        let row = msgs(json!([
+            {"role": "user", "content": "Q"},
+            {"role": "assistant", "content": "", "tool_calls": [call(args)]},
+            {"role": "tool", "tool_call_id": "c1", "content": "r"}
+        ]));
+        let mut c = cmd(BIN, d.path());
+        c.arg("-q");
+        let o = run_with_stdin(c, format!("{row}\n").as_bytes());
+        assert_code(&o, if ok { 0 } else { 1 });
+        if ok {
+            assert!(
+                stdout(&o).contains("\\\"arguments\\\": {}"),
+                "{}",
+                stdout(&o)
+            );
+        } else {
+            assert!(stderr(&o).contains("duplicate key \"a\""), "{}", stderr(&o));
+        }
+    }
+}
+
+#[test]
+fn a_result_named_after_no_call_answers_the_call_at_its_place() {
+    let row = msgs(json!([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+        {"role": "tool", "name": "browser.search", "content": "results"},
+        {"role": "assistant", "content": "done"}
+    ]));
+    let d = tmpdir();
+    let mut c = cmd(BIN, d.path());
+    c.arg("-q");
+    let o = run_with_stdin(c, format!("{row}\n").as_bytes());
+    assert_code(&o, 0);
+    let out = parse_jsonl(&stdout(&o));
+    let tool = out[0]["conversations"][3]["value"].as_str().unwrap();
+    assert!(tool.contains("\"name\": \"search\""), "{tool}");
+    assert_eq!(out[0]["tool_stats"]["search"]["count"], 1, "{}", out[0]);
+    let mut c = cmd("traj-filter", d.path());
+    c.args(["--well-formed", "-q"]);
+    let o = run_with_stdin(c, stdout(&o).as_bytes());
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 1);
 }
 
 #[test]

@@ -317,6 +317,14 @@ fn best_of_and_group_has_signal_judge_each_task_by_its_rewards() {
             .starts_with("not-best: "),
         "{rej:?}"
     );
+    // `2` and `2.0` are one task, as traj-merge keys them.
+    std::fs::write(
+        d.path().join("twice.jsonl"),
+        "{\"prompt_index\": 2, \"reward\": 1}\n{\"prompt_index\": 2.0, \"reward\": 0}\n",
+    )
+    .unwrap();
+    let o = filter(d.path(), &["--best-of", "-q", "twice.jsonl"]);
+    assert_eq!(stdout(&o), "{\"prompt_index\": 2, \"reward\": 1}\n");
     // A shard holds every N-th line, not whole tasks: refused.
     let o = filter(d.path(), &["--best-of", "--shard", "0/2", "rows.jsonl"]);
     assert_code(&o, 2);

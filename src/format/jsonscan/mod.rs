@@ -19,6 +19,20 @@ pub(crate) use string::scan_string;
 use string::skip_string;
 pub use string::{decode_str, scan_string_spelling};
 
+/// A raw key (validated, without quotes) as its text: decoded when it is written with an
+/// escape (`"\u0063onversations"` is `conversations` to every JSON reader), borrowed
+/// as it is otherwise. Every stage that looks keys up by name reads them through this.
+pub fn key_text(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if memchr::memchr(b'\\', raw).is_none() {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let quoted = [&b"\""[..], raw, b"\""].concat();
+    match std::str::from_utf8(&quoted).ok().and_then(decode_str) {
+        Some(k) => std::borrow::Cow::Owned(k.into_owned().into_bytes()),
+        None => std::borrow::Cow::Borrowed(raw),
+    }
+}
+
 /// Walk the members of the object at `b[i..]`, validating every value; `f` gets each
 /// key (raw, without quotes) and its value's span. Returns the offset after the object.
 pub(crate) fn object_members<'b>(

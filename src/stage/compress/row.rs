@@ -278,9 +278,11 @@ pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str, content: Cont
     let Some(obj) = turn.as_object_mut() else {
         return false;
     };
+    // The notice's own words (normalize may put them first, without the blank line).
+    let words = notice.trim_start();
     match obj.get_mut(key) {
         Some(Value::String(s)) => {
-            if s.contains(notice) {
+            if s.contains(words) {
                 return false;
             }
             s.push_str(notice);
@@ -293,7 +295,7 @@ pub fn append_notice(turn: &mut Value, shape: Shape, notice: &str, content: Cont
             if parts.iter().any(|p| {
                 p.get(k)
                     .and_then(Value::as_str)
-                    .is_some_and(|t| t.contains(notice))
+                    .is_some_and(|t| t.contains(words))
             }) {
                 return false;
             }
@@ -330,6 +332,10 @@ mod tests {
         assert!(append_notice(&mut t, Shape::ShareGpt, n, Content::Text));
         assert!(!append_notice(&mut t, Shape::ShareGpt, n, Content::Text));
         assert_eq!(t["value"], "sys\n\nnotice");
+        // Normalised in between, with no own system text: the notice's words come first.
+        let mut t =
+            json!({"from": "system", "value": "notice\n\nYou are a function calling AI model."});
+        assert!(!append_notice(&mut t, Shape::ShareGpt, n, Content::Text));
         // Normalised in between: the notice is in front of the Hermes tool prompt.
         let mut t = json!({"from": "system", "value": "sys\n\nnotice\n\nYou are a function calling AI model. <tools>\n[]\n</tools>"});
         let before = t.clone();

@@ -33,7 +33,7 @@ fn response_name(body: &str) -> Result<Option<Cow<'_, str>>, NotJson> {
     let mut name = None;
     let end = if b.first() == Some(&b'{') {
         object_members(b, 0, |key, vs, ve| {
-            if key == b"name" {
+            if &*crate::format::jsonscan::key_text(key) == b"name" {
                 name = decode_str(&body[vs..ve]);
             }
         })

@@ -160,12 +160,9 @@ fn fields_of(line: &[u8]) -> Result<Fields<'_>, BadRow> {
     let text = row::utf8(line)?;
     let mut fields = Fields::new();
     let end = row::object_members(line, 0, |key, vs, ve| {
-        let key = std::str::from_utf8(key).unwrap_or_default();
-        let key = if key.contains('\\') {
-            row::decode_str(&format!("\"{key}\""))
-                .map_or(Cow::Borrowed(key), |k| Cow::Owned(k.into_owned()))
-        } else {
-            Cow::Borrowed(key)
+        let key = match crate::format::jsonscan::key_text(key) {
+            Cow::Borrowed(k) => Cow::Borrowed(std::str::from_utf8(k).unwrap_or_default()),
+            Cow::Owned(k) => Cow::Owned(String::from_utf8(k).unwrap_or_default()),
         };
         fields.insert(key, &text[vs..ve]);
     })
@@ -265,46 +262,7 @@ fn whole_number(raw: &str) -> Option<i64> {
     whole_text(raw)?.parse().ok()
 }
 
-/// The exact value of a JSON number that is a whole number, in decimal digits (`-` in
-/// front when negative; `0` for any zero), read from its text and never through a
-/// float, so that two numbers are one key only when they are one value
-/// (`9007199254740993.0` is not `9007199254740992`, `3.0000000000000001` is no whole
-/// number). A value of more than [`MAX_DIGITS`] digits is written `DIGITSeEXP` instead.
-/// `None` when the text is not a whole number.
-fn whole_text(raw: &str) -> Option<String> {
-    const MAX_DIGITS: i64 = 4096;
-    let (neg, t) = match raw.strip_prefix('-') {
-        Some(t) => (true, t),
-        None => (false, raw),
-    };
-    let (mantissa, exp) = match t.find(['e', 'E']) {
-        Some(i) => (&t[..i], t[i + 1..].parse::<i64>().ok()?),
-        None => (t, 0),
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // value = digits x 10^exp, the digits without leading or trailing zeros.
-    let all = format!("{int}{frac}");
-    let digits = all.trim_start_matches('0');
-    let trimmed = digits.trim_end_matches('0');
-    if trimmed.is_empty() {
-        return Some("0".into());
-    }
-    let exp = exp
-        .checked_sub(frac.len() as i64)?
-        .checked_add((digits.len() - trimmed.len()) as i64)?;
-    if exp < 0 {
-        return None;
-    }
-    let sign = if neg { "-" } else { "" };
-    Some(if trimmed.len() as i64 + exp > MAX_DIGITS {
-        format!("{sign}{trimmed}e{exp}")
-    } else {
-        format!("{sign}{trimmed}{}", "0".repeat(exp as usize))
-    })
-}
+use crate::format::groups::whole_text;
 
 fn hash128(kind: &str, text: &[u8]) -> u128 {
     let mut h = Sha256::new();

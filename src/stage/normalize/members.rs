@@ -204,20 +204,26 @@ pub(super) fn kept_message(m: Map<String, Value>, texts: Option<&ItemTexts<'_>>)
     }
 }
 
-/// Arguments as given: a JSON string is parsed, anything else is used as is; missing →
-/// `{}`. A string that is not JSON follows `bad`: an error, or `{}` (the reference's
-/// rule) counted in `parts` as [`Part::NonJsonArguments`].
+/// Arguments as given: a JSON string is parsed, anything else is used as is; missing,
+/// `null` or a blank string → `{}` (the rule of [`crate::format::model::call_arguments`],
+/// by which traj-run ran the call). A string that is not JSON by the rule every row is
+/// read by (a key twice is not: one value would take the other's place) follows `bad`:
+/// an error, or `{}` (the reference's rule) counted in `parts` as
+/// [`Part::NonJsonArguments`].
 pub(super) fn arguments_value(
     a: Option<&Value>,
     bad: BadArguments,
     parts: &mut Parts,
 ) -> Result<Value, DeclError> {
     match a {
-        None => Ok(Value::Object(Map::new())),
-        Some(Value::String(s)) => match serde_json::from_str(s) {
+        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(Value::Object(Map::new())),
+        Some(Value::String(s)) => match crate::io::parse_value(s.as_bytes()) {
             Ok(v) => Ok(v),
             Err(e) => match bad {
-                BadArguments::Reject => Err(DeclError::ArgumentsNotJson(e.to_string())),
+                BadArguments::Reject => Err(DeclError::ArgumentsNotJson(
+                    e.strip_prefix("invalid JSON: ").unwrap_or(&e).to_string(),
+                )),
                 BadArguments::Empty => {
                     parts.add(Part::NonJsonArguments);
                     Ok(Value::Object(Map::new()))

@@ -179,7 +179,11 @@ impl Pending {
             };
             by_id(true).or_else(|| by_id(false))
         } else if !own_name.is_empty() {
-            (0..self.calls.len()).find(|&k| !self.answered[k] && self.calls[k].1 == own_name)
+            // By its name; a name no open call has (`browser.search` for `search`): by
+            // its place, as an unnamed result.
+            (0..self.calls.len())
+                .find(|&k| !self.answered[k] && self.calls[k].1 == own_name)
+                .or_else(|| (0..self.calls.len()).find(|&k| !self.answered[k]))
         } else {
             (0..self.calls.len()).find(|&k| !self.answered[k])
         };
