@@ -54,6 +54,10 @@ pub fn task_key(task_uid: Option<&str>, prompt_index: Option<&str>) -> Option<St
 /// `None` when the text is not a whole number.
 pub fn whole_text(raw: &str) -> Option<String> {
     const MAX_DIGITS: i64 = 4096;
+    // The common spelling, a plain integer, without the digit work below.
+    if let Ok(i) = raw.parse::<i64>() {
+        return Some(i.to_string());
+    }
     let (neg, t) = match raw.strip_prefix('-') {
         Some(t) => (true, t),
         None => (false, raw),

@@ -22,8 +22,9 @@ pub use string::{decode_str, scan_string_spelling};
 /// A raw key (validated, without quotes) as its text: decoded when it is written with an
 /// escape (`"\u0063onversations"` is `conversations` to every JSON reader), borrowed
 /// as it is otherwise. Every stage that looks keys up by name reads them through this.
+#[inline]
 pub fn key_text(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if memchr::memchr(b'\\', raw).is_none() {
+    if !has_escape(raw) {
         return std::borrow::Cow::Borrowed(raw);
     }
     let quoted = [&b"\""[..], raw, b"\""].concat();
@@ -72,7 +73,7 @@ pub(crate) fn object_members_with<'b>(
         i = scan_string(b, ks)?;
         let key = &b[ks..i - 1];
         // The same key twice: refused, as every stage refuses it.
-        let escaped = memchr::memchr(b'\\', key).is_some();
+        let escaped = has_escape(key);
         if keys.iter().any(|&(k, e)| same_key((k, e), (key, escaped))) {
             return Err(ks - 1);
         }
@@ -330,7 +331,7 @@ fn scan_new_key(
     let end = scan_string(b, i + 1)? - 1;
     let key = &b[i + 1..end];
     let first = frames.last().copied().unwrap_or(0);
-    let escaped = memchr::memchr(b'\\', key).is_some();
+    let escaped = has_escape(key);
     if keys[first..]
         .iter()
         .any(|&(s, e, esc)| same_key((&b[s..e], esc), (key, escaped)))
@@ -339,6 +340,15 @@ fn scan_new_key(
     }
     keys.push((i + 1, end, escaped));
     Ok(next)
+}
+
+/// Whether a raw key holds an escape. Keys are a few bytes: a plain loop the compiler
+/// inlines measured 2% less CPU on `traj-filter --well-formed` than `contains` (a call
+/// into core's memchr per key).
+#[inline]
+#[allow(clippy::manual_contains)]
+fn has_escape(key: &[u8]) -> bool {
+    key.iter().any(|&b| b == b'\\')
 }
 
 /// Whether two raw keys (validated strings, without quotes) are one key: the same bytes,

@@ -259,7 +259,7 @@ fn prompt_key_text(raw: &str) -> Option<String> {
 /// one value, as Python and pandas read them (pandas writes an integer column that
 /// holds a NaN as `2.0`). `None` for anything else, and for whole numbers past `i64`.
 fn whole_number(raw: &str) -> Option<i64> {
-    whole_text(raw)?.parse().ok()
+    raw.parse().ok().or_else(|| whole_text(raw)?.parse().ok())
 }
 
 use crate::format::groups::whole_text;
