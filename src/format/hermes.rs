@@ -511,8 +511,12 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, ParseError> {
             return Err(ParseError::TextOutsideResponses(head40(s)));
         };
         // A JSON body ends where its value ends (so a literal `</tool_response>` inside
-        // a JSON string cannot end it); any other body at the first closing tag.
-        if let Ok((v, used)) = json_prefix(after) {
+        // a JSON string cannot end it); any other body at the first closing tag. A body
+        // with a key twice is no JSON body (read, one value would take the other's
+        // place): it is text, as traj-filter's scanner reads it too.
+        if let Ok((v, used)) = json_prefix(after)
+            && crate::format::jsonscan::scan_json(&after.as_bytes()[..used]).is_ok()
+        {
             let rest = after[used..].trim_start_matches(py_space);
             if let Some(tail) = rest.strip_prefix(Tag::RespClose.text()) {
                 out.push(result_from_value(v));

@@ -197,6 +197,11 @@ fn tool_turns_round_trip_and_tolerate_other_writers() {
     assert_eq!((p[0].name.as_str(), &p[0].content), ("a", &json!(1)));
     let raw = parse_tool("{\"temp\": 20}").unwrap();
     assert_eq!(raw[0].content, json!({"temp": 20}));
+    // A key twice: no JSON body (one value would take the other's place), its text.
+    let body = "{\"name\": \"f\", \"content\": {\"status\": \"fail\", \"status\": \"ok\"}}";
+    let twice = format!("<tool_response>\n{body}\n</tool_response>");
+    assert_eq!(parse_tool(&twice).unwrap()[0].content, json!(body));
+    assert!(super::quick::parse_tool_quick(&twice).is_none());
 }
 
 #[test]
