@@ -103,15 +103,18 @@ pub fn task_and_reward(row: &crate::format::row::RowView<'_>) -> (Option<String>
 /// when the row has none of its own. `None`: the line is no JSON object.
 pub fn task_and_reward_of_line(line: &[u8]) -> Option<(Option<String>, Option<f64>)> {
     let [uid, index, reward, meta] = run_members(line)?;
-    let own = of_raw(uid, index, reward);
     if (uid.is_none() || index.is_none() || reward.is_none())
         && let Some(meta) = meta.and_then(crate::format::jsonscan::decode_str)
-        && let Some([uid, index, reward, _]) = run_members(meta.as_bytes())
+        && let Some([m_uid, m_index, m_reward, _]) = run_members(meta.as_bytes())
     {
-        let (t, r) = of_raw(uid, index, reward);
-        return Some((own.0.or(t), own.1.or(r)));
+        // Member by member, as the row view's accessors read them.
+        return Some(of_raw(
+            uid.or(m_uid),
+            index.or(m_index),
+            reward.or(m_reward),
+        ));
     }
-    Some(own)
+    Some(of_raw(uid, index, reward))
 }
 
 /// The raw texts of `task_uid`, `prompt_index`, `reward` and `metadata` of the JSON
@@ -419,6 +422,10 @@ mod tests {
             r#"{"task_uid": "ab:0:3", "reward": 0.5, "messages": []}"#,
             r#"{"prompt_index": 7, "reward": "1", "conversations": []}"#,
             r#"{"task_uid": 3, "messages": []}"#,
+            // `--columns core`: the run members inside `metadata`, member by member.
+            r#"{"conversations": [], "metadata": "{\"prompt_index\": 2.0, \"reward\": 1}"}"#,
+            r#"{"prompt_index": 4, "conversations": [], "metadata": "{\"task_uid\": \"t:0:1\"}"}"#,
+            r#"{"reward": 0, "conversations": [], "metadata": "{\"reward\": 1, \"\\u0074ask_uid\": \"u:1:0\"}"}"#,
         ] {
             let row = crate::format::row::parse_row(line.as_bytes()).unwrap();
             assert_eq!(
