@@ -379,4 +379,19 @@ fn report_groups_rollouts_by_task_as_filter_stats_does() {
     };
     assert_eq!(field("prompts "), "3", "{out}");
     assert_eq!(field("pass@2 "), format!("{:.1}%", pass2 * 100.0), "{out}");
+    // Every pass@k the page shows is statistics.json's.
+    for (i, p) in run["pass_at_k"].as_array().unwrap().iter().enumerate() {
+        let k = i + 1;
+        if let Some(line) = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("pass@{k} ")))
+        {
+            let shown = line.split_whitespace().last().unwrap();
+            assert_eq!(
+                shown,
+                format!("{:.1}%", p.as_f64().unwrap() * 100.0),
+                "{out}"
+            );
+        }
+    }
 }

@@ -232,38 +232,38 @@ impl Overview {
     }
 }
 
-/// A rollout passes when its reward is above zero.
+/// A rollout passes at the threshold traj-run's `statistics.json` and traj-filter's
+/// `--stats` use ([`crate::format::groups::PASS_THRESHOLD`]), so that one page never
+/// shows two pass@1 figures for the same rollouts.
 pub fn passes(reward: f64) -> bool {
-    reward > 0.0
+    reward >= crate::format::groups::PASS_THRESHOLD
 }
 
-/// pass@k for k = 1, 2, 4, ... up to the smallest group: the mean over prompts of the
-/// unbiased estimator `1 - C(n-c, k) / C(n, k)` (n rollouts, c passing; Chen et al.
-/// 2021, as HumanEval computes it).
+/// pass@k for k = 1, 2, 4, ... and the largest group's size: the mean over the prompts
+/// with at least k rollouts of the unbiased estimator `1 - C(n-c, k) / C(n, k)` (n
+/// rollouts, c passing; Chen et al. 2021), as `statistics.json`'s `pass_at_k[k-1]`
+/// ([`crate::format::groups::RunGroupStats`]) gives it.
 pub fn pass_at_k(groups: impl Iterator<Item = (u64, u64)> + Clone) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
-    let Some(min_n) = groups.clone().map(|(n, _)| n).min() else {
+    let Some(max_n) = groups.clone().map(|(n, _)| n).max() else {
         return out;
     };
-    let count = groups.clone().count() as f64;
-    let mut k = 1;
-    while k <= min_n {
-        let sum: f64 = groups
-            .clone()
-            .map(|(n, c)| {
-                if n - c < k {
-                    return 1.0;
-                }
-                // C(n-c, k) / C(n, k) = prod_{i=n-c+1}^{n} (1 - k / i)
-                let mut p = 1.0;
-                for i in (n - c + 1)..=n {
-                    p *= 1.0 - k as f64 / i as f64;
-                }
-                1.0 - p
-            })
-            .sum();
-        out.insert(k.to_string(), sum / count);
-        k *= 2;
+    let mut ks: Vec<u64> = std::iter::successors(Some(1u64), |k| k.checked_mul(2))
+        .take_while(|k| *k <= max_n)
+        .collect();
+    if ks.last() != Some(&max_n) {
+        ks.push(max_n);
+    }
+    for k in ks {
+        let (sum, count) =
+            groups
+                .clone()
+                .filter(|(n, _)| *n >= k)
+                .fold((0.0, 0u64), |(s, m), (n, c)| {
+                    let p = crate::format::groups::pass_at_k(n as usize, c as usize, k as usize);
+                    (s + p, m + 1)
+                });
+        out.insert(k.to_string(), sum / count as f64);
     }
     out
 }
@@ -285,5 +285,12 @@ mod tests {
         assert_eq!(p["1"], 0.5);
         assert_eq!(p["2"], 0.5);
         assert!(pass_at_k(std::iter::empty()).is_empty());
+        // Three rollouts: pass@3 too; a prompt with fewer rollouts than k is left out of
+        // pass@k, as statistics.json does.
+        let p = pass_at_k([(3u64, 1u64), (1, 1)].into_iter());
+        assert_eq!(p.keys().collect::<Vec<_>>(), ["1", "2", "3"]);
+        assert!((p["1"] - (1.0 / 3.0 + 1.0) / 2.0).abs() < 1e-12);
+        assert_eq!(p["3"], 1.0);
+        assert!(passes(1.0) && !passes(0.5));
     }
 }
