@@ -154,11 +154,17 @@ $(TASKS): $(DATASET) | $(BIN)/traj-sample-tools
 	$(BIN)/traj-sample-tools --distribution $(DISTRIBUTION) --seed $(SEED) $(DATASET) -o $@
 
 # traj-run always resumes: after an interruption, `make batch` again runs only what is left.
+# Prompts that failed (failures.jsonl) do not stop the batch: it goes on with the others,
+# the run is not marked complete, and `make batch` again runs the failed ones again (up to
+# --max-attempts). A stopped run (Ctrl-C, --max-cost, out of credits) stops the batch.
 $(RUN_DONE): $(TASKS) | $(BIN)/traj-run
-	$(BIN)/traj-run --resume --run-dir $(RUN_DIR) --model '$(MODEL)' --base-url '$(BASE_URL)' \
+	rc=0; $(BIN)/traj-run --resume --run-dir $(RUN_DIR) --model '$(MODEL)' --base-url '$(BASE_URL)' \
 	  --api-key-env $(API_KEY_ENV) --num-workers $(WORKERS) --batch-size $(BATCH_SIZE) \
-	  --max-turns $(MAX_TURNS) --sandbox $(SANDBOX) --seed $(SEED) $(RUN_FLAGS) $(TASKS) > /dev/null
-	@touch $@
+	  --max-turns $(MAX_TURNS) --sandbox $(SANDBOX) --seed $(SEED) $(RUN_FLAGS) $(TASKS) > /dev/null || rc=$$?; \
+	if [ $$rc -eq 0 ]; then touch $@; \
+	elif [ $$rc -eq 1 ] && bash scripts/run-ended.sh $(RUN_DIR); then \
+	  echo "make: some prompts failed ($(RUN_DIR)/failures.jsonl): the batch goes on with the others; make batch again runs them again" >&2; \
+	else exit $$rc; fi
 
 # traj-filter, at the end of a pipe, cannot know that a stage before it failed: it writes
 # a part file, put in place only when the whole pipe succeeded (an earlier good

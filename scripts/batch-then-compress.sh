@@ -51,9 +51,16 @@ find_bins traj-run
 dir="data/$run"
 mkdir -p "$dir"
 t traj-sample-tools --distribution "$distribution" "$dataset" -o "$dir/tasks.jsonl"
+# Failed prompts (failures.jsonl) do not stop the batch; a stopped run does (run-ended.sh).
+rc=0
 t traj-run --resume --run-dir "$dir" --model "$model" --base-url "$base_url" \
   --api-key-env "$key_env" --num-workers "$workers" --batch-size "$batch_size" \
-  --max-turns "$max_turns" "$dir/tasks.jsonl" > /dev/null
+  --max-turns "$max_turns" "$dir/tasks.jsonl" > /dev/null || rc=$?
+if [ "$rc" -eq 1 ] && bash "$(dirname "$0")/run-ended.sh" "$dir"; then
+  echo "batch-then-compress: some prompts failed ($dir/failures.jsonl): going on with the others; run again to run them again" >&2
+elif [ "$rc" -ne 0 ]; then
+  exit "$rc"
+fi
 t traj-merge "$dir" --rejects "$dir/merge_rejects.jsonl" \
   | t traj-normalize --on-error skip --rejects "$dir/normalize_rejects.jsonl" \
       --tools <(t traj-sample-tools --list-toolsets --json | jq -c '[.[].tools[].name] | unique') \

@@ -613,3 +613,71 @@ fn recipes_traj_run_shards_slurm_and_loop_give_every_task_once() {
     assert_eq!(prompts(&d.path().join("trajectories.jsonl")), want);
     drop(server);
 }
+
+/// A prompt that fails (a 400, never run again) does not stop `make batch`: the others
+/// go through merge, normalize and filter, the failure stays in failures.jsonl, and the
+/// run is not marked complete. The same run through scripts/batch-then-compress.sh.
+#[test]
+fn a_failed_prompt_does_not_stop_the_batch() {
+    let d = tmpdir();
+    let dataset = d.path().join("prompts.jsonl");
+    std::fs::write(
+        &dataset,
+        "{\"prompt\": \"fine one\"}\n{\"prompt\": \"refused one\"}\n{\"prompt\": \"fine two\"}\n",
+    )
+    .unwrap();
+    let server = Standin::json(serde_json::json!({
+        "rules": [{"match": "refused", "turns": [{"status": 400, "error": "bad request"}]}],
+        "default": {"content": "done"}
+    }));
+    let data = d.path().join("data");
+    let o = Command::new("make")
+        .current_dir(repo())
+        .env_remove("MAKEFLAGS")
+        .env_remove("MFLAGS")
+        .args(["--no-print-directory", "batch"])
+        .arg(format!("BIN={}", bin_dir().display()))
+        .arg(format!("DATA={}", data.display()))
+        .arg(format!("DATASET={}", dataset.display()))
+        .args(["RUN=f", "MODEL=standin", "SANDBOX=local"])
+        .arg(format!("BASE_URL={}", server.url()))
+        .output()
+        .expect("run make");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("some prompts failed"), "{err}");
+    let run = data.join("f");
+    assert_eq!(lines(&run.join("trajectories.jsonl")), 2, "{err}");
+    assert_eq!(lines(&run.join("failures.jsonl")), 1, "{err}");
+    assert!(!run.join(".run-complete").exists());
+
+    // The script: the same three prompts, the same outcome.
+    let work = d.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let o = Command::new("bash")
+        .current_dir(&work)
+        .env_remove("OPENROUTER_API_KEY")
+        .arg(repo().join("scripts/batch-then-compress.sh"))
+        .arg("--dataset")
+        .arg(&dataset)
+        .args([
+            "--run",
+            "s",
+            "--model",
+            "standin",
+            "--base-url",
+            &server.url(),
+        ])
+        .arg("--bin")
+        .arg(bin_dir())
+        .output()
+        .expect("run the script");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("some prompts failed"), "{err}");
+    assert_eq!(
+        lines(&work.join("data/s/trajectories_compressed.jsonl")),
+        2,
+        "{err}"
+    );
+}
