@@ -1942,3 +1942,35 @@ fn shards_in_separate_run_dirs_merge_to_every_task_exactly_once() {
     idx.dedup();
     assert_eq!(idx, (0..90).collect::<Vec<u64>>(), "sorted by global index");
 }
+
+/// The stand-in fills `{prompt}` inside object arguments before it serialises them: a
+/// prompt with a quote and a line break still gives JSON arguments, which the record
+/// keeps and traj-normalize reads (before, such calls were not JSON and the rows were
+/// rejected).
+#[test]
+fn standin_object_arguments_with_a_quoted_prompt_stay_json() {
+    let d = tmpdir();
+    let prompt = "Define \"photoshop\".\nThen stop.";
+    std::fs::write(
+        d.path().join("tasks.jsonl"),
+        format!("{}\n", json!({"prompt": prompt, "toolsets": ["file"]})),
+    )
+    .unwrap();
+    let s = Standin::json(json!({"rules": [{"match": "", "turns": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "n.txt", "content": "{prompt}"}}]},
+        {"content": "ok"}
+    ]}]}));
+    let mut c = standin_run(d.path(), &s.url(), "r");
+    c.args(["--sandbox", "local", "-q", "tasks.jsonl"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let rec = &parse_jsonl(&stdout(&o))[0];
+    let args = rec["messages"][1]["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .unwrap();
+    let args: Value = serde_json::from_str(args).expect("JSON arguments");
+    assert_eq!(args["content"], prompt);
+    let mut c = cmd("traj-normalize", d.path());
+    c.arg("-q");
+    assert_code(&run_with_stdin(c, stdout(&o).as_bytes()), 0);
+}

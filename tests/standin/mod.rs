@@ -546,6 +546,24 @@ fn fill(template: &str, prompt: &str, turn: usize, tool_output: &str) -> String 
         .replace("{tool_output}", tool_output)
 }
 
+/// [`fill`] in every string of a JSON value (keys kept as they are).
+fn fill_strings(v: &Value, prompt: &str, turn: usize, tool_output: &str) -> Value {
+    match v {
+        Value::String(s) => Value::String(fill(s, prompt, turn, tool_output)),
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .map(|x| fill_strings(x, prompt, turn, tool_output))
+                .collect(),
+        ),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), fill_strings(x, prompt, turn, tool_output)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// Answer one chat request; returns whether the connection stays open.
 fn chat(w: &mut TcpStream, st: &State, req: &Request) -> bool {
     st.count.fetch_add(1, Ordering::Relaxed);
@@ -690,7 +708,9 @@ fn answer(w: &mut TcpStream, st: &State, req: &Request) -> bool {
                 let args = match &c.arguments {
                     Value::String(s) => fill(s, &prompt, turn, &tool_output),
                     Value::Null => "{}".to_string(),
-                    other => fill(&other.to_string(), &prompt, turn, &tool_output),
+                    // Placeholders filled inside the strings of object arguments, then
+                    // serialised: a prompt with a quote or a line break stays JSON.
+                    other => fill_strings(other, &prompt, turn, &tool_output).to_string(),
                 };
                 json!({"id": id, "type": "function", "function": {"name": c.name, "arguments": args}})
             })
