@@ -260,11 +260,14 @@ pub fn run(
     let left = n_tasks as u64 - records - failures;
     let stop_reason = shared.llm.stop_reason();
     if !cfg.quiet {
+        // Every figure of this run; the directory's totals are in statistics.json.
+        let tokens = stats
+            .total_tokens
+            .saturating_sub(existing.stats.total_tokens);
         let mut msg = format!(
-            "{records} records, {failures} failures, {left} not run; {} in {:.1}s; {} tokens, ${:.4}",
+            "{records} records, {failures} failures, {left} not run; {} in {:.1}s; {tokens} tokens, ${:.4}",
             dir.display(),
             started.elapsed().as_secs_f64(),
-            stats.total_tokens,
             shared.llm.spent()
         );
         if let Some(r) = &stop_reason {

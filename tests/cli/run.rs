@@ -1974,3 +1974,36 @@ fn standin_object_arguments_with_a_quoted_prompt_stay_json() {
     c.arg("-q");
     assert_code(&run_with_stdin(c, stdout(&o).as_bytes()), 0);
 }
+
+/// The summary line of a resumed run counts this run's tokens, like its records and its
+/// cost (the directory's totals are in statistics.json).
+#[test]
+fn the_summary_of_a_resumed_run_is_of_that_run() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"default": {"content": "ok", "cost": 0.25}}));
+    let prompts: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+    let input = write_prompts(d.path(), &refs);
+    let go = |more: &[&str]| {
+        let mut c = standin_run(d.path(), &s.url(), "data/r");
+        c.arg("--resume").args(more).arg(&input);
+        let o = run(c);
+        assert_code(&o, 0);
+        o
+    };
+    go(&["--max-samples", "4"]);
+    let o = go(&[]);
+    let recs = parse_jsonl(&stdout(&o));
+    assert_eq!(recs.len(), 6);
+    let tokens: u64 = recs
+        .iter()
+        .map(|r| r["usage"]["total_tokens"].as_u64().unwrap())
+        .sum();
+    assert!(tokens > 0);
+    let err = stderr(&o);
+    assert!(err.contains("6 records, 0 failures"), "{err}");
+    assert!(
+        err.contains(&format!("; {tokens} tokens, $1.5000")),
+        "{err}"
+    );
+}

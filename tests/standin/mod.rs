@@ -546,18 +546,15 @@ fn fill(template: &str, prompt: &str, turn: usize, tool_output: &str) -> String 
         .replace("{tool_output}", tool_output)
 }
 
-/// [`fill`] in every string of a JSON value (keys kept as they are).
-fn fill_strings(v: &Value, prompt: &str, turn: usize, tool_output: &str) -> Value {
+/// `fill` (the placeholders of a reply) in every string of a JSON value (keys kept as
+/// they are).
+fn fill_strings(v: &Value, fill: &dyn Fn(&str) -> String) -> Value {
     match v {
-        Value::String(s) => Value::String(fill(s, prompt, turn, tool_output)),
-        Value::Array(a) => Value::Array(
-            a.iter()
-                .map(|x| fill_strings(x, prompt, turn, tool_output))
-                .collect(),
-        ),
+        Value::String(s) => Value::String(fill(s)),
+        Value::Array(a) => Value::Array(a.iter().map(|x| fill_strings(x, fill)).collect()),
         Value::Object(m) => Value::Object(
             m.iter()
-                .map(|(k, x)| (k.clone(), fill_strings(x, prompt, turn, tool_output)))
+                .map(|(k, x)| (k.clone(), fill_strings(x, fill)))
                 .collect(),
         ),
         other => other.clone(),
@@ -710,7 +707,8 @@ fn answer(w: &mut TcpStream, st: &State, req: &Request) -> bool {
                     Value::Null => "{}".to_string(),
                     // Placeholders filled inside the strings of object arguments, then
                     // serialised: a prompt with a quote or a line break stays JSON.
-                    other => fill_strings(other, &prompt, turn, &tool_output).to_string(),
+                    other => fill_strings(other, &|t| fill(t, &prompt, turn, &tool_output))
+                        .to_string(),
                 };
                 json!({"id": id, "type": "function", "function": {"name": c.name, "arguments": args}})
             })
