@@ -72,38 +72,42 @@ pub struct RowView<'a> {
     pub meta: Option<Box<MetaFields>>,
 }
 
-/// The run fields of a `metadata` string (raw JSON text each, owned).
+/// The run members of a `metadata` string, by name (raw JSON text each, owned; a key
+/// written twice is refused before, by the scan of the row's own members).
 #[derive(Debug, Default)]
-pub struct MetaFields {
-    pub completed: Option<String>,
-    pub partial: Option<String>,
-    pub stop_reason: Option<String>,
-    pub reward: Option<String>,
-    pub task_uid: Option<String>,
-    pub prompt_index: Option<String>,
-}
+pub struct MetaFields(Vec<(&'static str, String)>);
+
+/// The members [`RowView`] reads of a row, and so of its `metadata`.
+const RUN_MEMBERS: [&str; 6] = [
+    "completed",
+    "partial",
+    "stop_reason",
+    "reward",
+    "task_uid",
+    "prompt_index",
+];
 
 impl MetaFields {
-    /// The run fields of the JSON object text `meta` (`None` when it holds none, or is
+    /// The run members of the JSON object text `meta` (`None` when it holds none, or is
     /// no object).
     fn of(meta: &str) -> Option<Box<MetaFields>> {
         let mut m = MetaFields::default();
-        let mut any = false;
         object_members(meta.as_bytes(), 0, |key, vs, ve| {
-            let slot = match &*crate::format::jsonscan::key_text(key) {
-                b"completed" => &mut m.completed,
-                b"partial" => &mut m.partial,
-                b"stop_reason" => &mut m.stop_reason,
-                b"reward" => &mut m.reward,
-                b"task_uid" => &mut m.task_uid,
-                b"prompt_index" => &mut m.prompt_index,
-                _ => return,
-            };
-            *slot = Some(meta[vs..ve].to_string());
-            any = true;
+            let key = crate::format::jsonscan::key_text(key);
+            if let Some(name) = RUN_MEMBERS.iter().find(|n| n.as_bytes() == &*key) {
+                m.0.push((name, meta[vs..ve].to_string()));
+            }
         })
         .ok()?;
-        any.then(|| Box::new(m))
+        (!m.0.is_empty()).then(|| Box::new(m))
+    }
+
+    /// The raw text of the member `name`.
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -111,7 +115,8 @@ macro_rules! run_field {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         pub fn $name(&self) -> Option<&str> {
-            self.$name.or_else(|| self.meta.as_ref()?.$name.as_deref())
+            self.$name
+                .or_else(|| self.meta.as_ref()?.get(stringify!($name)))
         }
     };
 }
