@@ -21,6 +21,7 @@ pub mod groups;
 pub mod keep;
 pub mod members;
 mod order;
+mod pair;
 pub mod read;
 pub mod shape;
 pub mod sidecar;

@@ -10,7 +10,7 @@
 //! result move with it); reading the written row back pairs each result with its own
 //! call again, and `--to openai` gives every call its own id. A result answers the call
 //! with its id; a result without an id, the first call not yet answered of the name its
-//! reading gave it ([`super::read::Pending`]'s rule: its own name, else its place). A
+//! reading gave it ([`super::pair::Pending`]'s rule: its own name, else its place). A
 //! turn with a result that answers no call is left as it was read.
 
 use crate::format::model::{Kept, Turn};

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::error::{BadMessage, BadRow};
 use super::keep::{self, Parts, SystemRule, Tally};
-use super::read::{Pending, push_results};
+use super::pair::{Pending, push_results};
 use super::{AsIs, Columns, Members, Options, Target, close_row, write_error_counts, write_stats};
 use crate::format::hermes::{self, QuickContent};
 use crate::format::jsonscan;
