@@ -773,8 +773,21 @@ pub fn response_bodies(v: &str) -> Result<Vec<&str>, ToolTurnError> {
     Ok(bodies)
 }
 
-const TOOLS_OPEN: &str = "<tools>";
-const TOOLS_CLOSE: &str = "</tools>";
+pub const TOOLS_OPEN: &str = "<tools>";
+pub const TOOLS_CLOSE: &str = "</tools>";
+
+/// Where the Hermes tool prompt of a system text starts and ends: its last
+/// [`SYSTEM_PREFIX`], then the first [`SYSTEM_SUFFIX`] after it (the tool list between is
+/// JSON, whose strings hold no line break). What traj-normalize splits the row's own
+/// text off by, and what traj-compress never cuts.
+pub fn tool_prompt_span(text: &str) -> Option<(usize, usize)> {
+    // The prefix's searcher is built once: building it is most of the cost of one search.
+    static PREFIX: std::sync::LazyLock<memchr::memmem::FinderRev<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::FinderRev::new(SYSTEM_PREFIX));
+    let k = PREFIX.rfind(text.as_bytes())?;
+    let e = text[k..].find(SYSTEM_SUFFIX)?;
+    Some((k, k + e + SYSTEM_SUFFIX.len()))
+}
 
 /// The offset just after each `<tools>` of a system turn, in order (the template also
 /// names the tags in its prose, so a reader picks the block it wants).

@@ -360,15 +360,7 @@ fn same_key((a, a_esc): (&[u8], bool), (b, b_esc): (&[u8], bool)) -> bool {
     if a == b {
         return true;
     }
-    if !a_esc && !b_esc {
-        return false;
-    }
-    let decode = |k: &[u8]| {
-        let quoted = [&b"\""[..], k, b"\""].concat();
-        let text = String::from_utf8(quoted).ok()?;
-        decode_str(&text).map(|c| c.into_owned())
-    };
-    decode(a).is_some_and(|x| decode(b).as_ref() == Some(&x))
+    (a_esc || b_esc) && key_text(a) == key_text(b)
 }
 
 #[cfg(test)]

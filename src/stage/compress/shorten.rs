@@ -142,7 +142,7 @@ fn json_strings(v: &mut Value, f: &mut Edit<'_>) -> bool {
 /// read as the Hermes prompt, and traj-normalize would take the turn for another
 /// writer's prompt and drop the row's own system text with it).
 fn hermes_text(s: &str, f: &mut Edit<'_>) -> Option<String> {
-    let Some((k, end)) = hermes_prompt(s) else {
+    let Some((k, end)) = hermes::tool_prompt_span(s) else {
         return tagged_text(s, f);
     };
     let mut changed = false;
@@ -165,14 +165,6 @@ fn hermes_text(s: &str, f: &mut Edit<'_>) -> Option<String> {
     (changed || listed).then_some(out)
 }
 
-/// Where the Hermes tool prompt of `s` starts and ends (its last prefix, the first
-/// suffix after it), as traj-normalize finds it.
-fn hermes_prompt(s: &str) -> Option<(usize, usize)> {
-    let k = s.rfind(hermes::SYSTEM_PREFIX)?;
-    let e = s[k..].find(hermes::SYSTEM_SUFFIX)?;
-    Some((k, k + e + hermes::SYSTEM_SUFFIX.len()))
-}
-
 /// A Hermes text's tags and the prose between them (see the module paragraph).
 fn tagged_text(s: &str, f: &mut Edit<'_>) -> Option<String> {
     let mut out = String::with_capacity(s.len());
@@ -193,10 +185,8 @@ fn tagged_text(s: &str, f: &mut Edit<'_>) -> Option<String> {
                 out.push_str(&s[p..end]);
                 text = end;
             }
-            Tag::RespOpen => match response_json(s, start) {
-                Some((body, end)) => {
-                    let (from, to) = body;
-                    let mut v: Value = serde_json::from_str(&s[from..to]).expect("parsed before");
+            Tag::RespOpen => match json_body(s, start, Tag::RespClose.text()) {
+                Some((mut v, (from, to), end)) => {
                     let edited = match v.get_mut("content") {
                         Some(c) => json_strings(c, f),
                         None => json_strings(&mut v, f),
@@ -243,10 +233,9 @@ fn tagged_text(s: &str, f: &mut Edit<'_>) -> Option<String> {
 /// of its own; the list is written again as the Hermes prompt writes it, so it stays
 /// JSON, and its tags are kept.
 fn prose(out: &mut String, t: &str, changed: &mut bool, f: &mut Edit<'_>) {
-    if let Some((open, (from, to), close)) = tools_json(t) {
+    if let Some((open, mut v, (from, to), close)) = tools_json(t) {
         prose_text(out, &t[..open], changed, f);
         out.push_str(&t[open..from]);
-        let mut v: Value = serde_json::from_str(&t[from..to]).expect("parsed before");
         if descriptions(&mut v, f) {
             out.push_str(&pyjson::to_string(&v, pyjson::Style::Envelope));
             *changed = true;
@@ -260,26 +249,16 @@ fn prose(out: &mut String, t: &str, changed: &mut bool, f: &mut Edit<'_>) {
     prose_text(out, t, changed, f);
 }
 
-/// The first `<tools>` block of `t` whose body is one JSON value followed by
-/// `</tools>`: where its opening tag starts, the body's span, and the end of the
-/// closing tag.
-fn tools_json(t: &str) -> Option<(usize, (usize, usize), usize)> {
-    const CLOSE: &str = "</tools>";
+/// The first `<tools>` block of `t` whose body is a JSON list or object followed by
+/// `</tools>`: where its opening tag starts, the body (parsed) and its span, and the end
+/// of the closing tag.
+fn tools_json(t: &str) -> Option<(usize, Value, (usize, usize), usize)> {
     hermes::tools_openings(t).find_map(|start| {
-        let rest = &t[start..];
-        let from = start + (rest.len() - rest.trim_start().len());
-        if !t[from..].starts_with(['[', '{']) {
+        if !t[start..].trim_start().starts_with(['[', '{']) {
             return None;
         }
-        let mut it = serde_json::Deserializer::from_str(&t[from..]).into_iter::<Value>();
-        it.next()?.ok()?;
-        let to = from + it.byte_offset();
-        let after = &t[to..];
-        let close = to + (after.len() - after.trim_start().len());
-        t[close..].starts_with(CLOSE).then(|| {
-            let open = start - "<tools>".len();
-            (open, (from, to), close + CLOSE.len())
-        })
+        let (v, span, end) = json_body(t, start, hermes::TOOLS_CLOSE)?;
+        Some((start - hermes::TOOLS_OPEN.len(), v, span, end))
     })
 }
 
@@ -311,20 +290,21 @@ fn prose_text(out: &mut String, t: &str, changed: &mut bool, f: &mut Edit<'_>) {
     }
 }
 
-/// The JSON body of the `<tool_response>` block whose tag ends at `start`: its span,
-/// and the end of the block's closing tag. `None` when the body is not one JSON value
-/// followed by the closing tag (white space around it allowed).
-fn response_json(s: &str, start: usize) -> Option<((usize, usize), usize)> {
+/// The JSON body of the block whose opening tag ends at `start` (a `<tool_response>`,
+/// a `<tools>`): the value, parsed once, its span, and the end of the `close` tag. `None`
+/// when the body is not one JSON value followed by `close` (white space around it
+/// allowed).
+fn json_body(s: &str, start: usize, close: &str) -> Option<(Value, (usize, usize), usize)> {
     let rest = &s[start..];
     let from = start + (rest.len() - rest.trim_start().len());
     let mut it = serde_json::Deserializer::from_str(&s[from..]).into_iter::<Value>();
-    it.next()?.ok()?;
+    let v = it.next()?.ok()?;
     let to = from + it.byte_offset();
     let after = &s[to..];
-    let close = to + (after.len() - after.trim_start().len());
-    s[close..]
-        .starts_with(Tag::RespClose.text())
-        .then(|| ((from, to), close + Tag::RespClose.text().len()))
+    let at = to + (after.len() - after.trim_start().len());
+    s[at..]
+        .starts_with(close)
+        .then(|| (v, (from, to), at + close.len()))
 }
 
 #[cfg(test)]

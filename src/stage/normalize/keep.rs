@@ -246,18 +246,8 @@ pub fn read_system(text: &str, lists_tools: bool) -> SystemText<'_> {
     if !lists_tools {
         return SystemText::Own(text);
     }
-    // The prefix's searcher is built once: building it is most of the cost of one search.
-    static PREFIX: std::sync::LazyLock<memchr::memmem::FinderRev<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::FinderRev::new(hermes::SYSTEM_PREFIX));
-    let Some(k) = PREFIX.rfind(text.as_bytes()) else {
-        return SystemText::ToolPrompt { own: None };
-    };
-    // The Hermes prompt ends at the first suffix after its prefix (the tool list between
-    // is JSON, whose strings hold no line break): then the end, or a blank line and text.
-    let Some(end) = text[k..]
-        .find(hermes::SYSTEM_SUFFIX)
-        .map(|e| k + e + hermes::SYSTEM_SUFFIX.len())
-    else {
+    // After the Hermes prompt: the end, or a blank line and text.
+    let Some((k, end)) = hermes::tool_prompt_span(text) else {
         return SystemText::ToolPrompt { own: None };
     };
     let before = match k {
