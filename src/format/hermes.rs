@@ -303,24 +303,45 @@ fn json_prefix(s: &str) -> Result<(Value, usize), NotJson> {
     }
 }
 
+/// A reading of Hermes text, and how many keys of the JSON bodies it read have no place
+/// in what it gives (so that writing it again drops them, and the caller counts them): a
+/// `<tool_call>` body's keys beside `name` and `arguments` (an `id`), a
+/// `<tool_response>` wrapper's beside `tool_call_id`, `name` and `content`
+/// (`is_error`), a `<tools>` entry's that a [`ToolSpec`] does not carry
+/// ([`ToolSpec::keys_not_carried`]: `strict`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counted<T> {
+    pub value: T,
+    pub dropped_keys: usize,
+}
+
 /// The tools listed in a system prompt's `<tools>` block, or `None` when it has none.
 ///
 /// Accepts a JSON list or a sequence of JSON objects (the Hermes-Function-Calling
 /// spelling) between `<tools>` and `</tools>`; mentions such as "within <tools> </tools>
 /// XML tags" are skipped.
 pub fn parse_system(value: &str) -> Option<Result<Vec<ToolSpec>, ParseError>> {
+    parse_system_counted(value).map(|r| r.map(|c| c.value))
+}
+
+/// [`parse_system`], with the keys of the entries that the tools do not carry.
+pub fn parse_system_counted(value: &str) -> Option<Result<Counted<Vec<ToolSpec>>, ParseError>> {
     tools_openings(value).find_map(|start| {
         let body = value[start..].trim_start_matches(py_space);
         (body.starts_with('[') || body.starts_with('{')).then(|| parse_tools_body(body))
     })
 }
 
-fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, ParseError> {
+fn parse_tools_body(mut body: &str) -> Result<Counted<Vec<ToolSpec>>, ParseError> {
     let mut tools = Vec::new();
+    let mut dropped_keys = 0;
     loop {
         body = body.trim_start_matches(|c: char| py_space(c) || c == ',');
         if body.starts_with(TOOLS_CLOSE) {
-            return Ok(tools);
+            return Ok(Counted {
+                value: tools,
+                dropped_keys,
+            });
         }
         if body.is_empty() {
             return Err(ParseError::ToolsUnclosed);
@@ -332,6 +353,7 @@ fn parse_tools_body(mut body: &str) -> Result<Vec<ToolSpec>, ParseError> {
             other => vec![other],
         };
         for t in items {
+            dropped_keys += ToolSpec::keys_not_carried(&t);
             tools.push(spec_of(t).map_err(ParseError::ToolsEntry)?);
         }
     }
@@ -348,13 +370,20 @@ fn spec_of(mut t: Value) -> Result<ToolSpec, crate::format::model::DeclError> {
 
 /// Split `<tool_call>` blocks off the end of `rest`. Returns the text before the first
 /// block (without the one `\n` the writer puts there) and the calls.
-fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), ParseError> {
+fn split_calls(rest: &str) -> Result<(&str, Counted<Vec<ToolCall>>), ParseError> {
     let Some(first) = find_tag(rest, Tag::CallOpen, 0) else {
-        return Ok((rest, Vec::new()));
+        return Ok((
+            rest,
+            Counted {
+                value: Vec::new(),
+                dropped_keys: 0,
+            },
+        ));
     };
     let before = &rest[..first];
     let before = before.strip_suffix('\n').unwrap_or(before);
     let mut calls = Vec::new();
+    let mut dropped_keys = 0;
     let mut s = &rest[first..];
     loop {
         s = s.trim_start_matches(py_space);
@@ -370,14 +399,23 @@ fn split_calls(rest: &str) -> Result<(&str, Vec<ToolCall>), ParseError> {
         let Some(tail) = tail.strip_prefix(Tag::CallClose.text()) else {
             return Err(ParseError::CallUnclosed(n));
         };
-        calls.push(call_from_json(v, n)?);
+        let (call, dropped) = call_from_json(v, n)?;
+        calls.push(call);
+        dropped_keys += dropped;
         s = tail;
     }
-    Ok((before, calls))
+    Ok((
+        before,
+        Counted {
+            value: calls,
+            dropped_keys,
+        },
+    ))
 }
 
-/// Call `n` (1-based) from its JSON body.
-fn call_from_json(v: Value, n: usize) -> Result<ToolCall, ParseError> {
+/// Call `n` (1-based) from its JSON body, and how many of the body's keys it does not
+/// carry.
+fn call_from_json(v: Value, n: usize) -> Result<(ToolCall, usize), ParseError> {
     let Value::Object(mut m) = v else {
         return Err(ParseError::CallNotAnObject(n));
     };
@@ -388,11 +426,12 @@ fn call_from_json(v: Value, n: usize) -> Result<ToolCall, ParseError> {
     let arguments = m
         .remove("arguments")
         .unwrap_or_else(|| Value::Object(Map::new()));
-    Ok(ToolCall {
+    let call = ToolCall {
         id: None,
         name,
         arguments,
-    })
+    };
+    Ok((call, m.len()))
 }
 
 /// Parse the value of a `gpt` turn into reasoning, content and calls.
@@ -404,18 +443,25 @@ fn call_from_json(v: Value, n: usize) -> Result<ToolCall, ParseError> {
 /// (`<think>R</think>x`, a blank line before the calls), writing the turn again gives the
 /// canonical framing.
 pub fn parse_gpt(value: &str) -> Result<GptTurn, ParseError> {
-    parse_gpt_checked(value).map(|(g, _)| g)
+    parse_gpt_checked(value).map(|(g, _)| g.value)
 }
 
-/// [`parse_gpt`], and whether [`render_gpt`] of the turn is known to give back `value`
-/// byte for byte (`true` when the reading above has checked it, which it does whenever
-/// the text starts with a `<think>` block; `false`: not known, or another framing).
-pub fn parse_gpt_checked(value: &str) -> Result<(GptTurn, bool), ParseError> {
+/// [`parse_gpt`] with the keys of the calls' bodies that the calls do not carry, and
+/// whether [`render_gpt`] of the turn is known to give back `value` byte for byte
+/// (`true` when the reading above has checked it, which it does whenever the text
+/// starts with a `<think>` block; `false`: not known, or another framing).
+pub fn parse_gpt_checked(value: &str) -> Result<(Counted<GptTurn>, bool), ParseError> {
     let (reasoning, rest) = match leading_reasoning(value) {
         Some((r, rest)) => (Some(r), rest),
         None => (None, value),
     };
-    let (content, calls) = split_calls(rest)?;
+    let (
+        content,
+        Counted {
+            value: calls,
+            dropped_keys,
+        },
+    ) = split_calls(rest)?;
     // White space alone before the calls is framing: no text is written there.
     let content = if !calls.is_empty() && reasoning.is_some() && is_blank(content) {
         ""
@@ -428,7 +474,13 @@ pub fn parse_gpt_checked(value: &str) -> Result<(GptTurn, bool), ParseError> {
         tool_calls: calls,
     };
     let checked = reasoning.is_some() && render_gpt(&g).ok().as_deref() == Some(value);
-    Ok((g, checked))
+    Ok((
+        Counted {
+            value: g,
+            dropped_keys,
+        },
+        checked,
+    ))
 }
 
 /// The leading `<think>` block of a turn's text, however it is framed: white space
@@ -493,19 +545,32 @@ pub fn take_leading_think(g: &mut GptTurn) {
 /// text (as [`crate::format::model::tool_content_value`] reads it). Missing names and ids are
 /// left empty for the caller to pair with the calls.
 pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, ParseError> {
+    parse_tool_counted(value).map(|c| c.value)
+}
+
+/// [`parse_tool`], with the keys of the `<tool_response>` wrappers that the results do
+/// not carry.
+pub fn parse_tool_counted(value: &str) -> Result<Counted<Vec<ToolResult>>, ParseError> {
     if find_tag(value, Tag::RespOpen, 0).is_none() {
-        return Ok(vec![ToolResult {
-            tool_call_id: String::new(),
-            name: String::new(),
-            content: crate::format::model::tool_content_value(value),
-        }]);
+        return Ok(Counted {
+            value: vec![ToolResult {
+                tool_call_id: String::new(),
+                name: String::new(),
+                content: crate::format::model::tool_content_value(value),
+            }],
+            dropped_keys: 0,
+        });
     }
     let mut out = Vec::new();
+    let mut dropped_keys = 0;
     let mut s = value;
     loop {
         s = s.trim_start_matches(py_space);
         if s.is_empty() {
-            return Ok(out);
+            return Ok(Counted {
+                value: out,
+                dropped_keys,
+            });
         }
         let Some(after) = s.strip_prefix(Tag::RespOpen.text()) else {
             return Err(ParseError::TextOutsideResponses(head40(s)));
@@ -519,7 +584,9 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, ParseError> {
         {
             let rest = after[used..].trim_start_matches(py_space);
             if let Some(tail) = rest.strip_prefix(Tag::RespClose.text()) {
-                out.push(result_from_value(v));
+                let (result, dropped) = result_from_value(v);
+                out.push(result);
+                dropped_keys += dropped;
                 s = tail;
                 continue;
             }
@@ -538,8 +605,9 @@ pub fn parse_tool(value: &str) -> Result<Vec<ToolResult>, ParseError> {
 }
 
 /// A result from a parsed JSON body: `{"name", "content"}` (with or without
-/// `tool_call_id`) is the wrapper; any other value is the content itself.
-fn result_from_value(v: Value) -> ToolResult {
+/// `tool_call_id`) is the wrapper; any other value is the content itself. With the
+/// number of the wrapper's other keys, which the result does not carry.
+fn result_from_value(v: Value) -> (ToolResult, usize) {
     match v {
         Value::Object(mut m) if m.contains_key("name") && m.contains_key("content") => {
             let name = match m.remove("name") {
@@ -551,17 +619,21 @@ fn result_from_value(v: Value) -> ToolResult {
                 _ => String::new(),
             };
             let content = m.remove("content").unwrap_or(Value::Null);
-            ToolResult {
+            let result = ToolResult {
                 tool_call_id,
                 name,
                 content,
-            }
+            };
+            (result, m.len())
         }
-        other => ToolResult {
-            tool_call_id: String::new(),
-            name: String::new(),
-            content: other,
-        },
+        other => {
+            let result = ToolResult {
+                tool_call_id: String::new(),
+                name: String::new(),
+                content: other,
+            };
+            (result, 0)
+        }
     }
 }
 

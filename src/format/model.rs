@@ -215,6 +215,42 @@ impl ToolSpec {
         })
     }
 
+    /// How many keys of the schema `v` a spec does not carry, so that a writer drops
+    /// them: keys beside `{"type", "function": {...}}`, or inside the function (or in a
+    /// bare schema, beside `type`) those [`ToolSpec::carries`] does not name (`strict`,
+    /// `cache_control`).
+    pub fn keys_not_carried(v: &Value) -> usize {
+        let Value::Object(m) = v else {
+            return 0;
+        };
+        // The members of `f` beside `skip` that a spec has no place for.
+        let dropped = |f: &serde_json::Map<String, Value>, skip: &[&str]| {
+            f.iter()
+                .filter(|(k, v)| !skip.contains(&k.as_str()) && !Self::carries(k, v.is_null()))
+                .count()
+        };
+        match m.get("function") {
+            Some(Value::Object(f)) => {
+                m.keys()
+                    .filter(|k| !matches!(k.as_str(), "type" | "function"))
+                    .count()
+                    + dropped(f, &[])
+            }
+            _ => dropped(m, &["type"]),
+        }
+    }
+
+    /// Whether a spec carries the member `key` of a schema's function (or of a bare
+    /// schema): its name, description and parameters, and the `"required": null` the
+    /// Hermes list writes (`null` says whether the member's value is `null`).
+    pub fn carries(key: &str, null: bool) -> bool {
+        match key {
+            "name" | "description" | "parameters" => true,
+            "required" => null,
+            _ => false,
+        }
+    }
+
     /// The OpenAI spelling: `{"type": "function", "function": {...}}`.
     pub fn to_openai(&self) -> Value {
         let mut f = serde_json::Map::new();

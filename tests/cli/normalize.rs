@@ -443,6 +443,47 @@ fn what_a_hermes_row_cannot_carry_is_counted_by_name() {
 }
 
 #[test]
+fn keys_a_hermes_row_carries_beyond_the_format_are_counted() {
+    // A `<tools>` entry's `strict`, a `<tool_call>` body's `id`, a `<tool_response>`
+    // wrapper's `is_error` and `duration_ms`: as json.dumps writes them (read by the quick
+    // path) and compact (the general path), counted the same.
+    let tools = format!(
+        "{}\n<tools>\n[{{\"name\": \"f\", \"description\": \"d\", \"parameters\": {{}}, \"strict\": true}}]\n</tools>",
+        "You may call these:"
+    );
+    let row = json!({"conversations": [
+        {"from": "system", "value": tools},
+        {"from": "human", "value": "hi"},
+        {"from": "gpt", "value": "<tool_call>\n{\"name\": \"f\", \"arguments\": {}, \"id\": \"c1\"}\n</tool_call>"},
+        {"from": "tool", "value": "<tool_response>\n{\"name\": \"f\", \"content\": \"ok\", \"is_error\": false, \"duration_ms\": 3}\n</tool_response>"},
+        {"from": "gpt", "value": "done"}
+    ]});
+    let python = traj::format::pyjson::dumps(&row);
+    let compact = row.to_string();
+    let d = tmpdir();
+    let mut outputs = Vec::new();
+    for (i, line) in [python, compact].iter().enumerate() {
+        let stats = d.path().join(format!("stats{i}.json"));
+        let mut c = cmd(BIN, d.path());
+        c.arg("--stats").arg(&stats);
+        let o = run_with_stdin(c, format!("{line}\n").as_bytes());
+        assert_code(&o, 0);
+        let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        for (kind, n) in [
+            ("tool_schema_key", 1),
+            ("tool_call_key", 1),
+            ("tool_result_key", 2),
+        ] {
+            assert_eq!(s["dropped_parts"][kind], n, "{kind} of line {i}: {s}");
+        }
+        assert!(stderr(&o).contains("tool_result_key: 2"), "{}", stderr(&o));
+        outputs.push(stdout(&o));
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    assert!(!outputs[0].contains("is_error"), "{}", outputs[0]);
+}
+
+#[test]
 fn reasoning_with_a_closing_think_tag_is_rejected_with_a_reason() {
     let bad = msgs(json!([
         {"role": "user", "content": "Q"},

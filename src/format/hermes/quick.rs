@@ -20,12 +20,14 @@ use crate::format::jsonscan::decode_str;
 use crate::format::model::{Outcome, ToolSpec, classify_result, classify_text};
 use crate::format::pyjson::{as_is_prefix, as_is_string_end};
 
-/// One tool of the list: its spec, and where its parameters' text is in the prompt when
-/// it is kept (the spec's `parameters` is then `null`, standing in for it).
+/// One tool of the list: its spec, where its parameters' text is in the prompt when it
+/// is kept (the spec's `parameters` is then `null`, standing in for it), and how many
+/// of its keys the spec does not carry (as [`super::Counted`] counts them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuickTool {
     pub spec: ToolSpec,
     pub parameters: Option<Range<usize>>,
+    pub dropped_keys: usize,
 }
 
 /// serde_json's private key for a number kept as text.
@@ -87,6 +89,10 @@ fn read_tool(value: &str, i: usize) -> Option<(QuickTool, usize)> {
     if function.is_some() {
         return None;
     }
+    let dropped_keys = members
+        .iter()
+        .filter(|(k, span)| *k != "type" && !ToolSpec::carries(k, &value[span.clone()] == "null"))
+        .count();
     let string = |span: Range<usize>| {
         let text = &value[span];
         text.starts_with('"')
@@ -115,6 +121,7 @@ fn read_tool(value: &str, i: usize) -> Option<(QuickTool, usize)> {
                 parameters,
             },
             parameters: kept,
+            dropped_keys,
         },
         i,
     ))
@@ -170,12 +177,14 @@ fn object_at(value: &str, mut i: usize) -> Option<(Members<'_>, usize)> {
     }
 }
 
-/// One result of a tool turn read by [`parse_tool_quick`].
+/// One result of a tool turn read by [`parse_tool_quick`], and how many keys of its
+/// wrapper it does not carry (as [`super::Counted`] counts them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuickResult {
     pub tool_call_id: String,
     pub name: String,
     pub content: QuickContent,
+    pub dropped_keys: usize,
 }
 
 /// The content of a [`QuickResult`].
@@ -227,6 +236,11 @@ fn read_response(value: &str, i: usize) -> Option<(QuickResult, usize)> {
     let b = value.as_bytes();
     let (members, i) = object_at(value, i)?;
     let [id, name, content] = pick(&members, ["tool_call_id", "name", "content"]);
+    let dropped_keys = members.len()
+        - [&id, &name, &content]
+            .iter()
+            .filter(|m| m.is_some())
+            .count();
     // A string member, or "" (the general reader's rule for any other value).
     let string = |span: Option<Range<usize>>| match span {
         Some(s) if b[s.start] == b'"' => decode_str(&value[s]).map(|t| t.into_owned()),
@@ -245,6 +259,7 @@ fn read_response(value: &str, i: usize) -> Option<(QuickResult, usize)> {
             tool_call_id: string(id)?,
             name: string(Some(name_span))?,
             content,
+            dropped_keys,
         },
         i,
     ))

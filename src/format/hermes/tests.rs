@@ -86,6 +86,8 @@ fn a_leading_think_block_is_reasoning_in_any_framing() {
     ];
     for (text, want) in cases {
         let (got, checked) = parse_gpt_checked(text).unwrap();
+        assert_eq!(got.dropped_keys, 0, "{text:?}");
+        let got = got.value;
         assert_eq!(got, want, "{text:?}");
         let canonical = render_gpt(&got).unwrap();
         let framed = text.trim_start().starts_with("<think>");
@@ -266,7 +268,7 @@ fn quick_tool_list_is_the_general_one() {
         ("<tools>\n[", "<tools>\n  ["),
         ("<tools>", "<tools> x"),
     ];
-    let (mut read, mut tried) = (0, 0);
+    let (mut read, mut tried, mut counted) = (0, 0, 0);
     for text in &texts {
         for v in &crate::fixtures::edited(text, edits) {
             tried += 1;
@@ -279,7 +281,11 @@ fn quick_tool_list_is_the_general_one() {
                 assert!(general.is_none(), "{v}");
                 continue;
             };
-            let general = general.expect("a block").expect("read");
+            let general = parse_system_counted(v).expect("a block").expect("read");
+            let dropped: usize = quick.iter().map(|t| t.dropped_keys).sum();
+            assert_eq!(dropped, general.dropped_keys, "{v}");
+            counted += usize::from(dropped > 0);
+            let general = general.value;
             let raw: Vec<Option<&str>> = quick
                 .iter()
                 .map(|t| t.parameters.clone().map(|p| &v[p]))
@@ -297,6 +303,7 @@ fn quick_tool_list_is_the_general_one() {
         }
     }
     assert!(read > tried / 3, "{read} of {tried} read quickly");
+    assert!(counted > 10, "{counted} lists with keys not carried");
 }
 
 /// `find_tag`'s searchers are indexed by the tag's discriminant: `TAGS` is in that order.
@@ -361,7 +368,7 @@ fn quick_tool_results_are_the_general_ones() {
         ("\"success\": true", "\"success\": false"),
         (": ", ":"),
     ];
-    let (mut read, mut tried, mut texts_kept, mut failed) = (0, 0, 0, 0);
+    let (mut read, mut tried, mut texts_kept, mut failed, mut counted) = (0, 0, 0, 0, 0);
     for text in &texts {
         for v in &crate::fixtures::edited(text, edits) {
             tried += 1;
@@ -369,7 +376,11 @@ fn quick_tool_results_are_the_general_ones() {
                 continue;
             };
             read += 1;
-            let general = parse_tool(v).expect("read quickly, read generally");
+            let general = parse_tool_counted(v).expect("read quickly, read generally");
+            let dropped: usize = quick.iter().map(|r| r.dropped_keys).sum();
+            assert_eq!(dropped, general.dropped_keys, "{v}");
+            counted += usize::from(dropped > 0);
+            let general = general.value;
             assert_eq!(quick.len(), general.len(), "{v}");
             for (q, g) in quick.iter().zip(&general) {
                 assert_eq!(
@@ -398,6 +409,7 @@ fn quick_tool_results_are_the_general_ones() {
         }
     }
     assert!(read > tried / 4, "{read} of {tried} read quickly");
+    assert!(counted > 10, "{counted} turns with keys not carried");
     assert!(
         texts_kept > 500 && failed > 50,
         "{texts_kept} kept as text, {failed} failures"

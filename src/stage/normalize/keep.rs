@@ -87,7 +87,8 @@ pub enum Part {
     /// A system prompt dropped by `--drop-system-prompt`.
     SystemPrompt,
     /// A key of a tool call other than its `id`, `type` and `function` (LiteLLM's
-    /// `index`), dropped.
+    /// `index`), of its function other than `name` and `arguments`, or of a Hermes
+    /// `<tool_call>` body other than `name` and `arguments` (an `id`), dropped.
     ToolCallKey,
     /// A key of a system message other than its role and text, dropped.
     SystemMessageKey,
@@ -107,9 +108,10 @@ pub enum Part {
     /// An image part (`image_url`, `image`, `input_image`): written as the reference's
     /// `[screenshot]` placeholder, its URL or data dropped.
     ImagePart,
-    /// A key of a tool schema in the row's `tools` other than `type` and `function`, or
-    /// of its function other than `name`, `description` and `parameters` (`strict`,
-    /// `cache_control`), dropped.
+    /// A key of a tool schema in the row's `tools` or in a Hermes `<tools>` list other
+    /// than `type` and `function`, or of its function other than `name`, `description`
+    /// and `parameters` (`strict`, `cache_control`:
+    /// [`crate::format::model::ToolSpec::keys_not_carried`]), dropped.
     ToolSchemaKey,
     /// The id of a call no result answers (the last call of a run cut off): the Hermes
     /// text carries a call's id only in its result, dropped.
@@ -117,10 +119,13 @@ pub enum Part {
     /// A tool result's own `name` that is not its call's (`browser.search` answering a
     /// call of `search`): the result is written under its call's name, dropped.
     ToolResultName,
+    /// A key of a Hermes `<tool_response>` wrapper other than `tool_call_id`, `name` and
+    /// `content` (`is_error`, `duration_ms`), dropped.
+    ToolResultKey,
 }
 
 impl Part {
-    pub const ALL: [Part; 15] = [
+    pub const ALL: [Part; 16] = [
         Part::ToolResultWithoutCall,
         Part::LateSystemMessage,
         Part::MessageWithoutTurn,
@@ -136,6 +141,7 @@ impl Part {
         Part::ToolSchemaKey,
         Part::UnansweredCallId,
         Part::ToolResultName,
+        Part::ToolResultKey,
     ];
 
     /// The stable name (stderr, `--stats`).
@@ -156,6 +162,7 @@ impl Part {
             Part::ToolSchemaKey => "tool_schema_key",
             Part::UnansweredCallId => "unanswered_call_id",
             Part::ToolResultName => "tool_result_name",
+            Part::ToolResultKey => "tool_result_key",
         }
     }
 
@@ -176,6 +183,7 @@ impl Part {
                 | Part::ToolSchemaKey
                 | Part::UnansweredCallId
                 | Part::ToolResultName
+                | Part::ToolResultKey
         )
     }
 }
@@ -186,7 +194,14 @@ pub struct Parts(BTreeMap<Part, u64>);
 
 impl Parts {
     pub fn add(&mut self, p: Part) {
-        *self.0.entry(p).or_default() += 1;
+        self.add_n(p, 1);
+    }
+
+    /// `n` parts of kind `p` (none: the kind is not listed).
+    pub fn add_n(&mut self, p: Part, n: usize) {
+        if n > 0 {
+            *self.0.entry(p).or_default() += n as u64;
+        }
     }
 
     pub fn get(&self, p: Part) -> u64 {

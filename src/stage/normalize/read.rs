@@ -109,38 +109,9 @@ pub fn row_tools(
         .map(|(i, t)| ToolSpec::from_json(t).map_err(|e| ToolsField::Entry(i, e)))
         .collect::<Result<Vec<_>, _>>()?;
     for t in list {
-        for _ in 0..schema_keys_dropped(t) {
-            parts.add(Part::ToolSchemaKey);
-        }
+        parts.add_n(Part::ToolSchemaKey, ToolSpec::keys_not_carried(t));
     }
     Ok(Some(specs))
-}
-
-/// How many keys of the tool schema `t` a [`ToolSpec`] does not carry: beside
-/// `{"type", "function": {"name", "description", "parameters"}}`, or of a bare
-/// `{"type"?, "name", "description", "parameters", "required": null}` (the Hermes list's
-/// own spelling).
-fn schema_keys_dropped(t: &Value) -> usize {
-    let Value::Object(m) = t else {
-        return 0;
-    };
-    let carried = |k: &str, v: &Value| match k {
-        "name" | "description" | "parameters" => true,
-        "required" => v.is_null(),
-        _ => false,
-    };
-    match m.get("function") {
-        Some(Value::Object(f)) => {
-            m.keys()
-                .filter(|k| !matches!(k.as_str(), "type" | "function"))
-                .count()
-                + f.iter().filter(|(k, v)| !carried(k, v)).count()
-        }
-        _ => m
-            .iter()
-            .filter(|(k, v)| *k != "type" && !carried(k, v))
-            .count(),
-    }
 }
 
 /// How a message list is read, and what the reading counts.
@@ -227,12 +198,14 @@ pub fn read_messages(
             "system" | "developer" => {
                 pending = None;
                 let text = text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?;
-                let listed = hermes::parse_system(&text);
+                let listed = hermes::parse_system_counted(&text);
                 let lists_tools = listed.is_some();
                 if system_tools.is_none()
                     && let Some(t) = listed
                 {
-                    system_tools = Some(t.map_err(|e| at(e.into()))?);
+                    let t = t.map_err(|e| at(e.into()))?;
+                    ctx.tally.parts.add_n(Part::ToolSchemaKey, t.dropped_keys);
+                    system_tools = Some(t.value);
                 }
                 let (own, run) = match keep::read_system(&text, lists_tools) {
                     keep::SystemText::ToolPrompt { own } => {
@@ -285,7 +258,9 @@ pub fn read_messages(
                     let text = text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?;
                     let text = repair::repair_gpt(&text, false, mode, &mut ctx.tally.repairs)
                         .map_err(|e| at(e.into()))?;
-                    hermes::parse_gpt(&text).map_err(|e| at(e.into()))?
+                    let (g, _) = hermes::parse_gpt_checked(&text).map_err(|e| at(e.into()))?;
+                    ctx.tally.parts.add_n(Part::ToolCallKey, g.dropped_keys);
+                    g.value
                 } else {
                     let mut g = openai_assistant(
                         &m,
@@ -354,10 +329,12 @@ pub fn read_messages(
                     unreachable!("a result without a call is kept above");
                 };
                 let results = if sharegpt && role == "tool" {
-                    hermes::parse_tool(
-                        &text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?,
-                    )
-                    .map_err(|e| at(e.into()))?
+                    let text = text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?;
+                    let read = hermes::parse_tool_counted(&text).map_err(|e| at(e.into()))?;
+                    ctx.tally
+                        .parts
+                        .add_n(Part::ToolResultKey, read.dropped_keys);
+                    read.value
                 } else if sharegpt && role == "observation" {
                     // LLaMA-Factory joins the results of one step with its separator.
                     let text = text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?;

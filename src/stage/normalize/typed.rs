@@ -391,9 +391,11 @@ fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<R
                             quick = Some(tools);
                             true
                         }
-                        None => match hermes::parse_system(&text) {
+                        None => match hermes::parse_system_counted(&text) {
                             Some(t) => {
-                                system_tools = Some(tri!(t));
+                                let t = tri!(t);
+                                ctx.parts.add_n(keep::Part::ToolSchemaKey, t.dropped_keys);
+                                system_tools = Some(t.value);
                                 true
                             }
                             None => false,
@@ -420,6 +422,8 @@ fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<R
                     }
                 }
                 if let Some(tools) = quick {
+                    let dropped = tools.iter().map(|t| t.dropped_keys).sum();
+                    ctx.parts.add_n(keep::Part::ToolSchemaKey, dropped);
                     let (specs, spans) = tools.into_iter().map(|t| (t.spec, t.parameters)).unzip();
                     system_tools = Some(specs);
                     system = Some((text, spans));
@@ -439,6 +443,8 @@ fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<R
                 let text = m.text()?;
                 let repaired = tri!(repair::repair_gpt(&text, false, mode, &mut ctx.repairs));
                 let (g, round_trip) = tri!(hermes::parse_gpt_checked(&repaired));
+                ctx.parts.add_n(keep::Part::ToolCallKey, g.dropped_keys);
+                let g = g.value;
                 // Written back as it is: the writer would render this same text, find
                 // its tags sound and escape it as it is spelled.
                 if round_trip
@@ -467,6 +473,7 @@ fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<R
                     let results = quick
                         .into_iter()
                         .map(|r| {
+                            ctx.parts.add_n(keep::Part::ToolResultKey, r.dropped_keys);
                             let (content, span) = match r.content {
                                 QuickContent::Value(v) => (v, None),
                                 QuickContent::Text(s, o) => (stand_in(o), Some((at, s))),
@@ -482,7 +489,10 @@ fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<R
                     tool_texts.push(text);
                     results
                 } else {
-                    tri!(hermes::parse_tool(&text))
+                    let read = tri!(hermes::parse_tool_counted(&text));
+                    ctx.parts
+                        .add_n(keep::Part::ToolResultKey, read.dropped_keys);
+                    read.value
                 };
                 let n = results.len();
                 push_results(&mut turns, results, p, false, &mut ctx.parts);
@@ -537,7 +547,7 @@ mod tests {
     use super::*;
 
     /// The general path: the row read whole.
-    fn general(line: &[u8], opts: &Options) -> (Vec<u8>, Result<(), String>, u64) {
+    fn general(line: &[u8], opts: &Options) -> (Vec<u8>, Result<(), String>, Tally) {
         let mut out = Vec::new();
         let mut made = Tally::default();
         let r = match crate::io::parse_object(line) {
@@ -545,7 +555,7 @@ mod tests {
                 .map_err(|e| e.to_string()),
             Err(e) => Err(e),
         };
-        (out, r, made.repairs.total())
+        (out, r, made)
     }
 
     /// Every line of the Hermes fixtures and of the real-rows unit, as written and
@@ -585,6 +595,13 @@ mod tests {
             ("</think>", ""),
             ("<think>", ""),
             ("<tool_call>\\n{", "<tool_call>\\n{{"),
+            // Keys the calls, results and tools do not carry.
+            ("{\\\"name\\\": ", "{\\\"id\\\": 1, \\\"name\\\": "),
+            (
+                "\\\"content\\\": ",
+                "\\\"is_error\\\": false, \\\"content\\\": ",
+            ),
+            ("\\\"required\\\": null", "\\\"strict\\\": true"),
             ("\"}]", "\"}], \"tool_stats\": {\"x\": {\"count\": 1}}"),
             ("\"}]", "\"}], \"tool_error_counts\": {}, \"n\": 1.5e3"),
             ("\"}]", "\"}], \"tools\": []"),
@@ -611,7 +628,7 @@ mod tests {
                 ..opts
             },
         ];
-        let (mut tried, mut quick_rows, mut refused) = (0, 0, 0);
+        let (mut tried, mut quick_rows, mut refused, mut counted) = (0, 0, 0, 0);
         for line in &lines {
             let mut variants = crate::fixtures::edited(line, edits);
             variants.insert(1, format!("{line} "));
@@ -633,13 +650,18 @@ mod tests {
                     let mut want_all = b"before".to_vec();
                     want_all.extend_from_slice(&want_out);
                     assert!(out == want_all, "{v}");
-                    assert_eq!(made.repairs.total(), want_made, "{v}");
+                    assert_eq!(made.repairs.total(), want_made.repairs.total(), "{v}");
+                    if r.is_ok() {
+                        assert_eq!(made.parts, want_made.parts, "{v}");
+                        counted += usize::from(made.parts.total(true) > 0);
+                    }
                 }
             }
         }
         assert!(
-            quick_rows > tried / 3 && refused > 20,
-            "{quick_rows} of {tried} by the quick path, {refused} refused"
+            quick_rows > tried / 3 && refused > 20 && counted > 20,
+            "{quick_rows} of {tried} by the quick path, {refused} refused, \
+             {counted} with parts dropped"
         );
     }
 }
