@@ -72,6 +72,22 @@ pub struct RowView<'a> {
     pub meta: Option<Box<MetaFields>>,
 }
 
+/// The object a `--columns core` row keeps in its `metadata` string (traj-normalize
+/// writes every field beside the core columns there), read by the one JSON rule
+/// ([`crate::io::parse_object`]). `None` when `metadata` is no string holding a JSON
+/// object, a key written twice included: such a string is the row's own text, passed on
+/// as it is, never unpacked with a value lost.
+pub fn core_metadata(
+    row: &serde_json::Map<String, serde_json::Value>,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    match row.get("metadata") {
+        Some(serde_json::Value::String(s)) if s.trim_start().starts_with('{') => {
+            crate::io::parse_object(s.as_bytes()).ok()
+        }
+        _ => None,
+    }
+}
+
 /// The run members of a `metadata` string, by name (raw JSON text each, owned; a key
 /// written twice is refused before, by the scan of the row's own members).
 #[derive(Debug, Default)]

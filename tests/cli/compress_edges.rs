@@ -295,4 +295,18 @@ fn a_row_compressed_normalised_and_compressed_again_keeps_one_notice_and_true_me
         without["compression_metrics"], before["compression_metrics"],
         "the first compression's metrics were left on a row compressed again"
     );
+    // A `--columns core` row keeps them inside its `metadata` string: updated there, no
+    // second member added.
+    let mut c = cmd("traj-normalize", d.path());
+    c.args(["-q", "--columns", "core", "c1.jsonl", "-o", "h.jsonl"]);
+    assert_code(&run(c), 0);
+    for (flag, out) in [(true, "k2a.jsonl"), (false, "k2b.jsonl")] {
+        let core = second(flag, out);
+        assert!(core.get("compression_metrics").is_none(), "{core}");
+        let meta: Value = serde_json::from_str(core["metadata"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            meta["compression_metrics"], without["compression_metrics"],
+            "flag {flag}: {meta}"
+        );
+    }
 }

@@ -457,3 +457,35 @@ fn llamafactorys_system_column_is_the_system_text_of_a_row_without_one() {
     assert_eq!(list(&out[0])[0]["value"], "Own.");
     assert_eq!(out[0]["system"], "Column.");
 }
+
+#[test]
+fn a_metadata_string_with_a_key_twice_is_kept_as_its_text() {
+    // Unpacked, one of the two values would be lost: such a string is the row's own
+    // text, kept whole inside the core row's metadata (the same row when read again).
+    let d = tmpdir();
+    let meta = r#"{"a": 1, "a": 2}"#;
+    let row = json!({"conversations": [{"from": "human", "value": "hi"},
+        {"from": "gpt", "value": "yo"}], "metadata": meta});
+    let (core, _) = norm(
+        d.path(),
+        format!("{row}\n").as_bytes(),
+        &["--columns", "core"],
+    );
+    let inner: Value = serde_json::from_str(core[0]["metadata"].as_str().unwrap()).unwrap();
+    assert_eq!(inner, json!({"metadata": meta}), "{}", core[0]);
+    let (again, _) = norm(
+        d.path(),
+        format!("{}\n", core[0]).as_bytes(),
+        &["--columns", "core"],
+    );
+    assert_eq!(again, core);
+    // An object spelled once is unpacked, as before.
+    let once = json!({"conversations": [{"from": "human", "value": "hi"}],
+        "metadata": r#"{"a": 1}"#});
+    let (core, _) = norm(
+        d.path(),
+        format!("{once}\n").as_bytes(),
+        &["--columns", "core"],
+    );
+    assert_eq!(core[0]["metadata"], json!(r#"{"a": 1}"#), "{}", core[0]);
+}

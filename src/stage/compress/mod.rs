@@ -47,6 +47,9 @@ pub mod summary;
 
 use std::sync::{Arc, Mutex};
 
+use serde_json::{Map, Value};
+
+use crate::format::pyjson::{self, Style};
 use crate::format::tokens::Tokenizer;
 use crate::io::Verdict;
 use metrics::{Aggregate, TrajectoryMetrics};
@@ -160,6 +163,20 @@ pub struct Compressor {
 
 /// The member a row's own metrics are written to (`--per-trajectory-metrics`).
 const METRICS_KEY: &str = "compression_metrics";
+
+/// The member a `--columns core` row keeps its other fields in (a JSON string).
+const METADATA_KEY: &str = "metadata";
+
+/// The object in a `--columns core` row's `metadata` when it holds metrics
+/// ([`crate::format::row::core_metadata`]; written again as traj-normalize writes it).
+fn metadata_with_metrics(obj: &Map<String, Value>) -> Option<Map<String, Value>> {
+    match obj.get(METADATA_KEY) {
+        Some(Value::String(s)) if s.contains(METRICS_KEY) => {
+            crate::format::row::core_metadata(obj).filter(|m| m.contains_key(METRICS_KEY))
+        }
+        _ => None,
+    }
+}
 
 fn push_line(out: &mut Vec<u8>, line: &[u8]) {
     out.extend_from_slice(line);
@@ -319,15 +336,30 @@ impl Compressor {
         }
         self.record(|a| a.add(&m));
         // A rewritten row that carries metrics of an earlier compression gets this one's:
-        // left as they were, they would describe a row that is no longer there.
-        let with_metrics = (self.settings.per_trajectory_metrics
-            || (rewritten && row.obj.contains_key(METRICS_KEY)))
+        // left as they were, they would describe a row that is no longer there. They go
+        // where the row keeps them: its own member, else (a `--columns core` row) inside
+        // its `metadata`, else a new member.
+        let in_meta = (!row.obj.contains_key(METRICS_KEY))
+            .then(|| metadata_with_metrics(&row.obj))
+            .flatten();
+        let carries = row.obj.contains_key(METRICS_KEY) || in_meta.is_some();
+        let with_metrics = (self.settings.per_trajectory_metrics || (rewritten && carries))
             && !m.skipped_under_target;
         if rewritten || with_metrics {
             let mut changed = Vec::new();
             if with_metrics {
-                row.obj.insert(METRICS_KEY.into(), m.to_json());
-                changed.push(METRICS_KEY);
+                match in_meta {
+                    Some(mut meta) => {
+                        meta.insert(METRICS_KEY.into(), m.to_json());
+                        let text = pyjson::to_string(&Value::Object(meta), Style::Python);
+                        row.obj.insert(METADATA_KEY.into(), Value::String(text));
+                        changed.push(METADATA_KEY);
+                    }
+                    None => {
+                        row.obj.insert(METRICS_KEY.into(), m.to_json());
+                        changed.push(METRICS_KEY);
+                    }
+                }
             }
             splice::write_row(line, &row, &changed, out);
         } else {

@@ -21,10 +21,9 @@ pub(super) fn apply(
 ) -> Result<Option<Value>, BadRow> {
     // A core row keeps its fields in `metadata` (a JSON object in a string).
     let in_meta = match row.get("metadata") {
-        Some(Value::String(s)) if s.contains(FIELD) => match serde_json::from_str(s) {
-            Ok(Value::Object(mut m)) => m.shift_remove(FIELD),
-            _ => None,
-        },
+        Some(Value::String(s)) if s.contains(FIELD) => {
+            crate::format::row::core_metadata(row).and_then(|mut m| m.shift_remove(FIELD))
+        }
         _ => None,
     };
     if let Some(v) = row.get(FIELD).or(in_meta.as_ref()) {

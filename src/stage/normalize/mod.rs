@@ -357,8 +357,7 @@ fn normalize_row_with(
     // A core row keeps them in its metadata.
     let in_meta = match row.get("metadata") {
         Some(Value::String(m)) if m.contains(keep::MESSAGE_KEYS) => {
-            serde_json::from_str::<Map<String, Value>>(m)
-                .ok()
+            crate::format::row::core_metadata(&row)
                 .and_then(|mut m| m.shift_remove(keep::MESSAGE_KEYS))
         }
         _ => None,

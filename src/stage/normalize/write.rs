@@ -113,13 +113,7 @@ pub(super) fn write_core(
     }
     // A core row's own `metadata` (a JSON object in a string) is unpacked first, so that
     // normalising a core row again gives the same row.
-    let own = match row.get("metadata") {
-        Some(Value::String(s)) => match serde_json::from_str(s) {
-            Ok(Value::Object(m)) => Some(m),
-            _ => None,
-        },
-        _ => None,
-    };
+    let own = crate::format::row::core_metadata(row);
     let unpacked = own.is_some();
     let mut meta: Map<String, Value> = own.unwrap_or_default();
     meta.shift_remove(crate::format::bridge::FIELD); // the row's own (bridged::apply) counts
