@@ -114,6 +114,17 @@ pub fn run_cli(args: Args) -> Result<Status> {
             .map(|a| Ok((a.clone(), inputs::resolve(std::slice::from_ref(a), glob)?)))
             .collect::<Result<_>>()?
     };
+    if !args.io.quiet {
+        for f in sets.iter().flat_map(|(_, i)| &i.skipped) {
+            note(
+                NAME,
+                &format!(
+                    "{}: not read (a stage's JSON document, by its name; name the file, or give --glob, to read it)",
+                    f.display()
+                ),
+            );
+        }
+    }
     let before = if args.before.is_empty() {
         None
     } else {
@@ -123,8 +134,22 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let read: Vec<_> = (sets.iter().flat_map(|(_, i)| i.sources.iter().cloned()))
         .chain(before.iter().flatten().cloned())
         .collect();
+    // What goes to stdout: the page without -o (unless --summary), --summary's table.
+    let stdout = std::path::Path::new("-");
+    let page = match args.io.output.as_deref() {
+        None if !args.summary => Some(stdout),
+        o => o,
+    };
     let written = [
-        ("-o", args.io.output.as_deref()),
+        (
+            if args.io.output.is_some() {
+                "-o"
+            } else {
+                "the page (no -o)"
+            },
+            page,
+        ),
+        ("--summary", args.summary.then_some(stdout)),
         ("--rejects", args.io.rejects.as_deref()),
     ];
     crate::io::check_targets(None, &written, &read).map_err(crate::error::classify)?;

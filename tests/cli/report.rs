@@ -881,3 +881,156 @@ fn a_page_of_many_rows_loads_in_chromium_with_every_row_drawn() {
         );
     }
 }
+
+/// Rows nobody here wrote, read as the stages read them: a `--columns core` row's run
+/// fields inside its `metadata` (status, reward and pass@k as traj-filter's `--stats`
+/// gives them), the reference's tombstones (counted, no bad line), an Atropos group
+/// (one row per rollout, as traj-normalize reads it), a message list holding a string
+/// and a number (shown as written), and a bad line (named on the page).
+#[test]
+fn foreign_shapes_are_read_as_the_stages_read_them() {
+    let d = tmpdir();
+    let core = |uid: &str, reward: f64| {
+        json!({"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}],
+               "tools": "[]", "tool_stats": "{}", "tool_error_counts": "{}",
+               "metadata": json!({"task_uid": uid, "reward": reward, "completed": true}).to_string()})
+    };
+    let rows = [
+        core("t:0:0", 1.0),
+        core("t:0:1", 0.0),
+        core("u:0:0", 0.25),
+        json!({"prompt_index": 9, "discarded": "no_reasoning", "prompt": "p"}),
+        json!({"messages": [{"role": "user", "content": "q"}, "stray SECRET string", 42,
+               {"role": "assistant", "content": "a"}]}),
+    ];
+    let mut text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    text.push_str("not json\n");
+    text.push_str(&std::fs::read_to_string(fixture("atropos_scored_groups.jsonl")).unwrap());
+    std::fs::write(d.path().join("in.jsonl"), &text).unwrap();
+    let o = traj_report(
+        d.path(),
+        &[
+            "in.jsonl",
+            "--on-error",
+            "skip",
+            "--rejects",
+            "rej.jsonl",
+            "--tokenizer",
+            "chars4",
+            "-o",
+            "r.html",
+        ],
+    );
+    assert_code(&o, 0);
+    let data = data_block(&std::fs::read_to_string(d.path().join("r.html")).unwrap());
+    let ov = &data["datasets"][0]["overview"];
+    // 3 core rows, the list with strays, 12 rollouts of 3 Atropos groups.
+    assert_eq!(ov["rows"], 16, "{ov}");
+    assert_eq!(ov["bad_lines"], 1, "{ov}");
+    assert_eq!(ov["discarded"], json!({"no_reasoning": 1}), "{ov}");
+    assert_eq!(
+        ov["first_bad"],
+        json!("in.jsonl:6: invalid JSON: expected ident at line 1 column 2")
+    );
+    assert_eq!(ov["status"]["completed"], 3, "{ov}");
+    // The groups' figures are traj-filter's on the same rows (the core rows and the
+    // Atropos rollouts as traj-normalize writes them).
+    let mut c = cmd("traj-normalize", d.path());
+    c.args([
+        "-q",
+        "--on-error",
+        "skip",
+        "--rejects",
+        "nrej.jsonl",
+        "--to",
+        "openai",
+    ]);
+    c.args(["in.jsonl", "-o", "n.jsonl"]);
+    assert_code(&run(c), 0);
+    let mut c = cmd("traj-filter", d.path());
+    c.args(["-q", "--stats", "s.json", "n.jsonl", "-o", "/dev/null"]);
+    assert_code(&run(c), 0);
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("s.json")).unwrap()).unwrap();
+    let figs = figures(&data);
+    let r = &s["rewards"]["run"];
+    assert_eq!(num(&figs["rollouts.prompts"][0]), num(&r["groups"]), "{s}");
+    let mut shown = 0;
+    for (i, p) in r["pass_at_k"].as_array().unwrap().iter().enumerate() {
+        if let Some(v) = figs.get(&format!("rollouts.pass@{}", i + 1)) {
+            shown += 1;
+            let got = num(&v[0]);
+            assert!((got - num(p)).abs() < 1e-9, "pass@{}: {got} vs {p}", i + 1);
+        }
+    }
+    assert_eq!(shown, 3, "pass@1, @2, @4: {figs:?}");
+    // The stray entries are on the page as written; the mean reward has three decimals.
+    let page = std::fs::read_to_string(d.path().join("r.html")).unwrap();
+    assert!(
+        page.contains("stray SECRET string"),
+        "the string entry is not shown"
+    );
+    let o = traj_report(
+        d.path(),
+        &[
+            "in.jsonl",
+            "--on-error",
+            "skip",
+            "--rejects",
+            "rej.jsonl",
+            "--summary",
+            "-q",
+        ],
+    );
+    assert_code(&o, 0);
+    let mean = stdout(&o)
+        .lines()
+        .find(|l| l.trim_start().starts_with("mean reward"))
+        .map(|l| l.split_whitespace().last().unwrap().to_string())
+        .unwrap();
+    assert_eq!(mean.split('.').nth(1).map(str::len), Some(3), "{mean}");
+    // No row is "the most tool errors" of rows without any.
+    for r in data["rows"].as_array().unwrap() {
+        assert!(
+            !r["pick"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("most tool errors")),
+            "{}",
+            r["pick"]
+        );
+    }
+}
+
+#[test]
+fn the_page_and_other_outputs_never_share_stdout() {
+    let d = tmpdir();
+    std::fs::write(d.path().join("in.jsonl"), "{\"messages\": []}\n").unwrap();
+    for args in [
+        &["--rejects", "-"][..],
+        &["--summary", "-o", "-"],
+        &["--summary", "--rejects", "-"],
+    ] {
+        let mut a = vec!["in.jsonl"];
+        a.extend_from_slice(args);
+        let o = traj_report(d.path(), &a);
+        assert_code(&o, 2);
+        assert!(
+            stderr(&o).contains("both name stdout"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).is_empty(), "{args:?}");
+    }
+    // A stage's JSON document in a data directory is named when passed over.
+    std::fs::create_dir(d.path().join("dir")).unwrap();
+    std::fs::write(d.path().join("dir/a.jsonl"), "{\"messages\": []}\n").unwrap();
+    std::fs::write(d.path().join("dir/filter-stats.json"), "{\"read\": 1}\n").unwrap();
+    let o = traj_report(d.path(), &["dir", "--summary"]);
+    assert_code(&o, 0);
+    assert!(
+        stderr(&o).contains("filter-stats.json: not read"),
+        "{}",
+        stderr(&o)
+    );
+}

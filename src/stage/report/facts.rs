@@ -23,8 +23,16 @@ use crate::stage::normalize::read::{ReadCtx, read_messages, row_tools};
 /// What the line is.
 pub enum Line {
     Row(Box<RowLine>),
+    /// A group of scored rollouts (traj's `--to groups` row, an Atropos
+    /// `ScoredDataGroup`): one row per rollout, as traj-normalize reads them
+    /// ([`crate::stage::normalize::groups::rollouts`]).
+    Group(Vec<RowLine>),
     Reject(RejectLine),
     Failure(FailureLine),
+    /// A tombstone of the reference's runner (`{"prompt_index", "discarded":
+    /// "no_reasoning", "prompt"}`: a prompt dropped for having no reasoning), with its
+    /// reason; traj-merge drops and counts such rows the same way.
+    Discarded(String),
 }
 
 /// A trajectory row: its facts and the row itself (rendered only if it is embedded).
@@ -42,11 +50,21 @@ pub struct RejectLine {
     pub reasons: Vec<String>,
 }
 
+impl Line {
+    /// The trajectory rows of the line: one, a group's rollouts, or none.
+    pub fn rows(&self) -> &[RowLine] {
+        match self {
+            Line::Row(r) => std::slice::from_ref(&**r),
+            Line::Group(rs) => rs,
+            _ => &[],
+        }
+    }
+}
+
 /// A line of traj-run's `failures.jsonl`.
 pub struct FailureLine {
     pub class: String,
     pub error: String,
-    pub prompt_key: Option<String>,
 }
 
 /// Compression facts of a row that carries `compression_metrics`.
@@ -90,8 +108,9 @@ pub struct Facts {
     pub summary_at: Option<usize>,
     pub reward: Option<f64>,
     pub rollout_index: Option<i64>,
-    /// What groups the rollouts of one prompt (pass@k).
-    pub prompt_key: Option<String>,
+    /// The task whose rollouts are grouped for pass@k, by the one rule of traj-filter's
+    /// `--stats` and `statistics.json` ([`crate::format::groups::task_and_reward_of_line`]).
+    pub task: Option<String>,
     pub usage: Option<Usage>,
     /// Why the turns could not be read as a trajectory (counted, shown raw).
     pub unreadable: Option<String>,
@@ -115,12 +134,30 @@ impl Facts {
     }
 }
 
-/// Read one line (already a JSON object) for the report; `Err` says why it is none of
-/// a row, a reject or a failure line.
-pub fn read_line(obj: Map<String, Value>, tk: &dyn Tokenizer) -> Result<Line, String> {
+/// Read one line (`obj`, the JSON object of `line`) for the report; `Err` says why it
+/// is none of a row, a reject, a failure line or a tombstone.
+pub fn read_line(line: &[u8], obj: Map<String, Value>, tk: &dyn Tokenizer) -> Result<Line, String> {
     let is_list = |k: &str| obj.get(k).is_some_and(Value::is_array);
+    if crate::stage::normalize::groups::is_group(&obj) {
+        let rollouts = crate::stage::normalize::groups::rollouts(obj).map_err(|e| e.to_string())?;
+        return Ok(Line::Group(
+            rollouts
+                .into_iter()
+                .map(|r| {
+                    let line = serde_json::to_vec(&r).expect("a map serialises");
+                    read_row(&line, r, tk)
+                })
+                .collect(),
+        ));
+    }
     if is_list("conversations") || is_list("messages") {
-        return Ok(Line::Row(Box::new(read_row(obj, tk))));
+        return Ok(Line::Row(Box::new(read_row(line, obj, tk))));
+    }
+    if let Some(why) = obj.get("discarded").filter(|d| !d.is_null()) {
+        return Ok(Line::Discarded(match why {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }));
     }
     if is_list("reasons") && (obj.contains_key("raw") || obj.contains_key("raw_base64")) {
         let stage = str_field(&obj, "stage").unwrap_or_else(|| "?".into());
@@ -141,7 +178,6 @@ pub fn read_line(obj: Map<String, Value>, tk: &dyn Tokenizer) -> Result<Line, St
         return Ok(Line::Failure(FailureLine {
             class,
             error: str_field(&obj, "error").unwrap_or_default(),
-            prompt_key: prompt_key(&obj),
         }));
     }
     Err(
@@ -166,36 +202,26 @@ fn u64_field(obj: &Map<String, Value>, k: &str) -> Option<u64> {
     obj.get(k).and_then(Value::as_u64)
 }
 
-/// The prompt a rollout answers: its task (`task_uid` without its rollout part, the
-/// group traj-filter's `--stats` and traj-run's `statistics.json` count pass@k over:
-/// [`crate::format::groups::task_of_uid`]), else `prompt_hash`, `prompt_index`,
-/// `task_key` or `prompt` (the first present, as JSON text).
-fn prompt_key(obj: &Map<String, Value>) -> Option<String> {
-    if let Some(uid) = obj.get("task_uid").and_then(Value::as_str) {
-        return Some(format!(
-            "task_uid {}",
-            crate::format::groups::task_of_uid(uid)
-        ));
-    }
-    ["prompt_hash", "prompt_index", "task_key", "prompt"]
-        .iter()
-        .find_map(|k| obj.get(*k).filter(|v| !v.is_null()))
-        .map(|v| format!("{v}"))
-}
-
-fn read_row(obj: Map<String, Value>, tk: &dyn Tokenizer) -> RowLine {
+fn read_row(line: &[u8], obj: Map<String, Value>, tk: &dyn Tokenizer) -> RowLine {
+    // A `--columns core` row keeps its run fields in its `metadata` string: read from
+    // there, member by member, when the row has none of its own (as traj-filter reads
+    // them).
+    let meta = crate::format::row::core_metadata(&obj);
+    let get = |k: &str| obj.get(k).or_else(|| meta.as_ref()?.get(k));
+    let (task, reward) = crate::format::groups::task_and_reward_of_line(line).unwrap_or_default();
     let mut f = Facts {
-        completed: obj.get("completed").and_then(Value::as_bool),
-        partial: obj.get("partial").and_then(Value::as_bool),
-        stop_reason: str_field(&obj, "stop_reason"),
-        reward: obj.get("reward").and_then(Value::as_f64),
-        rollout_index: obj.get("rollout_index").and_then(Value::as_i64),
-        prompt_key: prompt_key(&obj),
-        compression: obj
-            .get("compression_metrics")
+        completed: get("completed").and_then(Value::as_bool),
+        partial: get("partial").and_then(Value::as_bool),
+        stop_reason: get("stop_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        reward,
+        rollout_index: get("rollout_index").and_then(Value::as_i64),
+        task,
+        compression: get("compression_metrics")
             .and_then(Value::as_object)
             .map(compression),
-        usage: usage(&obj),
+        usage: usage(&get),
         ..Facts::default()
     };
     let tools = row_tools(&obj, &mut Default::default());
@@ -266,9 +292,10 @@ fn compression(m: &Map<String, Value>) -> Compression {
     }
 }
 
-/// `usage`, `api_calls` and `timings.duration_ms` of a traj-run record.
-fn usage(obj: &Map<String, Value>) -> Option<Usage> {
-    let u = obj.get("usage").and_then(Value::as_object);
+/// `usage`, `api_calls` and `timings.duration_ms` of a traj-run record (`get`: a member
+/// of the row).
+fn usage<'v>(get: &impl Fn(&str) -> Option<&'v Value>) -> Option<Usage> {
+    let u = get("usage").and_then(Value::as_object);
     let tokens = u.and_then(|u| {
         u64_field(u, "total_tokens").or_else(|| {
             let p = u64_field(u, "prompt_tokens")?;
@@ -278,9 +305,8 @@ fn usage(obj: &Map<String, Value>) -> Option<Usage> {
     let usage = Usage {
         tokens,
         cost: u.and_then(|u| u.get("cost")).and_then(Value::as_f64),
-        api_calls: u64_field(obj, "api_calls"),
-        duration_ms: obj
-            .get("timings")
+        api_calls: get("api_calls").and_then(Value::as_u64),
+        duration_ms: get("timings")
             .and_then(|t| t.get("duration_ms"))
             .and_then(Value::as_u64),
     };

@@ -16,6 +16,8 @@ pub enum Fmt {
     Int,
     /// A mean or other real number (one decimal).
     Num,
+    /// A reward (three decimals: rewards of 0..1 differ in the second).
+    Score,
     /// A share (0..1) written as a percentage.
     Pct,
     /// Dollars.
@@ -100,10 +102,12 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     add("reject_lines", rows, "reject lines", Int, &|o| {
         num(&o["reject_lines"])
     });
-    // One figure per stop reason and failure class seen in any dataset (0 elsewhere).
+    // One figure per stop reason, failure class and tombstone reason seen in any dataset
+    // (0 elsewhere).
     for (map, group, prefix) in [
         ("stop_reasons", "Stop reasons", "stop"),
         ("failure_classes", "Failure classes", "class"),
+        ("discarded", "Discarded prompts (tombstones)", "discarded"),
     ] {
         for s in keys(&[map]) {
             add(&format!("{prefix}.{s}"), group, &s, Int, &|o| {
@@ -321,7 +325,7 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     add("rollouts.rows", ro, "rows with a reward", Int, &|o| {
         num(&o["rollouts"]["rows"]).filter(|n| *n > 0.0)
     });
-    add("rollouts.mean", ro, "mean reward", Num, &|o| {
+    add("rollouts.mean", ro, "mean reward", Score, &|o| {
         scaled(&o["rollouts"]["reward"], "mean")
     });
     add("rollouts.prompts", ro, "prompts", Int, &|o| {
@@ -352,6 +356,7 @@ pub fn show(v: Option<f64>, fmt: Fmt) -> String {
     match fmt {
         Fmt::Int => format!("{}", x.round() as i64),
         Fmt::Num => format!("{x:.1}"),
+        Fmt::Score => format!("{x:.3}"),
         Fmt::Pct => format!("{:.1}%", x * 100.0),
         Fmt::Usd => format!("${x:.4}"),
         Fmt::Secs => format!("{x:.1}s"),

@@ -7,7 +7,8 @@
 //! may have left beside them are not read (name them as files to include them). In any
 //! other directory the data files are read ([`crate::io::data_files_in`], `--glob`),
 //! except the JSON documents of the stages (`statistics.json`, `checkpoint.json`,
-//! `*metrics.json`, `*stats.json`), which are not rows.
+//! `*metrics.json`, `*stats.json`), which are not rows: each file passed over so is
+//! listed ([`Inputs::skipped`]), for the command to name.
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +24,9 @@ pub struct Inputs {
     pub statistics: Vec<PathBuf>,
     /// The arguments as given (the page names the dataset by them).
     pub names: Vec<String>,
+    /// Files of a data directory not read, taken by their names for the JSON documents
+    /// of the stages.
+    pub skipped: Vec<PathBuf>,
 }
 
 /// True for the JSON documents stages write beside their rows.
@@ -78,13 +82,13 @@ pub fn resolve(args: &[String], glob: Option<&Glob>) -> Result<Inputs> {
             }
         } else if a != "-" && p.is_dir() {
             let before = out.sources.len();
-            let files = data_files_in(p, glob)?;
-            out.sources.extend(
-                files
-                    .into_iter()
-                    .filter(|f| glob.is_some() || !is_side_file(f))
-                    .map(Source::File),
-            );
+            for f in data_files_in(p, glob)? {
+                if glob.is_none() && is_side_file(&f) {
+                    out.skipped.push(f);
+                } else {
+                    out.sources.push(Source::File(f));
+                }
+            }
             if out.sources.len() == before {
                 return Err(crate::io::no_data_files(p, "", glob).into());
             }

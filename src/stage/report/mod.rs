@@ -111,31 +111,46 @@ pub fn read_dataset(
     scan::scan(inputs.sources, tk, cfg.jobs, |l| {
         let at = format!("{}:{}", l.source, l.lineno);
         let verdict = match &l.line {
-            Err(e) => Verdict::Bad(e.clone()),
-            Ok(Line::Row(rl)) => {
-                ov.add_row(&rl.facts);
-                let key = pair_key(&rl.row.obj, rows);
-                rows += 1;
-                let occ = seen.as_mut().map(|m| {
-                    let c = m.entry(key.clone()).or_insert(0);
-                    *c += 1;
-                    *c - 1
-                });
-                sample.offer(viewable, &measures(&rl.facts), || {
-                    let mut v = view::row(viewable, &at, rl);
-                    v["key"] = key.into();
-                    if let Some(k) = occ {
-                        v["occ"] = k.into();
-                    }
-                    v["sum_at"] = json!(rl.facts.summary_at);
-                    v["region"] = json!(rl.facts.compression.as_ref().and_then(|c| c.region));
-                    v
-                });
-                viewable += 1;
+            Err(e) => {
+                ov.add_bad(&at, e);
+                Verdict::Bad(e.clone())
+            }
+            Ok(line @ (Line::Row(_) | Line::Group(_))) => {
+                let group = matches!(line, Line::Group(_));
+                for (k, rl) in line.rows().iter().enumerate() {
+                    let at = if group {
+                        format!("{at} rollout {k}")
+                    } else {
+                        at.clone()
+                    };
+                    ov.add_row(&at, &rl.facts);
+                    let key = pair_key(&rl.row.obj, rows);
+                    rows += 1;
+                    let occ = seen.as_mut().map(|m| {
+                        let c = m.entry(key.clone()).or_insert(0);
+                        *c += 1;
+                        *c - 1
+                    });
+                    sample.offer(viewable, &measures(&rl.facts), || {
+                        let mut v = view::row(viewable, &at, rl);
+                        v["key"] = key.into();
+                        if let Some(k) = occ {
+                            v["occ"] = k.into();
+                        }
+                        v["sum_at"] = json!(rl.facts.summary_at);
+                        v["region"] = json!(rl.facts.compression.as_ref().and_then(|c| c.region));
+                        v
+                    });
+                    viewable += 1;
+                }
                 Verdict::Written
             }
             Ok(Line::Reject(r)) => {
                 ov.add_reject(r);
+                Verdict::Written
+            }
+            Ok(Line::Discarded(why)) => {
+                ov.add_discarded(why);
                 Verdict::Written
             }
             Ok(Line::Failure(f)) => {

@@ -32,7 +32,9 @@ pub struct Overview {
     status: BTreeMap<&'static str, u64>,
     stop_reasons: BTreeMap<String, u64>,
     unreadable: u64,
+    /// The first unreadable row and the first bad line, each as `file:line: why`.
     first_unreadable: Option<String>,
+    first_bad: Option<String>,
     tokens: Dist,
     turns: Dist,
     calls: Dist,
@@ -45,6 +47,8 @@ pub struct Overview {
     failure_classes: BTreeMap<String, u64>,
     reject_lines: u64,
     rejects: BTreeMap<(String, String), u64>,
+    /// Tombstones by their `discarded` reason.
+    discarded: BTreeMap<String, u64>,
     // Compression.
     comp_rows: u64,
     comp_before: Dist,
@@ -77,7 +81,12 @@ impl Overview {
         self.rows
     }
 
-    pub fn add_row(&mut self, f: &Facts) {
+    /// A line that is none of a row, a reject, a failure or a tombstone, at `at`.
+    pub fn add_bad(&mut self, at: &str, why: &str) {
+        self.first_bad.get_or_insert_with(|| format!("{at}: {why}"));
+    }
+
+    pub fn add_row(&mut self, at: &str, f: &Facts) {
         self.rows += 1;
         *self.status.entry(f.status()).or_default() += 1;
         if let Some(s) = &f.stop_reason {
@@ -85,7 +94,8 @@ impl Overview {
         }
         if let Some(e) = &f.unreadable {
             self.unreadable += 1;
-            self.first_unreadable.get_or_insert_with(|| e.clone());
+            self.first_unreadable
+                .get_or_insert_with(|| format!("{at}: {e}"));
         }
         self.tokens.push(f.tokens as i64);
         self.turns.push(f.turns as i64);
@@ -116,7 +126,7 @@ impl Overview {
         }
         self.summaries += u64::from(f.summary_at.is_some());
         if let Some(u) = &f.usage {
-            self.usage_rows += 1;
+            self.usage_rows += u64::from(u.tokens.is_some() || u.cost.is_some());
             if let Some(t) = u.tokens {
                 self.run_tokens.push(t as i64);
             }
@@ -132,10 +142,11 @@ impl Overview {
         }
         if let Some(r) = f.reward {
             self.reward.push((r * REWARD_SCALE as f64).round() as i64);
-            if f.rollout_index.is_some() || f.prompt_key.is_some() {
+            // A row of no task is in the mean reward, and in no group (traj-filter's
+            // `--stats` reads it so).
+            if let Some(key) = &f.task {
                 self.rollouts += 1;
-                let key = f.prompt_key.clone().unwrap_or_default();
-                let g = self.groups.entry(key).or_default();
+                let g = self.groups.entry(key.clone()).or_default();
                 g.0 += 1;
                 g.1 += u64::from(passes(r));
             }
@@ -150,6 +161,10 @@ impl Overview {
                 .entry((r.stage.clone(), reason.clone()))
                 .or_default() += 1;
         }
+    }
+
+    pub fn add_discarded(&mut self, why: &str) {
+        *self.discarded.entry(why.to_string()).or_default() += 1;
     }
 
     pub fn add_failure(&mut self, f: &FailureLine) {
@@ -188,9 +203,11 @@ impl Overview {
             "stop_reasons": self.stop_reasons,
             "unreadable": self.unreadable,
             "first_unreadable": self.first_unreadable,
+            "first_bad": self.first_bad,
             "failures": self.failures,
             "failure_classes": self.failure_classes,
             "reject_lines": self.reject_lines,
+            "discarded": self.discarded,
             "rejects": rejects,
             "budget": self.budget,
             "over_budget": over_budget,

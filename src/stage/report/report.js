@@ -26,6 +26,7 @@
   const FMT = {
     int: (x) => String(Math.round(x)),
     num: (x) => x.toFixed(1),
+    score: (x) => x.toFixed(3),
     pct: (x) => (x * 100).toFixed(1) + "%",
     usd: (x) => "$" + x.toFixed(4),
     secs: (x) => x.toFixed(1) + "s",
@@ -47,6 +48,12 @@
     const label = two ? (i === 0 ? "A: " : "B: ") : "";
     about.append(el("div", { text: label + d.inputs.join(", ") + " - " + d.overview.rows + " rows, " +
       d.viewable + " trajectories and failures, " + d.embedded + " embedded in this page" }));
+    // The first line of each kind that was not shown as a trajectory, with its place.
+    if (d.overview.first_bad) about.append(el("div", { class: "warn", text: label +
+      d.overview.bad_lines + " bad lines skipped; the first: " + d.overview.first_bad }));
+    if (d.overview.first_unreadable) about.append(el("div", { class: "warn", text: label +
+      d.overview.unreadable + " rows whose turns are not readable as a trajectory (shown as written); the first: " +
+      d.overview.first_unreadable }));
   });
   about.append(el("div", { text: "Embedded: the rows with the extremes (fewest and most tokens, most turns, " +
     "tool calls and tool errors, lowest and highest reward) and a reproducible sample of the others (seed " +

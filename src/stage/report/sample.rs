@@ -15,15 +15,17 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-/// The extremes always embedded: name, and whether the largest value wins.
-pub const EXTREMES: [(&str, bool); 7] = [
-    ("fewest tokens", false),
-    ("most tokens", true),
-    ("most turns", true),
-    ("most tool calls", true),
-    ("most tool errors", true),
-    ("lowest reward", false),
-    ("highest reward", true),
+/// The extremes always embedded: name, whether the largest value wins, and whether the
+/// value is a count (a largest count of 0 is no extreme: no row has "the most tool
+/// errors" when none has any).
+pub const EXTREMES: [(&str, bool, bool); 7] = [
+    ("fewest tokens", false, true),
+    ("most tokens", true, true),
+    ("most turns", true, true),
+    ("most tool calls", true, true),
+    ("most tool errors", true, true),
+    ("lowest reward", false, false),
+    ("highest reward", true, false),
 ];
 
 /// The values of one row for each of [`EXTREMES`] (`None`: not known for this row).
@@ -71,6 +73,10 @@ impl Sample {
         let wins: Vec<usize> = (0..EXTREMES.len())
             .filter(|&i| {
                 let Some(v) = m[i] else { return false };
+                let (_, largest, count) = EXTREMES[i];
+                if largest && count && v <= 0 {
+                    return false;
+                }
                 match &self.best[i] {
                     None => true,
                     Some((b, _, _)) if EXTREMES[i].1 => v > *b,

@@ -129,7 +129,8 @@ pub fn scan(
                     }
                     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         for l in &mut batch.lines {
-                            l.line = parse_object(&l.bytes).and_then(|o| facts::read_line(o, tk));
+                            l.line = parse_object(&l.bytes)
+                                .and_then(|o| facts::read_line(&l.bytes, o, tk));
                             if l.line.is_ok() {
                                 l.bytes = Vec::new();
                             }

@@ -117,7 +117,13 @@ pub fn raw_turns(row: &Row) -> Vec<Value> {
                 .get(shape.role_key())
                 .and_then(Value::as_str)
                 .unwrap_or("?");
-            json!({"r": "raw", "role": r, "x": cap(&turn_text(t, shape))})
+            // An entry that is no message object is shown as it is written.
+            let x = match t {
+                Value::Object(_) => turn_text(t, shape).into_owned(),
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            json!({"r": "raw", "role": r, "x": cap(&x)})
         })
         .collect()
 }
