@@ -232,11 +232,17 @@ pub fn run_cli(args: Args) -> Result<Status> {
         .map_err(crate::error::usage)?;
     let layout = Layout {
         input: args.input.as_deref(),
-        inputs: &io.expanded_inputs()?,
+        // With a directory --input, --glob picks its files (no positional inputs to expand).
+        inputs: &if args.input.is_some() && io.inputs.is_empty() {
+            Vec::new()
+        } else {
+            io.expanded_inputs()?
+        },
         output: io.output.as_deref(),
         stats: args.stats.as_deref(),
         output_suffix: &r.output_suffix,
         metrics_file: &r.metrics_file,
+        glob: args.input.as_ref().and(io.glob.as_ref()),
     };
     let (mut jobs, metrics_path) = plan_jobs(&layout).map_err(classify)?;
     let metrics_path = metrics_path.filter(|_| r.metrics_enabled && !args.count_only);

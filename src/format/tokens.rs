@@ -77,15 +77,11 @@ pub enum TokenizerError {
 }
 
 impl TokenizerError {
-    /// True when the spec itself is wrong (no such file, unknown name): exit 2 at
-    /// the command line; the others are bad tokenizer files.
+    /// Always true: a tokenizer is named by the command line or a config, so a spec
+    /// that is wrong (no such file, unknown name) and a tokenizer file that cannot be
+    /// used are both the user's to fix: exit 2, as for any configuration error.
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            TokenizerError::NoSuchFile(_)
-                | TokenizerError::Unknown(_)
-                | TokenizerError::NotBuilt(_)
-        )
+        true
     }
 }
 

@@ -310,3 +310,106 @@ fn a_row_compressed_normalised_and_compressed_again_keeps_one_notice_and_true_me
         );
     }
 }
+
+/// Rows of other writers: a `developer` system message gets the notice, the summary turn
+/// speaks the row's own word for the human side, and a top-level key written with an
+/// escape keeps the row's bytes (its members and the turns kept as written).
+#[test]
+fn other_writers_rows_keep_their_spelling() {
+    let d = tmpdir();
+    let mut dev = long_row(20);
+    dev["messages"][0]["role"] = json!("developer");
+    // ShareGPT keys, OpenAI role words.
+    let msgs = long_row(20)["messages"].as_array().unwrap().clone();
+    let sharegpt: Vec<Value> = msgs
+        .iter()
+        .map(|m| {
+            let text = m["content"].as_str().unwrap_or("").to_string();
+            json!({"from": m["role"], "value": text})
+        })
+        .collect();
+    let words = json!({"conversations": sharegpt});
+    let escaped = serde_json::to_string(&long_row(20)).unwrap().replacen(
+        "{\"id\":\"r\"",
+        "{\"\\u0069d\": 2e0, \"n\": 1E5",
+        1,
+    );
+    let text = format!("{dev}\n{words}\n{escaped}\n");
+    std::fs::write(d.path().join("in.jsonl"), &text).unwrap();
+    let o = compress(
+        d.path(),
+        &[
+            "in.jsonl",
+            "--target-max-tokens",
+            "800",
+            "--no-metrics",
+            "-o",
+            "out.jsonl",
+        ],
+    );
+    assert_code(&o, 0);
+    let out = std::fs::read_to_string(d.path().join("out.jsonl")).unwrap();
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let notice = "Some of your previous tool responses may be summarized";
+    assert!(
+        rows[0]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains(notice),
+        "{}",
+        rows[0]["messages"][0]
+    );
+    let summary = rows[1]["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| {
+            t["value"]
+                .as_str()
+                .unwrap()
+                .starts_with("[CONTEXT SUMMARY]")
+        })
+        .expect("a summary turn");
+    assert_eq!(summary["from"], "user", "{summary}");
+    let third = out.lines().nth(2).unwrap();
+    assert!(
+        third.starts_with("{\"\\u0069d\": 2e0, \"n\": 1E5,\"messages\":[{\"role\":\"system\""),
+        "{}",
+        &third[..120]
+    );
+    assert_ne!(rows[2]["messages"], long_row(20)["messages"], "compressed");
+}
+
+/// `--input DIR --glob PAT` reads the files the pattern picks; `--input .` writes
+/// `<dir>_compressed` beside the folder, not inside it; a config or tokenizer that
+/// cannot be used is exit 2.
+#[test]
+fn input_directories_globs_and_configuration_errors() {
+    let d = tmpdir();
+    let dir = d.path().join("runs");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("a.jsonl"), format!("{}\n", long_row(2))).unwrap();
+    std::fs::write(dir.join("b.jsonl"), format!("{}\n", long_row(2))).unwrap();
+    let o = compress(d.path(), &["--input", "runs", "--glob", "a*"]);
+    assert_code(&o, 0);
+    assert!(d.path().join("runs_compressed/a.jsonl").is_file());
+    assert!(!d.path().join("runs_compressed/b.jsonl").exists());
+    let o = compress(&dir, &["--input", ".", "--no-metrics"]);
+    assert_code(&o, 0);
+    assert!(!dir.join("input_compressed").exists() && !dir.join("runs_compressed").exists());
+    assert!(d.path().join("runs_compressed/b.jsonl").is_file());
+    std::fs::write(d.path().join("tok.json"), "{}").unwrap();
+    for args in [
+        &["--config", "missing.yaml", "runs/a.jsonl"][..],
+        &["--tokenizer", "tok.json", "runs/a.jsonl"],
+        &["--input", "runs/a.jsonl", "--glob", "a*"],
+    ] {
+        let mut c = cmd(BIN, d.path());
+        c.arg("--offline").args(args);
+        let o = run(c);
+        assert_code(&o, 2);
+    }
+}

@@ -42,9 +42,10 @@ pub enum ConfigError {
 }
 
 impl crate::error::Classify for ConfigError {
-    /// True for a config the user must fix (exit 2); false when the file is unreadable.
+    /// Always true: a config that cannot be read or used is a configuration error for
+    /// the user to fix (exit 2, as an input file that cannot be opened).
     fn is_usage(&self) -> bool {
-        !matches!(self, ConfigError::Read { .. })
+        true
     }
 }
 
@@ -389,7 +390,7 @@ metrics:
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.yaml");
         let e = FileConfig::read(&p).err().unwrap();
-        assert!(!e.is_usage() && matches!(e, ConfigError::Read { .. }));
+        assert!(e.is_usage() && matches!(e, ConfigError::Read { .. }));
         std::fs::write(&p, "compression: [1, 2").unwrap();
         let e = FileConfig::read(&p).err().unwrap();
         assert!(e.is_usage() && e.to_string().starts_with(&format!("{}: ", p.display())));

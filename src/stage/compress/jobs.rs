@@ -12,6 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
+
 use crate::io::{PipeConfig, Select, Source};
 
 /// One unit of work: sources and where their output goes.
@@ -63,6 +65,8 @@ pub struct Layout<'a> {
     pub output_suffix: &'a str,
     /// The metrics file's name in an output directory.
     pub metrics_file: &'a str,
+    /// `--glob`: with a directory `--input`, the files it reads.
+    pub glob: Option<&'a crate::io::Glob>,
 }
 
 /// Why the jobs of a run cannot be planned.
@@ -72,8 +76,13 @@ pub enum JobsError {
     BothInputs,
     #[error("--input {}: no such file or directory", .0.display())]
     NoSuchInput(PathBuf),
-    #[error("{}: directory holds no .jsonl or .jsonl.gz files", .0.display())]
-    EmptyDir(PathBuf),
+    #[error(
+        "--input {}: give -o, there is no folder to write `<dir>_compressed` beside",
+        .0.display()
+    )]
+    NoName(PathBuf),
+    #[error("--glob picks files of a directory: --input {} is a file", .0.display())]
+    GlobOnFile(PathBuf),
     /// Two inputs of a directory, or an input and the metrics file, that would be
     /// written to one path.
     #[error(
@@ -99,13 +108,22 @@ impl crate::error::Classify for JobsError {
     }
 }
 
-/// Strip `.jsonl.gz` / `.jsonl` / `.json.gz` / `.gz` / one extension from a file name.
+/// Strip `.jsonl.gz` / `.jsonl.zst` / `.jsonl` / `.json.gz` / `.json.zst` / `.gz` /
+/// `.zst` / one extension from a file name.
 pub fn stem_of(p: &Path) -> String {
     let name = p
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    for ext in [".jsonl.gz", ".jsonl", ".json.gz", ".gz"] {
+    for ext in [
+        ".jsonl.gz",
+        ".jsonl.zst",
+        ".jsonl",
+        ".json.gz",
+        ".json.zst",
+        ".gz",
+        ".zst",
+    ] {
         if let Some(s) = name.strip_suffix(ext) {
             return s.to_string();
         }
@@ -146,6 +164,9 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
         return Err(JobsError::NoSuchInput(input.to_path_buf()));
     }
     let parent = input.parent().unwrap_or(Path::new(""));
+    if !input.is_dir() && l.glob.is_some() {
+        return Err(JobsError::GlobOnFile(input.to_path_buf()));
+    }
     if !input.is_dir() {
         let out = l
             .output
@@ -163,16 +184,27 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
     let out_dir = match l.output {
         Some(o) => o.to_path_buf(),
         None => {
-            let name = input
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "input".into());
-            parent.join(format!("{name}{}", l.output_suffix))
+            // `.`, `..` or `/` names no folder to put the output beside: the real one.
+            let real;
+            let (parent, name) = match input.file_name() {
+                Some(n) => (parent, n),
+                None => {
+                    real = std::fs::canonicalize(input)
+                        .with_context(|| format!("--input {}", input.display()))?;
+                    match (real.parent(), real.file_name()) {
+                        (Some(p), Some(n)) => (p, n),
+                        _ => return Err(JobsError::NoName(input.to_path_buf())),
+                    }
+                }
+            };
+            parent.join(format!("{}{}", name.to_string_lossy(), l.output_suffix))
         }
     };
-    let files = crate::io::jsonl_files_in(input)?;
+    let files = crate::io::data_files_in(input, l.glob)?;
     if files.is_empty() {
-        return Err(JobsError::EmptyDir(input.to_path_buf()));
+        return Err(JobsError::Io(
+            crate::io::no_data_files(input, "", l.glob).into(),
+        ));
     }
     let metrics = stats.unwrap_or_else(|| out_dir.join(l.metrics_file));
     // Each output path has one writer: an input's subfolder is kept, and a second input
@@ -211,6 +243,7 @@ mod tests {
             stats: None,
             output_suffix: "_compressed",
             metrics_file: "compression_metrics.json",
+            glob: None,
         }
     }
 
@@ -253,14 +286,46 @@ mod tests {
     }
 
     #[test]
+    fn a_dot_input_is_named_after_its_folder_and_globs_pick_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        std::fs::create_dir_all(runs.join("sub")).unwrap();
+        std::fs::write(runs.join("a.jsonl"), "").unwrap();
+        std::fs::write(runs.join("b.jsonl.zst"), "").unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        // `runs/sub/..` is `runs`: its output goes beside it, not inside it.
+        let up = runs.join("sub/..");
+        let (jobs, m) = plan_jobs(&layout(Some(&up), None)).unwrap();
+        let out = real.join("runs_compressed");
+        assert_eq!(outputs(&jobs), [out.join("a.jsonl"), out.join("b.jsonl")]);
+        assert_eq!(m, Some(out.join("compression_metrics.json")));
+        let glob: crate::io::Glob = "a*".parse().unwrap();
+        let l = Layout {
+            glob: Some(&glob),
+            ..layout(Some(&runs), None)
+        };
+        let (jobs, _) = plan_jobs(&l).unwrap();
+        assert_eq!(outputs(&jobs), [dir.path().join("runs_compressed/a.jsonl")]);
+        let file = runs.join("a.jsonl");
+        let l = Layout {
+            glob: Some(&glob),
+            ..layout(Some(&file), None)
+        };
+        assert!(matches!(plan_jobs(&l), Err(JobsError::GlobOnFile(_))));
+        // A .zst output's metrics are named as a .gz one's.
+        let o = dir.path().join("n.jsonl.zst");
+        let (_, m) = plan_jobs(&layout(Some(&file), Some(&o))).unwrap();
+        assert_eq!(m, Some(dir.path().join("n_metrics.json")));
+    }
+
+    #[test]
     fn input_dir_naming() {
         let dir = tempfile::tempdir().unwrap();
         let runs = dir.path().join("runs");
         std::fs::create_dir(&runs).unwrap();
-        assert!(matches!(
-            plan_jobs(&layout(Some(&runs), None)),
-            Err(JobsError::EmptyDir(_))
-        ));
+        let e = plan_jobs(&layout(Some(&runs), None)).err().unwrap();
+        assert!(e.is_usage(), "{e}");
+        assert!(e.to_string().contains("directory holds no"), "{e}");
         std::fs::write(runs.join("b.jsonl.gz"), "").unwrap();
         std::fs::write(runs.join("a.jsonl"), "").unwrap();
         std::fs::write(runs.join("notes.txt"), "").unwrap();

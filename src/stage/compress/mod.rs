@@ -506,13 +506,14 @@ impl Compressor {
         // Assemble: head (notice on its system turns), summary, the rest.
         let shape = row.shape;
         let content = row::Content::of(row.turns(), shape);
+        let human = row::human_role(row.turns(), shape);
         let (turns, was) = row.take_turns();
         let mut new_total = total - region_tokens + summary_tokens;
         let mut out = Vec::with_capacity(n - (until - start) + 1);
         let mut origin = Vec::with_capacity(out.capacity());
         for (i, (mut t, mut from)) in turns.into_iter().zip(was).enumerate() {
             if i == start {
-                out.push(row::summary_turn(&text, shape, content));
+                out.push(row::summary_turn(&text, shape, &human, content));
                 origin.push(None);
             }
             if i >= start && i < until {

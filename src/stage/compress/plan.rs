@@ -18,7 +18,7 @@ impl Role {
     /// ShareGPT `from` values and OpenAI `role` values.
     pub fn parse(s: &str) -> Role {
         match s {
-            "system" => Role::System,
+            "system" | "developer" => Role::System,
             "human" | "user" => Role::Human,
             "gpt" | "assistant" => Role::Gpt,
             "tool" | "function" | "observation" | "ipython" => Role::Tool,

@@ -255,13 +255,24 @@ impl Content {
     }
 }
 
-/// The summary turn in the row's shape: a human/user turn with only two keys, its
-/// content written as the row's messages write theirs.
-pub fn summary_turn(text: &str, shape: Shape, content: Content) -> Value {
-    let role = match shape {
-        Shape::ShareGpt => "human",
-        Shape::OpenAi => "user",
-    };
+/// The word the row's own turns use for the human side (`human` or `user`, whichever
+/// its first such turn says), else the shape's (`human` in ShareGPT, `user` in OpenAI).
+pub fn human_role(turns: &[Value], shape: Shape) -> String {
+    turns
+        .iter()
+        .filter_map(|t| t.get(shape.role_key())?.as_str())
+        .find(|r| super::plan::Role::parse(r) == super::plan::Role::Human)
+        .unwrap_or(match shape {
+            Shape::ShareGpt => "human",
+            Shape::OpenAi => "user",
+        })
+        .to_string()
+}
+
+/// The summary turn in the row's shape: a turn of `role` (the row's word for the human
+/// side: [`human_role`]) with only two keys, its content written as the row's messages
+/// write theirs.
+pub fn summary_turn(text: &str, shape: Shape, role: &str, content: Content) -> Value {
     let mut m = Map::new();
     m.insert(shape.role_key().into(), Value::from(role));
     m.insert(shape.text_key().into(), content.value(text));
@@ -394,7 +405,7 @@ mod tests {
         let c = Content::of(&lf, Shape::OpenAi);
         assert_eq!(c, Content::Parts("value"));
         assert_eq!(
-            summary_turn("sum", Shape::OpenAi, c),
+            summary_turn("sum", Shape::OpenAi, "user", c),
             json!({"role": "user", "content": [{"type": "text", "value": "sum"}]})
         );
         let mut sys = lf[0].clone();
@@ -406,7 +417,7 @@ mod tests {
         assert_eq!(Content::of(&mixed, Shape::OpenAi), Content::Text);
         assert_eq!(Content::of(&lf, Shape::ShareGpt), Content::Text);
         assert_eq!(
-            summary_turn("sum", Shape::ShareGpt, Content::Text),
+            summary_turn("sum", Shape::ShareGpt, "human", Content::Text),
             json!({"from": "human", "value": "sum"})
         );
     }

@@ -16,14 +16,14 @@
 use serde_json::Value;
 
 use super::row::Row;
-use crate::format::jsonscan::{array_items, object_members_with, skip_value};
+use crate::format::jsonscan::{array_items, key_text, object_members_with, skip_value};
 use crate::format::pyjson::{Style, write_compact, write_compact_value, write_str};
 
 /// Append `row`, then a newline, to `out`: `line` (the row as it came, which parsed as
 /// JSON) with the turns [`Row::origin`] marks changed and the members named in
-/// `changed` written from the row. A line the scanner cannot walk so (a key written
-/// with escapes, say) is written whole from the row instead: the same JSON, in
-/// serde_json's spelling.
+/// `changed` written from the row (members matched by their keys' text, so a key
+/// written with an escape is kept as written). A line the scanner cannot walk so is
+/// written whole from the row instead: the same JSON, in serde_json's spelling.
 pub fn write_row(line: &[u8], row: &Row, changed: &[&str], out: &mut Vec<u8>) {
     let start = out.len();
     // A row rewritten is seldom longer than it came: room for that, at once.
@@ -35,9 +35,10 @@ pub fn write_row(line: &[u8], row: &Row, changed: &[&str], out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
-/// One member of the line as written: its key (raw) and its value's span.
+/// One member of the line as written: its key's text (escapes decoded:
+/// [`key_text`]) and its value's span.
 struct Member<'b> {
-    key: &'b [u8],
+    key: std::borrow::Cow<'b, [u8]>,
     value: (usize, usize),
 }
 
@@ -46,7 +47,8 @@ fn splice(line: &[u8], row: &Row, changed: &[&str], out: &mut Vec<u8>) -> bool {
     // The spans of the input turns, found in the same one walk of the line.
     let mut items = Vec::new();
     let walked = object_members_with(line, 0, |key, vs| {
-        let ve = if key == row.key.as_bytes() && row.origin().is_some() {
+        let key = key_text(key);
+        let ve = if *key == *row.key.as_bytes() && row.origin().is_some() {
             let (spans, ve) = array_items(line, vs, |b, i| Ok(skip_value(b, i)))?;
             items = spans;
             ve
@@ -62,13 +64,10 @@ fn splice(line: &[u8], row: &Row, changed: &[&str], out: &mut Vec<u8>) -> bool {
     let Ok(end) = walked else {
         return false;
     };
-    // Keys are matched by their bytes as written: a key written with an escape could
-    // match another key's text, so such a line goes to the whole-row writer.
-    if members.iter().any(|m| m.key.contains(&b'\\')) {
-        return false;
-    }
+    // Keys are matched by their text (the line parsed, so no two members share one),
+    // the member written as it came, its key's escapes too.
     // Each member of the row is one of the line, but for the changed ones it adds.
-    let find = |k: &str| members.iter().find(|m| m.key == k.as_bytes());
+    let find = |k: &str| members.iter().find(|m| *m.key == *k.as_bytes());
     let mut found = 0;
     for k in row.obj.keys() {
         if find(k).is_some() {
@@ -277,12 +276,27 @@ mod tests {
     }
 
     #[test]
-    fn a_line_the_scanner_cannot_walk_is_written_whole() {
-        // The key spelled with an escape: serde_json reads `conversations`.
-        let line = LINE.replace("\"conversations\"", "\"conversation\\u0073\"");
+    fn keys_written_with_escapes_are_matched_by_their_text_and_kept_as_written() {
+        // serde_json reads `conversations`, `id` and `compression_metrics`.
+        let line = LINE
+            .replace("\"conversations\"", "\"conversation\\u0073\"")
+            .replace("\"id\"", "\"\\u0069d\"")
+            .replace(
+                "\"n\": 1e2",
+                "\"compression_\\u006detrics\": {\"old\": 1}, \"n\": 1e2",
+            );
         let mut r = row(&line);
         r.turn_mut(1)["value"] = json!("x");
-        assert_eq!(written(&line, &r, &[]), whole(&r));
+        r.obj
+            .insert("compression_metrics".into(), json!({"new": 2}));
+        let got = written(&line, &r, &["compression_metrics"]);
+        same_json(&got, &whole(&r));
+        for kept in [
+            "{\"\\u0069d\": \"r\\u00e9\", \"conversation\\u0073\": [",
+            "\"compression_\\u006detrics\": {\"new\":2}, \"n\": 1e2 }",
+        ] {
+            assert!(got.contains(kept), "{kept} not in {got}");
+        }
     }
 
     #[test]
