@@ -13,9 +13,8 @@
 //! hermes-agent 0.19.0, number for number.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde_json::{Map, Value};
 
 /// A named set of toolset probabilities (percent, 0 to 100).
@@ -216,11 +215,11 @@ pub fn builtin() -> Vec<Distribution> {
     ]
 }
 
-/// Parse a distributions file: a JSON object mapping each name to either
-/// `{"description": "...", "toolsets": {"web": 50, ...}}` or directly to
-/// `{"web": 50, ...}`. Percentages are numbers from 0 to 100.
-pub fn parse(text: &str, origin: &str) -> Result<Vec<Distribution>> {
-    let v: Value = serde_json::from_str(text).with_context(|| format!("{origin}: invalid JSON"))?;
+/// Read a distributions file's JSON (parsed by the caller, by the one JSON rule every
+/// input is read by, so a key written twice is refused before): an object mapping each
+/// name to either `{"description": "...", "toolsets": {"web": 50, ...}}` (no other
+/// member) or directly to `{"web": 50, ...}`. Percentages are numbers from 0 to 100.
+pub fn from_value(v: Value, origin: &str) -> Result<Vec<Distribution>> {
     let Value::Object(top) = v else {
         bail!("{origin}: expected a JSON object mapping names to distributions");
     };
@@ -238,6 +237,14 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<Distribution>> {
                         bail!("{origin}: distribution {name:?}: description must be a string")
                     }
                 };
+                if let Some(k) = body
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "description" | "toolsets"))
+                {
+                    bail!(
+                        "{origin}: distribution {name:?}: unknown member {k:?} beside \"toolsets\" (known: description, toolsets)"
+                    );
+                }
                 (description, sets.clone())
             }
             Some(_) => bail!("{origin}: distribution {name:?}: \"toolsets\" must be an object"),
@@ -262,13 +269,6 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<Distribution>> {
         });
     }
     Ok(out)
-}
-
-/// Read a distributions file (see [`parse`]).
-pub fn load(path: &Path) -> Result<Vec<Distribution>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    parse(&text, &path.display().to_string())
 }
 
 /// `base` with `extra` added; a distribution of the same name is replaced in place.
@@ -439,6 +439,10 @@ mod tests {
         );
     }
 
+    fn parse(text: &str, origin: &str) -> Result<Vec<Distribution>> {
+        from_value(serde_json::from_str(text)?, origin)
+    }
+
     #[test]
     fn seventeen_builtins_and_file_overrides() {
         let b = builtin();
@@ -459,5 +463,13 @@ mod tests {
             format!("{e:#}").contains("x.json: distribution \"bad\""),
             "{e:#}"
         );
+        // A member beside "toolsets" is no toolset of the distribution: refused.
+        for text in [
+            r#"{"x": {"toolsets": {"web": 50}, "extra": 1}}"#,
+            r#"{"x": {"toolsets": {"web": 50}, "web": 10}}"#,
+        ] {
+            let e = parse(text, "x.json").unwrap_err();
+            assert!(format!("{e:#}").contains("unknown member"), "{e:#}");
+        }
     }
 }

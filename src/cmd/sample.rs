@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::catalog::distributions;
 use crate::cli::{IoArgs, Status, UsageError, note, summary_line};
@@ -87,12 +87,21 @@ pub struct Args {
     pub json: bool,
 }
 
+/// Read a distributions file by the one JSON rule every input is read by (a key written
+/// twice is refused: keeping one would drop the other without a word).
+fn load_distributions(path: &std::path::Path) -> Result<Vec<distributions::Distribution>> {
+    let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let v =
+        crate::io::parse_value(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    distributions::from_value(v, &path.display().to_string())
+}
+
 /// Run traj-sample-tools.
 pub fn run_cli(args: Args) -> Result<Status> {
     let machine = machine();
     let mut dists = distributions::builtin();
     if let Some(path) = &args.distributions {
-        let extra = distributions::load(path).map_err(crate::error::usage)?;
+        let extra = load_distributions(path).map_err(crate::error::usage)?;
         dists = distributions::merge(dists, extra);
     }
     let mut available = Available::parse(args.available.as_deref()).map_err(classify)?;

@@ -306,9 +306,10 @@ impl Plan {
 
     /// Any row: parsed, fields set in place (existing keys keep their position; a
     /// `null` `prompt_index` is taken for none and replaced by the row's position).
+    /// Only the four values are written: every other member, and the keys of the four,
+    /// keep their bytes; a field the row lacks is appended, as the quick path does.
     fn row_slow(&self, line: &[u8], index: u64) -> Result<(Vec<u8>, Claim), RowError> {
-        let mut row: Map<String, Value> =
-            crate::io::parse_object(line).map_err(RowError::NotObject)?;
+        let row: Map<String, Value> = crate::io::parse_object(line).map_err(RowError::NotObject)?;
         match row.get("prompt") {
             Some(Value::String(p)) if p.trim().is_empty() => return Err(RowError::EmptyPrompt),
             Some(Value::String(_)) => {}
@@ -325,12 +326,40 @@ impl Plan {
         };
         let dist = self.dist_for(row.get("distribution"))?;
         let toolsets = self.draw(dist, key)?;
-        row.insert("toolsets".into(), json!(toolsets));
-        row.insert("distribution".into(), json!(dist.name));
-        row.insert("seed".into(), json!(self.seed));
-        row.insert("prompt_index".into(), json!(key));
-        let mut out = serde_json::to_vec(&row)?;
-        out.push(b'\n');
+        let fields = [
+            ("toolsets", serde_json::to_vec(&toolsets)?),
+            ("distribution", serde_json::to_vec(&dist.name)?),
+            ("seed", self.seed.to_string().into_bytes()),
+            ("prompt_index", key.to_string().into_bytes()),
+        ];
+        // Where each of the four stands in the line (keys matched by their text).
+        let mut at: Vec<(usize, usize, usize)> = Vec::new();
+        crate::format::row::object_members(line, 0, |k, vs, ve| {
+            let k = crate::format::jsonscan::key_text(k);
+            if let Some(i) = fields.iter().position(|(name, _)| name.as_bytes() == &*k) {
+                at.push((vs, ve, i));
+            }
+        })
+        .map_err(|_| RowError::NotObject("invalid JSON".into()))?;
+        let end = line
+            .iter()
+            .rposition(|&b| b == b'}')
+            .expect("a JSON object ends with }");
+        let mut out = Vec::with_capacity(line.len() + 128);
+        let mut from = 0;
+        for &(vs, ve, i) in &at {
+            out.extend_from_slice(&line[from..vs]);
+            out.extend_from_slice(&fields[i].1);
+            from = ve;
+        }
+        out.extend_from_slice(&line[from..end]);
+        for (i, (name, value)) in fields.iter().enumerate() {
+            if !at.iter().any(|&(_, _, j)| j == i) {
+                out.extend_from_slice(format!(",\"{name}\":").as_bytes());
+                out.extend_from_slice(value);
+            }
+        }
+        out.extend_from_slice(b"}\n");
         Ok((out, Claim { index: key, own }))
     }
 }
@@ -635,7 +664,7 @@ mod tests {
         Plan::new(distributions::builtin(), "balanced", available, 5).unwrap()
     }
 
-    /// The fast path and the full parse give the same rows (up to white space).
+    /// The fast path and the full parse give the same rows, byte for byte.
     #[test]
     fn fast_and_slow_paths_agree() {
         let p = plan();
@@ -652,6 +681,10 @@ mod tests {
             let slow = p.row_slow(row, i as u64).unwrap();
             assert_eq!(fast.1, slow.1, "{}", String::from_utf8_lossy(row));
             let (fast, slow) = (fast.0, slow.0);
+            assert_eq!(
+                String::from_utf8_lossy(&fast),
+                String::from_utf8_lossy(&slow)
+            );
             let f: Value = serde_json::from_slice(&fast).unwrap();
             let s: Value = serde_json::from_slice(&slow).unwrap();
             assert_eq!(f, s, "{}", String::from_utf8_lossy(row));
@@ -754,6 +787,25 @@ mod tests {
         assert!(
             crate::format::row::validate_object(text.trim_end().as_bytes()).is_ok(),
             "{text}"
+        );
+    }
+
+    /// A row the quick path leaves (a field to replace) keeps the bytes of every other
+    /// member: numbers, escapes and spacing as written, keys written with escapes too.
+    #[test]
+    fn the_slow_path_writes_only_the_four_fields() {
+        let p = plan();
+        let row = br#"{"prompt":"a","y":1e5,"s":"\u00e9\/","w" : [1, 2 ,3],"s\u0065ed":5}"#;
+        let out = String::from_utf8(p.row(row, 2).unwrap()).unwrap();
+        assert!(
+            out.starts_with(
+                r#"{"prompt":"a","y":1e5,"s":"\u00e9\/","w" : [1, 2 ,3],"s\u0065ed":5,"toolsets":"#
+            ),
+            "{out}"
+        );
+        assert!(
+            out.ends_with(",\"distribution\":\"balanced\",\"prompt_index\":2}\n"),
+            "{out}"
         );
     }
 

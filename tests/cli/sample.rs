@@ -785,3 +785,23 @@ fn rows_traj_run_would_refuse_are_bad_lines_and_null_fields_are_replaced() {
         assert_eq!(records(&d.path().join("r")).len(), 4);
     }
 }
+
+#[test]
+fn a_distributions_file_with_a_key_twice_is_refused() {
+    // Keeping one of the two would drop the other without a word.
+    let d = tmpdir();
+    for text in [
+        r#"{"x": {"web": 10}, "x": {"file": 90}}"#,
+        r#"{"x": {"web": 10, "web": 90}}"#,
+        r#"{"x": {"toolsets": {"web": 50}, "extra": 1}}"#,
+    ] {
+        std::fs::write(d.path().join("d.json"), text).unwrap();
+        let o = sample(
+            d.path(),
+            &["--distributions", "d.json", "--list-distributions"],
+            b"",
+        );
+        assert_code(&o, 2);
+        assert!(stderr(&o).contains("d.json: "), "{text}: {}", stderr(&o));
+    }
+}

@@ -425,7 +425,10 @@ fn tiktoken_file_round_trip() {
     assert!(e.is_usage() && matches!(e, TokenizerError::Unknown(_)));
     std::fs::write(&path, "QQ== 1\nnot-a-pair\n").unwrap();
     let e = load(path.to_str().unwrap()).err().unwrap();
-    assert!(e.is_usage(), "a bad tokenizer file is a configuration error: exit 2");
+    assert!(
+        e.is_usage(),
+        "a bad tokenizer file is a configuration error: exit 2"
+    );
     assert!(matches!(
         e,
         TokenizerError::Tiktoken {
