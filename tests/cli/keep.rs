@@ -479,6 +479,16 @@ fn a_metadata_string_with_a_key_twice_is_kept_as_its_text() {
         &["--columns", "core"],
     );
     assert_eq!(again, core);
+    // A field of the metadata that a column of the same name replaces is counted.
+    let both = json!({"conversations": [{"from": "human", "value": "hi"}],
+        "metadata": r#"{"id": 1, "k": 3}"#, "id": 2, "k": 3});
+    let (_, s, err) = norm_stats(
+        d.path(),
+        format!("{both}\n").as_bytes(),
+        &["--columns", "core"],
+    );
+    assert_eq!(s["dropped_parts"]["metadata_key"], 1, "{s}");
+    assert!(err.contains("metadata_key: 1"), "{err}");
     // An object spelled once is unpacked, as before.
     let once = json!({"conversations": [{"from": "human", "value": "hi"}],
         "metadata": r#"{"a": 1}"#});

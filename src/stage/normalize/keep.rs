@@ -122,10 +122,14 @@ pub enum Part {
     /// A key of a Hermes `<tool_response>` wrapper other than `tool_call_id`, `name` and
     /// `content` (`is_error`, `duration_ms`), dropped.
     ToolResultKey,
+    /// A field of a core row's `metadata` that a member of the row of the same name and
+    /// another value replaced (`--columns core`: the row's own member is the later
+    /// word, a column added after the metadata was written), dropped.
+    MetadataKey,
 }
 
 impl Part {
-    pub const ALL: [Part; 16] = [
+    pub const ALL: [Part; 17] = [
         Part::ToolResultWithoutCall,
         Part::LateSystemMessage,
         Part::MessageWithoutTurn,
@@ -142,6 +146,7 @@ impl Part {
         Part::UnansweredCallId,
         Part::ToolResultName,
         Part::ToolResultKey,
+        Part::MetadataKey,
     ];
 
     /// The stable name (stderr, `--stats`).
@@ -163,6 +168,7 @@ impl Part {
             Part::UnansweredCallId => "unanswered_call_id",
             Part::ToolResultName => "tool_result_name",
             Part::ToolResultKey => "tool_result_key",
+            Part::MetadataKey => "metadata_key",
         }
     }
 
@@ -184,6 +190,7 @@ impl Part {
                 | Part::UnansweredCallId
                 | Part::ToolResultName
                 | Part::ToolResultKey
+                | Part::MetadataKey
         )
     }
 }

@@ -402,7 +402,9 @@ fn normalize_row_with(
             row.shift_remove(keep::SYSTEM_COLUMN); // the core path writes no raw texts
         }
         bridged::set_field(&mut row, bridge_calls);
-        return write_core(&row, key, new_key, &traj, &stats, opts, out);
+        let replaced = write_core(&row, key, new_key, &traj, &stats, opts, out)?;
+        made.parts.add_n(keep::Part::MetadataKey, replaced);
+        return Ok(());
     }
     let mut bridge_calls = bridge_calls;
 

@@ -73,7 +73,8 @@ pub(super) fn write_tools(out: &mut Vec<u8>, traj: &Trajectory, how: ToolsAs) {
 /// `tool_error_counts`, and every other field of `row` (but the consumed message list,
 /// `tools`, `tool_stats` and `tool_error_counts`) as one JSON string `metadata`, in
 /// the row's key order; a `metadata` string holding a JSON object (a core row's) is
-/// unpacked, its fields first.
+/// unpacked, its fields first. Returns how many of those fields a member of the row of
+/// the same name and another value replaced (the row's own member is the later word).
 pub(super) fn write_core(
     row: &Map<String, Value>,
     key: &str,
@@ -82,7 +83,7 @@ pub(super) fn write_core(
     stats: &BTreeMap<String, ToolCount>,
     opts: &Options,
     out: &mut Vec<u8>,
-) -> Result<(), BadRow> {
+) -> Result<usize, BadRow> {
     let start = out.len();
     out.push(b'{');
     pyjson::write_str(out, new_key, Style::Python);
@@ -115,6 +116,7 @@ pub(super) fn write_core(
     // normalising a core row again gives the same row.
     let own = crate::format::row::core_metadata(row);
     let unpacked = own.is_some();
+    let mut replaced = 0;
     let mut meta: Map<String, Value> = own.unwrap_or_default();
     meta.shift_remove(crate::format::bridge::FIELD); // the row's own (bridged::apply) counts
     for (k, v) in row {
@@ -125,8 +127,8 @@ pub(super) fn write_core(
                 "tools" | "tool_stats" | "tool_error_counts" | keep::MESSAGE_KEYS
             )
             || (unpacked && k.as_str() == "metadata");
-        if !consumed {
-            meta.insert(k.clone(), v.clone());
+        if !consumed && let Some(old) = meta.insert(k.clone(), v.clone()) {
+            replaced += usize::from(old != *v);
         }
     }
     meta.shift_remove(keep::MESSAGE_KEYS);
@@ -140,7 +142,7 @@ pub(super) fn write_core(
         Style::Python,
     );
     out.extend_from_slice(b"}\n");
-    Ok(())
+    Ok(replaced)
 }
 
 /// `"key": {tool: value(counts), ...}` for each tool of `stats`, in key order.
