@@ -191,6 +191,7 @@ pub fn run(
         live: Mutex::new(HashMap::new()),
         rollout: cfg.rollout.clone(),
         panicked: AtomicU64::new(0),
+        sources: Mutex::new(Default::default()),
     });
     let weak = Arc::downgrade(&shared);
     let on_cap = move |why: &str| {
@@ -419,10 +420,18 @@ fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {
     let (stop_reasons, rewards) = scan_batches(&cfg.run_dir);
     Statistics {
         run_name: t.run_name.to_string(),
-        distribution: cfg
-            .distribution
-            .clone()
-            .unwrap_or_else(|| "task rows".into()),
+        // Where this run's tasks took their toolsets from (a run of task rows sampled
+        // by traj-sample-tools names their distribution), else the flags'.
+        distribution: {
+            let sources = shared.sources.lock().unwrap_or_else(|e| e.into_inner());
+            if sources.is_empty() {
+                cfg.distribution
+                    .clone()
+                    .unwrap_or_else(|| "task rows".into())
+            } else {
+                sources.iter().cloned().collect::<Vec<_>>().join(", ")
+            }
+        },
         total_prompts: known.len(),
         total_batches: t.total_batches,
         batch_size: cfg.batch_size,

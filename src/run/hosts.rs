@@ -187,6 +187,26 @@ pub enum ToolsetsError {
 }
 
 impl ToolsetChoice {
+    /// Where the toolsets of `row` come from, as `statistics.json`'s `distribution`
+    /// names it: the `distribution` a row with its own `toolsets` carries
+    /// (traj-sample-tools writes it), else `task rows`; `--toolsets`; the name of the
+    /// `--distribution` drawn from.
+    pub fn source(&self, row: &Map<String, Value>) -> String {
+        if row.contains_key("toolsets") {
+            return match row.get("distribution") {
+                Some(Value::String(d)) => d.clone(),
+                _ => "task rows".into(),
+            };
+        }
+        if self.default.is_some() {
+            return "--toolsets".into();
+        }
+        match &self.distribution {
+            Some((d, _)) => d.name.clone(),
+            None => "none".into(),
+        }
+    }
+
     /// The toolsets of the row at `index`: its own, else the default, else a draw.
     pub fn of(&self, row: &Map<String, Value>, index: u64) -> Result<Vec<String>, ToolsetsError> {
         if let Some(v) = row.get("toolsets") {

@@ -60,6 +60,8 @@ pub struct Shared {
     /// Prompts whose run panicked (a bug): abandoned, so they run again on resume,
     /// and the run cannot exit 0.
     pub panicked: AtomicU64,
+    /// Where this run's tasks took their toolsets from ([`ToolsetChoice::source`]).
+    pub sources: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Shared {
@@ -220,6 +222,10 @@ fn run_task(s: &Shared, i: usize) -> Done {
         Ok(t) => t,
         Err(e) => return early_failure(s, i, FailureClass::BadTask, false, e.to_string()),
     };
+    s.sources
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(s.toolsets.source(&row));
     if toolsets.is_empty() && matches!(s.rollout.verifier, Some(Verifier::Command(_))) {
         // No tools, no sandbox for the command: fail before any model call is paid for
         // (and never again: a resume would only pay for it once more).

@@ -1698,6 +1698,9 @@ fn sample_tools_then_run_on_every_distribution_never_offers_an_empty_tool_list()
             12,
             "{dist}"
         );
+        // The toolsets came from the task rows' distribution, not from a default.
+        let st = read_json(&run_dir.join("statistics.json"));
+        assert_eq!(st["distribution"], *dist, "{dist}");
     }
 }
 
