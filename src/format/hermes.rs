@@ -292,15 +292,12 @@ fn head40(s: &str) -> String {
     s.chars().take(40).collect()
 }
 
-/// Parse one JSON value at the start of `s` (after optional white space); returns the
-/// value and the number of bytes it used.
+/// Parse one JSON value at the start of `s` (after optional white space) by the rule
+/// every row is read by ([`crate::io::parse_value_prefix`]: a key written twice is
+/// refused, never read as one value taking the other's place); returns the value and
+/// the number of bytes it used.
 fn json_prefix(s: &str) -> Result<(Value, usize), NotJson> {
-    let mut it = serde_json::Deserializer::from_str(s).into_iter::<Value>();
-    match it.next() {
-        Some(Ok(v)) => Ok((v, it.byte_offset())),
-        Some(Err(e)) => Err(NotJson(e.to_string())),
-        None => Err(NotJson("nothing".into())),
-    }
+    crate::io::parse_value_prefix(s).map_err(NotJson)
 }
 
 /// A reading of Hermes text, and how many keys of the JSON bodies it read have no place
@@ -394,6 +391,7 @@ fn split_calls(rest: &str) -> Result<(&str, Counted<Vec<ToolCall>>), ParseError>
             return Err(ParseError::TextAfterCalls(head40(s)));
         };
         let n = calls.len() + 1;
+        // (A body with a key twice is refused: a second `name` would call another tool.)
         let (v, used) = json_prefix(after).map_err(|e| ParseError::CallNotJson(n, e))?;
         let tail = after[used..].trim_start_matches(py_space);
         let Some(tail) = tail.strip_prefix(Tag::CallClose.text()) else {
@@ -579,9 +577,7 @@ pub fn parse_tool_counted(value: &str) -> Result<Counted<Vec<ToolResult>>, Parse
         // a JSON string cannot end it); any other body at the first closing tag. A body
         // with a key twice is no JSON body (read, one value would take the other's
         // place): it is text, as traj-filter's scanner reads it too.
-        if let Ok((v, used)) = json_prefix(after)
-            && crate::format::jsonscan::scan_json(&after.as_bytes()[..used]).is_ok()
-        {
+        if let Ok((v, used)) = json_prefix(after) {
             let rest = after[used..].trim_start_matches(py_space);
             if let Some(tail) = rest.strip_prefix(Tag::RespClose.text()) {
                 let (result, dropped) = result_from_value(v);

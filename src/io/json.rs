@@ -238,6 +238,19 @@ fn walk_key(text: &str, verbatim: &dyn Fn(&str) -> Option<usize>) -> Option<(Str
     Some((key, n))
 }
 
+/// The one JSON value at the start of `text` (after white space) by the rules of
+/// [`parse_value`] (no key twice, no lone surrogate, less than 128 levels), and the
+/// bytes it used; or why not. For readers of JSON inside text: a Hermes `<tool_call>`
+/// body, say.
+pub fn parse_value_prefix(text: &str) -> std::result::Result<(Value, usize), String> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<StrictValue>();
+    match values.next() {
+        Some(Ok(StrictValue(v))) => Ok((v, values.byte_offset())),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err("nothing".into()),
+    }
+}
+
 /// The value at the start of `text` as [`Strict`] reads it, and its length; `None` when
 /// there is none or it holds more than `max_depth` levels.
 #[inline]

@@ -24,7 +24,7 @@ pub mod temp;
 
 pub use json::{
     FIELD_DEPTH, ItemTexts, ListRule, PartRow, json_kind, parse_object, parse_object_in_part,
-    parse_value,
+    parse_value, parse_value_prefix,
 };
 pub use lines::{Cut, Line, LineReader, Raw, cut_line, is_blank, line_range, trim_line};
 pub use output::{Commit, Compression, Output, Sink, commit};

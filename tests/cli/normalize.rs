@@ -484,6 +484,22 @@ fn keys_a_hermes_row_carries_beyond_the_format_are_counted() {
 }
 
 #[test]
+fn a_tool_call_body_with_a_key_twice_is_refused() {
+    // Read, the second `name` would call another tool: the row goes to the rejects,
+    // as a row with a key twice does.
+    let row = json!({"conversations": [{"from": "human", "value": "hi"},
+        {"from": "gpt", "value": "<tool_call>\n{\"name\": \"f\", \"arguments\": {}, \"n\\u0061me\": \"g\"}\n</tool_call>"}]});
+    let d = tmpdir();
+    let o = run_with_stdin(cmd(BIN, d.path()), format!("{row}\n").as_bytes());
+    assert_code(&o, 1);
+    assert!(
+        stderr(&o).contains("<tool_call> 1 is not JSON: duplicate key \"name\""),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn reasoning_with_a_closing_think_tag_is_rejected_with_a_reason() {
     let bad = msgs(json!([
         {"role": "user", "content": "Q"},

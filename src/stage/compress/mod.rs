@@ -171,7 +171,8 @@ const METADATA_KEY: &str = "metadata";
 /// ([`crate::format::row::core_metadata`]; written again as traj-normalize writes it).
 fn metadata_with_metrics(obj: &Map<String, Value>) -> Option<Map<String, Value>> {
     match obj.get(METADATA_KEY) {
-        Some(Value::String(s)) if s.contains(METRICS_KEY) => {
+        // (A key written with an escape is read by its text.)
+        Some(Value::String(s)) if s.contains(METRICS_KEY) || s.contains("\\u") => {
             crate::format::row::core_metadata(obj).filter(|m| m.contains_key(METRICS_KEY))
         }
         _ => None,
@@ -337,28 +338,27 @@ impl Compressor {
         self.record(|a| a.add(&m));
         // A rewritten row that carries metrics of an earlier compression gets this one's:
         // left as they were, they would describe a row that is no longer there. They go
-        // where the row keeps them: its own member, else (a `--columns core` row) inside
-        // its `metadata`, else a new member.
-        let in_meta = (!row.obj.contains_key(METRICS_KEY))
+        // where the row keeps them: its own member and (a `--columns core` row) inside
+        // its `metadata`, or else a new member.
+        let in_meta = (rewritten || self.settings.per_trajectory_metrics)
             .then(|| metadata_with_metrics(&row.obj))
             .flatten();
-        let carries = row.obj.contains_key(METRICS_KEY) || in_meta.is_some();
+        let own = row.obj.contains_key(METRICS_KEY);
+        let carries = own || in_meta.is_some();
         let with_metrics = (self.settings.per_trajectory_metrics || (rewritten && carries))
             && !m.skipped_under_target;
         if rewritten || with_metrics {
             let mut changed = Vec::new();
             if with_metrics {
-                match in_meta {
-                    Some(mut meta) => {
-                        meta.insert(METRICS_KEY.into(), m.to_json());
-                        let text = pyjson::to_string(&Value::Object(meta), Style::Python);
-                        row.obj.insert(METADATA_KEY.into(), Value::String(text));
-                        changed.push(METADATA_KEY);
-                    }
-                    None => {
-                        row.obj.insert(METRICS_KEY.into(), m.to_json());
-                        changed.push(METRICS_KEY);
-                    }
+                if let Some(mut meta) = in_meta {
+                    meta.insert(METRICS_KEY.into(), m.to_json());
+                    let text = pyjson::to_string(&Value::Object(meta), Style::Python);
+                    row.obj.insert(METADATA_KEY.into(), Value::String(text));
+                    changed.push(METADATA_KEY);
+                }
+                if own || changed.is_empty() {
+                    row.obj.insert(METRICS_KEY.into(), m.to_json());
+                    changed.push(METRICS_KEY);
                 }
             }
             splice::write_row(line, &row, &changed, out);

@@ -138,6 +138,13 @@ impl Facts {
 /// is none of a row, a reject, a failure line or a tombstone.
 pub fn read_line(line: &[u8], obj: Map<String, Value>, tk: &dyn Tokenizer) -> Result<Line, String> {
     let is_list = |k: &str| obj.get(k).is_some_and(Value::is_array);
+    // traj-merge's rule: any row with a non-null `discarded`, whatever else it holds.
+    if let Some(why) = obj.get("discarded").filter(|d| !d.is_null()) {
+        return Ok(Line::Discarded(match why {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }));
+    }
     if crate::stage::normalize::groups::is_group(&obj) {
         let rollouts = crate::stage::normalize::groups::rollouts(obj).map_err(|e| e.to_string())?;
         return Ok(Line::Group(
@@ -152,12 +159,6 @@ pub fn read_line(line: &[u8], obj: Map<String, Value>, tk: &dyn Tokenizer) -> Re
     }
     if is_list("conversations") || is_list("messages") {
         return Ok(Line::Row(Box::new(read_row(line, obj, tk))));
-    }
-    if let Some(why) = obj.get("discarded").filter(|d| !d.is_null()) {
-        return Ok(Line::Discarded(match why {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        }));
     }
     if is_list("reasons") && (obj.contains_key("raw") || obj.contains_key("raw_base64")) {
         let stage = str_field(&obj, "stage").unwrap_or_else(|| "?".into());

@@ -302,7 +302,11 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     }
     let run = "Run";
     let run_rows = |o: &Value| o["run"]["rows"].as_f64().filter(|n| *n > 0.0);
-    add("run.rows", run, "records with usage", Int, &|o| run_rows(o));
+    // Rows with any run figure (usage, API calls, time); each figure below has its own
+    // rows.
+    add("run.rows", run, "records with run figures", Int, &|o| {
+        run_rows(o)
+    });
     add("run.tokens", run, "API tokens", Int, &|o| {
         run_rows(o).and(o["run"]["tokens"]["sum"].as_f64())
     });

@@ -126,7 +126,7 @@ impl Overview {
         }
         self.summaries += u64::from(f.summary_at.is_some());
         if let Some(u) = &f.usage {
-            self.usage_rows += u64::from(u.tokens.is_some() || u.cost.is_some());
+            self.usage_rows += 1;
             if let Some(t) = u.tokens {
                 self.run_tokens.push(t as i64);
             }
