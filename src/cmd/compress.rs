@@ -178,7 +178,7 @@ fn resolve(args: &Args) -> Result<(Resolved, Option<Arc<dyn Tokenizer>>)> {
     let mut r = file.resolve();
     let mut tokenizer = None;
     if args.tokenizer.is_none() && file.tokenizer.name.is_some() {
-        match r.load_file_tokenizer() {
+        match r.load_file_tokenizer().map_err(classify)? {
             Ok(t) => tokenizer = Some(t),
             Err(e) if !args.stage.io.quiet => crate::cli::note(NAME, &e.to_string()),
             Err(_) => {}

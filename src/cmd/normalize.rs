@@ -200,6 +200,25 @@ fn parse_set(s: &str) -> Result<(String, Value), SetError> {
     Ok((k.to_string(), value))
 }
 
+/// The repairs and the parts kept and dropped, every kind with its count (zeros
+/// included), as `--stats` writes them whatever the target.
+fn add_counts(stats: &mut Value, repairs: &Repairs, parts: &Parts) {
+    let per: serde_json::Map<String, Value> = Repair::ALL
+        .iter()
+        .map(|k| (k.name().to_string(), Value::from(repairs.get(*k))))
+        .collect();
+    let of = |dropped: bool| -> serde_json::Map<String, Value> {
+        Part::ALL
+            .iter()
+            .filter(|k| k.dropped() == dropped)
+            .map(|k| (k.name().to_string(), Value::from(parts.get(*k))))
+            .collect()
+    };
+    stats["repaired"] = per.into();
+    stats["kept_outside_conversation"] = of(false).into();
+    stats["dropped_parts"] = of(true).into();
+}
+
 /// `N read, N rollouts of N tasks -> N groups` (or `N pairs, N tasks without a pair
 /// (reason: n, ...)`), then the drops, bad and lost lines.
 fn gathered_text(g: &Gathered, how: Gathering, io: &crate::cli::IoArgs) -> String {
@@ -374,7 +393,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         let tokens = commit_sidecar(sidecar)?;
         let Tally { repairs, parts, .. } = std::mem::take(&mut *tally.lock().expect("tally"));
         if let Some(stats_out) = stats_out {
-            let stats = serde_json::json!({
+            let mut stats = serde_json::json!({
                 "read": g.lines.read,
                 "bad": g.lines.bad,
                 "dropped": g.lines.dropped_lines,
@@ -383,6 +402,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 "written": g.rows,
                 "tasks_without_pair": g.no_pair,
             });
+            add_counts(&mut stats, &repairs, &parts);
             crate::cli::write_stats(stats_out, &stats)?;
         }
         return Ok(crate::cli::done(NAME, &args.stage.io, &g.lines, || {
@@ -410,25 +430,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
         groups: (groups_read, rollouts_read),
     } = std::mem::take(&mut *tally.lock().expect("tally"));
     if let Some(stats_out) = stats_out {
-        let per: serde_json::Map<String, Value> = Repair::ALL
-            .iter()
-            .map(|k| (k.name().to_string(), Value::from(repairs.get(*k))))
-            .collect();
-        let of = |dropped: bool| -> serde_json::Map<String, Value> {
-            Part::ALL
-                .iter()
-                .filter(|k| k.dropped() == dropped)
-                .map(|k| (k.name().to_string(), Value::from(parts.get(*k))))
-                .collect()
-        };
         let mut stats = serde_json::json!({
             "read": summary.read,
             "written": summary.written,
             "bad": summary.bad,
-            "repaired": per,
-            "kept_outside_conversation": of(false),
-            "dropped_parts": of(true),
         });
+        add_counts(&mut stats, &repairs, &parts);
         if groups_read > 0 {
             stats["groups_read"] = groups_read.into();
             stats["rollouts_from_groups"] = rollouts_read.into();

@@ -402,8 +402,12 @@ fn input_directories_globs_and_configuration_errors() {
     assert!(!dir.join("input_compressed").exists() && !dir.join("runs_compressed").exists());
     assert!(d.path().join("runs_compressed/b.jsonl").is_file());
     std::fs::write(d.path().join("tok.json"), "{}").unwrap();
+    // A hub name gives way to o200k_base (the reference's default names one); a file
+    // here that is no tokenizer is the user's to fix.
+    std::fs::write(d.path().join("tk.yaml"), "tokenizer:\n  name: tok.json\n").unwrap();
     for args in [
         &["--config", "missing.yaml", "runs/a.jsonl"][..],
+        &["--config", "tk.yaml", "runs/a.jsonl"],
         &["--tokenizer", "tok.json", "runs/a.jsonl"],
         &["--input", "runs/a.jsonl", "--glob", "a*"],
     ] {

@@ -171,12 +171,23 @@ impl Resolved {
 
     /// Load the tokenizer the config file names. One traj cannot load (a hub name such
     /// as the reference's Kimi default) gives way to `o200k_base`, which is then the
-    /// resolved tokenizer; the error says so.
-    pub fn load_file_tokenizer(&mut self) -> Result<Arc<dyn Tokenizer>, UnloadableTokenizer> {
-        crate::format::tokens::load(&self.tokenizer).map_err(|_| {
-            let name = std::mem::replace(&mut self.tokenizer, "o200k_base".into());
-            UnloadableTokenizer(name)
-        })
+    /// resolved tokenizer; the inner error says so. A file or folder on this machine
+    /// that is no usable tokenizer is the user's to fix: the outer error.
+    #[allow(clippy::type_complexity)]
+    pub fn load_file_tokenizer(
+        &mut self,
+    ) -> Result<
+        Result<Arc<dyn Tokenizer>, UnloadableTokenizer>,
+        crate::format::tokens::TokenizerError,
+    > {
+        match crate::format::tokens::load(&self.tokenizer) {
+            Ok(t) => Ok(Ok(t)),
+            Err(e) if std::path::Path::new(&self.tokenizer).exists() => Err(e),
+            Err(_) => {
+                let name = std::mem::replace(&mut self.tokenizer, "o200k_base".into());
+                Ok(Err(UnloadableTokenizer(name)))
+            }
+        }
     }
 
     /// The summarizer: the LLM one when there is an API key, else the offline
@@ -416,13 +427,16 @@ metrics:
         let mut r = FileConfig::from_yaml("tokenizer:\n  name: moonshotai/Kimi-K2\n")
             .unwrap()
             .resolve();
-        let e = r.load_file_tokenizer().err().unwrap();
+        let e = r.load_file_tokenizer().unwrap().err().unwrap();
         assert_eq!(e.0, "moonshotai/Kimi-K2");
         assert_eq!(r.tokenizer, "o200k_base");
         let mut r = FileConfig::from_yaml("tokenizer:\n  name: chars4\n")
             .unwrap()
             .resolve();
-        assert_eq!(r.load_file_tokenizer().unwrap().name(), "chars4");
+        assert_eq!(
+            r.load_file_tokenizer().unwrap().ok().unwrap().name(),
+            "chars4"
+        );
         assert_eq!(r.tokenizer, "chars4");
     }
 }
