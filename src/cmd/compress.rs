@@ -158,7 +158,7 @@ pub struct Args {
     /// (exact token totals in the metrics; slower).
     #[arg(long)]
     pub count_all: bool,
-    /// A row still over the budget after compression: keep, truncate tool outputs, reject.
+    /// A row still over the budget after compression: keep, truncate its longest turns, reject.
     #[arg(long, value_enum, default_value_t = OverBudget::Keep)]
     pub over_budget: OverBudget,
 

@@ -75,15 +75,15 @@ pub struct Args {
     pub only_available: bool,
 
     /// Print the distributions and exit.
-    #[arg(long)]
+    #[arg(long, group = "list")]
     pub list_distributions: bool,
 
     /// Print the toolsets, their tools and what is available, and exit.
-    #[arg(long)]
+    #[arg(long, group = "list")]
     pub list_toolsets: bool,
 
     /// With --list-*: JSON instead of a table.
-    #[arg(long)]
+    #[arg(long, requires = "list")]
     pub json: bool,
 }
 
@@ -118,6 +118,13 @@ pub fn run_cli(args: Args) -> Result<Status> {
         available.set.retain(|t| machine.why_not_here(t).is_none());
     }
     if args.list_distributions || args.list_toolsets {
+        if !args.io.inputs.is_empty() {
+            return Err(UsageError(
+                "--list-distributions and --list-toolsets read no INPUT: give one or the other"
+                    .to_string(),
+            )
+            .into());
+        }
         let mut out = Output::create(args.io.output.as_deref())?;
         if args.list_distributions {
             list_distributions(&mut out, &dists, &available, args.json)?;

@@ -1034,3 +1034,25 @@ fn the_page_and_other_outputs_never_share_stdout() {
         stderr(&o)
     );
 }
+
+#[test]
+fn compare_counts_a_tool_one_dataset_never_called_as_zero() {
+    let d = tmpdir();
+    let plain = json!({"messages": [{"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a"}]});
+    let call = json!({"messages": [{"role": "user", "content": "q"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function",
+            "function": {"name": "terminal", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "ok"},
+        {"role": "assistant", "content": "a"}]});
+    std::fs::write(d.path().join("a.jsonl"), format!("{plain}\n")).unwrap();
+    std::fs::write(d.path().join("b.jsonl"), format!("{call}\n")).unwrap();
+    let o = traj_report(
+        d.path(),
+        &["--compare", "a.jsonl", "b.jsonl", "-o", "c.html"],
+    );
+    assert_code(&o, 0);
+    let data = data_block(&std::fs::read_to_string(d.path().join("c.html")).unwrap());
+    let figs = figures(&data);
+    assert_eq!(figs["tool.terminal.calls"], [json!(0.0), json!(1.0)]);
+}

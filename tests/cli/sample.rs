@@ -805,3 +805,18 @@ fn a_distributions_file_with_a_key_twice_is_refused() {
         assert!(stderr(&o).contains("d.json: "), "{text}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn listing_flags_are_refused_where_they_would_be_ignored() {
+    let d = tmpdir();
+    for args in [
+        &["--json"][..],
+        &["--list-distributions", "--list-toolsets"],
+        &["--list-distributions", "prompts.jsonl"],
+    ] {
+        let o = sample(d.path(), args, b"");
+        assert_code(&o, 2);
+    }
+    let o = sample(d.path(), &["--list-toolsets", "--json"], b"");
+    assert_code(&o, 0);
+}

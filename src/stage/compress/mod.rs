@@ -73,8 +73,9 @@ pub enum OverBudget {
     /// Write it as it is, flagged in the metrics (the default).
     #[default]
     Keep,
-    /// Shorten the longest tool outputs (head and tail kept, a marker between) until it
-    /// fits; a row that still cannot fit goes to --rejects.
+    /// Shorten the longest turns, of any role (head and tail kept, a marker between;
+    /// the task and the system turns last) until it fits; a row that still cannot fit
+    /// goes to --rejects.
     Truncate,
     /// Send it to --rejects with the reason.
     Reject,

@@ -292,14 +292,14 @@ fn prose_text(out: &mut String, t: &str, changed: &mut bool, f: &mut Edit<'_>) {
 
 /// The JSON body of the block whose opening tag ends at `start` (a `<tool_response>`,
 /// a `<tools>`): the value, parsed once, its span, and the end of the `close` tag. `None`
-/// when the body is not one JSON value followed by `close` (white space around it
-/// allowed).
+/// when the body is not one JSON value by the rule every row is read by (a key written
+/// twice is no JSON body: written again, one value would be lost; it is text) followed
+/// by `close` (white space around it allowed).
 fn json_body(s: &str, start: usize, close: &str) -> Option<(Value, (usize, usize), usize)> {
     let rest = &s[start..];
     let from = start + (rest.len() - rest.trim_start().len());
-    let mut it = serde_json::Deserializer::from_str(&s[from..]).into_iter::<Value>();
-    let v = it.next()?.ok()?;
-    let to = from + it.byte_offset();
+    let (v, used) = crate::io::parse_value_prefix(&s[from..]).ok()?;
+    let to = from + used;
     let after = &s[to..];
     let at = to + (after.len() - after.trim_start().len());
     s[at..]
@@ -366,6 +366,14 @@ mod tests {
         );
         assert_eq!(bodies[1], json!({"name": "ls", "content": ["<9>", "ab"]}));
         assert_eq!(bodies[2], json!({"name": "cat", "content": "<7>"}));
+    }
+
+    #[test]
+    fn a_response_body_with_a_key_twice_is_text_and_keeps_both_values() {
+        let body = r#"{"name": "t", "content": "ok", "dup": 1, "dup": 2}"#;
+        let turn =
+            json!({"from": "tool", "value": format!("<tool_response>\n{body}\n</tool_response>")});
+        assert_eq!(texts(&turn, Shape::ShareGpt), [body]);
     }
 
     #[test]

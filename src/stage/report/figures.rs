@@ -228,14 +228,15 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
             "Tools",
             &format!("{t}: calls"),
             Int,
-            &|o| of(o, "calls"),
+            // A tool a dataset never called: 0 calls, as the stop reasons count 0.
+            &|o| Some(of(o, "calls").unwrap_or(0.0)),
         );
         add(
             &format!("tool.{t}.failed"),
             "Tools",
             &format!("{t}: failed results"),
             Int,
-            &|o| of(o, "failed"),
+            &|o| Some(of(o, "failed").unwrap_or(0.0)),
         );
         add(
             &format!("tool.{t}.error_rate"),
