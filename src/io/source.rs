@@ -120,6 +120,17 @@ pub fn sources_matching(args: &[String], prefix: &str, glob: Option<&Glob>) -> R
     Ok(out)
 }
 
+/// True for the JSON documents the stages write beside their rows (`statistics.json`,
+/// `checkpoint.json`, `*metrics.json`, `*stats.json`), taken by their names: no rows. A
+/// directory's readers that pass over them name each (traj-report, traj-compress
+/// `--input DIR`).
+pub fn is_stage_document(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    matches!(name, "statistics.json" | "checkpoint.json")
+        || name.ends_with("metrics.json")
+        || name.ends_with("stats.json")
+}
+
 /// What every reader says of a directory input that holds nothing to read (a usage
 /// error: exit 2, as for a file that cannot be opened).
 pub fn no_data_files(dir: &Path, prefix: &str, glob: Option<&Glob>) -> UsageError {

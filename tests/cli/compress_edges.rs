@@ -401,6 +401,17 @@ fn input_directories_globs_and_configuration_errors() {
     assert_code(&o, 0);
     assert!(!dir.join("input_compressed").exists() && !dir.join("runs_compressed").exists());
     assert!(d.path().join("runs_compressed/b.jsonl").is_file());
+    // An earlier run's output as input: its metrics document is no rows, named.
+    assert!(
+        d.path()
+            .join("runs_compressed/compression_metrics.json")
+            .is_file()
+    );
+    let o = compress(d.path(), &["--input", "runs_compressed", "--dry-run"]);
+    assert_code(&o, 0);
+    let err = stderr(&o);
+    assert!(err.contains("compression_metrics.json: not read"), "{err}");
+    assert!(!err.contains("compression_metrics.jsonl"), "{err}");
     std::fs::write(d.path().join("tok.json"), "{}").unwrap();
     // A hub name gives way to o200k_base (the reference's default names one); a file
     // here that is no tokenizer is the user's to fix.

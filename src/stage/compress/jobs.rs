@@ -200,7 +200,12 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
             parent.join(format!("{}{}", name.to_string_lossy(), l.output_suffix))
         }
     };
-    let files = crate::io::data_files_in(input, l.glob)?;
+    // The stages' JSON documents (an earlier run's `compression_metrics.json`) are no
+    // rows: passed over (the command names them), unless a --glob picks them.
+    let files: Vec<PathBuf> = crate::io::data_files_in(input, l.glob)?
+        .into_iter()
+        .filter(|f| l.glob.is_some() || !crate::io::is_stage_document(f))
+        .collect();
     if files.is_empty() {
         return Err(JobsError::Io(
             crate::io::no_data_files(input, "", l.glob).into(),

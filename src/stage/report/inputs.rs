@@ -29,14 +29,6 @@ pub struct Inputs {
     pub skipped: Vec<PathBuf>,
 }
 
-/// True for the JSON documents stages write beside their rows.
-fn is_side_file(p: &Path) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    matches!(name, "statistics.json" | "checkpoint.json")
-        || name.ends_with("metrics.json")
-        || name.ends_with("stats.json")
-}
-
 fn is_run_dir(d: &Path) -> bool {
     d.join("statistics.json").is_file() || d.join("checkpoint.json").is_file()
 }
@@ -83,7 +75,7 @@ pub fn resolve(args: &[String], glob: Option<&Glob>) -> Result<Inputs> {
         } else if a != "-" && p.is_dir() {
             let before = out.sources.len();
             for f in data_files_in(p, glob)? {
-                if glob.is_none() && is_side_file(&f) {
+                if glob.is_none() && crate::io::is_stage_document(&f) {
                     out.skipped.push(f);
                 } else {
                     out.sources.push(Source::File(f));
