@@ -21,7 +21,7 @@ use crate::cli::{IoArgs, Status, UsageError, note, summary_line};
 use crate::error::classify;
 use crate::io::Output;
 use crate::stage::sample::{
-    Available, Machine, Plan, list_distributions, list_toolsets, sample_rows,
+    Available, Machine, Plan, check_toolsets, list_distributions, list_toolsets, sample_rows,
 };
 
 const NAME: &str = "traj-sample-tools";
@@ -124,6 +124,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
                     .to_string(),
             )
             .into());
+        }
+        // A name a run would refuse is refused here too.
+        if !available.all {
+            check_toolsets(&dists).map_err(classify)?;
         }
         let mut out = Output::create(args.io.output.as_deref())?;
         if args.list_distributions {

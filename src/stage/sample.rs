@@ -131,6 +131,24 @@ pub struct Plan {
     drawn: RefCell<BTreeSet<String>>,
 }
 
+/// Every toolset the distributions name is one traj knows (with `--available all` the
+/// names are another runner's, and not checked): what a run and a listing both check.
+pub fn check_toolsets(dists: &[Distribution]) -> Result<(), PlanError> {
+    for d in dists {
+        if let Some((t, _)) = d
+            .toolsets
+            .iter()
+            .find(|(t, _)| toolsets::toolset(t).is_none())
+        {
+            return Err(PlanError::UnknownToolset {
+                dist: d.name.clone(),
+                toolset: t.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Plan {
     /// A plan drawing from `dists` (`default` for rows that name none). Unless every
     /// toolset is available, each distribution must name only toolsets the catalog
@@ -149,18 +167,7 @@ impl Plan {
             });
         };
         if !available.all {
-            for d in &dists {
-                if let Some((t, _)) = d
-                    .toolsets
-                    .iter()
-                    .find(|(t, _)| toolsets::toolset(t).is_none())
-                {
-                    return Err(PlanError::UnknownToolset {
-                        dist: d.name.clone(),
-                        toolset: t.clone(),
-                    });
-                }
-            }
+            check_toolsets(&dists)?;
             let d = &dists[index];
             if d.fallback(&available.set).is_none() {
                 let toolsets: Vec<&str> = d.toolsets.iter().map(|(t, _)| t.as_str()).collect();

@@ -819,4 +819,20 @@ fn listing_flags_are_refused_where_they_would_be_ignored() {
     }
     let o = sample(d.path(), &["--list-toolsets", "--json"], b"");
     assert_code(&o, 0);
+    // A toolset a run would refuse is refused by the listing too (not with `all`).
+    std::fs::write(d.path().join("d.json"), r#"{"x": {"nosuch": 50}}"#).unwrap();
+    let list = ["--distributions", "d.json", "--list-distributions"];
+    let o = sample(d.path(), &list, b"");
+    assert_code(&o, 2);
+    assert!(
+        stderr(&o).contains("unknown toolset \"nosuch\""),
+        "{}",
+        stderr(&o)
+    );
+    let o = sample(
+        d.path(),
+        &[&list[..], &["--available", "all"]].concat(),
+        b"",
+    );
+    assert_code(&o, 0);
 }

@@ -1,6 +1,7 @@
 //! What one input line tells the report: a trajectory row (its lengths, tools, status,
-//! compression metrics, run usage, reward), a reject of an earlier stage, or a failure
-//! line of traj-run. Every rule is the format layer's or the stage's that wrote the row:
+//! compression metrics, run usage, reward; a `--columns core` row's from its
+//! `metadata`), a group of scored rollouts (one row per rollout), a reject of an earlier
+//! stage, a failure line of traj-run, or a tombstone of the reference's runner. Every rule is the format layer's or the stage's that wrote the row:
 //! turns and tool calls are read as traj-normalize reads them
 //! ([`crate::stage::normalize::read`]), tokens are counted as traj-compress counts a
 //! turn ([`crate::stage::compress::row::for_each_text`], so the budget line compares
