@@ -179,6 +179,20 @@ pub fn note(name: &str, msg: &str) {
     let _ = writeln!(io::stderr().lock(), "{name}: {msg}");
 }
 
+/// Name each file of a directory input passed over as a stage's JSON document
+/// ([`crate::io::is_stage_document`]), with how to read it anyway (`hint`).
+pub fn note_passed_over(name: &str, files: &[std::path::PathBuf], hint: &str) {
+    for f in files {
+        note(
+            name,
+            &format!(
+                "{}: not read (a stage's JSON document, by its name; {hint})",
+                f.display()
+            ),
+        );
+    }
+}
+
 /// The one-line summary every line stage prints on stderr at the end.
 /// `, N bad lines skipped (first: FILE:LINE: reason)`, or nothing when none was.
 pub fn bad_lines_text(s: &Summary) -> String {

@@ -244,22 +244,9 @@ pub fn run_cli(args: Args) -> Result<Status> {
         metrics_file: &r.metrics_file,
         glob: args.input.as_ref().and(io.glob.as_ref()),
     };
-    let (mut jobs, metrics_path) = plan_jobs(&layout).map_err(classify)?;
-    if let Some(dir) = args.input.as_deref().filter(|d| d.is_dir())
-        && layout.glob.is_none()
-        && !io.quiet
-    {
-        for f in crate::io::data_files_in(dir, None)? {
-            if crate::io::is_stage_document(&f) {
-                crate::cli::note(
-                    NAME,
-                    &format!(
-                        "{}: not read (a stage's JSON document, by its name; give --glob to read it)",
-                        f.display()
-                    ),
-                );
-            }
-        }
+    let (mut jobs, metrics_path, skipped) = plan_jobs(&layout).map_err(classify)?;
+    if !io.quiet {
+        crate::cli::note_passed_over(NAME, &skipped, "give --glob to read it");
     }
     let metrics_path = metrics_path.filter(|_| r.metrics_enabled && !args.count_only);
     let metrics_flag = match args.stats {

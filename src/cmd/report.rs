@@ -115,13 +115,11 @@ pub fn run_cli(args: Args) -> Result<Status> {
             .collect::<Result<_>>()?
     };
     if !args.io.quiet {
-        for f in sets.iter().flat_map(|(_, i)| &i.skipped) {
-            note(
+        for (_, i) in &sets {
+            crate::cli::note_passed_over(
                 NAME,
-                &format!(
-                    "{}: not read (a stage's JSON document, by its name; name the file, or give --glob, to read it)",
-                    f.display()
-                ),
+                &i.skipped,
+                "name the file, or give --glob, to read it",
             );
         }
     }

@@ -907,22 +907,12 @@ fn foreign_shapes_are_read_as_the_stages_read_them() {
     text.push_str("not json\n");
     text.push_str(&std::fs::read_to_string(fixture("atropos_scored_groups.jsonl")).unwrap());
     std::fs::write(d.path().join("in.jsonl"), &text).unwrap();
-    let o = traj_report(
-        d.path(),
-        &[
-            "in.jsonl",
-            "--on-error",
-            "skip",
-            "--rejects",
-            "rej.jsonl",
-            "--tokenizer",
-            "chars4",
-            "-o",
-            "r.html",
-        ],
-    );
+    let skip = ["in.jsonl", "--on-error", "skip", "--rejects", "rej.jsonl"];
+    let page_args = ["--tokenizer", "chars4", "-o", "r.html"];
+    let o = traj_report(d.path(), &[&skip[..], &page_args].concat());
     assert_code(&o, 0);
-    let data = data_block(&std::fs::read_to_string(d.path().join("r.html")).unwrap());
+    let page = std::fs::read_to_string(d.path().join("r.html")).unwrap();
+    let data = data_block(&page);
     let ov = &data["datasets"][0]["overview"];
     // 3 core rows, the list with strays, 12 rollouts of 3 Atropos groups.
     assert_eq!(ov["rows"], 16, "{ov}");
@@ -965,23 +955,11 @@ fn foreign_shapes_are_read_as_the_stages_read_them() {
     }
     assert_eq!(shown, 3, "pass@1, @2, @4: {figs:?}");
     // The stray entries are on the page as written; the mean reward has three decimals.
-    let page = std::fs::read_to_string(d.path().join("r.html")).unwrap();
     assert!(
         page.contains("stray SECRET string"),
         "the string entry is not shown"
     );
-    let o = traj_report(
-        d.path(),
-        &[
-            "in.jsonl",
-            "--on-error",
-            "skip",
-            "--rejects",
-            "rej.jsonl",
-            "--summary",
-            "-q",
-        ],
-    );
+    let o = traj_report(d.path(), &[&skip[..], &["--summary", "-q"]].concat());
     assert_code(&o, 0);
     let mean = stdout(&o)
         .lines()

@@ -49,6 +49,9 @@ impl crate::error::Classify for ConfigError {
     }
 }
 
+/// The config's tokenizer, or (not loadable here) the name that gave way to o200k_base.
+pub type FileTokenizer = Result<Arc<dyn Tokenizer>, UnloadableTokenizer>;
+
 /// The config's tokenizer cannot be loaded here; o200k_base is used instead.
 #[derive(Debug, thiserror::Error)]
 #[error("config tokenizer {0:?} is not loadable here; using o200k_base")]
@@ -173,13 +176,9 @@ impl Resolved {
     /// as the reference's Kimi default) gives way to `o200k_base`, which is then the
     /// resolved tokenizer; the inner error says so. A file or folder on this machine
     /// that is no usable tokenizer is the user's to fix: the outer error.
-    #[allow(clippy::type_complexity)]
     pub fn load_file_tokenizer(
         &mut self,
-    ) -> Result<
-        Result<Arc<dyn Tokenizer>, UnloadableTokenizer>,
-        crate::format::tokens::TokenizerError,
-    > {
+    ) -> Result<FileTokenizer, crate::format::tokens::TokenizerError> {
         match crate::format::tokens::load(&self.tokenizer) {
             Ok(t) => Ok(Ok(t)),
             Err(e) if std::path::Path::new(&self.tokenizer).exists() => Err(e),

@@ -139,8 +139,13 @@ fn metrics_beside(out: &Path) -> PathBuf {
     out.with_file_name(format!("{}_metrics.json", stem_of(out)))
 }
 
-/// The jobs and the metrics path of a run.
-pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
+/// The jobs of a run, its metrics path, and the files of a directory `--input` passed
+/// over as the stages' JSON documents ([`crate::io::is_stage_document`]; for the
+/// command to name).
+pub type Planned = (Vec<Job>, Option<PathBuf>, Vec<PathBuf>);
+
+/// The run's [`Planned`] jobs.
+pub fn plan_jobs(l: &Layout) -> Result<Planned, JobsError> {
     let stats = l.stats.map(Path::to_path_buf);
     let Some(input) = l.input else {
         let sources = crate::io::sources_from_args(l.inputs)?;
@@ -155,7 +160,7 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
             output: out,
             sample: None,
         };
-        return Ok((vec![job], metrics));
+        return Ok((vec![job], metrics, Vec::new()));
     };
     if !l.inputs.is_empty() {
         return Err(JobsError::BothInputs);
@@ -179,7 +184,7 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
             output: Some(out),
             sample: None,
         };
-        return Ok((vec![job], metrics));
+        return Ok((vec![job], metrics, Vec::new()));
     }
     let out_dir = match l.output {
         Some(o) => o.to_path_buf(),
@@ -202,10 +207,9 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
     };
     // The stages' JSON documents (an earlier run's `compression_metrics.json`) are no
     // rows: passed over (the command names them), unless a --glob picks them.
-    let files: Vec<PathBuf> = crate::io::data_files_in(input, l.glob)?
+    let (skipped, files): (Vec<PathBuf>, Vec<PathBuf>) = crate::io::data_files_in(input, l.glob)?
         .into_iter()
-        .filter(|f| l.glob.is_some() || !crate::io::is_stage_document(f))
-        .collect();
+        .partition(|f| l.glob.is_none() && crate::io::is_stage_document(f));
     if files.is_empty() {
         return Err(JobsError::Io(
             crate::io::no_data_files(input, "", l.glob).into(),
@@ -232,7 +236,7 @@ pub fn plan_jobs(l: &Layout) -> Result<(Vec<Job>, Option<PathBuf>), JobsError> {
             sample: None,
         });
     }
-    Ok((jobs, Some(metrics)))
+    Ok((jobs, Some(metrics), skipped))
 }
 
 #[cfg(test)]
@@ -271,12 +275,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("run.jsonl");
         std::fs::write(&input, "{}\n").unwrap();
-        let (jobs, m) = plan_jobs(&layout(Some(&input), None)).unwrap();
+        let (jobs, m, _) = plan_jobs(&layout(Some(&input), None)).unwrap();
         assert_eq!(outputs(&jobs), [dir.path().join("run_compressed.jsonl")]);
         assert_eq!(m, Some(dir.path().join("run_compressed_metrics.json")));
         // -o wins, the metrics follow it; --stats wins over both.
         let o = dir.path().join("x/out.jsonl");
-        let (jobs, m) = plan_jobs(&layout(Some(&input), Some(&o))).unwrap();
+        let (jobs, m, _) = plan_jobs(&layout(Some(&input), Some(&o))).unwrap();
         assert_eq!(outputs(&jobs), std::slice::from_ref(&o));
         assert_eq!(m, Some(dir.path().join("x/out_metrics.json")));
         let s = dir.path().join("s.json");
@@ -285,7 +289,7 @@ mod tests {
             output_suffix: "_short",
             ..layout(Some(&input), None)
         };
-        let (jobs, m) = plan_jobs(&l).unwrap();
+        let (jobs, m, _) = plan_jobs(&l).unwrap();
         assert_eq!(outputs(&jobs), [dir.path().join("run_short.jsonl")]);
         assert_eq!(m, Some(s));
     }
@@ -300,7 +304,7 @@ mod tests {
         let real = std::fs::canonicalize(dir.path()).unwrap();
         // `runs/sub/..` is `runs`: its output goes beside it, not inside it.
         let up = runs.join("sub/..");
-        let (jobs, m) = plan_jobs(&layout(Some(&up), None)).unwrap();
+        let (jobs, m, _) = plan_jobs(&layout(Some(&up), None)).unwrap();
         let out = real.join("runs_compressed");
         assert_eq!(outputs(&jobs), [out.join("a.jsonl"), out.join("b.jsonl")]);
         assert_eq!(m, Some(out.join("compression_metrics.json")));
@@ -309,7 +313,7 @@ mod tests {
             glob: Some(&glob),
             ..layout(Some(&runs), None)
         };
-        let (jobs, _) = plan_jobs(&l).unwrap();
+        let (jobs, _, _) = plan_jobs(&l).unwrap();
         assert_eq!(outputs(&jobs), [dir.path().join("runs_compressed/a.jsonl")]);
         let file = runs.join("a.jsonl");
         let l = Layout {
@@ -319,7 +323,7 @@ mod tests {
         assert!(matches!(plan_jobs(&l), Err(JobsError::GlobOnFile(_))));
         // A .zst output's metrics are named as a .gz one's.
         let o = dir.path().join("n.jsonl.zst");
-        let (_, m) = plan_jobs(&layout(Some(&file), Some(&o))).unwrap();
+        let (_, m, _) = plan_jobs(&layout(Some(&file), Some(&o))).unwrap();
         assert_eq!(m, Some(dir.path().join("n_metrics.json")));
     }
 
@@ -334,14 +338,14 @@ mod tests {
         std::fs::write(runs.join("b.jsonl.gz"), "").unwrap();
         std::fs::write(runs.join("a.jsonl"), "").unwrap();
         std::fs::write(runs.join("notes.txt"), "").unwrap();
-        let (jobs, m) = plan_jobs(&layout(Some(&runs), None)).unwrap();
+        let (jobs, m, _) = plan_jobs(&layout(Some(&runs), None)).unwrap();
         let out = dir.path().join("runs_compressed");
         assert_eq!(outputs(&jobs), [out.join("a.jsonl"), out.join("b.jsonl")]);
         assert_eq!(m, Some(out.join("compression_metrics.json")));
         // A subfolder's file keeps its subfolder: it never meets a top-level namesake.
         std::fs::create_dir(runs.join("sub")).unwrap();
         std::fs::write(runs.join("sub/a.jsonl"), "").unwrap();
-        let (jobs, _) = plan_jobs(&layout(Some(&runs), None)).unwrap();
+        let (jobs, _, _) = plan_jobs(&layout(Some(&runs), None)).unwrap();
         assert_eq!(
             outputs(&jobs),
             [
@@ -384,14 +388,14 @@ mod tests {
 
     #[test]
     fn arguments_and_errors() {
-        let (jobs, m) = plan_jobs(&layout(None, None)).unwrap();
+        let (jobs, m, _) = plan_jobs(&layout(None, None)).unwrap();
         assert_eq!(jobs.len(), 1);
         assert!(jobs[0].output.is_none());
         assert_eq!(m, None, "no metrics for stdout unless asked");
         let o = Path::new("d/o.jsonl");
-        let (_, m) = plan_jobs(&layout(None, Some(o))).unwrap();
+        let (_, m, _) = plan_jobs(&layout(None, Some(o))).unwrap();
         assert_eq!(m, Some(PathBuf::from("d/o_metrics.json")));
-        let (_, m) = plan_jobs(&layout(None, Some(Path::new("/dev/null")))).unwrap();
+        let (_, m, _) = plan_jobs(&layout(None, Some(Path::new("/dev/null")))).unwrap();
         assert_eq!(m, None, "nothing beside a device");
         let missing = Path::new("/nonexistent/in.jsonl");
         let e = plan_jobs(&layout(Some(missing), None)).err().unwrap();
