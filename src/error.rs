@@ -8,7 +8,7 @@
 //! |---|---|
 //! | 0 | success; also when the reader of stdout went away (broken pipe) |
 //! | 1 | bad data (a bad line under the strict default, lines lost) or a failed run |
-//! | 2 | usage or configuration error, or an input that cannot be opened or read |
+//! | 2 | usage or configuration error; an input not read or an output not created |
 
 use std::sync::Arc;
 
@@ -48,11 +48,12 @@ pub fn classify<E: Classify>(e: E) -> anyhow::Error {
     if e.is_usage() { usage(e) } else { e.into() }
 }
 
-/// An input that cannot be opened or read (as jq and ripgrep do, exit 2).
+/// A file named on the command line that cannot be opened, read or created: an input
+/// (as jq and ripgrep do) or an output (as sort does); exit 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{what} {path}")] // the chain printer adds `: {source}`
-pub struct InputError {
-    /// `cannot open`, `cannot read`.
+pub struct FileError {
+    /// `cannot open`, `cannot read`, `cannot create`.
     pub what: &'static str,
     pub path: Arc<str>,
     #[source]
@@ -64,7 +65,7 @@ pub struct InputError {
 pub enum Error {
     /// The reader of stdout went away: not a failure.
     BrokenPipe,
-    /// [`UsageError`] or [`InputError`].
+    /// [`UsageError`] or [`FileError`].
     Usage,
     /// Anything else: bad data, a failed run.
     Data,
@@ -76,7 +77,7 @@ impl Error {
         for c in e.chain() {
             if c.downcast_ref::<UsageError>().is_some()
                 || c.downcast_ref::<Usage>().is_some()
-                || c.downcast_ref::<InputError>().is_some()
+                || c.downcast_ref::<FileError>().is_some()
             {
                 return Error::Usage;
             }
@@ -130,7 +131,7 @@ mod tests {
     fn classes_come_from_the_chain() {
         let usage = anyhow::Error::new(UsageError("bad flag".into())).context("outer");
         assert_eq!(Error::of(&usage).code(), EXIT_USAGE);
-        let input = anyhow::Error::new(InputError {
+        let input = anyhow::Error::new(FileError {
             what: "cannot open",
             path: Arc::from("x.jsonl"),
             source: std::io::Error::from(std::io::ErrorKind::NotFound),

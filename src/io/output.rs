@@ -279,6 +279,15 @@ impl Encoded {
     }
 }
 
+/// An output that cannot be made ([`crate::error::FileError`], exit 2), named as given.
+fn cannot_create(p: &Path, e: std::io::Error) -> crate::error::FileError {
+    crate::error::FileError {
+        what: "cannot create",
+        path: p.display().to_string().into(),
+        source: e,
+    }
+}
+
 impl Output {
     /// `None` or `-` is stdout; a path is written through a temp file beside it,
     /// compressed as its name says ([`Compression::for_path`]).
@@ -291,7 +300,7 @@ impl Output {
                 let f = std::fs::OpenOptions::new()
                     .write(true)
                     .open(p)
-                    .with_context(|| format!("cannot open {}", p.display()))?;
+                    .map_err(|e| cannot_create(p, e))?;
                 let pipe = prepare_pipe(f.as_fd());
                 Ok(Output {
                     inner: OutputKind::Special(BufWriter::with_capacity(BUF_SIZE, f)),
@@ -318,7 +327,10 @@ impl Output {
                     .suffix(TEMP_SUFFIX)
                     .permissions(std::fs::Permissions::from_mode(kept.unwrap_or(0o666)))
                     .tempfile_in(&dir)
-                    .with_context(|| format!("cannot create a temp file in {}", dir.display()))?;
+                    // A missing folder in the OS's own words, without the temp file's name.
+                    .map_err(|e| {
+                        cannot_create(given, std::fs::metadata(&dir).err().unwrap_or(e))
+                    })?;
                 if let Some(mode) = kept {
                     // The umask narrowed the mode open(2) was given; `>` keeps it whole.
                     let perms = std::fs::Permissions::from_mode(mode);
@@ -584,5 +596,20 @@ mod tests {
         std::os::unix::fs::symlink("a", d.path().join("b")).unwrap();
         let e = Output::create(Some(&a)).err().unwrap();
         assert!(e.to_string().contains("too many levels"), "{e}");
+    }
+
+    #[test]
+    fn an_output_that_cannot_be_made_is_the_callers_to_fix() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("no/such/dir/out.jsonl");
+        let e = Output::create(Some(&p)).err().unwrap();
+        assert_eq!(crate::error::Error::of(&e), crate::error::Error::Usage);
+        assert_eq!(
+            format!("{e:#}"),
+            format!(
+                "cannot create {}: No such file or directory (os error 2)",
+                p.display()
+            )
+        );
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::error::{InputError, UsageError};
+use crate::error::{FileError, UsageError};
 
 /// Size of read and write buffers.
 pub const BUF_SIZE: usize = 256 * 1024;
@@ -456,7 +456,7 @@ pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
     let raw: Box<dyn Read + Send> = match src {
         Source::Stdin => Box::new(io::stdin()),
         Source::File(p) | Source::Spooled { path: p, .. } => {
-            Box::new(File::open(p).map_err(|e| InputError {
+            Box::new(File::open(p).map_err(|e| FileError {
                 what: "cannot open",
                 path: Arc::from(src.name()),
                 source: e,
@@ -464,7 +464,7 @@ pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
         }
     };
     let mut buf = BufReader::with_capacity(BUF_SIZE, raw);
-    let head = buf.fill_buf().map_err(|e| InputError {
+    let head = buf.fill_buf().map_err(|e| FileError {
         what: "cannot read",
         path: Arc::from(src.name()),
         source: e,
@@ -472,7 +472,7 @@ pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
     if super::parquet::is_parquet(head) {
         let f = match src {
             Source::File(p) | Source::Spooled { path: p, .. } => {
-                File::open(p).map_err(|e| InputError {
+                File::open(p).map_err(|e| FileError {
                     what: "cannot open",
                     path: Arc::from(src.name()),
                     source: e,

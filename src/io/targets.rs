@@ -5,10 +5,11 @@
 //!
 //! Two names are one file when they are the same existing file (device and inode: links
 //! and `./` spellings included) or, for a file not made yet, the same absolute path with
-//! its folder resolved; `-` is stdout, which takes one stream of rows only. Special files
-//! (`/dev/null`, a FIFO) may be named twice.
+//! its folder resolved; `-` is stdout, which takes one stream of rows only, and so is any
+//! name of the file stdout already is (`/dev/stdout`, `/proc/self/fd/1`, or `out.jsonl`
+//! under `> out.jsonl`). Other special files (`/dev/null`, a FIFO) may be named twice.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::Source;
@@ -46,11 +47,24 @@ enum Identity {
     Path(PathBuf),
 }
 
-fn identity(p: &Path) -> Option<Identity> {
+/// The device and inode of the file stdout writes, unless that is `/dev/null` (which
+/// takes any number of streams).
+fn stdout_file() -> Option<(u64, u64)> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    let m = std::fs::File::from(fd).metadata().ok()?;
+    let null = std::fs::metadata("/dev/null").ok();
+    let is_null = null.is_some_and(|n| m.file_type().is_char_device() && m.rdev() == n.rdev());
+    (!is_null).then(|| (m.dev(), m.ino()))
+}
+
+/// What `p` names, given the file stdout writes (`stdout`, from [`stdout_file`]).
+fn identity(p: &Path, stdout: Option<(u64, u64)>) -> Option<Identity> {
     if p == Path::new("-") {
         return Some(Identity::Stdout);
     }
     match std::fs::metadata(p) {
+        Ok(m) if stdout == Some((m.dev(), m.ino())) => Some(Identity::Stdout),
         Ok(m) if m.is_file() => Some(Identity::Inode(m.dev(), m.ino())),
         Ok(_) => None,
         Err(_) => {
@@ -74,11 +88,12 @@ pub fn check_targets(
     others: &[(&'static str, Option<&Path>)],
     sources: &[Source],
 ) -> Result<(), TargetError> {
+    let stdout = stdout_file();
     let named: Vec<(&'static str, &Path, Identity)> = std::iter::once(("-o", output))
         .chain(others.iter().copied())
         .filter_map(|(flag, p)| {
             let p = p?;
-            Some((flag, p, identity(p)?))
+            Some((flag, p, identity(p, stdout)?))
         })
         .collect();
     for (i, (first, _, id)) in named.iter().enumerate() {
@@ -97,7 +112,8 @@ pub fn check_targets(
     let inputs: Vec<Identity> = sources
         .iter()
         .filter_map(|s| match s {
-            Source::File(p) => identity(p),
+            // An input read while stdout appends to it is read as it was (`cat f >> f`).
+            Source::File(p) => identity(p, None),
             Source::Stdin | Source::Spooled { .. } => None,
         })
         .collect();
@@ -190,5 +206,23 @@ mod tests {
             check_targets(Some(null), &[("--rejects", Some(null))], &[]),
             Ok(())
         );
+    }
+
+    #[test]
+    fn a_name_of_the_file_stdout_writes_is_stdout() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.jsonl");
+        std::fs::write(&out, "").unwrap();
+        let m = std::fs::metadata(&out).unwrap();
+        let stdout = Some((m.dev(), m.ino()));
+        assert_eq!(identity(&out, stdout), Some(Identity::Stdout));
+        let link = dir.path().join("fd1");
+        std::os::unix::fs::symlink(&out, &link).unwrap();
+        assert_eq!(identity(&link, stdout), Some(Identity::Stdout));
+        assert_eq!(
+            identity(&out, None),
+            Some(Identity::Inode(m.dev(), m.ino()))
+        );
+        assert_eq!(identity(Path::new("/dev/null"), None), None);
     }
 }

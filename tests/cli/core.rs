@@ -567,3 +567,98 @@ fn outputs_are_written_through_links() {
         format!("{good}\n{bad}\n")
     );
 }
+
+/// Stdout takes one stream of rows, whatever it is called: `/dev/stdout`, a link to
+/// fd 1, or the very file the shell sent stdout to. Naming it for two outputs is refused
+/// (exit 2) before anything is written; naming it once writes there.
+#[test]
+fn stdout_by_any_name_takes_one_stream() {
+    let d = tmpdir();
+    let good = r#"{"conversations":[{"from":"human","value":"q"},{"from":"gpt","value":"a"}]}"#;
+    let bad = r#"{"conversations":[]}"#;
+    std::fs::write(d.path().join("in.jsonl"), format!("{good}\n{bad}\n")).unwrap();
+    let to_file = |b: &str, args: &[&str], file: &str| {
+        let mut c = cmd(b, d.path());
+        c.args(args);
+        c.stdout(std::fs::File::create(d.path().join(file)).unwrap());
+        run(c)
+    };
+    for b in ["traj-filter", "traj-normalize", "traj-merge"] {
+        for args in [
+            &["in.jsonl", "-o", "/dev/stdout", "--rejects", "-"][..],
+            &["in.jsonl", "-o", "/proc/self/fd/1", "--rejects", "-"],
+            &["in.jsonl", "-o", "out.jsonl", "--rejects", "-"],
+        ] {
+            let mut a = args.to_vec();
+            a.extend(["--on-error", "skip"]);
+            let o = to_file(b, &a, "out.jsonl");
+            assert_code(&o, 2);
+            assert_stderr_has(&o, "both name stdout");
+            assert_eq!(
+                std::fs::read_to_string(d.path().join("out.jsonl")).unwrap(),
+                "",
+                "{b} {args:?}"
+            );
+        }
+    }
+    // Through a pipe, too.
+    let mut c = cmd("traj-filter", d.path());
+    c.args(["in.jsonl", "-o", "/dev/stdout", "--rejects", "-"]);
+    let o = run(c);
+    assert_code(&o, 2);
+    assert_stderr_has(&o, "-o and --rejects both name stdout");
+    // Once is fine: the rows go where stdout goes.
+    let o = to_file(
+        "traj-filter",
+        &[
+            "in.jsonl",
+            "--min-turns",
+            "1",
+            "-o",
+            "/dev/stdout",
+            "--rejects",
+            "rej.jsonl",
+        ],
+        "got.jsonl",
+    );
+    assert_code(&o, 0);
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("got.jsonl")).unwrap(),
+        format!("{good}\n")
+    );
+    // stdout on /dev/null takes any number of streams.
+    let mut c = cmd("traj-filter", d.path());
+    c.args([
+        "in.jsonl",
+        "-o",
+        "/dev/stdout",
+        "--rejects",
+        "-",
+        "--min-turns",
+        "1",
+    ]);
+    c.stdout(std::process::Stdio::null());
+    assert_code(&run(c), 0);
+}
+
+/// An output that cannot be made (its folder is missing) is the command line's to fix:
+/// exit 2, the path as given, before any row is read; traj-compress makes the folders.
+#[test]
+fn an_output_that_cannot_be_created_exits_2() {
+    let d = tmpdir();
+    std::fs::write(
+        d.path().join("in.jsonl"),
+        "{\"conversations\":[{\"from\":\"human\",\"value\":\"q\"}]}\n",
+    )
+    .unwrap();
+    for b in ["traj-filter", "traj-normalize", "traj-merge"] {
+        for flag in ["-o", "--rejects"] {
+            let o = run_in(b, d.path(), &["in.jsonl", flag, "no/such/x.jsonl"]);
+            assert_code(&o, 2);
+            assert_stderr_has(
+                &o,
+                "cannot create no/such/x.jsonl: No such file or directory",
+            );
+        }
+    }
+}
