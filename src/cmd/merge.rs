@@ -115,7 +115,7 @@ fn summary_text(s: &MergeSummary, args: &Args) -> String {
     };
     let (each, without) = match args.key.as_str() {
         "task" => (
-            "task (task_uid, else prompt_index)",
+            "task (task_uid, else prompt_index and rollout_index)",
             "task_uid or prompt_index",
         ),
         k => (k, k),

@@ -40,7 +40,7 @@ pub fn task_of(row: &Map<String, Value>) -> Option<String> {
 /// number is one task however it is spelled (`2`, `2.0`, `2e0`: [`whole_text`]), as
 /// traj-merge keys it.
 pub fn task_key(task_uid: Option<&str>, prompt_index: Option<&str>) -> Option<String> {
-    if let Some(uid) = task_uid {
+    if let Some(uid) = task_uid.filter(|u| !u.is_empty()) {
         return Some(task_of_uid(uid).to_string());
     }
     prompt_index.map(|n| format!("prompt_index:{}", whole_text(n).as_deref().unwrap_or(n)))
@@ -152,12 +152,16 @@ fn of_raw(
     )
 }
 
-/// `ROW:COPY:ROLLOUT` -> `ROW:COPY`; a uid with fewer than three parts is its own task.
+/// `ROW:COPY:ROLLOUT` -> `ROW:COPY` (traj-run's form: three parts, the last two whole
+/// numbers); any other uid (`math:train:17`, `a:b:c:d`, `gsm8k:1`) is its own task.
 pub fn task_of_uid(uid: &str) -> &str {
-    if uid.matches(':').count() >= 2 {
-        uid.rsplit_once(':').map_or(uid, |(task, _)| task)
-    } else {
-        uid
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match uid.rsplit_once(':') {
+        Some((task, rollout)) if number(rollout) => match task.split_once(':') {
+            Some((row, copy)) if !row.is_empty() && number(copy) => task,
+            _ => uid,
+        },
+        _ => uid,
     }
 }
 
@@ -408,6 +412,24 @@ mod tests {
         );
         assert_eq!(task_of(&row(json!({"id": 1}))), None);
         assert_eq!(task_of_uid("plain"), "plain");
+        // Only traj-run's own form loses its rollout part.
+        for own in ["ab12:0:3", "t:10:22"] {
+            assert_eq!(task_of_uid(own), &own[..own.rfind(':').unwrap()]);
+        }
+        for foreign in [
+            "math:train:17",
+            "a:b:c:d",
+            "hf/ds:split:7",
+            "x:1",
+            ":0:1",
+            "a:0:",
+            "1:2:3:4",
+        ] {
+            assert_eq!(task_of_uid(foreign), foreign);
+        }
+        // An empty uid names no task: the prompt_index does.
+        assert_eq!(task_key(Some(""), Some("3")).unwrap(), "prompt_index:3");
+        assert_eq!(task_key(Some(""), None), None);
         assert_eq!(reward_of(&row(json!({"reward": 0.5}))), Some(0.5));
         assert_eq!(reward_of(&row(json!({"reward": "1"}))), None);
         for raw in ["0.5", "-1", "1e3", "0"] {

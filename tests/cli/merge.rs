@@ -76,7 +76,7 @@ fn shard_split_in_two_and_merged_back_is_the_original() {
     assert_code(&o, 0);
     assert!(stdout(&o) == original);
     assert!(stderr(&o).contains(
-        "25 duplicates dropped (kept the first of each task (task_uid, else prompt_index))"
+        "25 duplicates dropped (kept the first of each task (task_uid, else prompt_index and rollout_index))"
     ));
 }
 
@@ -530,7 +530,7 @@ fn default_key_is_the_task_uid_else_the_prompt_index() {
     let err = stderr(&o);
     assert!(
         err.contains(
-            "2 duplicates dropped (kept the last of each task (task_uid, else prompt_index))"
+            "2 duplicates dropped (kept the last of each task (task_uid, else prompt_index and rollout_index))"
         ) && err.contains("1 discarded rows dropped (tombstones)"),
         "{err}"
     );
@@ -557,4 +557,74 @@ fn default_key_is_the_task_uid_else_the_prompt_index() {
     assert_code(&o, 0);
     assert_eq!(parse_jsonl(&stdout(&o)).len(), 2);
     assert!(stderr(&o).contains("3 duplicates dropped (kept the last of each prompt_index)"));
+}
+
+/// Without a `task_uid`, a row's task is its `prompt_index` and its rollout its
+/// `rollout_index`: rollouts of one prompt are rows of their own (a filter run in shards
+/// and merged back keeps them all). A `--columns core` row's run members are read from
+/// its `metadata` string; an empty `task_uid` names no task.
+#[test]
+fn rollouts_core_rows_and_empty_uids_are_keyed_as_filter_groups_them() {
+    let d = tmpdir();
+    let mut rows = Vec::new();
+    for p in [1, 0] {
+        for r in 0..2 {
+            rows.push(
+                json!({"prompt_index": p, "rollout_index": r, "tag": format!("p{p}r{r}")})
+                    .to_string(),
+            );
+        }
+    }
+    rows.push(json!({"prompt_index": 1, "rollout_index": 1.0, "tag": "p1r1-rerun"}).to_string());
+    let meta = json!({"prompt_index": 0, "rollout_index": 3}).to_string();
+    rows.push(json!({"metadata": meta, "tag": "core-p0r3"}).to_string());
+    rows.push(json!({"task_uid": "", "tag": "blank-a"}).to_string());
+    rows.push(json!({"task_uid": "", "tag": "blank-b"}).to_string());
+    write(d.path(), "in.jsonl", &rows);
+    let o = merge(d.path(), &["in.jsonl", "--rejects", "rej.jsonl"]);
+    assert_code(&o, 0);
+    let tags: Vec<String> = parse_jsonl(&stdout(&o))
+        .iter()
+        .map(|r| r["tag"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            "p0r0",
+            "p0r1",
+            "core-p0r3",
+            "p1r0",
+            "p1r1-rerun",
+            "blank-a",
+            "blank-b"
+        ]
+    );
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(rej.len(), 1);
+    assert!(
+        rej[0]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("duplicate: prompt_index 1 rollout_index 1 (kept "),
+        "{}",
+        rej[0]["reasons"]
+    );
+    // Sharded filter, merged back: every rollout is there once.
+    let mut parts = Vec::new();
+    for i in 0..2 {
+        let name = format!("part-{i}.jsonl");
+        let s = format!("{i}/2");
+        let o = run_in(
+            "traj-filter",
+            d.path(),
+            &["in.jsonl", "--shard", &s, "-o", &name],
+        );
+        assert_code(&o, 0);
+        parts.push(name);
+    }
+    let mut args: Vec<&str> = parts.iter().map(String::as_str).collect();
+    args.extend(["-q"]);
+    let o = merge(d.path(), &args);
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 7);
 }

@@ -546,3 +546,42 @@ print(json.dumps(out))
     assert_code(&filter(d.path(), &["--retokenize-check", "lp.jsonl"]), 2);
     assert_code(&filter(d.path(), &["--drop-drift", "lp.jsonl"]), 2);
 }
+
+/// A foreign `task_uid` is a task of its own: only traj-run's `ROW:COPY:ROLLOUT` form
+/// loses its rollout part, so three problems `math:train:17..19` are three tasks, and
+/// the rollouts `ab12:0:0`, `ab12:0:1` are one.
+#[test]
+fn best_of_keeps_foreign_task_uids_whole() {
+    let d = tmpdir();
+    let row = |uid: &str, reward: f64| {
+        json!({"task_uid": uid, "reward": reward, "conversations": [
+            {"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]})
+        .to_string()
+    };
+    let rows = [
+        row("math:train:17", 1.0),
+        row("math:train:18", 0.5),
+        row("math:train:19", 0.0),
+        row("ab12:0:0", 0.0),
+        row("ab12:0:1", 1.0),
+    ];
+    std::fs::write(d.path().join("in.jsonl"), rows.join("\n") + "\n").unwrap();
+    let o = filter(
+        d.path(),
+        &["in.jsonl", "--best-of", "--rejects", "rej.jsonl", "-q"],
+    );
+    assert_code(&o, 0);
+    let kept: Vec<String> = parse_jsonl(&stdout(&o))
+        .iter()
+        .map(|r| r["task_uid"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            "math:train:17",
+            "math:train:18",
+            "math:train:19",
+            "ab12:0:1"
+        ]
+    );
+}

@@ -289,9 +289,25 @@ fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
     {
         return Ok(Parsed::Tombstone(format!("tombstone: discarded {d}")));
     }
-    let index = fields.get("prompt_index").and_then(|v| whole_number(v));
-    // A whole number is keyed by its value, whatever its spelling.
-    let field = |name: &str| match fields.get(name).filter(|v| **v != "null") {
+    // A `--columns core` row keeps its run members in its `metadata` string.
+    let meta_text = (spec == &KeySpec::Task
+        && !fields.contains_key("task_uid")
+        && !fields.contains_key("prompt_index"))
+    .then(|| fields.get("metadata").and_then(|m| row::decode_str(m)))
+    .flatten();
+    let meta = meta_text
+        .as_deref()
+        .and_then(|m| fields_of(m.as_bytes()).ok());
+    let run_member = |name: &str| {
+        fields
+            .get(name)
+            .or_else(|| meta.as_ref()?.get(name))
+            .copied()
+    };
+    let index = run_member("prompt_index").and_then(whole_number);
+    // A whole number is keyed by its value, whatever its spelling; an empty `task_uid`
+    // names no task.
+    let field = |name: &str, v: Option<&str>| match v.filter(|v| *v != "null" && *v != "\"\"") {
         Some(v) => {
             let text = whole_text(v).unwrap_or_else(|| v.to_string());
             (Some(hash128(name, text.as_bytes())), format!("{name} {v}"))
@@ -299,11 +315,22 @@ fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
         None => (None, String::new()),
     };
     let (key, label) = match spec {
-        KeySpec::Task => match field("task_uid") {
-            (None, _) => field("prompt_index"),
+        KeySpec::Task => match field("task_uid", run_member("task_uid")) {
+            (None, _) => match (
+                field("prompt_index", run_member("prompt_index")),
+                run_member("rollout_index").filter(|r| *r != "null"),
+            ) {
+                // Rollouts of one prompt are rows of their own.
+                ((Some(k), label), Some(r)) => {
+                    let r = whole_text(r).unwrap_or_else(|| r.to_string());
+                    let h = hash128(&format!("{k:x}\0rollout_index"), r.as_bytes());
+                    (Some(h), format!("{label} rollout_index {r}"))
+                }
+                (index, _) => index,
+            },
             uid => uid,
         },
-        KeySpec::Field(name) => field(name),
+        KeySpec::Field(name) => field(name, fields.get(name.as_str()).copied()),
         KeySpec::Prompt => match prompt_text(&fields) {
             Some(text) => {
                 let h = hash128("\0prompt", text.as_bytes());
