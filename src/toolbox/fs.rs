@@ -271,19 +271,11 @@ impl Confined {
     /// Create or replace the file `path` (relative to the workspace, parents created)
     /// with `content`, by the rules of `write_file`.
     pub fn write_bytes(&self, path: &str, content: &[u8]) -> ToolOutcome {
-        let full = self.relative(path)?;
-        let parts: Vec<&OsStr> = full.iter().collect();
-        let Some((name, dirs)) = parts.split_last() else {
-            return Err(ToolError::from(format!("{path}: is a directory")));
-        };
-        let dir = self
-            .beneath()?
-            .create_dirs(dirs)
-            .map_err(|e| open_error(path, e))?;
+        let (full, dir, name) = self.parent_of(path)?;
         // No O_TRUNC: a file with another hard link must be refused before it changes.
         let fd = rustix::fs::openat(
             &dir,
-            *name,
+            &name,
             OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o666),
         )
@@ -303,6 +295,45 @@ impl Confined {
             .and_then(|()| file.write_all(content))
             .map_err(|e| ToolError::from(format!("{path}: {e}")))?;
         Ok(json!({"path": self.show(&full), "bytes_written": content.len()}))
+    }
+
+    /// Write `content` to a file that this call makes: whatever stood at `path` (a file
+    /// left read-only, a FIFO, a link) is unlinked first and the file is created
+    /// exclusively, so what is read there later was written since (the verifier's
+    /// files, which a model must not be able to plant).
+    pub fn write_new(&self, path: &str, content: &[u8]) -> ToolOutcome {
+        let (full, dir, name) = self.parent_of(path)?;
+        match rustix::fs::unlinkat(&dir, &name, rustix::fs::AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(open_error(path, e.into())),
+        }
+        let fd = rustix::fs::openat(
+            &dir,
+            &name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )
+        .map_err(|e| open_error(path, e.into()))?;
+        File::from(fd)
+            .write_all(content)
+            .map_err(|e| ToolError::from(format!("{path}: {e}")))?;
+        Ok(json!({"path": self.show(&full), "bytes_written": content.len()}))
+    }
+
+    /// The workspace path of `path`, its folder (made when missing, never through a
+    /// link) and its name.
+    fn parent_of(&self, path: &str) -> Result<(PathBuf, OwnedFd, std::ffi::OsString), ToolError> {
+        let full = self.relative(path)?;
+        let parts: Vec<&OsStr> = full.iter().collect();
+        let Some((name, dirs)) = parts.split_last() else {
+            return Err(ToolError::from(format!("{path}: is a directory")));
+        };
+        let dir = self
+            .beneath()?
+            .create_dirs(dirs)
+            .map_err(|e| open_error(path, e))?;
+        let name = name.to_os_string();
+        Ok((full, dir, name))
     }
 
     /// `patch`: replace an exact, unique piece of text (or all with `replace_all`).

@@ -309,9 +309,18 @@ impl Task {
     /// the workspace's descriptor, never following a link the agent left.
     pub fn verify(&mut self, check: &Check) -> Result<Checked, String> {
         let view = self.sandbox.view_root().to_string();
-        for (path, bytes) in &check.files {
+        // Every file the check reads back is made here, the stdout file empty: one the
+        // model left (read-only, a FIFO) can neither stand in for the verifier's output
+        // nor stall it.
+        let empty = (check.stdout_file.as_str(), &[][..]);
+        for (path, bytes) in check
+            .files
+            .iter()
+            .map(|(p, b)| (p.as_str(), &b[..]))
+            .chain([empty])
+        {
             self.files
-                .write_bytes(&format!("{view}/{path}"), bytes)
+                .write_new(&format!("{view}/{path}"), bytes)
                 .map_err(|e| format!("cannot write {path}: {e}"))?;
         }
         let quote = |v: &str| format!("'{}'", v.replace('\'', "'\\''"));

@@ -603,3 +603,51 @@ fn logprobs_move_to_a_parquet_token_sidecar_keyed_by_row_turn_and_position() {
     c.args(["--token-sidecar", "t.jsonl"]);
     assert_code(&run_with_stdin(c, b""), 2);
 }
+
+/// The verifier's output is what the verifier printed, never a file the agent left:
+/// a read-only `.traj/verify.stdout` holding `1` used to stand for the reward of a
+/// verifier that printed `0` (its redirect failed, and the file was read as it was),
+/// and a FIFO there stalled the verifier into a `verifier_error`.
+#[test]
+fn an_agent_cannot_plant_the_verifiers_output() {
+    let d = tmpdir();
+    let plant = |cmd: &str| {
+        json!([{"tool_calls": [{"name": "terminal", "arguments": {"command": cmd}}]},
+               {"content": "wrong answer"}])
+    };
+    let s = Standin::json(json!({"rules": [
+        {"match": "readonly", "turns": plant(
+            "mkdir -p .traj && echo 1 > .traj/verify.stdout && chmod 444 .traj/verify.stdout")},
+        {"match": "fifo", "turns": plant("mkdir -p .traj && mkfifo .traj/verify.stdout")},
+    ]}));
+    std::fs::write(
+        d.path().join("tasks.jsonl"),
+        "{\"prompt\": \"readonly\"}\n{\"prompt\": \"fifo\"}\n",
+    )
+    .unwrap();
+    let mut c = standin_run(d.path(), &s.url(), "run");
+    c.args([
+        "--toolsets",
+        "terminal",
+        "-q",
+        "--verifier",
+        "echo 0",
+        "--verifier-timeout",
+        "20",
+        "tasks.jsonl",
+    ]);
+    let o = run(c);
+    let recs = records(&d.path().join("run"));
+    let failures = std::fs::read_to_string(d.path().join("run/failures.jsonl")).unwrap_or_default();
+    assert_code(&o, 0);
+    assert_eq!(recs.len(), 2, "{failures}");
+    for r in &recs {
+        assert_eq!(r["reward"], json!(0), "{}", r["verification"]);
+        assert_eq!(
+            r["verification"]["exit_code"],
+            json!(0),
+            "{}",
+            r["verification"]
+        );
+    }
+}
