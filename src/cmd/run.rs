@@ -285,6 +285,7 @@ fn agent_config(args: &Args) -> Result<(AgentConfig, SystemPromptUsed), ConfigEr
         prefill,
         prompt_timeout,
         extra_body: fields.extra_body,
+        cache_tag: None,
         send_reasoning: args.send_reasoning == SendReasoning::Yes
             || (args.send_reasoning == SendReasoning::Auto && fields.openrouter),
     };

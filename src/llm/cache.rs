@@ -30,12 +30,18 @@ impl Cache {
         })
     }
 
-    /// The key of a request: hex SHA-256 of `url`, a newline, and the body's JSON.
-    pub fn key(url: &str, body: &Value) -> String {
+    /// The key of a request: hex SHA-256 of `url`, a newline, and the body's JSON, then,
+    /// when given, a newline and `tag` (what else tells apart two requests that must
+    /// not share an answer: independent rollouts of one request).
+    pub fn key(url: &str, body: &Value, tag: Option<&str>) -> String {
         let mut h = Sha256::new();
         h.update(url.as_bytes());
         h.update(b"\n");
         h.update(serde_json::to_vec(body).unwrap_or_default());
+        if let Some(tag) = tag {
+            h.update(b"\n");
+            h.update(tag.as_bytes());
+        }
         hex(&h.finalize())
     }
 
@@ -85,10 +91,16 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let c = Cache::open(&d.path().join("c")).unwrap();
         let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
-        let k = Cache::key("http://a/v1", &body);
+        let k = Cache::key("http://a/v1", &body, None);
         assert_eq!(k.len(), 64);
-        assert_ne!(k, Cache::key("http://b/v1", &body));
-        assert_ne!(k, Cache::key("http://a/v1", &json!({"model": "m2"})));
+        assert_ne!(k, Cache::key("http://b/v1", &body, None));
+        assert_ne!(k, Cache::key("http://a/v1", &json!({"model": "m2"}), None));
+        // Two rollouts of one request are two keys.
+        assert_ne!(k, Cache::key("http://a/v1", &body, Some("0:1")));
+        assert_ne!(
+            Cache::key("http://a/v1", &body, Some("0:1")),
+            Cache::key("http://a/v1", &body, Some("1:0"))
+        );
         assert_eq!(c.get(&k), None);
         c.put(&k, &json!({"choices": []})).unwrap();
         assert_eq!(c.get(&k), Some(json!({"choices": []})));

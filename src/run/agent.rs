@@ -52,7 +52,14 @@ pub struct Call {
 
 /// What the loop needs from a model: one chat call with a deadline.
 pub trait Chat: Sync {
-    fn chat(&self, body: &Value, deadline: Option<Instant>) -> Result<Call, LlmError>;
+    /// One call; `cache_tag` ([`super::request::AgentConfig::cache_tag`]) goes into the
+    /// `--cache` key beside the request.
+    fn chat(
+        &self,
+        body: &Value,
+        deadline: Option<Instant>,
+        cache_tag: Option<&str>,
+    ) -> Result<Call, LlmError>;
     /// Set when the run is stopping: the loop abandons its prompt.
     fn stopping(&self) -> bool;
 }
@@ -238,7 +245,7 @@ pub fn run_prompt(
         }
         let body = request_body(cfg, messages, tools);
         let t = Instant::now();
-        let result = chat.chat(&body, deadline);
+        let result = chat.chat(&body, deadline, cfg.cache_tag.as_deref());
         *llm_time += t.elapsed();
         match result {
             Ok(call) => {
@@ -444,7 +451,12 @@ mod tests {
     }
 
     impl Chat for Scripted {
-        fn chat(&self, body: &Value, _: Option<Instant>) -> Result<Call, LlmError> {
+        fn chat(
+            &self,
+            body: &Value,
+            _: Option<Instant>,
+            _: Option<&str>,
+        ) -> Result<Call, LlmError> {
             self.bodies.lock().unwrap().push(body.clone());
             let raw = self
                 .replies

@@ -77,12 +77,17 @@ impl Llm {
 }
 
 impl Chat for Llm {
-    fn chat(&self, body: &Value, deadline: Option<Instant>) -> Result<Call, LlmError> {
+    fn chat(
+        &self,
+        body: &Value,
+        deadline: Option<Instant>,
+        cache_tag: Option<&str>,
+    ) -> Result<Call, LlmError> {
         let started = Instant::now();
         let key = self
             .cache
             .as_ref()
-            .map(|_| Cache::key(&self.client.config().base_url, body));
+            .map(|_| Cache::key(&self.client.config().base_url, body, cache_tag));
         if let (Some(cache), Some(key)) = (&self.cache, &key)
             && let Some(raw) = cache.get(key)
             && let Some(mut response) = ChatResponse::from_body(raw, 1)

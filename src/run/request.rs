@@ -36,6 +36,10 @@ pub struct AgentConfig {
     pub send_reasoning: bool,
     /// More top-level request fields (e.g. OpenRouter's `usage: {include: true}`).
     pub extra_body: Map<String, Value>,
+    /// What, beside the request itself, names its answer in `--cache`: a task's copy and
+    /// rollout when either is not the first (`COPY:ROLLOUT`), so that independent
+    /// rollouts of one request are never one cached answer.
+    pub cache_tag: Option<String>,
 }
 
 impl Default for AgentConfig {
@@ -52,6 +56,7 @@ impl Default for AgentConfig {
             prompt_timeout: None,
             send_reasoning: false,
             extra_body: Map::new(),
+            cache_tag: None,
         }
     }
 }

@@ -248,14 +248,18 @@ fn run_task(s: &Shared, i: usize) -> Done {
     let tools = host.schemas();
     let sampling = s.rollout.sampling(&row, &task.ids.uid(), task.ids.rollout);
     let fields = s.rollout.body_fields(&sampling);
+    // A second copy or rollout is a sample of its own, never the first one's cached answer.
+    let (copy, rollout) = (task.ids.copy, task.ids.rollout);
+    let cache_tag = (copy > 0 || rollout > 0).then(|| format!("{copy}:{rollout}"));
     let mut own_cfg;
-    let cfg = if fields.is_empty() {
+    let cfg = if fields.is_empty() && cache_tag.is_none() {
         &s.cfg
     } else {
         own_cfg = s.cfg.clone();
         for (k, v) in fields {
             own_cfg.extra_body.insert(k, v);
         }
+        own_cfg.cache_tag = cache_tag;
         &own_cfg
     };
     let started_wall = SystemTime::now();
@@ -343,8 +347,13 @@ fn run_task(s: &Shared, i: usize) -> Done {
     }
 }
 
-/// The final answer of a trajectory: the text of its last assistant message.
+/// The final answer of a trajectory: the text of its last assistant message; none (the
+/// empty text) when it is `partial`, cut short before an answer (by length, by tool calls
+/// that stayed invalid, ...): the text that came with an earlier tool call is no answer.
 fn final_answer(t: &agent::Trajectory) -> String {
+    if t.partial {
+        return String::new();
+    }
     t.messages
         .iter()
         .rev()

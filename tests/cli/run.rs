@@ -2010,3 +2010,53 @@ fn the_summary_of_a_resumed_run_is_of_that_run() {
         "{err}"
     );
 }
+
+/// `--rollouts K` with `--cache` and no seed sent: the rollouts' requests are the same
+/// bytes, yet each rollout is a sample of its own and gets its own answer (the cache key
+/// holds the copy and rollout past the first); a second run replays all of them.
+#[test]
+fn cache_keeps_the_rollouts_of_one_request_apart() {
+    let d = tmpdir();
+    let s = Standin::json(
+        json!({"queue": [{"content": "A1"}, {"content": "A2"}, {"content": "A3"}],
+        "default": {"content": "D"}}),
+    );
+    let input = write_prompts(d.path(), &["x"]);
+    let args = [
+        &input[..],
+        "--cache",
+        "cache",
+        "--rollouts",
+        "3",
+        "--seed-param",
+        "off",
+        "-j",
+        "1",
+    ];
+    let mut c = traj_run(d.path(), &s);
+    c.args(args);
+    assert_code(&run(c), 0);
+    assert_eq!(s.count(), 3);
+    let answers = |run: &str| {
+        let mut a: Vec<(u64, String)> = records(&d.path().join(run))
+            .iter()
+            .map(|r| {
+                let last = r["messages"].as_array().unwrap().last().unwrap();
+                (
+                    r["rollout_index"].as_u64().unwrap(),
+                    last["content"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        a.sort();
+        a
+    };
+    let first = answers("data/r");
+    let texts: std::collections::BTreeSet<&str> = first.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts.len(), 3, "{first:?}");
+    let mut c = traj_run(d.path(), &s);
+    c.args(args).args(["--run-dir", "data/r2"]);
+    assert_code(&run(c), 0);
+    assert_eq!(s.count(), 3, "cache missed");
+    assert_eq!(answers("data/r2"), first);
+}

@@ -651,3 +651,54 @@ fn an_agent_cannot_plant_the_verifiers_output() {
         );
     }
 }
+
+/// A rollout cut short before it answered (`partial`: the reply cut by length, tool
+/// calls that stayed invalid) has no final answer: the text that came with an earlier
+/// tool call is not scored as one, so a built-in verifier gives it 0.
+#[test]
+fn a_partial_rollout_has_no_final_answer() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"rules": [
+        {"match": "lencut", "turns": [
+            {"content": "The answer is 1", "tool_calls": [{"name": "terminal", "arguments": {"command": "echo"}}]},
+            {"content": "The answer is 2 and more", "finish_reason": "length"}]},
+        {"match": "badcalls", "turns": [
+            {"content": "The answer is 1", "tool_calls": [{"name": "terminal", "arguments": "{bad"}]},
+            {"content": "The answer is 1", "tool_calls": [{"name": "terminal", "arguments": "{bad"}]}]},
+        {"match": "fine", "turns": [{"content": "The answer is 1"}]},
+    ]}));
+    let rows: String = ["lencut", "badcalls", "fine"]
+        .iter()
+        .map(|p| format!("{}\n", json!({"prompt": p, "answer": "the answer is 1"})))
+        .collect();
+    std::fs::write(d.path().join("tasks.jsonl"), rows).unwrap();
+    let mut c = standin_run(d.path(), &s.url(), "run");
+    c.args([
+        "--toolsets",
+        "terminal",
+        "-q",
+        "--verifier",
+        "match:answer",
+        "tasks.jsonl",
+    ]);
+    assert_code(&run(c), 0);
+    let mut got: Vec<(String, bool, Value)> = records(&d.path().join("run"))
+        .iter()
+        .map(|r| {
+            (
+                r["prompt"].as_str().unwrap().to_owned(),
+                r["partial"].as_bool().unwrap(),
+                r["reward"].clone(),
+            )
+        })
+        .collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got,
+        [
+            ("badcalls".into(), true, json!(0)),
+            ("fine".into(), false, json!(1)),
+            ("lencut".into(), true, json!(0)),
+        ]
+    );
+}
