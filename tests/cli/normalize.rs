@@ -1209,3 +1209,43 @@ fn set_adds_fields_to_every_row() {
     c.args(["--set", "novalue"]);
     assert_code(&run_with_stdin(c, b""), 2);
 }
+
+/// `datasets` writes `null` for a field a row lacks beside rows that have it: traj's own
+/// `message_keys` and `bridge_calls` fields, `null`, are no fields (such rows were
+/// rejected: "`message_keys` entry 0: expected a list").
+#[test]
+fn null_fields_traj_writes_read_as_absent() {
+    let rows = [
+        msgs(
+            json!([{"role": "user", "content": "hi", "name": "alice"}, {"role": "assistant", "content": "yo"}]),
+        ),
+        msgs(json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])),
+    ];
+    let input: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    let hermes = norm(&input, &[]);
+    assert!(hermes[0].get("message_keys").is_some() && hermes[1].get("message_keys").is_none());
+    // As `datasets` saves them: every column on every row.
+    let saved: String = hermes
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            for f in ["message_keys", "bridge_calls"] {
+                r.as_object_mut().unwrap().entry(f).or_insert(Value::Null);
+            }
+            format!("{r}\n")
+        })
+        .collect();
+    let again = norm(&saved, &[]);
+    assert_eq!(again, norm(&parse_and_join(&hermes), &[]));
+    for target in ["openai", "llamafactory"] {
+        assert_eq!(
+            norm(&saved, &["--to", target]),
+            norm(&parse_and_join(&hermes), &["--to", target]),
+            "{target}"
+        );
+    }
+}
+
+fn parse_and_join(rows: &[Value]) -> String {
+    rows.iter().map(|r| format!("{r}\n")).collect()
+}

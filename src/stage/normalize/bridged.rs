@@ -26,7 +26,8 @@ pub(super) fn apply(
         }
         _ => None,
     };
-    if let Some(v) = row.get(FIELD).or(in_meta.as_ref()) {
+    // `null` is no field: what `datasets` writes for a row without one beside rows with it.
+    if let Some(v) = row.get(FIELD).filter(|v| !v.is_null()).or(in_meta.as_ref()) {
         bridge::restore_turns(traj, v)?;
     }
     if opts.target == Target::Hermes && opts.bridge == Bridge::Resolve {

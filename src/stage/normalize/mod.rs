@@ -362,7 +362,9 @@ fn normalize_row_with(
         }
         _ => None,
     };
-    if let Some(v) = row.get(keep::MESSAGE_KEYS).or(in_meta.as_ref()) {
+    // `null` is no field: what `datasets` writes for a row without one beside rows with it.
+    let own = row.get(keep::MESSAGE_KEYS).filter(|v| !v.is_null());
+    if let Some(v) = own.or(in_meta.as_ref()) {
         for k in keep::read_kept(v)? {
             match k {
                 crate::format::model::Kept::Keys { turn, result, keys } => {
