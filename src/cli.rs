@@ -260,9 +260,20 @@ pub fn run_stage<T>(
     written.extend_from_slice(more);
     let output = io.output.as_deref().unwrap_or(std::path::Path::new("-"));
     crate::io::check_targets(Some(output), &written, &sources).map_err(crate::error::classify)?;
+    let onto_input = crate::io::is_input(output, &sources);
     let mut out = crate::io::Output::create(io.output.as_deref())?;
     let mut rejects = crate::io::Rejects::open(stage, io.rejects.as_deref())?;
     let result = engine(sources, &mut out, &mut rejects)?;
+    // `-o` onto an input replaces it: never with lines lost on the way (they would be
+    // in no file at all). The input stays as it was.
+    if onto_input && rejects.lost() > 0 {
+        anyhow::bail!(
+            "-o {}: not written: it is an input of this run, and {} lines would be lost \
+             with it (no --rejects file); the input is kept as it was",
+            output.display(),
+            rejects.lost()
+        );
+    }
     crate::io::commit(out, rejects)?;
     Ok(result)
 }

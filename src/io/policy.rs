@@ -92,6 +92,7 @@ impl Summary {
                     rejects.write(source, lineno, reasons, line, true)?;
                 } else if drops_are_loss {
                     self.lost += 1;
+                    rejects.lose();
                 }
             }
             Verdict::Bad(reason) | Verdict::BadRow(reason) => {
@@ -112,6 +113,7 @@ impl Summary {
                     rejects.write(source, lineno, std::slice::from_ref(reason), line, is_row)?;
                 } else {
                     self.lost += 1;
+                    rejects.lose();
                 }
             }
         }

@@ -21,6 +21,8 @@ use super::output::Output;
 pub struct Rejects {
     stage: &'static str,
     out: Option<Output>,
+    /// Lines that went to no file ([`Rejects::lose`]).
+    lost: u64,
     /// The reject being built, kept between rejects (long rows would otherwise grow a
     /// fresh buffer each time).
     buf: Vec<u8>,
@@ -40,8 +42,19 @@ impl Rejects {
         Ok(Rejects {
             stage,
             out,
+            lost: 0,
             buf: Vec::new(),
         })
+    }
+
+    /// A line not written that has no rejects file to go to: lost.
+    pub fn lose(&mut self) {
+        self.lost += 1;
+    }
+
+    /// The lines [`Rejects::lose`] counted.
+    pub fn lost(&self) -> u64 {
+        self.lost
     }
 
     /// True when rejected lines are kept somewhere.

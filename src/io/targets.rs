@@ -130,6 +130,16 @@ pub fn check_targets(
     }
 }
 
+/// True when `path` is one of the input files of `sources` (`-o` onto its input).
+pub fn is_input(path: &Path, sources: &[Source]) -> bool {
+    let Some(id) = identity(path, None) else {
+        return false;
+    };
+    sources
+        .iter()
+        .any(|s| matches!(s, Source::File(p) if identity(p, None).as_ref() == Some(&id)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -508,16 +508,48 @@ fn written_files_meet_neither_each_other_nor_an_input() {
         ],
         rej_is_input,
     );
-    // -o onto the input stays allowed for a stage: the rows replace themselves.
+    // -o onto the input stays allowed for a stage: the rows replace themselves, but
+    // never with a line lost on the way (it would be in no file at all).
+    for b in ["traj-filter", "traj-normalize", "traj-merge"] {
+        let o = run_in(
+            b,
+            d.path(),
+            &["in.jsonl", "-o", "in.jsonl", "--on-error", "skip", "-q"],
+        );
+        assert_code(&o, 1);
+        assert_stderr_has(
+            &o,
+            "-o in.jsonl: not written: it is an input of this run, and 1 lines would be lost",
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("in.jsonl")).unwrap(),
+            input,
+            "{b}"
+        );
+    }
     let o = run_in(
         "traj-filter",
         d.path(),
-        &["in.jsonl", "-o", "in.jsonl", "--on-error", "skip", "-q"],
+        &[
+            "in.jsonl",
+            "-o",
+            "in.jsonl",
+            "--on-error",
+            "skip",
+            "--rejects",
+            "r.jsonl",
+            "-q",
+        ],
     );
-    assert_code(&o, 1);
+    assert_code(&o, 0);
     assert_eq!(
         std::fs::read_to_string(d.path().join("in.jsonl")).unwrap(),
         format!("{row}\n")
+    );
+    assert!(
+        std::fs::read_to_string(d.path().join("r.jsonl"))
+            .unwrap()
+            .contains("{bad")
     );
 }
 
