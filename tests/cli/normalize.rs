@@ -1249,3 +1249,63 @@ fn null_fields_traj_writes_read_as_absent() {
 fn parse_and_join(rows: &[Value]) -> String {
     rows.iter().map(|r| format!("{r}\n")).collect()
 }
+
+/// Hermes → OpenAI pairs each result with the call it answers, as OpenAI → OpenAI does:
+/// the Hermes text writes a turn's results in their calls' places, and a result with an
+/// id in its call's place gives that call its id (it used to give it to the first call
+/// of the name, so the two calls of `f` swapped results).
+#[test]
+fn hermes_to_openai_pairs_results_as_the_direct_path_does() {
+    let call = |id: Option<&str>, n: u32| {
+        let mut c = json!({"type": "function", "function": {"name": "f", "arguments": format!("{{\"n\":{n}}}")}});
+        if let Some(id) = id {
+            c["id"] = json!(id);
+        }
+        c
+    };
+    let rows = [
+        msgs(json!([{"role": "user", "content": "q"},
+            {"role": "assistant", "content": null, "tool_calls": [call(Some("a"), 1), call(Some("b"), 2)]},
+            {"role": "tool", "tool_call_id": "b", "content": "two"},
+            {"role": "tool", "content": "one"},
+            {"role": "assistant", "content": "x"}])),
+        msgs(json!([{"role": "user", "content": "q"},
+            {"role": "assistant", "content": null, "tool_calls": [call(None, 1), call(Some("b"), 2)]},
+            {"role": "tool", "tool_call_id": "b", "content": "two"},
+            {"role": "tool", "content": "one"},
+            {"role": "assistant", "content": "x"}])),
+    ];
+    // (arguments, result) of every call.
+    let pairs = |row: &Value| {
+        let m = row["messages"].as_array().unwrap();
+        let mut out = Vec::new();
+        for c in m[1]["tool_calls"].as_array().unwrap() {
+            let r = m
+                .iter()
+                .find(|r| r["role"] == "tool" && r["tool_call_id"] == c["id"])
+                .unwrap();
+            out.push((
+                c["function"]["arguments"]
+                    .as_str()
+                    .unwrap()
+                    .replace(' ', ""),
+                r["content"].as_str().unwrap().to_owned(),
+            ));
+        }
+        out
+    };
+    for row in rows {
+        let input = format!("{row}\n");
+        let direct = norm(&input, &["--to", "openai"]);
+        let hermes = norm(&input, &[]);
+        let via = norm(&parse_and_join(&hermes), &["--to", "openai"]);
+        let want = [
+            ("{\"n\":1}".to_owned(), "one".to_owned()),
+            ("{\"n\":2}".to_owned(), "two".to_owned()),
+        ];
+        assert_eq!(pairs(&direct[0]), want, "{row}");
+        assert_eq!(pairs(&via[0]), want, "{row}");
+        // And back: the same Hermes row.
+        assert_eq!(norm(&parse_and_join(&via), &[]), hermes, "{row}");
+    }
+}

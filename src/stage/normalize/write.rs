@@ -483,10 +483,19 @@ pub(super) fn call_ids(traj: &Trajectory, ti: usize) -> Vec<String> {
     let mut ids: Vec<Option<String>> = g.tool_calls.iter().map(|c| c.id.clone()).collect();
     if let Some(Turn::Tool(rs)) = traj.turns.get(ti + 1) {
         let mut taken: Vec<bool> = ids.iter().map(|i| i.is_some()).collect();
+        let fresh = |ids: &[Option<String>], id: &str| {
+            !id.is_empty() && !ids.iter().any(|i| i.as_deref() == Some(id))
+        };
+        // A result in its call's place (the order the Hermes text is written in, and read
+        // back in) gives that call its id; then the first open call of the result's name.
+        for (k, r) in rs.iter().enumerate().take(ids.len()) {
+            if !taken[k] && g.tool_calls[k].name == r.name && fresh(&ids, &r.tool_call_id) {
+                ids[k] = Some(r.tool_call_id.clone());
+                taken[k] = true;
+            }
+        }
         for r in rs {
-            if r.tool_call_id.is_empty()
-                || ids.iter().any(|i| i.as_deref() == Some(&r.tool_call_id))
-            {
+            if !fresh(&ids, &r.tool_call_id) {
                 continue;
             }
             if let Some(k) = (0..ids.len()).find(|&k| !taken[k] && g.tool_calls[k].name == r.name) {
