@@ -523,6 +523,11 @@ pub fn take_leading_think(g: &mut GptTurn) {
     if g.reasoning.as_deref().is_some_and(|r| !is_blank(r)) {
         return;
     }
+    // A scratchpad is a `<think>` block (the writers turn one into the other): read as
+    // one, so that the reasoning is framed as every other turn's, once and for all.
+    if let std::borrow::Cow::Owned(c) = convert_scratchpad(&g.content) {
+        g.content = c;
+    }
     if let Some((r, rest)) = leading_reasoning(&g.content) {
         let reasoning = (!is_blank(r)).then(|| r.to_string());
         let framing = !g.tool_calls.is_empty() && is_blank(rest);

@@ -146,7 +146,24 @@ fn rule_scratchpad_becomes_think() {
          "content": "<REASONING_SCRATCHPAD>plan</REASONING_SCRATCHPAD> done"}
     ])));
     assert_eq!(t.len(), 2, "a plain chat: no system turn");
-    assert_eq!(t[1].1, "<think>plan</think> done");
+    // A leading scratchpad is the turn's reasoning, framed as a `<think>` block's is, so
+    // that a second pass (and the way through `--to openai`) changes nothing.
+    assert_eq!(t[1].1, "<think>\nplan\n</think>\n done");
+    for row in [
+        msgs(json!([{"role": "user", "content": "Q"},
+            {"role": "assistant", "content": "<REASONING_SCRATCHPAD>plan</REASONING_SCRATCHPAD> done"}])),
+        json!({"conversations": [{"from": "human", "value": "Q"},
+            {"from": "gpt", "value": "<REASONING_SCRATCHPAD>plan</REASONING_SCRATCHPAD>done"}]}),
+    ] {
+        let once = norm(&format!("{row}\n"), &[]);
+        assert_eq!(norm(&parse_and_join(&once), &[]), once, "{row}");
+        let openai = norm(&parse_and_join(&once), &["--to", "openai"]);
+        assert_eq!(
+            openai[0]["messages"][1]["reasoning_content"], "plan",
+            "{row}"
+        );
+        assert_eq!(norm(&parse_and_join(&openai), &[]), once, "{row}");
+    }
 }
 
 #[test]

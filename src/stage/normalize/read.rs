@@ -256,6 +256,9 @@ pub fn read_messages(
             "assistant" | "gpt" => {
                 let mut g = if sharegpt {
                     let text = text_of(body, &mut ctx.tally.parts).map_err(|e| at(e.into()))?;
+                    // A scratchpad is a `<think>` block, read as one (its reasoning framed
+                    // as every turn's, so that a second pass changes nothing).
+                    let text = hermes::convert_scratchpad(&text);
                     let text = repair::repair_gpt(&text, false, mode, &mut ctx.tally.repairs)
                         .map_err(|e| at(e.into()))?;
                     let (g, _) = hermes::parse_gpt_checked(&text).map_err(|e| at(e.into()))?;
