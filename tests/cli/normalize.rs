@@ -1326,3 +1326,22 @@ fn hermes_to_openai_pairs_results_as_the_direct_path_does() {
         assert_eq!(norm(&parse_and_join(&via), &[]), hermes, "{row}");
     }
 }
+
+/// `--to llamafactory` of its own output changes nothing for a plain chat too: its
+/// `"tools": "[]"` says the row is LLaMA-Factory's, whose reasoning block ends with a
+/// blank line (each pass used to add a `\n` to the answer).
+#[test]
+fn llamafactory_plain_chat_is_a_fixed_point() {
+    let row = msgs(json!([{"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "<think>hmm</think>Hello!"}]));
+    let once = norm(&format!("{row}\n"), &["--to", "llamafactory"]);
+    assert_eq!(
+        once[0]["conversations"][1]["value"],
+        "<think>\nhmm\n</think>\n\nHello!"
+    );
+    let twice = norm(&parse_and_join(&once), &["--to", "llamafactory"]);
+    assert_eq!(twice, once);
+    let openai = norm(&parse_and_join(&once), &["--to", "openai"]);
+    assert_eq!(openai[0]["messages"][1]["content"], "Hello!");
+    assert_eq!(openai[0]["messages"][1]["reasoning_content"], "hmm");
+}

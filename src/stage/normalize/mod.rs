@@ -337,6 +337,7 @@ fn normalize_row_with(
         rule: opts.system_rule,
         run: keep::is_run_record(row.keys().map(String::as_str)),
         bad_arguments: opts.bad_arguments,
+        tools_as_text: matches!(row.get("tools"), Some(Value::String(_))),
         tally: made,
     };
     let mut traj = read::read_messages(items, &texts, tools, &mut ctx)?;

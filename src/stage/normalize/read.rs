@@ -124,6 +124,10 @@ pub struct ReadCtx<'t> {
     pub run: bool,
     /// An OpenAI call whose `arguments` string is not JSON.
     pub bad_arguments: BadArguments,
+    /// The row's `tools` field is a JSON string, LLaMA-Factory's spelling (even of no
+    /// tools: `"[]"`), so its list is read as LLaMA-Factory's unless a call or the tools
+    /// are spelled otherwise ([`llamafactory_row`]).
+    pub tools_as_text: bool,
     pub tally: &'t mut Tally,
 }
 
@@ -135,6 +139,7 @@ impl<'t> ReadCtx<'t> {
             rule: SystemRule::default(),
             run: false,
             bad_arguments: BadArguments::default(),
+            tools_as_text: false,
             tally,
         }
     }
@@ -161,7 +166,8 @@ pub fn read_messages(
     let mut system: Option<String> = None;
     let mut kept: Vec<Kept> = Vec::new();
     let mut pending: Option<Pending> = None;
-    let lf = llamafactory_row(&items, tools.as_ref().is_some_and(|t| !t.is_empty()));
+    let has_tools = tools.as_ref().is_some_and(|t| !t.is_empty());
+    let lf = llamafactory_row(&items, has_tools || ctx.tools_as_text);
     for (i, item) in items.into_iter().enumerate() {
         let at = |e: BadMessage| BadRow::Message(i + 1, e);
         let read_as = texts.get(i);
