@@ -296,8 +296,16 @@ pub fn run_cli(args: Args) -> Result<Status> {
             };
         }
         count(line);
-        let row = match filter::parse_row(line) {
-            Ok(r) => r,
+        let normalized;
+        let row = match judged_row(line) {
+            Ok(Judged::AsIs(r)) => r,
+            Ok(Judged::Normalized(n)) => {
+                normalized = n;
+                match filter::parse_row(&normalized) {
+                    Ok(r) => r,
+                    Err(e) => return Verdict::Bad(e.to_string()),
+                }
+            }
             Err(e) => return Verdict::Bad(e.to_string()),
         };
         let reasons = match row_reasons(&row, &preds, tk, &check_drift) {
@@ -317,7 +325,16 @@ pub fn run_cli(args: Args) -> Result<Status> {
     };
     // The first read of the group predicates: the row predicates, the task, the reward.
     let judge_row = |line: &[u8]| {
-        let row = match filter::parse_row(line) {
+        let normalized;
+        let judged = match judged_row(line) {
+            Ok(Judged::Normalized(n)) => {
+                normalized = n;
+                filter::parse_row(&normalized)
+            }
+            Ok(Judged::AsIs(r)) => Ok(r),
+            Err(e) => Err(e),
+        };
+        let row = match judged {
             Ok(row) => row,
             // With no row predicate any JSON object passes them; its task and reward
             // are read from its members all the same (a row without a message list
@@ -399,6 +416,27 @@ pub fn run_cli(args: Args) -> Result<Status> {
         t
     };
     Ok(crate::cli::done(NAME, &args.stage.io, &summary, text))
+}
+
+/// A line read for judging: as it is, or, in a shape the predicates do not read
+/// themselves, as the Hermes row traj-normalize makes of it.
+enum Judged<'a> {
+    AsIs(filter::RowView<'a>),
+    Normalized(Vec<u8>),
+}
+
+/// [`Judged`] of `line` ([`filter::reads_as_is`], [`filter::normalized_for_judging`]);
+/// `Err`: the line is no row either reader reads (the predicates' own reason).
+fn judged_row<'a>(line: &'a [u8]) -> Result<Judged<'a>, filter::BadRow> {
+    match filter::parse_row(line) {
+        Ok(r) if filter::reads_as_is(&r) => Ok(Judged::AsIs(r)),
+        Ok(r) => {
+            Ok(filter::normalized_for_judging(line).map_or(Judged::AsIs(r), Judged::Normalized))
+        }
+        Err(e) => filter::normalized_for_judging(line)
+            .map(Judged::Normalized)
+            .ok_or(e),
+    }
 }
 
 /// The reasons a row fails the row predicates and the token-drift check (empty: it

@@ -630,3 +630,60 @@ fn core_rows_are_judged_by_the_run_fields_in_their_metadata() {
         assert!(kept("core.jsonl") < 3, "{args:?}");
     }
 }
+
+/// Rows in shapes the predicates do not read themselves (`role`/`content` turns in
+/// `conversations`, `from`/`value` in `messages`, `user`/`assistant` ShareGPT, a `null`
+/// value, legacy `function` results, `developer`, mini-swe-agent's `exit`, a typed
+/// `tool_call` part answered by its id) get the verdict of the row traj-normalize makes
+/// of them, under every message predicate (they used to be bad lines, or dropped as
+/// "unknown role" and "no reasoning").
+#[test]
+fn foreign_shapes_get_the_verdict_of_their_normalised_row() {
+    let d = tmpdir();
+    let mut rows: Vec<String> = [
+        json!({"conversations": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "<think>p</think>x"}]}),
+        json!({"messages": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "<think>p</think>x"}]}),
+        json!({"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": null}]}),
+        json!({"conversations": [{"from": "user", "value": "hi"}, {"from": "assistant", "value": "<think>plan</think>hello"}]}),
+        json!({"messages": [{"role": "developer", "content": "be nice"}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}),
+    ]
+    .iter()
+    .map(Value::to_string)
+    .collect();
+    for f in ["openai_legacy_shapes.jsonl", "mini_swe_agent_trajs.jsonl"] {
+        let text = std::fs::read_to_string(fx(f)).unwrap();
+        rows.extend(text.lines().map(str::to_string));
+    }
+    std::fs::write(d.path().join("raw.jsonl"), rows.join("\n") + "\n").unwrap();
+    let o = run_in(
+        "traj-normalize",
+        d.path(),
+        &["raw.jsonl", "-o", "norm.jsonl", "-q"],
+    );
+    assert_code(&o, 0);
+    for pred in [
+        "--require-reasoning",
+        "--has-tool-calls",
+        "--well-formed",
+        "--alternating",
+        "--valid-tools",
+    ] {
+        let verdicts = |file: &str| {
+            let o = filter(
+                d.path(),
+                &[file, pred, "--rejects", "r.jsonl", "-o", "k.jsonl", "-q"],
+            );
+            assert_eq!(o.status.code(), Some(0), "{pred} {file}: {}", stderr(&o));
+            let kept = std::fs::read_to_string(d.path().join("k.jsonl"))
+                .unwrap()
+                .lines()
+                .count();
+            let dropped: Vec<u64> = read_jsonl(&d.path().join("r.jsonl"))
+                .iter()
+                .map(|r| r["line"].as_u64().unwrap())
+                .collect();
+            (kept, dropped)
+        };
+        assert_eq!(verdicts("raw.jsonl"), verdicts("norm.jsonl"), "{pred}");
+    }
+}

@@ -31,6 +31,45 @@ mod hermes;
 mod raw;
 mod roles;
 
+/// The `from` values of `conversations` turns the predicates read themselves: Hermes
+/// ShareGPT and LLaMA-Factory's ShareGPT.
+const OWN_FROMS: [&str; 6] = [
+    "system",
+    "human",
+    "gpt",
+    "tool",
+    "function_call",
+    "observation",
+];
+/// The `role` values of `messages` the predicates read themselves: a run record's.
+const OWN_ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
+
+/// True when the predicates read `row` as it is; false for a row in another shape
+/// traj-normalize reads (`user`/`assistant` turns in `conversations`, legacy `function`
+/// results, a `developer` message, mini-swe-agent's `exit`), which is judged as the Hermes
+/// row traj-normalize makes of it ([`normalized_for_judging`]).
+pub fn reads_as_is(row: &RowView<'_>) -> bool {
+    match (&row.conversations, &row.messages) {
+        (Some(turns), _) => turns
+            .iter()
+            .all(|t| OWN_FROMS.contains(&&*t.from) && t.value.starts_with('"')),
+        (None, Some(msgs)) => msgs.iter().all(|m| OWN_ROLES.contains(&&*m.role)),
+        (None, None) => true,
+    }
+}
+
+/// The Hermes row (a line, with its `\n`) traj-normalize makes of `line`, by its default
+/// conversion: how a row in a shape the predicates do not read themselves is judged,
+/// so that its verdict is that of its normalised row. `None` when traj-normalize does
+/// not read it either.
+pub fn normalized_for_judging(line: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(line.len() + 256);
+    let opts = crate::stage::normalize::Options::default();
+    let mut tally = crate::stage::normalize::Tally::default();
+    crate::stage::normalize::normalize_line(line, &opts, &mut out, &mut tally).ok()?;
+    Some(out)
+}
+
 /// The predicates a filter run applies (all ANDed).
 #[derive(Debug, Default, Clone)]
 pub struct Predicates {

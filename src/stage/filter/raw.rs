@@ -148,7 +148,10 @@ pub(super) fn facts(
                             }
                         }
                     }
-                    (parts_open, parts_at) = (p.calls.len(), n);
+                    // A call with an id is answered by it, the others in turn.
+                    open.extend(p.ids.iter().flatten().cloned());
+                    let without = p.ids.iter().filter(|i| i.is_none()).count();
+                    (parts_open, parts_at) = (without, n);
                 }
                 // OpenAI's legacy `function_call` (an object) is one call.
                 if let Some(fc) = m.function_call.filter(|v| v.get().starts_with('{')) {
@@ -229,6 +232,8 @@ struct Parts {
     /// A reasoning part holds text that is not blank.
     reasoning: bool,
     calls: Vec<JsonCall>,
+    /// The `id` of each call, where it has one (traj-normalize reads it as the call's).
+    ids: Vec<Option<String>>,
 }
 
 impl Parts {
@@ -242,6 +247,7 @@ impl Parts {
             text: String::new(),
             reasoning: false,
             calls: Vec::new(),
+            ids: Vec::new(),
         };
         let mut texts: Vec<&str> = Vec::new();
         for (k, p) in list.iter().enumerate() {
@@ -249,11 +255,19 @@ impl Parts {
                 Part::Text(t) => texts.push(t),
                 Part::Reasoning(r) => out.reasoning |= !r.trim().is_empty(),
                 Part::ToolCall(p) => match message::part_calls(p) {
-                    Ok(calls) => out.calls.extend(calls.iter().map(|c| JsonCall::of(c))),
-                    Err(e) => out.calls.push(JsonCall::Bad(format!(
-                        "tool-call part {}: not JSON: {e}",
-                        k + 1
-                    ))),
+                    Ok(calls) => {
+                        out.calls.extend(calls.iter().map(|c| JsonCall::of(c)));
+                        let id =
+                            |c: &Value| c.get("id").and_then(Value::as_str).map(str::to_string);
+                        out.ids.extend(calls.iter().map(|c| id(c)));
+                    }
+                    Err(e) => {
+                        out.calls.push(JsonCall::Bad(format!(
+                            "tool-call part {}: not JSON: {e}",
+                            k + 1
+                        )));
+                        out.ids.push(None);
+                    }
                 },
                 Part::Image | Part::Unknown(_) => {}
             }
