@@ -113,9 +113,18 @@ pub fn host_factory(
                 message: why,
             });
         }
-        let mut task = registry
-            .task(toolsets, &sandbox, &spec)
-            .map_err(|e| tool_host(format!("{e:#}")))?;
+        let mut task = registry.task(toolsets, &sandbox, &spec).map_err(|e| {
+            // A `cwd` no sandbox takes is the row's fault, the same on every attempt.
+            if e.chain().any(|c| c.is::<crate::toolbox::BadCwd>()) {
+                HostError {
+                    class: FailureClass::BadTask,
+                    retryable: false,
+                    message: format!("{e:#}"),
+                }
+            } else {
+                tool_host(format!("{e:#}"))
+            }
+        })?;
         if task.sandbox().backend() == Backend::Docker {
             // The image the sandbox runs (the row's, else the configured default).
             let img = spec.image.as_ref().or(sandbox.docker_image.as_ref());

@@ -226,6 +226,15 @@ fn run_task(s: &Shared, i: usize) -> Done {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(s.toolsets.source(&row));
+    // A built-in verifier that can score no answer of this row: before any model call.
+    if let Some(why) = s
+        .rollout
+        .verifier
+        .as_ref()
+        .and_then(|v| verify::row_defect(v, &row))
+    {
+        return early_failure(s, i, FailureClass::BadTask, false, why);
+    }
     if toolsets.is_empty() && matches!(s.rollout.verifier, Some(Verifier::Command(_))) {
         // No tools, no sandbox for the command: fail before any model call is paid for
         // (and never again: a resume would only pay for it once more).

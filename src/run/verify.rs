@@ -55,6 +55,20 @@ impl Verifier {
         if s.trim().is_empty() {
             return Err("--verifier needs a command".into());
         }
+        // `numbers:answer`, `exact:answer`: a built-in misspelt, which as a command would
+        // fail every rollout after its agent ran (a command has a space or no such word).
+        if let Some((word, field)) = s.split_once(':')
+            && !word.is_empty()
+            && word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+            && !field.is_empty()
+            && !s.contains(char::is_whitespace)
+            && !crate::toolbox::config::on_path(word, crate::toolbox::config::SANDBOX_PATH)
+        {
+            return Err(format!(
+                "--verifier {s:?}: no built-in verifier {word:?} (match:FIELD, regex:FIELD, \
+                 number:FIELD), and no command {word:?} on PATH"
+            ));
+        }
         Ok(Verifier::Command(s.to_string()))
     }
 }
@@ -125,6 +139,29 @@ fn field_text(row: &Map<String, Value>, field: &str) -> Result<String, String> {
             crate::io::json_kind(other)
         )),
         None => Err(format!("the task row has no {field:?} field")),
+    }
+}
+
+/// Why a built-in verifier can score no answer of `row` (its FIELD missing or not text,
+/// no regex, no number): known before the rollout runs, the same on every attempt.
+/// `None` for a command verifier and for a row it can score.
+pub fn row_defect(v: &Verifier, row: &Map<String, Value>) -> Option<String> {
+    let field = match v {
+        Verifier::Command(_) => return None,
+        Verifier::Match(f) | Verifier::Regex(f) | Verifier::Number(f) => f,
+    };
+    let want = match field_text(row, field) {
+        Ok(w) => w,
+        Err(e) => return Some(e),
+    };
+    match v {
+        Verifier::Regex(_) => regex::Regex::new(&want)
+            .err()
+            .map(|e| format!("the task row's {field:?} is no regex: {e}")),
+        Verifier::Number(_) => last_number(&want)
+            .is_none()
+            .then(|| format!("the task row's {field:?} holds no number")),
+        _ => None,
     }
 }
 
@@ -298,6 +335,32 @@ fn with_members(mut v: Value, extra: Map<String, Value>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_builtin_is_refused_and_a_rows_defect_known_before_the_run() {
+        for typo in ["numbers:answer", "exact:answer", "regexp:re"] {
+            let e = Verifier::parse(typo).unwrap_err();
+            assert!(e.contains("no built-in verifier"), "{e}");
+        }
+        for cmd in ["pytest -q", "true:x", "sh -c 'exit 0'", "./check.sh"] {
+            assert!(
+                matches!(Verifier::parse(cmd), Ok(Verifier::Command(_))),
+                "{cmd}"
+            );
+        }
+        let row = |v: Value| v.as_object().unwrap().clone();
+        let number = Verifier::Number("answer".into());
+        assert_eq!(
+            row_defect(&number, &row(json!({"prompt": "p"}))).unwrap(),
+            "the task row has no \"answer\" field"
+        );
+        assert!(row_defect(&number, &row(json!({"answer": "none"}))).is_some());
+        assert!(row_defect(&number, &row(json!({"answer": "x = 4"}))).is_none());
+        let re = Verifier::Regex("re".into());
+        assert!(row_defect(&re, &row(json!({"re": "("}))).is_some());
+        assert!(row_defect(&re, &row(json!({"re": "^a$"}))).is_none());
+        assert!(row_defect(&Verifier::Command("x".into()), &row(json!({}))).is_none());
+    }
 
     #[test]
     fn normalisation_numbers_and_reward_lines() {

@@ -76,7 +76,7 @@ pub use registry::{
     Availability, LlmToolsConfig, Registry, RegistryError, SearchConfig, SearchProvider,
     ToolConfig, ToolInfo, Toolset, all_tool_names,
 };
-pub use sandbox::{Backend, SandboxConfig, image_refused};
+pub use sandbox::{Backend, BadCwd, SandboxConfig, image_refused};
 pub use task::{Task, TaskSpec};
 
 /// Why a tool call failed, in words for the model: a tool error it sees and can act

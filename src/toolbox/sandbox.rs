@@ -119,6 +119,12 @@ impl Default for SandboxConfig {
     }
 }
 
+/// A task row's `cwd` that no sandbox can take (outside the workspace, `..` in it): the
+/// row's fault, the same on every attempt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadCwd(pub String);
+
 /// Bubblewrap cannot isolate commands on this machine, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -254,10 +260,13 @@ impl Sandbox {
                     match Path::new(c).strip_prefix(&view_root) {
                         Ok(rel) => Some(rel.to_path_buf()),
                         Err(_) if backend == Backend::Docker => None,
-                        Err(_) => bail!(
-                            "cwd {c:?} is outside the task's workspace; with the {} backend, cwd must be a path inside it",
-                            backend.as_str()
-                        ),
+                        Err(_) => {
+                            return Err(BadCwd(format!(
+                                "cwd {c:?} is outside the task's workspace; with the {} backend, cwd must be a path inside it",
+                                backend.as_str()
+                            ))
+                            .into());
+                        }
                     }
                 } else {
                     Some(PathBuf::from(c))
@@ -265,7 +274,9 @@ impl Sandbox {
                 match rel {
                     Some(rel) => {
                         if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-                            bail!("cwd {c:?} must not contain `..` or `.`");
+                            return Err(
+                                BadCwd(format!("cwd {c:?} must not contain `..` or `.`")).into()
+                            );
                         }
                         let host = host_root.join(&rel);
                         std::fs::create_dir_all(&host)?;

@@ -702,3 +702,60 @@ fn a_partial_rollout_has_no_final_answer() {
         ]
     );
 }
+
+/// A row a built-in verifier can never score (no FIELD, a FIELD with no number) and a
+/// row whose `cwd` no sandbox takes are the row's fault: `bad_task`, not retried, before
+/// any model call is paid for (they used to run the agent, then fail as retryable).
+#[test]
+fn row_defects_are_bad_tasks_before_any_model_call() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"default": {"content": "The answer is 4."}}));
+    let rows = [
+        json!({"prompt": "no field"}),
+        json!({"prompt": "no number", "answer": "none"}),
+        json!({"prompt": "fine", "answer": "4"}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("tasks.jsonl"), text).unwrap();
+    let mut c = standin_run(d.path(), &s.url(), "run");
+    c.args([
+        "--toolsets",
+        "",
+        "-q",
+        "--verifier",
+        "number:answer",
+        "tasks.jsonl",
+    ]);
+    let o = run(c);
+    assert_code(&o, 1);
+    assert_eq!(
+        s.count(),
+        1,
+        "one model call, for the row that can be scored"
+    );
+    let f = read_jsonl(&d.path().join("run/failures.jsonl"));
+    assert_eq!(f.len(), 2);
+    assert!(
+        f.iter()
+            .all(|f| f["class"] == "bad_task" && f["retryable"] == false),
+        "{f:?}"
+    );
+    // A `cwd` outside the workspace, or through `..`.
+    let rows = [
+        json!({"prompt": "c1", "cwd": "../up"}),
+        json!({"prompt": "c2", "cwd": "/etc"}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(d.path().join("cwd.jsonl"), text).unwrap();
+    let mut c = standin_run(d.path(), &s.url(), "run2");
+    c.args(["--toolsets", "file", "-q", "cwd.jsonl"]);
+    let o = run(c);
+    assert_code(&o, 1);
+    let f = read_jsonl(&d.path().join("run2/failures.jsonl"));
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(
+        f.iter()
+            .all(|f| f["class"] == "bad_task" && f["retryable"] == false),
+        "{f:?}"
+    );
+}
