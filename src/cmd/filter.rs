@@ -473,5 +473,12 @@ fn summary_text(s: &Summary, per: &BTreeMap<String, u64>, args: &Args) -> String
     }
     msg.push_str(&crate::cli::bad_lines_text(s));
     msg.push_str(&crate::cli::lost_text(s));
+    // Bad lines alone went to the rejects file: it is named all the same.
+    if s.dropped_lines == 0
+        && s.bad > 0
+        && let Some(p) = &args.stage.io.rejects
+    {
+        msg.push_str(&format!(" -> {}", p.display()));
+    }
     msg
 }

@@ -35,9 +35,21 @@ go to --rejects with the reason. Memory: --buffer-size plus about 64 bytes per d
 const ABOUT: &str =
     "Merge batch files, shards and run directories into one sorted, deduplicated JSONL stream.";
 
+/// What traj-merge reads of a directory: a run directory's batch files, not every data
+/// file as the other stages do.
+const INPUTS_HELP: &str = "Input files (JSONL, JSON arrays or Parquet; plain, `.gz` or \
+    `.zst`) or run directories (their `batch_*` files, in numeric order: `batch_2` before \
+    `batch_10`; other files there are not read); `-` or none reads stdin";
+const GLOB_HELP: &str = "In a directory input, read the files PATTERN matches instead of \
+    its `batch_*` files: `*`, `?`, `[a-z]`, `**` for any folders; matched against the path \
+    below the directory, or the file name alone when PATTERN has no `/` \
+    (`--glob 'shard-*.jsonl'`)";
+
 /// Flags of traj-merge.
 #[derive(Debug, clap::Parser)]
 #[command(name = NAME, version, about = ABOUT, after_help = EXAMPLES)]
+#[command(mut_arg("inputs", |a| a.help(INPUTS_HELP)))]
+#[command(mut_arg("glob", |a| a.help(GLOB_HELP)))]
 pub struct Args {
     #[command(flatten)]
     pub io: IoArgs,

@@ -687,3 +687,29 @@ fn foreign_shapes_get_the_verdict_of_their_normalised_row() {
         assert_eq!(verdicts("raw.jsonl"), verdicts("norm.jsonl"), "{pred}");
     }
 }
+
+/// The summary names the rejects file when only bad lines went there.
+#[test]
+fn summary_names_the_rejects_file_of_bad_lines() {
+    let d = tmpdir();
+    std::fs::write(d.path().join("in.jsonl"), format!("{}\n{{bad\n", good())).unwrap();
+    let o = filter(
+        d.path(),
+        &[
+            "in.jsonl",
+            "--min-turns",
+            "1",
+            "--on-error",
+            "skip",
+            "--rejects",
+            "r.jsonl",
+        ],
+    );
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("1 bad lines skipped"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).trim_end().ends_with("-> r.jsonl"),
+        "{}",
+        stderr(&o)
+    );
+}
