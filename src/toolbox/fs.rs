@@ -81,6 +81,14 @@ fn open_error(path: &str, e: std::io::Error) -> ToolError {
     })
 }
 
+/// Open `name` in `dir` for writing, made when missing (`flags` added), never through a
+/// link; errors name `path`.
+fn create_at(path: &str, dir: &OwnedFd, name: &OsStr, flags: OFlags) -> Result<OwnedFd, ToolError> {
+    let base = OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::openat(dir, name, base | flags, Mode::from_raw_mode(0o666))
+        .map_err(|e| open_error(path, e.into()))
+}
+
 /// Refuse `fd` when it is a regular file with more than one hard link.
 fn single_link(path: &str, fd: &OwnedFd) -> Result<(), ToolError> {
     match beneath::hard_links(fd) {
@@ -273,13 +281,7 @@ impl Confined {
     pub fn write_bytes(&self, path: &str, content: &[u8]) -> ToolOutcome {
         let (full, dir, name) = self.parent_of(path)?;
         // No O_TRUNC: a file with another hard link must be refused before it changes.
-        let fd = rustix::fs::openat(
-            &dir,
-            &name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o666),
-        )
-        .map_err(|e| open_error(path, e.into()))?;
+        let fd = create_at(path, &dir, &name, OFlags::NONBLOCK)?;
         if beneath::stat(&fd)
             .map_err(|e| ToolError::from(format!("{path}: {e}")))?
             .0
@@ -307,13 +309,7 @@ impl Confined {
             Ok(()) | Err(Errno::NOENT) => {}
             Err(e) => return Err(open_error(path, e.into())),
         }
-        let fd = rustix::fs::openat(
-            &dir,
-            &name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o666),
-        )
-        .map_err(|e| open_error(path, e.into()))?;
+        let fd = create_at(path, &dir, &name, OFlags::EXCL)?;
         File::from(fd)
             .write_all(content)
             .map_err(|e| ToolError::from(format!("{path}: {e}")))?;
