@@ -158,19 +158,25 @@ pub fn find_on_path(prog: &str, path: &str) -> Option<std::path::PathBuf> {
         })
 }
 
-/// A new empty directory named `PREFIX…` under `root` (created when missing) or the
-/// system temp dir: a task's or a pod's workspace.
-pub fn new_workspace(root: Option<&Path>, prefix: &str) -> anyhow::Result<tempfile::TempDir> {
+/// A new empty directory named `PREFIX<host>-<pid>-…` under `root` (created when
+/// missing) or the system temp dir: a task's or a pod's workspace. The workspaces a dead
+/// run left there (`kill -9`: nothing of it ran to remove them) go first.
+pub fn new_workspace(
+    root: Option<&Path>,
+    prefix: &'static str,
+) -> anyhow::Result<tempfile::TempDir> {
     use anyhow::Context;
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(prefix);
-    match root {
+    let parent = match root {
         Some(root) => {
             std::fs::create_dir_all(root)
                 .with_context(|| format!("cannot create {}", root.display()))?;
-            builder.tempdir_in(root)
+            root.to_path_buf()
         }
-        None => builder.tempdir(),
-    }
-    .context("cannot create a workspace")
+        None => std::env::temp_dir(),
+    };
+    crate::io::temp::remove_stale(&parent, prefix, "");
+    tempfile::Builder::new()
+        .prefix(&crate::io::temp::name_prefix(prefix))
+        .tempdir_in(&parent)
+        .context("cannot create a workspace")
 }

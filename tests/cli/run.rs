@@ -2060,3 +2060,63 @@ fn cache_keeps_the_rollouts_of_one_request_apart() {
     assert_eq!(s.count(), 3, "cache missed");
     assert_eq!(answers("data/r2"), first);
 }
+
+/// The workspaces a run killed with `kill -9` left (nothing of it ran to remove them)
+/// are removed by the next run that makes workspaces in the same place.
+#[test]
+fn workspaces_left_by_a_killed_run_are_removed_by_the_next() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"latency_ms": 20000, "default": {"content": "ok"}}));
+    let input = write_prompts(d.path(), &["x"]);
+    let ws = d.path().join("ws");
+    let workspaces = || -> Vec<String> {
+        std::fs::read_dir(&ws)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().into_string().unwrap())
+                    .filter(|n| n.starts_with("traj-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut c = standin_run(d.path(), &s.url(), "data/r");
+    c.args([
+        &input[..],
+        "-q",
+        "--toolsets",
+        "file",
+        "--workspace-root",
+        "ws",
+    ]);
+    c.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let t = Instant::now();
+    while workspaces().is_empty() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = workspaces();
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(!left.is_empty(), "the run made no workspace");
+    assert!(
+        left.iter().all(|n| ws.join(n).exists()),
+        "kill -9 removed {left:?}"
+    );
+    let s2 = Standin::json(json!({"default": {"content": "ok"}}));
+    let mut c = standin_run(d.path(), &s2.url(), "data/r2");
+    c.args([
+        &input[..],
+        "-q",
+        "--toolsets",
+        "file",
+        "--workspace-root",
+        "ws",
+    ]);
+    assert_code(&run(c), 0);
+    let now = workspaces();
+    assert!(
+        left.iter().all(|n| !now.contains(n)),
+        "still there: {now:?}"
+    );
+}
