@@ -280,8 +280,14 @@ pub fn run(
         note("warning: the endpoint reported no cost, so --max-cost could not limit this run");
     }
     if !stdout_closed && let Some(r) = &stop_reason {
+        // With --rollouts, the units left are runs (a task's rollout each).
+        let unit = if cfg.rollout.rollouts > 1 {
+            "runs"
+        } else {
+            "prompts"
+        };
         note(&format!(
-            "stopped ({r}): --resume runs the {left} prompts left"
+            "stopped ({r}): --resume runs the {left} {unit} left"
         ));
     }
     let panicked = shared.panicked.load(std::sync::atomic::Ordering::Relaxed);
