@@ -267,12 +267,7 @@ pub fn run_stage<T>(
     // `-o` onto an input replaces it: never with lines lost on the way (they would be
     // in no file at all). The input stays as it was.
     if onto_input && rejects.lost() > 0 {
-        anyhow::bail!(
-            "-o {}: not written: it is an input of this run, and {} lines would be lost \
-             with it (no --rejects file); the input is kept as it was",
-            output.display(),
-            rejects.lost()
-        );
+        return Err(crate::io::onto_input_with_loss(output, rejects.lost()));
     }
     crate::io::commit(out, rejects)?;
     Ok(result)

@@ -38,7 +38,7 @@ pub use source::{
     no_data_files, open_source, raw_file, sources_from_args, sources_matching, sources_with_prefix,
     spool_stdin,
 };
-pub use targets::{TargetError, check_targets, is_input};
+pub use targets::{TargetError, check_targets, is_input, onto_input_with_loss};
 
 /// The configuration the pipelines' tests run with.
 #[cfg(test)]

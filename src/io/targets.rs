@@ -28,6 +28,14 @@ pub enum TargetError {
     /// An output other than `-o` is one of the inputs.
     #[error("{flag} {} is an input of this run: writing it would replace the rows read from it", .path.display())]
     Input { flag: &'static str, path: PathBuf },
+    /// Stdout, which takes an output, is one of the inputs (`f >> f`).
+    #[error(
+        "stdout is {name}, an input of this run: what is written would be read back as more input (as `cat f >> f`)"
+    )]
+    StdoutIsInput {
+        /// The input as given, or `the file stdin reads`.
+        name: String,
+    },
 }
 
 impl crate::error::Classify for TargetError {
@@ -56,6 +64,13 @@ fn stdout_file() -> Option<(u64, u64)> {
     let null = std::fs::metadata("/dev/null").ok();
     let is_null = null.is_some_and(|n| m.file_type().is_char_device() && m.rdev() == n.rdev());
     (!is_null).then(|| (m.dev(), m.ino()))
+}
+
+/// What stdin reads from.
+fn stdin_meta() -> Option<std::fs::Metadata> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    std::fs::File::from(fd).metadata().ok()
 }
 
 /// What `p` names, given the file stdout writes (`stdout`, from [`stdout_file`]).
@@ -109,10 +124,28 @@ pub fn check_targets(
             });
         }
     }
+    // An output streamed to stdout while stdout is an input file (`f >> f`, or `< f >> f`)
+    // would be read back as it is written, without end.
+    if let Some(out) = stdout
+        && named.iter().any(|(_, _, id)| *id == Identity::Stdout)
+    {
+        let is_stdout = |m: std::fs::Metadata| m.is_file() && (m.dev(), m.ino()) == out;
+        for s in sources {
+            let name = match s {
+                Source::File(p) if std::fs::metadata(p).is_ok_and(is_stdout) => {
+                    p.display().to_string()
+                }
+                Source::Stdin if stdin_meta().is_some_and(is_stdout) => {
+                    "the file stdin reads".to_string()
+                }
+                _ => continue,
+            };
+            return Err(TargetError::StdoutIsInput { name });
+        }
+    }
     let inputs: Vec<Identity> = sources
         .iter()
         .filter_map(|s| match s {
-            // An input read while stdout appends to it is read as it was (`cat f >> f`).
             Source::File(p) => identity(p, None),
             Source::Stdin | Source::Spooled { .. } => None,
         })
@@ -130,14 +163,29 @@ pub fn check_targets(
     }
 }
 
-/// True when `path` is one of the input files of `sources` (`-o` onto its input).
+/// True when `path` is one of the input files of `sources`, stdin's file included (`-o`
+/// onto its input).
 pub fn is_input(path: &Path, sources: &[Source]) -> bool {
     let Some(id) = identity(path, None) else {
         return false;
     };
-    sources
-        .iter()
-        .any(|s| matches!(s, Source::File(p) if identity(p, None).as_ref() == Some(&id)))
+    sources.iter().any(|s| match s {
+        Source::File(p) => identity(p, None).as_ref() == Some(&id),
+        Source::Stdin => {
+            stdin_meta().is_some_and(|m| m.is_file() && Identity::Inode(m.dev(), m.ino()) == id)
+        }
+        Source::Spooled { .. } => false,
+    })
+}
+
+/// Why `-o` onto its own input is not written: `lost` lines would be in no file at all.
+/// The input keeps its bytes.
+pub fn onto_input_with_loss(path: &Path, lost: u64) -> anyhow::Error {
+    anyhow::anyhow!(
+        "-o {}: not written: it is an input of this run, and {lost} lines would be lost \
+         with it (no --rejects file); the input is kept as it was",
+        path.display()
+    )
 }
 
 #[cfg(test)]

@@ -510,7 +510,12 @@ fn written_files_meet_neither_each_other_nor_an_input() {
     );
     // -o onto the input stays allowed for a stage: the rows replace themselves, but
     // never with a line lost on the way (it would be in no file at all).
-    for b in ["traj-filter", "traj-normalize", "traj-merge"] {
+    for b in [
+        "traj-filter",
+        "traj-normalize",
+        "traj-merge",
+        "traj-compress",
+    ] {
         let o = run_in(
             b,
             d.path(),
@@ -527,6 +532,17 @@ fn written_files_meet_neither_each_other_nor_an_input() {
             "{b}"
         );
     }
+    // The input read through stdin (`- < in.jsonl`) is the input too.
+    let mut c = cmd("traj-filter", d.path());
+    c.args(["-", "-o", "in.jsonl", "--on-error", "skip", "-q"]);
+    c.stdin(std::fs::File::open(d.path().join("in.jsonl")).unwrap());
+    let o = c.output().unwrap();
+    assert_code(&o, 1);
+    assert_stderr_has(&o, "not written: it is an input of this run");
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("in.jsonl")).unwrap(),
+        input
+    );
     let o = run_in(
         "traj-filter",
         d.path(),
@@ -658,6 +674,29 @@ fn stdout_by_any_name_takes_one_stream() {
         std::fs::read_to_string(d.path().join("got.jsonl")).unwrap(),
         format!("{good}\n")
     );
+    // stdout appending to an input (`f >> f`, `- < f >> f`) would read its own rows
+    // back without end: refused, the input as it was.
+    for args in [&["in.jsonl"][..], &["-"]] {
+        let mut c = cmd("traj-filter", d.path());
+        c.args(args);
+        let f = d.path().join("in.jsonl");
+        c.stdout(std::fs::OpenOptions::new().append(true).open(&f).unwrap());
+        c.stdin(match args {
+            ["-"] => std::process::Stdio::from(std::fs::File::open(&f).unwrap()),
+            _ => std::process::Stdio::null(),
+        });
+        let o = c.output().unwrap();
+        assert_code(&o, 2);
+        assert_stderr_has(
+            &o,
+            "an input of this run: what is written would be read back",
+        );
+        assert_eq!(
+            std::fs::read_to_string(&f).unwrap(),
+            format!("{good}\n{bad}\n"),
+            "{args:?}"
+        );
+    }
     // stdout on /dev/null takes any number of streams.
     let mut c = cmd("traj-filter", d.path());
     c.args([

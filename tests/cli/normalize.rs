@@ -154,6 +154,11 @@ fn rule_scratchpad_becomes_think() {
             {"role": "assistant", "content": "<REASONING_SCRATCHPAD>plan</REASONING_SCRATCHPAD> done"}])),
         json!({"conversations": [{"from": "human", "value": "Q"},
             {"from": "gpt", "value": "<REASONING_SCRATCHPAD>plan</REASONING_SCRATCHPAD>done"}]}),
+        // A row that offers tools takes the quick path.
+        json!({"conversations": [
+            {"from": "system", "value": "<tools>\n[{\"name\": \"f\", \"parameters\": {}}]\n</tools>"},
+            {"from": "human", "value": "Q"},
+            {"from": "gpt", "value": "<REASONING_SCRATCHPAD>plan</REASONING_SCRATCHPAD>done"}]}),
     ] {
         let once = norm(&format!("{row}\n"), &[]);
         assert_eq!(norm(&parse_and_join(&once), &[]), once, "{row}");

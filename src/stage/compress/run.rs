@@ -166,6 +166,11 @@ pub fn compress(
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
+        let onto_input = job
+            .output
+            .as_deref()
+            .filter(|p| crate::io::is_input(p, &job.sources))
+            .map(std::path::Path::to_path_buf);
         let mut out = Output::create(job.output.as_deref())?;
         let s = if comp.summarizer.is_remote() {
             // Summaries wait on the network: each row waits only for its own, up to
@@ -203,6 +208,12 @@ pub fn compress(
             };
             crate::io::process(&job.pipe(&cfg.pipe), job.sources, &mut out, &mut rejects, f)?
         };
+        // `-o` onto its own input: never with lines lost on the way.
+        if let Some(p) = onto_input
+            && s.lost > 0
+        {
+            return Err(crate::io::onto_input_with_loss(&p, s.lost));
+        }
         commit = commit.output(out)?;
         add_summary(&mut total, s);
     }

@@ -441,6 +441,8 @@ fn read_messages<'a>(messages: &[Message<'a>], ctx: &mut Ctx) -> Option<Result<R
             }
             "assistant" | "gpt" => {
                 let text = m.text()?;
+                // A scratchpad is a `<think>` block, read as one (as the general path).
+                let text = hermes::convert_scratchpad(&text);
                 let repaired = tri!(repair::repair_gpt(&text, false, mode, &mut ctx.repairs));
                 let (g, round_trip) = tri!(hermes::parse_gpt_checked(&repaired));
                 ctx.parts.add_n(keep::Part::ToolCallKey, g.dropped_keys);
