@@ -297,21 +297,25 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
         count(line);
         let normalized;
+        let mut mended = Vec::new();
         let row = match judged_row(line) {
             Ok(Judged::AsIs(r)) => r,
-            Ok(Judged::Normalized(n)) => {
-                normalized = n;
+            Ok(Judged::Normalized(n, m)) => {
+                (normalized, mended) = (n, m);
                 match filter::parse_row(&normalized) {
                     Ok(r) => r,
                     Err(e) => return Verdict::Bad(e.to_string()),
                 }
             }
-            Err(e) => return Verdict::Bad(e.to_string()),
+            Err(e) => return Verdict::Bad(e),
         };
-        let reasons = match row_reasons(&row, &preds, tk, &check_drift) {
+        let mut reasons = match row_reasons(&row, &preds, tk, &check_drift) {
             Ok(r) => r,
             Err(e) => return Verdict::Bad(e),
         };
+        if preds.well_formed {
+            reasons.extend(mended);
+        }
         let verdict = match (reasons.is_empty(), invert) {
             (true, false) | (false, true) => Verdict::Written,
             (true, true) => Verdict::Dropped(vec!["inverted: passes every predicate".into()]),
@@ -326,10 +330,11 @@ pub fn run_cli(args: Args) -> Result<Status> {
     // The first read of the group predicates: the row predicates, the task, the reward.
     let judge_row = |line: &[u8]| {
         let normalized;
+        let mut mended = Vec::new();
         let judged = match judged_row(line) {
-            Ok(Judged::Normalized(n)) => {
-                normalized = n;
-                filter::parse_row(&normalized)
+            Ok(Judged::Normalized(n, m)) => {
+                (normalized, mended) = (n, m);
+                filter::parse_row(&normalized).map_err(|e| e.to_string())
             }
             Ok(Judged::AsIs(r)) => Ok(r),
             Err(e) => Err(e),
@@ -348,9 +353,12 @@ pub fn run_cli(args: Args) -> Result<Status> {
                     crate::format::groups::task_and_reward_of_line(line).unwrap_or_default();
                 return Ok((Vec::new(), task, reward));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e),
         };
-        let reasons = row_reasons(&row, &preds, tk, &check_drift)?;
+        let mut reasons = row_reasons(&row, &preds, tk, &check_drift)?;
+        if preds.well_formed {
+            reasons.extend(mended);
+        }
         let (task, reward) = groups::task_and_reward(&row);
         Ok((reasons, task, reward))
     };
@@ -419,23 +427,28 @@ pub fn run_cli(args: Args) -> Result<Status> {
 }
 
 /// A line read for judging: as it is, or, in a shape the predicates do not read
-/// themselves, as the Hermes row traj-normalize makes of it.
+/// themselves, as the Hermes row traj-normalize makes of it, with what it had to mend.
 enum Judged<'a> {
     AsIs(filter::RowView<'a>),
-    Normalized(Vec<u8>),
+    Normalized(Vec<u8>, Vec<String>),
 }
 
 /// [`Judged`] of `line` ([`filter::reads_as_is`], [`filter::normalized_for_judging`]);
-/// `Err`: the line is no row either reader reads (the predicates' own reason).
-fn judged_row<'a>(line: &'a [u8]) -> Result<Judged<'a>, filter::BadRow> {
-    match filter::parse_row(line) {
-        Ok(r) if filter::reads_as_is(&r) => Ok(Judged::AsIs(r)),
-        Ok(r) => {
-            Ok(filter::normalized_for_judging(line).map_or(Judged::AsIs(r), Judged::Normalized))
-        }
-        Err(e) => filter::normalized_for_judging(line)
-            .map(Judged::Normalized)
-            .ok_or(e),
+/// `Err`: a bad line (the reason of traj-normalize for a foreign row it refuses, the
+/// predicates' own for a line neither reads).
+fn judged_row(line: &[u8]) -> Result<Judged<'_>, String> {
+    use filter::Normalized;
+    let own = filter::parse_row(line);
+    if let Ok(r) = &own
+        && filter::reads_as_is(r)
+    {
+        return own.map(Judged::AsIs).map_err(|e| e.to_string());
+    }
+    match (filter::normalized_for_judging(line), own) {
+        (Normalized::Row(n, mended), _) => Ok(Judged::Normalized(n, mended)),
+        (Normalized::Refused(e), Ok(_)) => Err(e),
+        (Normalized::NotOne, Ok(r)) => Ok(Judged::AsIs(r)),
+        (_, Err(e)) => Err(e.to_string()),
     }
 }
 

@@ -59,7 +59,7 @@ impl Verifier {
         // fail every rollout after its agent ran (a command has a space or no such word).
         if let Some((word, field)) = s.split_once(':')
             && !word.is_empty()
-            && word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+            && word.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_')
             && !field.is_empty()
             && !s.contains(char::is_whitespace)
             && !crate::toolbox::config::on_path(word, crate::toolbox::config::SANDBOX_PATH)
@@ -338,7 +338,12 @@ mod tests {
 
     #[test]
     fn a_misspelt_builtin_is_refused_and_a_rows_defect_known_before_the_run() {
-        for typo in ["numbers:answer", "exact:answer", "regexp:re"] {
+        for typo in [
+            "numbers:answer",
+            "exact:answer",
+            "regexp:re",
+            "Number:answer",
+        ] {
             let e = Verifier::parse(typo).unwrap_err();
             assert!(e.contains("no built-in verifier"), "{e}");
         }

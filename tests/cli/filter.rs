@@ -713,3 +713,54 @@ fn summary_names_the_rejects_file_of_bad_lines() {
         stderr(&o)
     );
 }
+
+/// A foreign row is judged as traj-normalize reads it, and what it had to mend is no
+/// free pass: under `--well-formed`, tags it repaired and a result it set aside are
+/// malformed, as they are in a Hermes row; a foreign row it refuses is a bad line with
+/// its reason (the predicates' own reading would not see its turns).
+#[test]
+fn foreign_rows_traj_normalize_mends_or_refuses_are_not_passed() {
+    let d = tmpdir();
+    let rows = [
+        json!({"conversations": [{"from": "user", "value": "hi"},
+            {"from": "assistant", "value": "<think>\nhm\n</think>\n</think>\nhello"}]}),
+        json!({"messages": [{"role": "developer", "content": "s"}, {"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": "zz", "content": "r"}, {"role": "assistant", "content": "done"}]}),
+        json!({"conversations": [{"from": "user", "value": "hi"},
+            {"from": "assistant", "value": "<tool_call>\n{1}\n</tool_call>"}]}),
+    ];
+    std::fs::write(d.path().join("in.jsonl"), jsonl(&rows)).unwrap();
+    let o = filter(
+        d.path(),
+        &[
+            "in.jsonl",
+            "--well-formed",
+            "--on-error",
+            "skip",
+            "--rejects",
+            "r.jsonl",
+            "-q",
+        ],
+    );
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "");
+    let rej = read_jsonl(&d.path().join("r.jsonl"));
+    let reasons: Vec<String> = rej
+        .iter()
+        .map(|r| r["reasons"][0].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        reasons[0],
+        "malformed: its tags need repairs (stray_closing_tag)"
+    );
+    assert_eq!(reasons[1], "malformed: a tool result answers no call");
+    assert!(
+        reasons[2].starts_with("message 2: <tool_call> 1 is not JSON"),
+        "{}",
+        reasons[2]
+    );
+    // The refused row is a bad line under every predicate.
+    let o = filter(d.path(), &["in.jsonl", "--valid-tools"]);
+    assert_code(&o, 1);
+    assert_stderr_has(&o, "in.jsonl:3: message 2: <tool_call> 1 is not JSON");
+}

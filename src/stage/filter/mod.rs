@@ -58,16 +58,51 @@ pub fn reads_as_is(row: &RowView<'_>) -> bool {
     }
 }
 
-/// The Hermes row (a line, with its `\n`) traj-normalize makes of `line`, by its default
-/// conversion: how a row in a shape the predicates do not read themselves is judged,
-/// so that its verdict is that of its normalised row. `None` when traj-normalize does
-/// not read it either.
-pub fn normalized_for_judging(line: &[u8]) -> Option<Vec<u8>> {
+/// A row in a shape the predicates do not read themselves, as traj-normalize reads it.
+pub enum Normalized {
+    /// The Hermes row (one line, with its `\n`) its default conversion makes, and what
+    /// the conversion had to mend on the way: under `--well-formed`, a row it repaired
+    /// or whose result it set aside is malformed (the reasons), as the same faults are
+    /// in a Hermes row.
+    Row(Vec<u8>, Vec<String>),
+    /// traj-normalize refuses it: a bad line, with its reason.
+    Refused(String),
+    /// Not one row (a group of rollouts): no verdict of its own.
+    NotOne,
+}
+
+/// [`Normalized`] of `line`: how a row in a shape the predicates do not read themselves
+/// is judged, so that its verdict is that of its normalised row.
+pub fn normalized_for_judging(line: &[u8]) -> Normalized {
+    use crate::stage::normalize::{Options, Part, Tally, normalize_line};
     let mut out = Vec::with_capacity(line.len() + 256);
-    let opts = crate::stage::normalize::Options::default();
-    let mut tally = crate::stage::normalize::Tally::default();
-    crate::stage::normalize::normalize_line(line, &opts, &mut out, &mut tally).ok()?;
-    Some(out)
+    let mut tally = Tally::default();
+    if let Err(e) = normalize_line(line, &Options::default(), &mut out, &mut tally) {
+        return Normalized::Refused(e.to_string());
+    }
+    if tally.groups.0 > 0 || memchr::memchr(b'\n', &out).is_some_and(|i| i + 1 < out.len()) {
+        return Normalized::NotOne;
+    }
+    let mut mended = Vec::new();
+    if tally.repairs.total() > 0 {
+        let kinds: Vec<&str> = crate::format::repair::Repair::ALL
+            .iter()
+            .filter(|r| tally.repairs.get(**r) > 0)
+            .map(|r| r.name())
+            .collect();
+        mended.push(format!(
+            "{}: its tags need repairs ({})",
+            reason::MALFORMED,
+            kinds.join(", ")
+        ));
+    }
+    if tally.parts.get(Part::ToolResultWithoutCall) > 0 {
+        mended.push(format!(
+            "{}: a tool result answers no call",
+            reason::MALFORMED
+        ));
+    }
+    Normalized::Row(out, mended)
 }
 
 /// The predicates a filter run applies (all ANDed).
