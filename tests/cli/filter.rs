@@ -764,3 +764,38 @@ fn foreign_rows_traj_normalize_mends_or_refuses_are_not_passed() {
     assert_code(&o, 1);
     assert_stderr_has(&o, "in.jsonl:3: message 2: <tool_call> 1 is not JSON");
 }
+
+/// `--valid-tools` reads a row's tools and arguments as traj-normalize does: a `<tools>`
+/// block of one JSON object a line (Qwen's and Hermes-2-Pro's templates) is a tool list,
+/// a blank `arguments` string is `{}`, and an `arguments` string with a key twice is no
+/// object (traj-normalize refuses it).
+#[test]
+fn valid_tools_reads_tools_and_arguments_as_normalize_does() {
+    let d = tmpdir();
+    let call = "<tool_call>\n{\"name\": \"ls\", \"arguments\": {}}\n</tool_call>";
+    let hermes = json!({"conversations": [
+        {"from": "system", "value": "You have <tools>\n{\"name\": \"ls\", \"parameters\": {}}\n{\"name\": \"cat\", \"parameters\": {}}\n</tools>"},
+        {"from": "human", "value": "q"},
+        {"from": "gpt", "value": call},
+        {"from": "tool", "value": "<tool_response>\n{\"name\": \"ls\", \"content\": \"x\"}\n</tool_response>"},
+        {"from": "gpt", "value": "done"}]});
+    let openai = |args: &str| {
+        json!({"messages": [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "a", "type": "function",
+                "function": {"name": "ls", "arguments": args}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "x"},
+            {"role": "assistant", "content": "ok"}],
+            "tools": [{"type": "function", "function": {"name": "ls", "parameters": {}}}]})
+    };
+    let rows = [hermes, openai(""), openai("{\"x\": 1, \"x\": 2}")];
+    std::fs::write(d.path().join("in.jsonl"), jsonl(&rows)).unwrap();
+    let o = filter(
+        d.path(),
+        &["in.jsonl", "--valid-tools", "--rejects", "r.jsonl", "-q"],
+    );
+    assert_code(&o, 0);
+    assert_eq!(parse_jsonl(&stdout(&o)).len(), 2);
+    let rej = read_jsonl(&d.path().join("r.jsonl"));
+    assert_eq!(rej.len(), 1);
+    assert_eq!(rej[0]["line"], 3);
+}

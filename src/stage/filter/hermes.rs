@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{Facts, NoToolList, Offered, Predicates, set_once};
-use crate::format::hermes::{response_bodies, scan_gpt, tools_closing, tools_openings};
+use crate::format::hermes::{response_bodies, scan_gpt};
 use crate::format::jsonscan::{object_members, scan_value, skip_ws};
 use crate::format::row::{BadRow, RowView, Turn, decode_str};
 use crate::format::tokens::Tokenizer;
@@ -52,20 +52,16 @@ fn response_name(body: &str) -> Result<Option<Cow<'_, str>>, NotJson> {
 }
 
 /// The names in the `<tools>` block of a system turn: `None` when there is no block.
-///
-/// The Hermes template also names the tags in its prose (`within <tools> </tools> XML
-/// tags`), so the list is the first `<tools>` block whose body is not blank.
+/// Read by traj-normalize's own reader ([`crate::format::hermes::parse_system`]: a JSON
+/// list, or one JSON object a line as Qwen's and Hermes-2-Pro's templates write them;
+/// the template's prose naming the tags is skipped).
 fn system_tools(v: &str) -> Option<Result<Vec<String>, NoToolList>> {
-    for start in tools_openings(v) {
-        let Some(end) = tools_closing(v, start) else {
-            return Some(Err(NoToolList::SystemUnclosed));
-        };
-        let body = v[start..end].trim();
-        if !body.is_empty() {
-            return Some(crate::format::model::tool_names(body).map_err(NoToolList::System));
-        }
-    }
-    None
+    use crate::format::hermes::ParseError;
+    Some(match crate::format::hermes::parse_system(v)? {
+        Ok(specs) => Ok(specs.into_iter().map(|t| t.name).collect()),
+        Err(ParseError::ToolsUnclosed) => Err(NoToolList::SystemUnclosed),
+        Err(e) => Err(NoToolList::System(e)),
+    })
 }
 
 /// The facts of a Hermes ShareGPT row.

@@ -308,7 +308,7 @@ enum NoToolList {
     #[error("<tools> is never closed in the system turn")]
     SystemUnclosed,
     #[error("system <tools>: {0}")]
-    System(ToolListError),
+    System(crate::format::hermes::ParseError),
     #[error("no <tools> in the system turn and no --tools FILE")]
     NoSystemTools,
     #[error("no `tools` on the row and no --tools FILE")]

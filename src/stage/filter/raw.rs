@@ -278,10 +278,11 @@ impl Parts {
 }
 
 /// OpenAI arguments are a JSON string holding an object (or, from some servers, the
-/// object itself).
+/// object itself), read as traj-normalize reads them: by the one JSON rule (a key twice
+/// is no object), a blank string being `{}`.
 pub(super) fn args_are_object(a: &RawValue) -> bool {
     a.get().starts_with('{')
         || raw_str(a).is_some_and(|inner| {
-            serde_json::from_str::<&RawValue>(&inner).is_ok_and(|v| v.get().starts_with('{'))
+            inner.trim().is_empty() || crate::io::parse_object(inner.as_bytes()).is_ok()
         })
 }
