@@ -83,6 +83,18 @@ pub fn run(
         ("--rejects", cfg.tasks.rejects.as_deref()),
     ];
     crate::io::check_targets(None, &written, &task_files).map_err(crate::error::classify)?;
+    // A task file that cannot be opened is the command line's to fix (exit 2) before
+    // anything is made: no run directory, no lock file.
+    // (Opened only: nothing is read, so a pipe loses no byte.)
+    for s in &task_files {
+        if let crate::io::Source::File(p) = s {
+            std::fs::File::open(p).map_err(|e| crate::error::FileError {
+                what: "cannot open",
+                path: std::sync::Arc::from(s.name()),
+                source: e,
+            })?;
+        }
+    }
     let started_wall = SystemTime::now();
     let started = Instant::now();
     let dir = cfg.run_dir.clone();

@@ -2120,3 +2120,18 @@ fn workspaces_left_by_a_killed_run_are_removed_by_the_next() {
         "still there: {now:?}"
     );
 }
+
+/// A task file that cannot be opened is the command line's to fix: exit 2 before
+/// anything is made (no run directory, no lock file left behind).
+#[test]
+fn a_missing_task_file_exits_2_and_makes_no_run_directory() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"default": {"content": "ok"}}));
+    let mut c = traj_run(d.path(), &s);
+    c.arg("nosuch.jsonl");
+    let o = run(c);
+    assert_code(&o, 2);
+    assert_stderr_has(&o, "cannot open nosuch.jsonl: No such file or directory");
+    assert!(!d.path().join("data/r").exists());
+    assert_eq!(s.count(), 0);
+}
