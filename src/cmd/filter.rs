@@ -296,71 +296,29 @@ pub fn run_cli(args: Args) -> Result<Status> {
             };
         }
         count(line);
-        let normalized;
-        let mut mended = Vec::new();
-        let row = match judged_row(line) {
-            Ok(Judged::AsIs(r)) => r,
-            Ok(Judged::Normalized(n, m)) => {
-                (normalized, mended) = (n, m);
-                match filter::parse_row(&normalized) {
-                    Ok(r) => r,
-                    Err(e) => return Verdict::Bad(e.to_string()),
-                }
-            }
-            Err(e) => return Verdict::Bad(e),
-        };
-        let mut reasons = match row_reasons(&row, &preds, tk, &check_drift) {
+        let (reasons, task_reward) = match judge_line(line, &preds, tk, &check_drift) {
             Ok(r) => r,
             Err(e) => return Verdict::Bad(e),
         };
-        if preds.well_formed {
-            reasons.extend(mended);
-        }
         let verdict = match (reasons.is_empty(), invert) {
             (true, false) | (false, true) => Verdict::Written,
             (true, true) => Verdict::Dropped(vec!["inverted: passes every predicate".into()]),
             (false, false) => Verdict::Dropped(reasons),
         };
-        add_reward(
-            groups::task_and_reward(&row),
-            matches!(verdict, Verdict::Written),
-        );
+        add_reward(task_reward, matches!(verdict, Verdict::Written));
         verdict
     };
     // The first read of the group predicates: the row predicates, the task, the reward.
-    let judge_row = |line: &[u8]| {
-        let normalized;
-        let mut mended = Vec::new();
-        let judged = match judged_row(line) {
-            Ok(Judged::Normalized(n, m)) => {
-                (normalized, mended) = (n, m);
-                filter::parse_row(&normalized).map_err(|e| e.to_string())
-            }
-            Ok(Judged::AsIs(r)) => Ok(r),
-            Err(e) => Err(e),
-        };
-        let row = match judged {
-            Ok(row) => row,
-            // With no row predicate any JSON object passes them; its task and reward
-            // are read from its members all the same (a row without a message list
-            // has them too).
-            Err(_)
-                if preds.is_empty()
-                    && pieces.is_none()
-                    && filter::validate_object(line).is_ok() =>
-            {
-                let (task, reward) =
-                    crate::format::groups::task_and_reward_of_line(line).unwrap_or_default();
-                return Ok((Vec::new(), task, reward));
-            }
-            Err(e) => return Err(e),
-        };
-        let mut reasons = row_reasons(&row, &preds, tk, &check_drift)?;
-        if preds.well_formed {
-            reasons.extend(mended);
+    let judge_row = |line: &[u8]| match judge_line(line, &preds, tk, &check_drift) {
+        Ok((reasons, (task, reward))) => Ok((reasons, task, reward)),
+        // With no row predicate any JSON object passes them; its task and reward are
+        // read from its members all the same (a row without a message list has them too).
+        Err(_) if preds.is_empty() && pieces.is_none() && filter::validate_object(line).is_ok() => {
+            let (task, reward) =
+                crate::format::groups::task_and_reward_of_line(line).unwrap_or_default();
+            Ok((Vec::new(), task, reward))
         }
-        let (task, reward) = groups::task_and_reward(&row);
-        Ok((reasons, task, reward))
+        Err(e) => Err(e),
     };
     let seen = |line: &[u8], kept: bool| {
         count(line);
@@ -450,6 +408,36 @@ fn judged_row(line: &[u8]) -> Result<Judged<'_>, String> {
         (Normalized::NotOne, Ok(r)) => Ok(Judged::AsIs(r)),
         (_, Err(e)) => Err(e.to_string()),
     }
+}
+
+/// A row's task and reward ([`groups::task_and_reward`]).
+type TaskReward = (Option<String>, Option<f64>);
+
+/// The reasons `line` fails the row predicates and the token-drift check, and its task
+/// and reward, read as [`judged_row`] reads it (what traj-normalize mended in a foreign
+/// row is malformed under `--well-formed`); `Err`: a bad line.
+fn judge_line(
+    line: &[u8],
+    preds: &Predicates,
+    tk: Option<&dyn Tokenizer>,
+    check_drift: &dyn Fn(&filter::RowView<'_>, &mut Vec<String>),
+) -> Result<(Vec<String>, TaskReward), String> {
+    let (normalized, mended);
+    let row = match judged_row(line)? {
+        Judged::AsIs(r) => {
+            mended = Vec::new();
+            r
+        }
+        Judged::Normalized(n, m) => {
+            (normalized, mended) = (n, m);
+            filter::parse_row(&normalized).map_err(|e| e.to_string())?
+        }
+    };
+    let mut reasons = row_reasons(&row, preds, tk, check_drift)?;
+    if preds.well_formed {
+        reasons.extend(mended);
+    }
+    Ok((reasons, groups::task_and_reward(&row)))
 }
 
 /// The reasons a row fails the row predicates and the token-drift check (empty: it

@@ -58,9 +58,7 @@ enum Identity {
 /// The device and inode of the file stdout writes, unless that is `/dev/null` (which
 /// takes any number of streams).
 fn stdout_file() -> Option<(u64, u64)> {
-    use std::os::fd::AsFd;
-    let fd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
-    let m = std::fs::File::from(fd).metadata().ok()?;
+    let m = meta_of(std::io::stdout())?;
     let null = std::fs::metadata("/dev/null").ok();
     let is_null = null.is_some_and(|n| m.file_type().is_char_device() && m.rdev() == n.rdev());
     (!is_null).then(|| (m.dev(), m.ino()))
@@ -68,9 +66,13 @@ fn stdout_file() -> Option<(u64, u64)> {
 
 /// What stdin reads from.
 fn stdin_meta() -> Option<std::fs::Metadata> {
-    use std::os::fd::AsFd;
-    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
-    std::fs::File::from(fd).metadata().ok()
+    meta_of(std::io::stdin())
+}
+
+/// The metadata of the file behind `fd` (through a duplicate of it, closed after).
+fn meta_of(fd: impl std::os::fd::AsFd) -> Option<std::fs::Metadata> {
+    let owned = fd.as_fd().try_clone_to_owned().ok()?;
+    std::fs::File::from(owned).metadata().ok()
 }
 
 /// What `p` names, given the file stdout writes (`stdout`, from [`stdout_file`]).

@@ -142,27 +142,38 @@ fn field_text(row: &Map<String, Value>, field: &str) -> Result<String, String> {
     }
 }
 
-/// Why a built-in verifier can score no answer of `row` (its FIELD missing or not text,
-/// no regex, no number): known before the rollout runs, the same on every attempt.
-/// `None` for a command verifier and for a row it can score.
-pub fn row_defect(v: &Verifier, row: &Map<String, Value>) -> Option<String> {
+/// What a built-in verifier compares an answer with, read from the task row's FIELD:
+/// the one reading behind [`row_defect`] (before the run) and [`builtin`] (the score).
+enum Want {
+    Text(String),
+    Regex(regex::Regex),
+    Number(f64),
+}
+
+/// [`Want`] of `row` for the built-in `v` (`None` for a command verifier); `Err`: why no
+/// answer of this row can be scored (its FIELD missing or not text, no regex, no number).
+fn want(v: &Verifier, row: &Map<String, Value>) -> Option<Result<Want, String>> {
     let field = match v {
         Verifier::Command(_) => return None,
         Verifier::Match(f) | Verifier::Regex(f) | Verifier::Number(f) => f,
     };
-    let want = match field_text(row, field) {
-        Ok(w) => w,
-        Err(e) => return Some(e),
-    };
-    match v {
-        Verifier::Regex(_) => regex::Regex::new(&want)
-            .err()
-            .map(|e| format!("the task row's {field:?} is no regex: {e}")),
-        Verifier::Number(_) => last_number(&want)
-            .is_none()
-            .then(|| format!("the task row's {field:?} holds no number")),
-        _ => None,
-    }
+    Some(field_text(row, field).and_then(|text| {
+        match v {
+            Verifier::Regex(_) => regex::Regex::new(&text)
+                .map(Want::Regex)
+                .map_err(|e| format!("the task row's {field:?} is no regex: {e}")),
+            Verifier::Number(_) => last_number(&text)
+                .map(Want::Number)
+                .ok_or_else(|| format!("the task row's {field:?} holds no number")),
+            _ => Ok(Want::Text(text)),
+        }
+    }))
+}
+
+/// Why a built-in verifier can score no answer of `row`: known before the rollout runs,
+/// the same on every attempt. `None` for a command verifier and for a row it can score.
+pub fn row_defect(v: &Verifier, row: &Map<String, Value>) -> Option<String> {
+    want(v, row)?.err()
 }
 
 /// Score `answer` by a built-in check (`None` for a command verifier).
@@ -174,20 +185,12 @@ pub fn builtin(v: &Verifier, row: &Map<String, Value>, answer: &str) -> Option<V
         Verifier::Regex(f) => ("regex", f),
         Verifier::Number(f) => ("number", f),
     };
-    let verdict = field_text(row, field).and_then(|want| {
-        let ok = match v {
-            Verifier::Match(_) => normalise(answer) == normalise(&want),
-            Verifier::Regex(_) => regex::Regex::new(&want)
-                .map_err(|e| format!("the task row's {field:?} is no regex: {e}"))?
-                .is_match(answer),
-            _ => {
-                let want = last_number(&want)
-                    .ok_or_else(|| format!("the task row's {field:?} holds no number"))?;
-                last_number(answer)
-                    .is_some_and(|got| (got - want).abs() <= 1e-6 * want.abs().max(got.abs()))
-            }
-        };
-        Ok(ok)
+    let verdict = want(v, row)?.map(|want| match want {
+        Want::Text(w) => normalise(answer) == normalise(&w),
+        Want::Regex(re) => re.is_match(answer),
+        Want::Number(w) => {
+            last_number(answer).is_some_and(|got| (got - w).abs() <= 1e-6 * w.abs().max(got.abs()))
+        }
     });
     Some(verdict.map(|ok| {
         let reward = if ok { 1 } else { 0 };

@@ -80,7 +80,7 @@ pub fn normalized_for_judging(line: &[u8]) -> Normalized {
     if let Err(e) = normalize_line(line, &Options::default(), &mut out, &mut tally) {
         return Normalized::Refused(e.to_string());
     }
-    if tally.groups.0 > 0 || memchr::memchr(b'\n', &out).is_some_and(|i| i + 1 < out.len()) {
+    if tally.groups.0 > 0 {
         return Normalized::NotOne;
     }
     let mut mended = Vec::new();
