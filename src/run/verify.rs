@@ -85,45 +85,68 @@ pub fn normalise(s: &str) -> String {
     t.strip_suffix('.').unwrap_or(&t).trim_end().to_string()
 }
 
-/// The last number in `s` (integers, decimals, exponents, a sign; `,` thousands
-/// separators dropped).
+/// The last number in `s`: integers, decimals, exponents, a sign, `,` thousands
+/// separators (`1,234,567`). A `-` or `+` is a sign only where no letter, digit or `.`
+/// stands before it (`2024-12-07` is three numbers, not `-12`); a comma is a separator
+/// only before a group of three digits (`1,2,3` is three numbers); a dotted run such as
+/// `1.2.3` (a version, an address) is no number.
 pub fn last_number(s: &str) -> Option<f64> {
-    let s = s.replace(',', "");
-    let bytes = s.as_bytes();
+    let b = s.as_bytes();
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    let digits_from = |mut i: usize| {
+        while digit(i) {
+            i += 1;
+        }
+        i
+    };
     let mut best = None;
     let mut i = 0;
-    while i < bytes.len() {
-        let start = i;
-        if (bytes[i] == b'-' || bytes[i] == b'+')
-            && bytes
-                .get(i + 1)
-                .is_some_and(|c| c.is_ascii_digit() || *c == b'.')
-        {
+    while i < b.len() {
+        let starts_number = digit(i) || (b[i] == b'.' && digit(i + 1));
+        let signed = matches!(b[i], b'-' | b'+')
+            && (digit(i + 1) || (b.get(i + 1) == Some(&b'.') && digit(i + 2)));
+        let glued = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'.');
+        if !(starts_number || signed) || (signed && glued) {
+            i += 1;
+            continue;
+        }
+        let mut text = String::new();
+        if signed {
+            text.push(b[i] as char);
             i += 1;
         }
-        let digits = i;
-        while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
-            i += 1;
+        let int_start = i;
+        i = digits_from(i);
+        text.push_str(&s[int_start..i]);
+        // Thousands groups: a comma and exactly three digits, after one to three digits.
+        if (1..=3).contains(&(i - int_start)) {
+            while b.get(i) == Some(&b',') && digits_from(i + 1) == i + 4 {
+                text.push_str(&s[i + 1..i + 4]);
+                i += 4;
+            }
         }
-        if i > digits {
-            if i < bytes.len() && (bytes[i] == b'e' || bytes[i] == b'E') {
-                let mut j = i + 1;
-                if j < bytes.len() && (bytes[j] == b'-' || bytes[j] == b'+') {
-                    j += 1;
+        if b.get(i) == Some(&b'.') && digit(i + 1) {
+            let frac = i;
+            i = digits_from(i + 1);
+            text.push_str(&s[frac..i]);
+            if b.get(i) == Some(&b'.') && digit(i + 1) {
+                // 1.2.3: skip the whole dotted run.
+                while digit(i) || (b.get(i) == Some(&b'.') && digit(i + 1)) {
+                    i += 1;
                 }
-                if j < bytes.len() && bytes[j].is_ascii_digit() {
-                    while j < bytes.len() && bytes[j].is_ascii_digit() {
-                        j += 1;
-                    }
-                    i = j;
-                }
+                continue;
             }
-            let text = s[start..i].trim_end_matches('.');
-            if let Ok(x) = text.parse::<f64>() {
-                best = Some(x);
+        }
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            let sign = usize::from(matches!(b.get(i + 1), Some(b'-' | b'+')));
+            if digit(i + 1 + sign) {
+                let end = digits_from(i + 1 + sign);
+                text.push_str(&s[i..end]);
+                i = end;
             }
-        } else {
-            i = start + 1;
+        }
+        if let Ok(x) = text.parse::<f64>() {
+            best = Some(x);
         }
     }
     best
@@ -376,6 +399,16 @@ mod tests {
         assert_eq!(last_number("about 1,234.5 or -2e3."), Some(-2000.0));
         assert_eq!(last_number("x = 7."), Some(7.0));
         assert_eq!(last_number("none"), None);
+        assert_eq!(last_number("on 2024-12-07"), Some(7.0));
+        assert_eq!(last_number("the answer is 3-4"), Some(4.0));
+        assert_eq!(last_number("x-5 then -5"), Some(-5.0));
+        assert_eq!(last_number("1,2,3"), Some(3.0));
+        assert_eq!(last_number("#### 1,234,567"), Some(1_234_567.0));
+        assert_eq!(last_number("1,23"), Some(23.0));
+        assert_eq!(last_number("4 and version 1.2.3"), Some(4.0));
+        assert_eq!(last_number("-.5"), Some(-0.5));
+        assert_eq!(last_number("3 eggs, 1e-3"), Some(0.001));
+        assert_eq!(last_number("\u{2212}7 or 12e"), Some(12.0));
         assert_eq!(parse_reward("log\n0.5\n\n").unwrap().0, json!(0.5));
         let (r, extra) = parse_reward(r#"{"reward": 1, "tests": 3}"#).unwrap();
         assert_eq!((r, extra["tests"].clone()), (json!(1), json!(3)));
