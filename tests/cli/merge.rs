@@ -479,6 +479,48 @@ fn keys_are_values_and_blank_prompts_are_no_key() {
     assert_eq!(ids, [json!(1), json!(2), json!(3), json!(5)]);
 }
 
+/// Whole numbers past i64 (u64 ids, 26-digit ids) were put after every other row, in
+/// input order; they sort by value now, in memory and through spill runs alike.
+#[test]
+fn indices_past_i64_sort_by_value() {
+    let d = tmpdir();
+    let idx = [
+        "1e19",
+        "5",
+        "18446744073709551615",
+        "10000000000000000000000000",
+        "-3",
+        "9223372036854775807",
+        "-9223372036854775809",
+    ];
+    let rows: Vec<String> = idx
+        .iter()
+        .map(|i| format!(r#"{{"prompt_index":{i},"pad":"{}"}}"#, "x".repeat(64)))
+        .collect();
+    write(d.path(), "big.jsonl", &rows);
+    let want = [
+        "-9223372036854775809",
+        "-3",
+        "5",
+        "9223372036854775807",
+        "1e19",
+        "18446744073709551615",
+        "10000000000000000000000000",
+    ];
+    for buffer in ["64M", "1"] {
+        let o = merge(d.path(), &["--buffer-size", buffer, "big.jsonl"]);
+        assert_code(&o, 0);
+        let got: Vec<String> = stdout(&o)
+            .lines()
+            .map(|l| {
+                let start = l.find(':').unwrap() + 1;
+                l[start..l.find(",\"pad\"").unwrap()].to_string()
+            })
+            .collect();
+        assert_eq!(got, want, "--buffer-size {buffer}");
+    }
+}
+
 #[test]
 fn shard_flag_is_refused() {
     let d = tmpdir();

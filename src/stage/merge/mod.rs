@@ -257,8 +257,9 @@ fn prompt_key_text(raw: &str) -> Option<String> {
 
 /// A JSON number that is a whole number, as an integer: `2`, `2.0`, `2e0` and `-0` are
 /// one value, as Python and pandas read them (pandas writes an integer column that
-/// holds a NaN as `2.0`). `None` for anything else, and for whole numbers past `i64`.
-fn whole_number(raw: &str) -> Option<i64> {
+/// holds a NaN as `2.0`). `None` for anything else, and for whole numbers past `i128`
+/// (39 digits).
+fn whole_number(raw: &str) -> Option<i128> {
     raw.parse().ok().or_else(|| whole_text(raw)?.parse().ok())
 }
 
@@ -275,7 +276,7 @@ fn hash128(kind: &str, text: &[u8]) -> u128 {
 
 enum Parsed {
     Row {
-        index: Option<i64>,
+        index: Option<i128>,
         key: Option<u128>,
         label: String,
     },
@@ -368,7 +369,7 @@ struct Sorter<'c> {
 
 /// What [`Sorter::judge`] keeps of a row, for [`Sorter::push`] with its body.
 struct Kept {
-    index: Option<i64>,
+    index: Option<i128>,
     key: Option<u128>,
     draw: u64,
     label: String,
@@ -687,6 +688,12 @@ mod tests {
             Some(9_007_199_254_740_993)
         );
         assert_eq!(whole_number("1e400"), None);
+        // Past i64, still sorted by value (u64 ids, 26-digit ids).
+        assert_eq!(whole_number("1e19"), Some(10_000_000_000_000_000_000));
+        assert_eq!(
+            whole_number("-12345678901234567890123456"),
+            Some(-12_345_678_901_234_567_890_123_456)
+        );
     }
 
     fn cfg(buffer_bytes: usize, keep: Keep) -> MergeConfig {

@@ -25,7 +25,7 @@ pub(super) enum Body {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Rec {
     /// `prompt_index` when it is an integer.
-    pub index: Option<i64>,
+    pub index: Option<i128>,
     /// Position in the input (all sources in order).
     pub seq: u64,
     pub src: u32,
@@ -40,7 +40,7 @@ pub(super) struct Rec {
 }
 
 impl Rec {
-    pub fn order(&self) -> (bool, i64, u64) {
+    pub fn order(&self) -> (bool, i128, u64) {
         (self.index.is_none(), self.index.unwrap_or(0), self.seq)
     }
 
@@ -95,7 +95,8 @@ impl Rec {
             r.read_exact(&mut b8)?;
             Ok(u64::from_le_bytes(b8))
         };
-        let idx = u64_of(r)? as i64;
+        r.read_exact(&mut b16)?;
+        let idx = i128::from_le_bytes(b16);
         let seq = u64_of(r)?;
         r.read_exact(&mut b4)?;
         let src = u32::from_le_bytes(b4);
@@ -220,7 +221,7 @@ mod tests {
     fn records_round_trip_through_a_run() {
         let d = tempfile::tempdir().unwrap();
         let rec = |seq: u64, body: Body| Rec {
-            index: (seq != 2).then_some(7 - seq as i64),
+            index: (seq != 2).then_some(7 - seq as i128),
             seq,
             src: 1,
             lineno: seq + 1,
