@@ -566,15 +566,24 @@ impl Client {
             )
         })?;
         if let Some(err) = raw.get("error").filter(|e| !e.is_null()) {
-            // Some providers answer 200 with an error object.
-            let code = err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
+            // Some providers answer 200 with an error object (OpenRouter, when the
+            // upstream provider failed): its numeric `code` is that provider's status;
+            // without one it is classed as a server error, and no status is claimed.
+            let status = err.get("code").and_then(|c| match c {
+                Value::Number(n) => n.as_u64(),
+                Value::String(s) => s.trim().parse().ok(),
+                _ => None,
+            });
+            let status = status.filter(|s| (100..=599).contains(s)).map(|s| s as u16);
             let msg = err
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("error")
                 .to_string();
-            let class = ErrorClass::from_status(code, &class_text(&msg, Some(err)));
-            return Err((fail(class, Some(code), msg), retry_after));
+            let msg = format!("an error object in an HTTP {code} reply: {msg}");
+            let class =
+                ErrorClass::from_status(status.unwrap_or(500), &class_text(&msg, Some(err)));
+            return Err((fail(class, status, msg), retry_after));
         }
         ChatResponse::from_body(raw, attempt).ok_or_else(|| {
             (

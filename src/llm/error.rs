@@ -90,8 +90,8 @@ impl ErrorClass {
         .iter()
         .any(|p| lower.contains(p));
         match status {
-            // Also an error object in a 200 reply (its status then 500 unless its code
-            // is a number).
+            // Also an error object in a 200 reply (classed as a 500 unless its code is
+            // a status).
             400..=599 if payment => ErrorClass::PaymentRequired,
             429 => ErrorClass::RateLimited,
             400 | 413 if context => ErrorClass::ContextLength,

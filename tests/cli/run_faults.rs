@@ -539,7 +539,16 @@ fn openais_out_of_quota_429_stops_the_run_as_out_of_credits() {
     c.args([&input, "-j", "1"]);
     let o = run_cmd(c);
     assert_code(&o, 1);
-    assert!(stderr(&o).contains("out of credits"), "{}", stderr(&o));
+    // It was reported as an HTTP 500 that never came: the reply was a 200, and its
+    // error's code is a word, no status.
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "out of credits (payment_required): an error object in an HTTP 200 reply: You exceeded"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("HTTP 500"), "{err}");
     assert!(failures(&d.path().join("data/r")).is_empty());
 }
 
