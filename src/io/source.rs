@@ -449,19 +449,28 @@ fn is_encoded(head: &[u8]) -> bool {
         || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
 }
 
+/// The file of `src` opened (`None` for stdin); one that cannot be opened is a
+/// [`FileError`] naming it as given (exit 2).
+pub fn open_file(src: &Source) -> Result<Option<File>, FileError> {
+    match src {
+        Source::Stdin => Ok(None),
+        Source::File(p) | Source::Spooled { path: p, .. } => {
+            File::open(p).map(Some).map_err(|e| FileError {
+                what: "cannot open",
+                path: Arc::from(src.name()),
+                source: e,
+            })
+        }
+    }
+}
+
 /// Open a source for reading; gzip and zstd are detected by their magic bytes, whatever
 /// the name. A `.json` file that holds a JSON array reads as one line per element; a
 /// Parquet file (by its magic bytes) as one line per row.
 pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
-    let raw: Box<dyn Read + Send> = match src {
-        Source::Stdin => Box::new(io::stdin()),
-        Source::File(p) | Source::Spooled { path: p, .. } => {
-            Box::new(File::open(p).map_err(|e| FileError {
-                what: "cannot open",
-                path: Arc::from(src.name()),
-                source: e,
-            })?)
-        }
+    let raw: Box<dyn Read + Send> = match open_file(src)? {
+        None => Box::new(io::stdin()),
+        Some(f) => Box::new(f),
     };
     let mut buf = BufReader::with_capacity(BUF_SIZE, raw);
     let head = buf.fill_buf().map_err(|e| FileError {
@@ -470,15 +479,9 @@ pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
         source: e,
     })?;
     if super::parquet::is_parquet(head) {
-        let f = match src {
-            Source::File(p) | Source::Spooled { path: p, .. } => {
-                File::open(p).map_err(|e| FileError {
-                    what: "cannot open",
-                    path: Arc::from(src.name()),
-                    source: e,
-                })?
-            }
-            Source::Stdin => super::parquet::spool(buf, &src.name())?,
+        let f = match open_file(src)? {
+            Some(f) => f,
+            None => super::parquet::spool(buf, &src.name())?,
         };
         return super::parquet::lines_of_parquet(f, src.name());
     }

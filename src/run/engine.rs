@@ -87,13 +87,7 @@ pub fn run(
     // anything is made: no run directory, no lock file.
     // (Opened only: nothing is read, so a pipe loses no byte.)
     for s in &task_files {
-        if let crate::io::Source::File(p) = s {
-            std::fs::File::open(p).map_err(|e| crate::error::FileError {
-                what: "cannot open",
-                path: std::sync::Arc::from(s.name()),
-                source: e,
-            })?;
-        }
+        crate::io::source::open_file(s)?;
     }
     let started_wall = SystemTime::now();
     let started = Instant::now();
