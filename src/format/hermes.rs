@@ -74,33 +74,6 @@ fn is_blank(s: &str) -> bool {
     py_strip(s).is_empty()
 }
 
-const SCRATCHPAD_OPEN: &str = "<REASONING_SCRATCHPAD>";
-const SCRATCHPAD_CLOSE: &str = "</REASONING_SCRATCHPAD>";
-
-/// The reference's raw-record reasoning rule: a `<REASONING_SCRATCHPAD>` holding more
-/// than white space (up to its closing tag, or the end of the text).
-pub fn scratchpad_reasoning(text: &str) -> bool {
-    let Some(k) = text.find(SCRATCHPAD_OPEN) else {
-        return false;
-    };
-    let rest = &text[k + SCRATCHPAD_OPEN.len()..];
-    let body = rest.find(SCRATCHPAD_CLOSE).map_or(rest, |e| &rest[..e]);
-    !body.trim().is_empty()
-}
-
-/// The reference's scratchpad conversion: `<REASONING_SCRATCHPAD>` → `<think>` and
-/// `</REASONING_SCRATCHPAD>` → `</think>`, everywhere, nothing else touched.
-pub fn convert_scratchpad(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.contains("REASONING_SCRATCHPAD>") {
-        std::borrow::Cow::Owned(
-            s.replace(SCRATCHPAD_OPEN, Tag::ThinkOpen.text())
-                .replace(SCRATCHPAD_CLOSE, Tag::ThinkClose.text()),
-        )
-    } else {
-        std::borrow::Cow::Borrowed(s)
-    }
-}
-
 /// The tool list as it appears inside `<tools>`: `[]` when empty.
 pub fn tools_json(tools: &[ToolSpec]) -> String {
     tools_json_with(tools, &[])
@@ -891,7 +864,9 @@ pub fn remove_call_tags(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 mod quick;
+mod scratchpad;
 pub use quick::{QuickContent, QuickResult, QuickTool, parse_system_quick, parse_tool_quick};
+pub use scratchpad::{convert_scratchpad, scratchpad_reasoning};
 
 #[cfg(test)]
 mod tests;

@@ -171,6 +171,33 @@ fn rule_scratchpad_becomes_think() {
     }
 }
 
+/// hermes-agent writes a `reasoning` field that holds a scratchpad as
+/// `<think>\n<REASONING_SCRATCHPAD>x</REASONING_SCRATCHPAD>\n</think>`, and so did
+/// traj-normalize; a second pass read the inner tags as a second `<think>` and refused
+/// the row ("<think> inside an unclosed <think>").
+#[test]
+fn a_scratchpad_inside_reasoning_is_its_text() {
+    let row = json!({"prompt_index": 0, "messages": [{"role": "user", "content": "q0"},
+        {"role": "assistant", "content": "ans",
+         "reasoning": "<REASONING_SCRATCHPAD>x</REASONING_SCRATCHPAD>"}]});
+    let once = norm(&format!("{row}\n"), &[]);
+    let value = once[0]["conversations"][1]["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        value,
+        "<think>\n<REASONING_SCRATCHPAD>x</REASONING_SCRATCHPAD>\n</think>\nans"
+    );
+    assert_eq!(norm(&parse_and_join(&once), &[]), once);
+    let openai = norm(&parse_and_join(&once), &["--to", "openai"]);
+    assert_eq!(
+        openai[0]["messages"][1]["reasoning_content"],
+        "<REASONING_SCRATCHPAD>x</REASONING_SCRATCHPAD>"
+    );
+    assert_eq!(norm(&parse_and_join(&openai), &[]), once);
+}
+
 #[test]
 fn rule_json_and_non_json_tool_content() {
     let t = turns_with(

@@ -144,6 +144,18 @@ fn the_scanner_reads_tags_leniently_and_names_the_first_problem() {
         remove_call_tags("<tool_call>a</tool_call><think>"),
         "a<think>"
     );
+    assert_eq!(
+        convert_scratchpad("<REASONING_SCRATCHPAD>a</REASONING_SCRATCHPAD>b"),
+        "<think>a</think>b"
+    );
+    // Inside a <think> block the scratchpad tags are text (hermes-agent's own spelling
+    // of a `reasoning` field that holds one); after it they are tags again.
+    let nested = "<think>\n<REASONING_SCRATCHPAD>x</REASONING_SCRATCHPAD>\n</think>\nans";
+    assert_eq!(convert_scratchpad(nested), nested);
+    assert_eq!(
+        convert_scratchpad("<think>a</think><REASONING_SCRATCHPAD>b"),
+        "<think>a</think><think>b"
+    );
     assert!(scratchpad_reasoning("x<REASONING_SCRATCHPAD> y"));
     assert!(!scratchpad_reasoning(
         "<REASONING_SCRATCHPAD> </REASONING_SCRATCHPAD>y"
