@@ -131,11 +131,8 @@ pub fn run(
         .into());
     }
     remove_temp_files(&dir);
-    for (path, bytes) in &existing.repaired {
-        note(&format!(
-            "{}: cut a torn last line ({bytes} bytes); its prompt runs again",
-            path.display()
-        ));
+    for repair in &existing.repaired {
+        note(&repair.to_string());
     }
 
     let tasks = read_tasks(&cfg.tasks, &dir)?;

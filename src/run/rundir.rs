@@ -20,7 +20,7 @@ use crate::format::stats::ToolCount;
 use crate::format::time::utc_now;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -356,8 +356,8 @@ pub struct Scan {
     /// Numbers of the existing batch files.
     pub batches: BTreeSet<u64>,
     pub stats: Stats,
-    /// Torn tails cut off (file, bytes).
-    pub repaired: Vec<(PathBuf, u64)>,
+    /// What was mended in the files (torn text cut, records kept).
+    pub repaired: Vec<Repair>,
 }
 
 impl Scan {
@@ -390,49 +390,159 @@ pub fn batch_number(name: &str) -> Option<u64> {
         .ok()
 }
 
-/// Read a JSONL file we wrote, cutting off a torn last line (no final newline, or not
-/// JSON) when `repair` is set; a bad line elsewhere is an error naming it.
-fn read_own_jsonl(path: &Path, repair: bool, mut f: impl FnMut(Value, u64)) -> Result<Option<u64>> {
+/// What `--resume` mended in one file of the run directory ([`read_own_jsonl`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    pub path: PathBuf,
+    /// Bytes of torn lines cut off (their prompts run again).
+    pub cut: u64,
+    /// Complete records kept that a torn line had run into (a torn write, then a row
+    /// appended to the same file: the reference's resume does that).
+    pub kept: u64,
+    /// The last record lacked its newline, which was added.
+    pub newline: bool,
+}
+
+impl std::fmt::Display for Repair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut what = Vec::new();
+        if self.cut > 0 {
+            what.push(format!(
+                "cut {} bytes of torn text (what it held runs again)",
+                self.cut
+            ));
+        }
+        if self.kept > 0 {
+            what.push(format!(
+                "kept {} complete record{} that a torn line ran into",
+                self.kept,
+                if self.kept == 1 { "" } else { "s" }
+            ));
+        }
+        if self.newline {
+            what.push("added the newline its last record lacked".into());
+        }
+        write!(f, "{}: {}", self.path.display(), what.join("; "))
+    }
+}
+
+/// The complete JSON object that ends `line` after a torn prefix (`torn{"a": 1}`), as
+/// the offset where it starts; `None` when no suffix is one.
+fn record_after_torn_text(line: &[u8]) -> Option<(usize, Value)> {
+    (1..line.len()).filter(|&p| line[p] == b'{').find_map(|p| {
+        match serde_json::from_slice::<Value>(&line[p..]) {
+            Ok(v) if v.is_object() => Some((p, v)),
+            _ => None,
+        }
+    })
+}
+
+/// Read a JSONL file we wrote, calling `f` on each object with its line number. With
+/// `repair`, what a crash can leave is mended, and nothing complete is lost: a torn
+/// last line is cut; a record that a torn line ran into (`torn{"prompt_index": 4, …}`)
+/// is kept and the torn text before it cut; a last record without its newline gets
+/// one. Without `repair` any of these is an error naming `file:line`, as is a bad line
+/// that is none of them.
+fn read_own_jsonl(
+    path: &Path,
+    repair: bool,
+    mut f: impl FnMut(Value, u64),
+) -> Result<Option<Repair>> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut r = BufReader::new(file);
     let mut buf = Vec::new();
     let mut good_end = 0u64;
     let mut lineno = 0u64;
+    let mut fix = Repair {
+        path: path.to_path_buf(),
+        cut: 0,
+        kept: 0,
+        newline: false,
+    };
+    // The mended file, from the first mend on (the bytes before it copied once).
+    let mut out: Option<tempfile::NamedTempFile> = None;
     loop {
         buf.clear();
         let n = r.read_until(b'\n', &mut buf)?;
         if n == 0 {
-            return Ok(None);
+            break;
         }
         lineno += 1;
         let complete = buf.ends_with(b"\n");
-        let parsed = serde_json::from_slice::<Value>(&buf);
-        let at_end = !complete || r.fill_buf()?.is_empty();
-        match parsed {
-            Ok(v) if complete => {
-                good_end += n as u64;
-                if v.is_object() {
-                    f(v, lineno);
+        if buf.iter().all(u8::is_ascii_whitespace) && complete {
+            good_end += n as u64;
+            if let Some(o) = out.as_mut() {
+                o.write_all(&buf)?;
+            }
+            continue;
+        }
+        let (start, value) = match serde_json::from_slice::<Value>(&buf) {
+            Ok(v) => (0, Some(v)),
+            Err(_) => match record_after_torn_text(&buf) {
+                Some((p, v)) => (p, Some(v)),
+                None => (buf.len(), None),
+            },
+        };
+        // A crash leaves a line without its newline: a bad line that has one (the last
+        // line too) is no torn write, and not ours to cut.
+        if value.is_none() && complete {
+            let e = serde_json::from_slice::<Value>(&buf).expect_err("did not parse");
+            bail!("{}:{lineno}: invalid JSON: {e}", path.display());
+        }
+        if start == 0 && complete {
+            good_end += n as u64;
+            if let Some(o) = out.as_mut() {
+                o.write_all(&buf)?;
+            }
+        } else {
+            if !repair {
+                bail!(
+                    "{}:{lineno}: {} (use --resume to repair)",
+                    path.display(),
+                    if value.is_some() && start == 0 {
+                        "the last record has no newline"
+                    } else {
+                        "torn line"
+                    }
+                );
+            }
+            if out.is_none() {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                let mut tmp = tempfile::Builder::new()
+                    .prefix(".tmp-")
+                    .tempfile_in(dir)
+                    .with_context(|| format!("cannot write in {}", dir.display()))?;
+                let mut head = File::open(path)?;
+                std::io::copy(&mut (&mut head).take(good_end), &mut tmp)?;
+                out = Some(tmp);
+            }
+            let o = out.as_mut().expect("made above");
+            fix.cut += start as u64;
+            if value.is_some() {
+                o.write_all(&buf[start..])?;
+                if complete {
+                    fix.kept += u64::from(start > 0);
+                } else {
+                    o.write_all(b"\n")?;
+                    fix.newline |= start == 0;
+                    fix.kept += u64::from(start > 0);
                 }
             }
-            _ if buf.iter().all(u8::is_ascii_whitespace) && complete => good_end += n as u64,
-            Ok(_) | Err(_) if at_end => {
-                if !repair {
-                    bail!(
-                        "{}:{lineno}: torn last line (use --resume to repair)",
-                        path.display()
-                    );
-                }
-                let len = std::fs::metadata(path)?.len();
-                let file = OpenOptions::new().write(true).open(path)?;
-                file.set_len(good_end)?;
-                file.sync_all()?;
-                return Ok(Some(len - good_end));
-            }
-            Err(e) => bail!("{}:{lineno}: invalid JSON: {e}", path.display()),
-            Ok(_) => unreachable!("a complete line that parsed is handled above"),
+        }
+        if let Some(v) = value.filter(Value::is_object) {
+            f(v, lineno);
         }
     }
+    let Some(tmp) = out else {
+        return Ok(None);
+    };
+    tmp.as_file().sync_all()?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    if let Ok(d) = File::open(path.parent().unwrap_or(Path::new("."))) {
+        let _ = d.sync_all();
+    }
+    Ok(Some(fix))
 }
 
 /// Read what `dir` holds (records, failures), repairing torn tails when `repair`.
@@ -474,9 +584,7 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
                 s.stats.add_record(&v);
             }
         })?;
-        if let Some(bytes) = torn {
-            s.repaired.push((path, bytes));
-        }
+        s.repaired.extend(torn);
     }
     let fpath = dir.join("failures.jsonl");
     if fpath.exists() {
@@ -499,9 +607,7 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
             }
             s.stats.add_failure(&v);
         })?;
-        if let Some(bytes) = torn {
-            s.repaired.push((fpath, bytes));
-        }
+        s.repaired.extend(torn);
     }
     Ok(s)
 }
@@ -625,17 +731,64 @@ mod tests {
             std::fs::read_to_string(&p).unwrap(),
             "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n"
         );
-        // A complete JSON line without its newline is torn too.
-        std::fs::write(&p, "{\"prompt_index\":1,\"prompt_hash\":\"h\"}").unwrap();
+        // A torn line alone is cut; the file, now empty, still has its (zero) entry:
+        // the checkpoint lists it.
+        std::fs::write(&p, "{\"prompt_index\":1,\"prompt_ha").unwrap();
         let s = scan(d.path(), true).unwrap();
         assert!(s.done.is_empty());
-        // The file, now empty, still has its (zero) entry: the checkpoint lists it.
         assert_eq!(s.batch_stats[&3].processed, 0);
         assert_eq!(std::fs::metadata(&p).unwrap().len(), 0);
-        // A bad line in the middle is an error with its place.
-        std::fs::write(&p, "{}\nnot json\n{}\n").unwrap();
-        let e = scan(d.path(), true).unwrap_err().to_string();
-        assert!(e.contains("batch_3.jsonl:2: invalid JSON"), "{e}");
+        // A complete record without its newline is a record: it gets its newline (it
+        // was cut once, and its paid-for trajectory lost).
+        std::fs::write(&p, "{\"prompt_index\":1,\"prompt_hash\":\"h\"}").unwrap();
+        let e = scan(d.path(), false).unwrap_err().to_string();
+        assert!(
+            e.contains("batch_3.jsonl:1: the last record has no newline"),
+            "{e}"
+        );
+        let s = scan(d.path(), true).unwrap();
+        assert_eq!(s.done.len(), 1);
+        assert_eq!(
+            s.repaired[0].to_string().split(": ").nth(1),
+            Some("added the newline its last record lacked")
+        );
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n"
+        );
+        // A torn line that a record was appended to (the reference's resume appends to
+        // old batch files): the record is kept, in place, and the torn text cut. The
+        // whole line was cut once, the record with it.
+        let rows = "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n{\"prompt_index\":2,\"prompt_ha\
+                    {\"prompt_index\":3,\"prompt_hash\":\"k\",\"x\":{\"y\":[1]}}\n{\"prompt_index\":4,\"prompt_hash\":\"m\"}\n\
+                    {\"prompt_index\":5,\"p";
+        std::fs::write(&p, rows).unwrap();
+        let e = scan(d.path(), false).unwrap_err().to_string();
+        assert!(
+            e.contains("batch_3.jsonl:2: torn line (use --resume to repair)"),
+            "{e}"
+        );
+        let s = scan(d.path(), true).unwrap();
+        assert_eq!(s.done.len(), 3, "{:?}", s.done);
+        let fix = &s.repaired[0];
+        assert_eq!((fix.kept, fix.cut, fix.newline), (1, 48, false), "{fix}");
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n\
+             {\"prompt_index\":3,\"prompt_hash\":\"k\",\"x\":{\"y\":[1]}}\n{\"prompt_index\":4,\"prompt_hash\":\"m\"}\n"
+        );
+        // A bad line with its newline is no torn write, in the middle or at the end: an
+        // error with its place, and the file untouched.
+        for bad in ["{}\nnot json\n{}\n", "{}\n{}\nnot json\n"] {
+            std::fs::write(&p, bad).unwrap();
+            let e = scan(d.path(), true).unwrap_err().to_string();
+            let at = if bad.ends_with("{}\n") { 2 } else { 3 };
+            assert!(
+                e.contains(&format!("batch_3.jsonl:{at}: invalid JSON")),
+                "{e}"
+            );
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), bad);
+        }
     }
 
     /// The newest reference's `_entry_prompt_text` cases, and what a scan makes of its

@@ -380,6 +380,84 @@ fn resume_of_a_hermes_0_19_0_run_directory_runs_only_what_is_missing() {
     );
 }
 
+/// A crash tore a row of the reference's batch file, and its resume appended the next
+/// row to the same file: the torn text and a complete row share a line. That whole line
+/// was cut, the complete row with it (lost on disk, and paid for again); the row is
+/// kept now, in place, and only the torn text goes.
+#[test]
+fn resume_keeps_a_record_that_a_torn_line_ran_into() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"default": {"content": "done {prompt}", "reasoning": "r"}}));
+    let run_dir = copy_rundir(d.path(), "hermes-0.19.0");
+    let b0 = std::fs::read_to_string(run_dir.join("batch_0.jsonl")).unwrap();
+    let b2 = std::fs::read_to_string(run_dir.join("batch_2.jsonl")).unwrap();
+    let lines: Vec<&str> = b0.lines().collect();
+    let torn = &lines[2][..300];
+    let joined = format!("{}\n{}\n{torn}{b2}", lines[0], lines[1]);
+    std::fs::write(run_dir.join("batch_0.jsonl"), &joined).unwrap();
+    std::fs::remove_file(run_dir.join("batch_2.jsonl")).unwrap();
+    let moved: Value = serde_json::from_str(b2.trim_end()).unwrap();
+    let lost: Value = serde_json::from_str(lines[2]).unwrap();
+
+    // Without --resume the file is not touched: an error naming the line.
+    let mut c = traj_run(d.path(), &s, "data/hermes-0.19.0");
+    c.args(["hermes-0.19.0.jsonl"]);
+    let o = run(c);
+    assert_ne!(o.status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(run_dir.join("batch_0.jsonl")).unwrap(),
+        joined
+    );
+
+    let mut c = traj_run(d.path(), &s, "data/hermes-0.19.0");
+    c.args(["hermes-0.19.0.jsonl", "--resume"]);
+    c.arg("--progress-secs").arg("0");
+    let o = run(c);
+    assert_code(&o, 0);
+    let err = stderr(&o);
+    assert!(
+        err.contains("batch_0.jsonl: cut 300 bytes of torn text (what it held runs again); kept 1 complete record that a torn line ran into"),
+        "{err}"
+    );
+    let asked: BTreeSet<String> = s
+        .requests()
+        .iter()
+        .map(|r| {
+            r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["role"] == "user")
+                .unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let prompt_of = |v: &Value| {
+        v["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["from"] == "human")
+            .unwrap()["value"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        !asked.contains(&prompt_of(&moved)),
+        "the kept record's prompt ran again"
+    );
+    assert!(
+        asked.contains(&prompt_of(&lost)),
+        "the torn record's prompt runs again"
+    );
+    let b0_now = std::fs::read_to_string(run_dir.join("batch_0.jsonl")).unwrap();
+    assert_eq!(b0_now, format!("{}\n{}\n{b2}", lines[0], lines[1]));
+    assert_counts_match_files(&run_dir);
+}
+
 #[test]
 fn resume_of_a_newest_reference_run_directory_counts_discarded_rows_as_done() {
     // Done: 0, 2 (chat-shaped conversations), 3 (messages), 4, 6, 8; discarded: 1, 5.
