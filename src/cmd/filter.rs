@@ -285,6 +285,10 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
     };
     let judge = |line: &[u8]| {
+        // A prompt the run dropped, no trajectory: never kept, also under --invert.
+        if let Some(why) = crate::format::row::tombstone(line) {
+            return Verdict::Discarded(vec![why]);
+        }
         if preds.is_empty() && pieces.is_none() {
             return match filter::validate_object(line) {
                 Ok(()) => {

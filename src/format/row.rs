@@ -17,6 +17,30 @@ pub use crate::format::jsonscan::decode_str;
 pub(crate) use crate::format::jsonscan::object_members;
 use crate::format::jsonscan::{object_members_with, scan_json, scan_value_at, skip_ws};
 
+/// The reason a tombstone of hermes-agent's batch runner (`{"prompt_index": N,
+/// "discarded": "no_reasoning", "prompt": …}`) is dropped with, from the raw JSON text
+/// of its `discarded`: `tombstone: discarded "no_reasoning"`.
+pub fn tombstone_reason(discarded: &str) -> String {
+    format!("tombstone: discarded {discarded}")
+}
+
+/// [`tombstone_reason`] of `line` when it is a tombstone: a JSON object whose
+/// `discarded` is not null, whatever else it holds. It marks a prompt the run dropped,
+/// and is no trajectory: traj-merge, traj-filter and traj-normalize drop it with this
+/// reason, traj-report counts it. `None` for any other line (a bad one too).
+pub fn tombstone(line: &[u8]) -> Option<String> {
+    memchr::memmem::find(line, b"discarded")?;
+    let text = std::str::from_utf8(line).ok()?;
+    let mut found = None;
+    object_members(line, 0, |key, vs, ve| {
+        if &*crate::format::jsonscan::key_text(key) == b"discarded" {
+            found = Some(&text[vs..ve]);
+        }
+    })
+    .ok()?;
+    found.filter(|d| *d != "null").map(tombstone_reason)
+}
+
 /// Why a line cannot be read as a row (bad input, not a drop). The `Display` text is
 /// the reason written to the rejects file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

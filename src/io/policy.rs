@@ -36,6 +36,10 @@ pub enum Verdict {
     /// The line is not passed on, for these reasons, on purpose (a filter's drop, a
     /// merge's duplicate): goes to the rejects file, never counts as an error.
     Dropped(Vec<String>),
+    /// The line holds no row to pass on, only the mark of one its run discarded
+    /// (hermes-agent's tombstone, [`crate::format::row::tombstone`]): dropped as
+    /// [`Verdict::Dropped`] is, but never data lost when there is no rejects file.
+    Discarded(Vec<String>),
     /// The line is bad input: handled by the `--on-error` policy.
     Bad(String),
     /// As [`Verdict::Bad`], for a line the stage read as a row (JSON by the row rule,
@@ -82,7 +86,7 @@ impl Summary {
     ) -> Result<Option<LineError>> {
         match verdict {
             Verdict::Written => {}
-            Verdict::Dropped(reasons) => {
+            Verdict::Dropped(reasons) | Verdict::Discarded(reasons) => {
                 self.dropped_lines += 1;
                 for r in reasons {
                     *self.dropped.entry(r.clone()).or_default() += 1;
@@ -90,7 +94,7 @@ impl Summary {
                 if rejects.is_kept() {
                     // A drop is a judgement of a row: the line was read as one.
                     rejects.write(source, lineno, reasons, line, true)?;
-                } else if drops_are_loss {
+                } else if drops_are_loss && matches!(verdict, Verdict::Dropped(_)) {
                     self.lost += 1;
                     rejects.lose();
                 }

@@ -799,3 +799,64 @@ fn valid_tools_reads_tools_and_arguments_as_normalize_does() {
     assert_eq!(rej.len(), 1);
     assert_eq!(rej[0]["line"], 3);
 }
+
+/// A tombstone of the newest hermes-agent (`{"prompt_index", "discarded", "prompt"}`) is
+/// no trajectory. traj-filter stopped at it as a bad line under any predicate ("row has
+/// neither conversations nor messages") and kept it without one; traj-normalize
+/// refused it ("no message list"), so its first documented example failed on such a
+/// run. Both now drop it as traj-merge does, with its reason, never as lost data.
+#[test]
+fn tombstones_are_dropped_with_their_reason_by_filter_and_normalize() {
+    let d = tmpdir();
+    let batches: Vec<String> = (0..3)
+        .map(|n| fx(&format!("rundirs/hermes-0.21/batch_{n}.jsonl")))
+        .collect();
+    let lines: Vec<String> = batches
+        .iter()
+        .flat_map(|b| {
+            std::fs::read_to_string(b)
+                .unwrap()
+                .lines()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let tombs: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("\"discarded\""))
+        .collect();
+    assert_eq!(tombs.len(), 2, "the fixture has two tombstones");
+    let cases: [(&str, &[&str]); 6] = [
+        ("traj-filter", &[]),
+        ("traj-filter", &["--valid-tools"]),
+        ("traj-filter", &["--invert", "--well-formed"]),
+        ("traj-filter", &["--best-of"]),
+        ("traj-normalize", &[]),
+        ("traj-normalize", &["--to", "openai"]),
+    ];
+    for (bin, args) in cases {
+        let mut all: Vec<&str> = batches.iter().map(String::as_str).collect();
+        all.extend(args);
+        // Without --rejects: dropped, said so, exit 0 (no data lost).
+        let o = run_in(bin, d.path(), &all);
+        assert_code(&o, 0);
+        let err = stderr(&o);
+        assert!(err.contains("tombstone"), "{bin} {args:?}: {err}");
+        assert!(!stdout(&o).contains("\"discarded\""), "{bin} {args:?}");
+        all.extend(["--rejects", "r.jsonl", "-o", "out.jsonl"]);
+        let o = run_in(bin, d.path(), &all);
+        assert_code(&o, 0);
+        let rej = read_jsonl(&d.path().join("r.jsonl"));
+        let dropped: Vec<&Value> = rej
+            .iter()
+            .filter(|r| r["reasons"] == json!(["tombstone: discarded \"no_reasoning\""]))
+            .collect();
+        assert_eq!(dropped.len(), 2, "{bin} {args:?}: {rej:?}");
+        for (r, line) in dropped.iter().zip(&tombs) {
+            let original: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(r["record"], original, "{bin} {args:?}: the exact row");
+        }
+        let out = std::fs::read_to_string(d.path().join("out.jsonl")).unwrap();
+        assert!(!out.contains("\"discarded\""), "{bin} {args:?}");
+    }
+}

@@ -49,6 +49,8 @@ pub type Judged = (Vec<String>, Option<String>, Option<f64>);
 enum Seen {
     /// Bad input (judged again by the second read's policy).
     Bad(String),
+    /// A tombstone ([`crate::format::row::tombstone`]): dropped, also under `invert`.
+    Tombstone(String),
     /// Fails a row predicate.
     Failed(Vec<String>),
     /// Passes the row predicates.
@@ -115,6 +117,11 @@ impl Plan {
         self.lines.push(seen);
     }
 
+    /// Note the next line, a tombstone dropped for `why`.
+    pub fn add_tombstone(&mut self, why: String) {
+        self.lines.push(Seen::Tombstone(why));
+    }
+
     fn id(&mut self, name: String) -> u32 {
         if let Some(&id) = self.ids.get(&name) {
             return id;
@@ -142,6 +149,7 @@ impl Plan {
     pub fn verdict(&self, index: usize, rules: GroupRules, invert: bool) -> Verdict {
         let reasons = match &self.lines[index] {
             Seen::Bad(e) => return Verdict::Bad(e.clone()),
+            Seen::Tombstone(why) => return Verdict::Discarded(vec![why.clone()]),
             Seen::Failed(r) => r.clone(),
             Seen::Passed {
                 unjudged: Some(why),
@@ -227,7 +235,10 @@ pub fn run(
     let mut plan = Plan::default();
     let mut first = Records::new(sources.clone(), cfg.select.clone());
     while let Some(rec) = first.next_record()? {
-        plan.add(judge(rec.bytes));
+        match crate::format::row::tombstone(rec.bytes) {
+            Some(why) => plan.add_tombstone(why),
+            None => plan.add(judge(rec.bytes)),
+        }
     }
     let (on_error, drops_are_loss) = cfg.policy();
     let mut tally = Tally::new(on_error, drops_are_loss, rejects);

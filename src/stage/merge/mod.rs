@@ -288,7 +288,7 @@ fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
     if let Some(d) = fields.get("discarded")
         && *d != "null"
     {
-        return Ok(Parsed::Tombstone(format!("tombstone: discarded {d}")));
+        return Ok(Parsed::Tombstone(row::tombstone_reason(d)));
     }
     // A `--columns core` row keeps its run members in its `metadata` string.
     let meta_text = (spec == &KeySpec::Task

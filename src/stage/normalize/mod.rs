@@ -280,6 +280,10 @@ pub fn convert_line(
     out: &mut Vec<u8>,
     tally: &std::sync::Mutex<Tally>,
 ) -> crate::io::Verdict {
+    // A prompt the run dropped, no trajectory to convert.
+    if let Some(why) = crate::format::row::tombstone(line) {
+        return crate::io::Verdict::Discarded(vec![why]);
+    }
     let mut made = Tally::default();
     match normalize_line(line, opts, out, &mut made) {
         Ok(()) => {
