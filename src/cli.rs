@@ -182,14 +182,17 @@ pub fn note(name: &str, msg: &str) {
 /// Name each file of a directory input passed over as a stage's JSON document
 /// ([`crate::io::is_stage_document`]), with how to read it anyway (`hint`).
 pub fn note_passed_over(name: &str, files: &[std::path::PathBuf], hint: &str) {
+    note_not_read(
+        name,
+        files,
+        &format!("a JSON document of a stage or of `datasets`, by its name; {hint}"),
+    );
+}
+
+/// Name each file of a directory input not read, and why (`why`).
+pub fn note_not_read(name: &str, files: &[std::path::PathBuf], why: &str) {
     for f in files {
-        note(
-            name,
-            &format!(
-                "{}: not read (a stage's JSON document, by its name; {hint})",
-                f.display()
-            ),
-        );
+        note(name, &format!("{}: not read ({why})", f.display()));
     }
 }
 

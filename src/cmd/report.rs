@@ -121,6 +121,11 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 &i.skipped,
                 "name the file, or give --glob, to read it",
             );
+            crate::cli::note_not_read(
+                NAME,
+                &i.beside_run,
+                "beside the rows of a traj-run directory; name the file to read it",
+            );
         }
     }
     let before = if args.before.is_empty() {
@@ -132,6 +137,18 @@ pub fn run_cli(args: Args) -> Result<Status> {
     let read: Vec<_> = (sets.iter().flat_map(|(_, i)| i.sources.iter().cloned()))
         .chain(before.iter().flatten().cloned())
         .collect();
+    // stdin can be read once: a second `-` would read nothing (an empty dataset, an
+    // empty --before) and say nothing.
+    if read
+        .iter()
+        .filter(|s| matches!(s, crate::io::Source::Stdin))
+        .count()
+        > 1
+    {
+        crate::usage_bail!(
+            "stdin (-) is named twice among the inputs and --before: it can be read once"
+        );
+    }
     // What goes to stdout: the page without -o (unless --summary), --summary's table.
     let stdout = std::path::Path::new("-");
     let page = match args.io.output.as_deref() {
@@ -206,6 +223,9 @@ pub fn run_cli(args: Args) -> Result<Status> {
             msg.push_str(&crate::cli::bad_lines_text(&d.summary));
             msg.push_str(&crate::cli::lost_text(&d.summary));
             note(NAME, &msg);
+            for n in &d.notes {
+                note(NAME, &format!("{}: {n}", d.name));
+            }
         }
     }
     if !args.io.quiet

@@ -121,13 +121,22 @@ pub fn sources_matching(args: &[String], prefix: &str, glob: Option<&Glob>) -> R
 }
 
 /// True for the JSON documents the stages write beside their rows (`statistics.json`,
-/// `checkpoint.json`, `*metrics.json`, `*stats.json`), taken by their names: no rows. A
-/// directory's readers that pass over them name each (traj-report, traj-compress
-/// `--input DIR`).
+/// `checkpoint.json`, `*metrics.json`, `*stats.json`) and those of HF `datasets` beside
+/// a dataset's files (`dataset_info.json`, `dataset_infos.json` of a Hub snapshot,
+/// `dataset_dict.json` and `state.json` of `save_to_disk`), taken by their names: no
+/// rows. A directory's readers that pass over them name each (traj-report,
+/// traj-compress `--input DIR`).
 pub fn is_stage_document(p: &Path) -> bool {
     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    matches!(name, "statistics.json" | "checkpoint.json")
-        || name.ends_with("metrics.json")
+    matches!(
+        name,
+        "statistics.json"
+            | "checkpoint.json"
+            | "dataset_info.json"
+            | "dataset_infos.json"
+            | "dataset_dict.json"
+            | "state.json"
+    ) || name.ends_with("metrics.json")
         || name.ends_with("stats.json")
 }
 
@@ -485,7 +494,7 @@ pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
         };
         return super::parquet::lines_of_parquet(f, src.name());
     }
-    let decoded: Box<dyn BufRead + Send> = if head.starts_with(&[0x1f, 0x8b]) {
+    let mut decoded: Box<dyn BufRead + Send> = if head.starts_with(&[0x1f, 0x8b]) {
         let gz = flate2::bufread::MultiGzDecoder::new(buf);
         Box::new(BufReader::with_capacity(BUF_SIZE, gz))
     } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
@@ -493,8 +502,21 @@ pub fn open_source(src: &Source) -> Result<Box<dyn BufRead + Send>> {
             .with_context(|| format!("{}: cannot start the zstd decoder", src.name()))?;
         Box::new(BufReader::with_capacity(BUF_SIZE, zst))
     } else {
-        Box::new(buf)
+        return if is_json_array_name(src) {
+            super::jsonarray::lines_of_array(Box::new(buf), src.name())
+        } else {
+            Ok(Box::new(buf))
+        };
     };
+    // A compressed Parquet file (`x.parquet.gz`): decompressed to a temp file, which
+    // Parquet's reader needs to seek in.
+    let inner = decoded
+        .fill_buf()
+        .with_context(|| format!("{}: read error", src.name()))?;
+    if super::parquet::is_parquet(inner) {
+        let f = super::parquet::spool(decoded, &src.name())?;
+        return super::parquet::lines_of_parquet(f, src.name());
+    }
     if is_json_array_name(src) {
         return super::jsonarray::lines_of_array(decoded, src.name());
     }

@@ -1034,3 +1034,171 @@ fn compare_counts_a_tool_one_dataset_never_called_as_zero() {
     let figs = figures(&data);
     assert_eq!(figs["tool.terminal.calls"], [json!(0.0), json!(1.0)]);
 }
+
+/// Other people's odd inputs, each of which once broke the report or misled its reader.
+#[test]
+fn odd_inputs_of_other_peoples_data_are_read_or_refused_plainly() {
+    let d = tmpdir();
+    let chat = |extra: &str| {
+        format!(
+            r#"{{{extra}"messages":[{{"role":"user","content":"q"}},{{"role":"assistant","content":"a"}}]}}"#
+        )
+    };
+    // Numbers at the ends of i64 (a "worst reward" sentinel, usage past i64): the
+    // histograms' arithmetic overflowed and the report panicked (exit 101).
+    let rows = [
+        chat(r#""reward":0,"#),
+        chat(r#""reward":1e16,"#),
+        chat(r#""reward":-1.7976931348623157e308,"#),
+        chat(r#""usage":{"total_tokens":9223372036854775807},"#),
+        chat(r#""usage":{"prompt_tokens":18446744073709551615,"completion_tokens":5},"#),
+    ];
+    std::fs::write(d.path().join("ext.jsonl"), rows.join("\n") + "\n").unwrap();
+    let o = traj_report(d.path(), &["ext.jsonl", "--summary"]);
+    assert_code(&o, 0);
+    // u64::MAX was cast to -1: 5 API tokens more than nothing read 4.
+    assert!(!stdout(&o).contains("API tokens                                           4"));
+    assert_code(&traj_report(d.path(), &["ext.jsonl", "-o", "ext.html"]), 0);
+
+    // stdin named twice: the second read nothing, and the page said B had 0 rows.
+    let mut c = cmd("traj-report", d.path());
+    c.args(["--compare", "-", "-", "--summary"]);
+    c.stdin(std::fs::File::open(d.path().join("ext.jsonl")).unwrap());
+    let o = c.output().unwrap();
+    assert_code(&o, 2);
+    assert!(
+        stderr(&o).contains("stdin (-) is named twice"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A tool name with terminal escapes: --summary printed them raw (a cleared screen,
+    // a forged table line).
+    let evil = json!({"messages": [{"role": "user", "content": "q"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function",
+            "function": {"name": "x\u{1b}[2J\u{7}\nrows 999", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "1", "content": "ok"},
+        {"role": "assistant", "content": "done"}]});
+    std::fs::write(d.path().join("evil.jsonl"), format!("{evil}\n")).unwrap();
+    let o = traj_report(d.path(), &["evil.jsonl", "--summary"]);
+    assert_code(&o, 0);
+    let table = stdout(&o);
+    assert!(
+        !table.contains('\u{1b}') && !table.contains('\u{7}'),
+        "{table:?}"
+    );
+    assert!(table.contains(r"x\u{1b}[2J\u{7}\nrows 999"), "{table}");
+
+    // A traj-run directory with a pipeline's files beside its rows: they were passed
+    // over without a word.
+    let rundir = d.path().join("run");
+    std::fs::create_dir_all(rundir.join("more")).unwrap();
+    std::fs::write(
+        rundir.join("batch_0.jsonl"),
+        chat(r#""prompt_index":0,"#) + "\n",
+    )
+    .unwrap();
+    std::fs::write(rundir.join("checkpoint.json"), "{}\n").unwrap();
+    std::fs::write(
+        rundir.join("trajectories_compressed.jsonl"),
+        chat("") + "\n",
+    )
+    .unwrap();
+    std::fs::write(rundir.join("more/extra.jsonl"), chat("") + "\n").unwrap();
+    let o = traj_report(d.path(), &["run", "--summary"]);
+    assert_code(&o, 0);
+    for f in ["trajectories_compressed.jsonl", "more/extra.jsonl"] {
+        assert!(
+            stderr(&o).contains(&format!(
+                "{f}: not read (beside the rows of a traj-run directory"
+            )),
+            "{f}: {}",
+            stderr(&o)
+        );
+    }
+
+    // A Hub snapshot: its `dataset_infos.json` was read as rows and failed the report;
+    // its Parquet, gzipped, was "invalid JSON".
+    let hub = d.path().join("hub/data");
+    std::fs::create_dir_all(&hub).unwrap();
+    std::fs::write(
+        d.path().join("hub/dataset_infos.json"),
+        "{\n  \"default\": {}\n}\n",
+    )
+    .unwrap();
+    let mut c = cmd("traj-normalize", d.path());
+    c.args(["ext.jsonl", "-o", "hub/data/train-00000-of-00001.parquet"]);
+    assert_code(&run(c), 0);
+    let o = traj_report(d.path(), &["hub", "--summary"]);
+    assert_code(&o, 0);
+    assert!(
+        stderr(&o).contains("dataset_infos.json: not read"),
+        "{}",
+        stderr(&o)
+    );
+    let parquet = std::fs::read(hub.join("train-00000-of-00001.parquet")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &parquet).unwrap();
+    std::fs::write(d.path().join("p.parquet.gz"), gz.finish().unwrap()).unwrap();
+    for bin in ["traj-report", "traj-normalize"] {
+        let mut c = cmd(bin, d.path());
+        c.arg("p.parquet.gz");
+        c.arg(if bin == "traj-report" {
+            "--summary"
+        } else {
+            "-q"
+        });
+        let o = run(c);
+        assert_code(&o, 0);
+        if bin == "traj-normalize" {
+            assert_eq!(stdout(&o).lines().count(), 5, "{bin}");
+        } else {
+            assert!(
+                stderr(&o).contains("5 lines read, 5 rows"),
+                "{}",
+                stderr(&o)
+            );
+        }
+    }
+
+    // --before with rows paired by their number, after a sample: the numbers no longer
+    // name the same rows, and each summary showed another row's turns as replaced.
+    let long: Vec<String> = (0..6)
+        .map(|i| {
+            let mut turns = vec![json!({"from": "system", "value": "s"}),
+                json!({"from": "human", "value": format!("question {i}")})];
+            for k in 0..6 {
+                turns.push(json!({"from": "gpt", "value": format!("<think>\n</think>\nanswer {i}.{k} {}", "w ".repeat(200))}));
+                turns.push(json!({"from": "human", "value": format!("more {i}.{k}")}));
+            }
+            turns.push(json!({"from": "gpt", "value": "<think>\n</think>\nend"}));
+            json!({"conversations": turns}).to_string()
+        })
+        .collect();
+    std::fs::write(d.path().join("long.jsonl"), long.join("\n") + "\n").unwrap();
+    let mut c = cmd("traj-compress", d.path());
+    c.args([
+        "long.jsonl",
+        "--offline",
+        "--tokenizer",
+        "chars4",
+        "--target-max-tokens",
+        "600",
+    ]);
+    c.args(["--sample-percent", "50", "-o", "comp.jsonl", "-q"]);
+    assert_code(&run(c), 0);
+    let o = traj_report(
+        d.path(),
+        &["comp.jsonl", "--before", "long.jsonl", "-o", "c.html"],
+    );
+    assert_code(&o, 0);
+    assert!(
+        stderr(&o).contains("--before: 3 rows without an id, prompt_index, prompt_hash or task_key against 6 in --before"),
+        "{}",
+        stderr(&o)
+    );
+    let html = std::fs::read_to_string(d.path().join("c.html")).unwrap();
+    let data = data_block(&html).to_string();
+    assert!(data.contains("\"sum_at\":"), "the summaries are embedded");
+    assert!(!data.contains("\"rep\":"), "no replaced turns shown");
+}

@@ -9,6 +9,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+/// A count or size from the data as a [`Dist`] value: one past `i64` is held at its
+/// end (a cast would wrap `u64::MAX` to -1).
+pub fn int<T: TryInto<i64>>(x: T) -> i64 {
+    x.try_into().unwrap_or(i64::MAX)
+}
+
 /// How many bars a histogram has at most.
 pub const MAX_BINS: i64 = 30;
 
@@ -84,20 +90,25 @@ impl Dist {
         } else {
             max
         };
-        let span = top - min + 1;
-        let w = nice_width((span + MAX_BINS - 1) / MAX_BINS);
+        // In i128: the span of two extreme values (a reward of -1.8e308 beside 1, both
+        // held at the ends of i64) does not fit an i64.
+        let (min, top128) = (i128::from(min), i128::from(top));
+        let span = top128 - min + 1;
+        let w = nice_width((span + i128::from(MAX_BINS) - 1) / i128::from(MAX_BINS));
         let lo = min.div_euclid(w) * w;
-        let nbins = ((top - lo) / w + 1) as usize;
+        let nbins = ((top128 - lo) / w + 1) as usize;
         let mut bins = vec![0u64; nbins];
         let mut over = 0;
         for (v, c) in &self.counts {
             if *v > top {
                 over += c;
             } else {
-                bins[((v - lo) / w) as usize] += c;
+                bins[((i128::from(*v) - lo) / w) as usize] += c;
             }
         }
-        (lo, w, bins, over, top)
+        let at_most_i64 =
+            |x: i128| i64::try_from(x).unwrap_or(if x < 0 { i64::MIN } else { i64::MAX });
+        (at_most_i64(lo), at_most_i64(w), bins, over, top)
     }
 
     /// The page's view: count, sum, mean, min, quartiles and tail quantiles, max, and
@@ -126,16 +137,19 @@ impl Dist {
     }
 }
 
-/// The smallest of 1, 2, 5 times a power of ten that is at least `w`.
-fn nice_width(w: i64) -> i64 {
-    let mut p = 1i64;
+/// The smallest of 1, 2, 5 times a power of ten that is at least `w` (at most 10^38).
+fn nice_width(w: i128) -> i128 {
+    let mut p = 1i128;
     loop {
         for m in [1, 2, 5] {
             if m * p >= w {
                 return m * p;
             }
         }
-        p = p.saturating_mul(10);
+        if p >= 10i128.pow(37) {
+            return 10 * p;
+        }
+        p *= 10;
     }
 }
 
@@ -173,5 +187,37 @@ mod tests {
         assert_eq!(nice_width(7), 10);
         assert_eq!(nice_width(1), 1);
         assert_eq!(nice_width(3), 5);
+    }
+
+    /// A reward of -1.8e308 (a "worst" sentinel) or 1e16 is held at an end of i64;
+    /// the span of two such values overflowed, and the report panicked.
+    #[test]
+    fn histogram_of_values_at_both_ends_of_i64() {
+        for values in [
+            vec![i64::MIN, 0, 1000, i64::MAX],
+            vec![0, i64::MAX],
+            vec![i64::MIN, i64::MIN + 1],
+            vec![i64::MAX],
+        ] {
+            let mut d = Dist::default();
+            for v in &values {
+                d.push(*v);
+            }
+            let (_, w, bins, over, _) = d.histogram();
+            assert_eq!(
+                bins.iter().sum::<u64>() + over,
+                values.len() as u64,
+                "{values:?}"
+            );
+            assert!(
+                bins.len() as i64 <= MAX_BINS + 2,
+                "{values:?}: {} bins",
+                bins.len()
+            );
+            assert!(w > 0);
+            let _ = d.to_json(1000);
+        }
+        assert_eq!(int(u64::MAX), i64::MAX, "not -1");
+        assert_eq!(int(5usize), 5);
     }
 }

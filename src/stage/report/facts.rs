@@ -301,7 +301,7 @@ fn usage<'v>(get: &impl Fn(&str) -> Option<&'v Value>) -> Option<Usage> {
     let tokens = u.and_then(|u| {
         u64_field(u, "total_tokens").or_else(|| {
             let p = u64_field(u, "prompt_tokens")?;
-            Some(p + u64_field(u, "completion_tokens").unwrap_or(0))
+            Some(p.saturating_add(u64_field(u, "completion_tokens").unwrap_or(0)))
         })
     });
     let usage = Usage {

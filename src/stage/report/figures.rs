@@ -383,12 +383,36 @@ pub fn diff(v: &[Option<f64>], fmt: Fmt) -> String {
     }
 }
 
+/// `s` with its control characters escaped (`\u{1b}`, `\n`): tool names, stop reasons
+/// and file names come from the data, and a terminal obeys an escape sequence.
+fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// The figures as a text table: a header of dataset names, one line per figure under
-/// its group, and a difference column with two datasets.
+/// its group, and a difference column with two datasets (every text from the data
+/// with its control characters escaped).
 pub fn table(names: &[String], figs: &[Figure]) -> String {
-    let label_w = figs
+    let names: Vec<String> = names.iter().map(|n| printable(n).into_owned()).collect();
+    let labels: Vec<String> = figs
         .iter()
-        .map(|f| f.label.chars().count() + 2)
+        .map(|f| printable(&f.label).into_owned())
+        .collect();
+    let label_w = labels
+        .iter()
+        .map(|l| l.chars().count() + 2)
         .max()
         .unwrap_or(10)
         .max(10);
@@ -400,7 +424,7 @@ pub fn table(names: &[String], figs: &[Figure]) -> String {
         .clamp(12, 40);
     let mut s = String::new();
     let mut line = format!("{:label_w$}", "");
-    for n in names {
+    for n in &names {
         line.push_str(&format!("  {n:>col_w$}"));
     }
     if names.len() == 2 {
@@ -409,13 +433,13 @@ pub fn table(names: &[String], figs: &[Figure]) -> String {
     s.push_str(line.trim_end());
     s.push('\n');
     let mut group = "";
-    for f in figs {
+    for (f, label) in figs.iter().zip(&labels) {
         if f.group != group {
             group = f.group;
             s.push_str(group);
             s.push('\n');
         }
-        let mut line = format!("  {:w$}", f.label, w = label_w - 2);
+        let mut line = format!("  {label:w$}", w = label_w - 2);
         for v in &f.v {
             line.push_str(&format!("  {:>col_w$}", show(*v, f.fmt)));
         }

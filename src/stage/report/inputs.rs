@@ -4,7 +4,8 @@
 //! A directory holding `statistics.json` or `checkpoint.json` is a traj-run directory:
 //! its rows are the raw records (`batch_N.jsonl`, in natural order) and `failures.jsonl`;
 //! `statistics.json` is read as JSON for the run's totals; the stage outputs a pipeline
-//! may have left beside them are not read (name them as files to include them). In any
+//! may have left beside them are not read (each is listed, [`Inputs::beside_run`]; name
+//! them as files to include them). In any
 //! other directory the data files are read ([`crate::io::data_files_in`], `--glob`),
 //! except the JSON documents of the stages (`statistics.json`, `checkpoint.json`,
 //! `*metrics.json`, `*stats.json`), which are not rows: each file passed over so is
@@ -27,6 +28,9 @@ pub struct Inputs {
     /// Files of a data directory not read, taken by their names for the JSON documents
     /// of the stages.
     pub skipped: Vec<PathBuf>,
+    /// Data files of a traj-run directory that are not its rows (what a pipeline left
+    /// beside them: `trajectories.jsonl`, a compressed copy).
+    pub beside_run: Vec<PathBuf>,
 }
 
 fn is_run_dir(d: &Path) -> bool {
@@ -66,8 +70,13 @@ pub fn resolve(args: &[String], glob: Option<&Glob>) -> Result<Inputs> {
     for a in args {
         let p = Path::new(a);
         if a != "-" && p.is_dir() && is_run_dir(p) && glob.is_none() {
-            out.sources
-                .extend(run_dir_files(p)?.into_iter().map(Source::File));
+            let rows = run_dir_files(p)?;
+            out.beside_run.extend(
+                data_files_in(p, None)?
+                    .into_iter()
+                    .filter(|f| !rows.contains(f) && !crate::io::is_stage_document(f)),
+            );
+            out.sources.extend(rows.into_iter().map(Source::File));
             let s = p.join("statistics.json");
             if s.is_file() {
                 out.statistics.push(s);

@@ -64,6 +64,9 @@ pub struct Dataset {
     pub summary: Summary,
     /// Rows (trajectories and failure lines) seen, embedded or not.
     pub viewable: u64,
+    /// What the command should say about this dataset (a `--before` that could not be
+    /// paired).
+    pub notes: Vec<String>,
 }
 
 /// The key that pairs a compressed row with its uncompressed one (`--before`): its
@@ -81,11 +84,11 @@ fn measures(f: &facts::Facts) -> Measures {
         .reward
         .map(|r| (r * overview::REWARD_SCALE as f64).round() as i64);
     [
-        Some(f.tokens as i64),
-        Some(f.tokens as i64),
-        Some(f.turns as i64),
-        Some(f.calls as i64),
-        Some(f.tool_errors as i64),
+        Some(dist::int(f.tokens)),
+        Some(dist::int(f.tokens)),
+        Some(dist::int(f.turns)),
+        Some(dist::int(f.calls)),
+        Some(dist::int(f.tool_errors)),
         r,
         r,
     ]
@@ -164,8 +167,11 @@ pub fn read_dataset(
         tally.account(&l.record(), verdict)
     })?;
     let mut embedded = sample.finish();
+    // The dataset's own bad lines (a bad line of --before is counted, not shown as one).
+    let bad = tally.summary.bad;
+    let mut notes = Vec::new();
     if let (Some(b), Some(seen)) = (before, seen) {
-        attach_replaced(&mut embedded, b, &seen, &mut tally)?;
+        notes.extend(attach_replaced(&mut embedded, b, &seen, &mut tally)?);
     }
     let stats = inputs
         .statistics
@@ -176,10 +182,11 @@ pub fn read_dataset(
     Ok(Dataset {
         name: name.to_string(),
         inputs: inputs.names,
-        overview: ov.to_json(summary.bad, &stats),
+        overview: ov.to_json(bad, &stats),
         rows: embedded,
         summary,
         viewable,
+        notes,
     })
 }
 
@@ -192,13 +199,15 @@ pub fn read_dataset(
 /// writes its rows in input order), and only when both sides have the key as many times
 /// (`seen`: the compressed side's counts). A key that repeats a different number of
 /// times (a row dropped on one side) cannot say which row is which: its summaries show
-/// no replaced turns rather than another row's.
+/// no replaced turns rather than another row's. Rows without a key are paired by their
+/// number only when both sides hold as many of them (a sample, a shard or a filter in
+/// between shifts the numbers): else none is, and the note returned says so.
 fn attach_replaced(
     embedded: &mut [Value],
     before: Vec<Source>,
     seen: &HashMap<String, u64>,
     tally: &mut Tally,
-) -> Result<()> {
+) -> Result<Option<String>> {
     let mut want: HashMap<(String, u64), usize> = HashMap::new();
     for (i, v) in embedded.iter().enumerate() {
         if v["sum_at"].is_u64()
@@ -249,8 +258,11 @@ fn attach_replaced(
             .to_vec();
         found.push((i, key, json!({"from": start, "to": end, "turns": replaced})));
     }
+    let keyless = |m: &HashMap<String, u64>| m.keys().filter(|k| k.starts_with('#')).count();
+    let (after_n, before_n) = (keyless(seen), keyless(&counts));
+    let by_number = after_n == before_n;
     for (i, key, rep) in found {
-        if counts.get(&key) != seen.get(&key) {
+        if counts.get(&key) != seen.get(&key) || (key.starts_with('#') && !by_number) {
             continue;
         }
         if let Some(t) = embedded[i]["t"]
@@ -260,7 +272,13 @@ fn attach_replaced(
             t["rep"] = rep;
         }
     }
-    Ok(())
+    Ok((!by_number).then(|| {
+        format!(
+            "--before: {after_n} rows without an id, prompt_index, prompt_hash or task_key \
+             against {before_n} in --before, so their numbers cannot pair them: their \
+             summaries show no replaced turns"
+        )
+    }))
 }
 
 /// The totals of a traj-run directory's `statistics.json` the page shows.

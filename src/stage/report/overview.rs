@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
 
-use super::dist::Dist;
+use super::dist::{self, Dist};
 use super::facts::{Facts, FailureLine, RejectLine};
 
 /// Scale of costs (micro-dollars) and rewards (thousandths) in their distributions.
@@ -97,9 +97,9 @@ impl Overview {
             self.first_unreadable
                 .get_or_insert_with(|| format!("{at}: {e}"));
         }
-        self.tokens.push(f.tokens as i64);
-        self.turns.push(f.turns as i64);
-        self.calls.push(f.calls as i64);
+        self.tokens.push(dist::int(f.tokens));
+        self.turns.push(dist::int(f.turns));
+        self.calls.push(dist::int(f.calls));
         if let Some(p) = f.reasoning_pct() {
             self.reasoning_pct.push(p);
         }
@@ -115,8 +115,8 @@ impl Overview {
         }
         if let Some(c) = &f.compression {
             self.comp_rows += 1;
-            self.comp_before.push(c.before as i64);
-            self.comp_after.push(c.after as i64);
+            self.comp_before.push(dist::int(c.before));
+            self.comp_after.push(dist::int(c.after));
             self.compressed += u64::from(c.was_compressed);
             if c.still_over {
                 self.still_over += 1;
@@ -128,16 +128,16 @@ impl Overview {
         if let Some(u) = &f.usage {
             self.usage_rows += 1;
             if let Some(t) = u.tokens {
-                self.run_tokens.push(t as i64);
+                self.run_tokens.push(dist::int(t));
             }
             if let Some(c) = u.cost {
                 self.run_cost.push((c * COST_SCALE as f64).round() as i64);
             }
             if let Some(n) = u.api_calls {
-                self.run_calls.push(n as i64);
+                self.run_calls.push(dist::int(n));
             }
             if let Some(ms) = u.duration_ms {
-                self.run_secs.push(ms as i64);
+                self.run_secs.push(dist::int(ms));
             }
         }
         if let Some(r) = f.reward {
@@ -195,7 +195,7 @@ impl Overview {
             .iter()
             .map(|((stage, reason), n)| json!({"stage": stage, "reason": reason, "count": n}))
             .collect();
-        let over_budget = self.budget.map(|b| self.tokens.count_above(b as i64));
+        let over_budget = self.budget.map(|b| self.tokens.count_above(dist::int(b)));
         json!({
             "rows": self.rows,
             "bad_lines": bad,
