@@ -176,6 +176,107 @@ fn net_savings_guard_calls_no_summarizer() {
     assert_eq!(m["tokenizer"], json!("chars4"));
 }
 
+/// A summary one token smaller than its region, and the notice it brings: the row came
+/// out larger than it went in (`tokens_saved: -1`), the reference's bug #70243 that the
+/// guard is there to prevent. The guard counts the notice too now, and keeps the row.
+#[test]
+fn a_summary_and_notice_that_save_nothing_leave_the_row_as_it_was() {
+    let mut turns = vec![sg("system", "s".repeat(80)), sg("human", "h".repeat(80))];
+    for _ in 0..4 {
+        turns.push(sg("gpt", "a".repeat(200)));
+        turns.push(sg("tool", "b".repeat(200)));
+    }
+    turns.push(sg("gpt", "end".into()));
+    let input = jsonl(&[json!({"conversations": turns})]);
+    let dir = tmpdir();
+    // Compressed tokens with a summary of `content`, with or without the notice.
+    let tokens_with = |content: &str, notice: bool| {
+        let server = standin::Standin::json(json!({"default": {"content": content}}));
+        let mut c = cmd(BIN, dir.path());
+        c.env("STANDIN_KEY", "k");
+        c.args(["--api-key-env", "STANDIN_KEY", "--base-url", &server.url()]);
+        c.args(["--tokenizer", "chars4", "--target-max-tokens", "200"]);
+        c.args(["--summary-target-tokens", "50", "--protect-last-n", "2"]);
+        c.args(["--per-trajectory-metrics", "-o", "out.jsonl", "-q"]);
+        if !notice {
+            c.arg("--no-summary-notice");
+        }
+        let o = run_with_stdin(c, input.as_bytes());
+        assert_code(&o, 0);
+        let out = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
+        let m = parse_jsonl(&out)[0]["compression_metrics"].clone();
+        (m, out)
+    };
+    let (m, _) = tokens_with("z", false);
+    let original = m["original_tokens"].as_u64().unwrap();
+    // "[CONTEXT SUMMARY]: z" is 20 characters, 5 tokens.
+    let region = original + 5 - m["compressed_tokens"].as_u64().unwrap();
+    let (m2, _) = tokens_with("z", true);
+    let notice =
+        m2["compressed_tokens"].as_u64().unwrap() - m["compressed_tokens"].as_u64().unwrap();
+    assert!(
+        notice > 0 && region > 20,
+        "region {region}, notice {notice}"
+    );
+    // A summary of region - 1 tokens: 4 (region - 1) characters with its prefix.
+    let content = "y".repeat((4 * (region - 1) - 19) as usize);
+    let (m3, out) = tokens_with(&content, true);
+    assert_eq!(m3["was_compressed"], json!(false), "{m3}");
+    assert_eq!(
+        m3["still_over_limit_reason"],
+        json!("no_net_savings"),
+        "{m3}"
+    );
+    assert_eq!(m3["compressed_tokens"], json!(original), "{m3}");
+    let mut row: Value = parse_jsonl(&out)[0].clone();
+    row.as_object_mut().unwrap().remove("compression_metrics");
+    assert_eq!(row, parse_jsonl(&input)[0], "the turns as they were");
+    // Without the notice the same summary saves a token, and is used.
+    let (m4, _) = tokens_with(&content, false);
+    assert_eq!(m4["was_compressed"], json!(true), "{m4}");
+    assert_eq!(m4["compressed_tokens"], json!(original - 1), "{m4}");
+}
+
+/// A chat's region holds no command: the offline summary said "(2 turns, 0 commands)"
+/// and nothing else, and the user's follow-up question was gone. It quotes what the
+/// user asked first now, then what the assistant said.
+#[test]
+fn the_offline_summary_quotes_the_users_requests_and_the_replies() {
+    let dir = tmpdir();
+    let text = std::fs::read_to_string(fixture("llamafactory_reason_tool_use_50.jsonl")).unwrap();
+    let row = text.lines().nth(1).unwrap();
+    let summary_of = |budget: &str| {
+        let mut c = cmd(BIN, dir.path());
+        c.args(["--target-max-tokens", "650", "--protect-last-n", "3", "-q"]);
+        c.args(["--summary-target-tokens", budget]);
+        let o = run_with_stdin(c, format!("{row}\n").as_bytes());
+        assert_code(&o, 0);
+        let v: Value = serde_json::from_str(stdout(&o).trim_end()).unwrap();
+        v["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+            .filter_map(|p| p["value"].as_str().map(String::from))
+            .find(|t| t.starts_with("[CONTEXT SUMMARY]"))
+            .unwrap()
+    };
+    let small = summary_of("100");
+    assert!(
+        small.contains("Requests:\n- [5] What about \"The Dark Knight\"?"),
+        "{small}"
+    );
+    let large = summary_of("160");
+    assert!(
+        large.contains("Replies:\n- [4] Here are the key details about the movie \"Inception\""),
+        "{large}"
+    );
+    assert!(
+        !large.contains("Okay, the user"),
+        "reasoning is no reply: {large}"
+    );
+}
+
 fn metrics_of(rows: &[Value], id: &str) -> Value {
     rows.iter()
         .find(|r| r["id"] == json!(id))

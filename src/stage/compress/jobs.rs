@@ -134,6 +134,12 @@ pub fn stem_of(p: &Path) -> String {
     }
 }
 
+/// Whether `out` is a file that metrics can be written beside: not `-` (stdout), a
+/// device or a FIFO.
+fn is_a_file(out: &Path) -> bool {
+    out != Path::new("-") && !crate::io::output::is_special_file(out)
+}
+
 /// `<stem>_metrics.json` beside an output file.
 fn metrics_beside(out: &Path) -> PathBuf {
     out.with_file_name(format!("{}_metrics.json", stem_of(out)))
@@ -150,10 +156,9 @@ pub fn plan_jobs(l: &Layout) -> Result<Planned, JobsError> {
     let Some(input) = l.input else {
         let sources = crate::io::sources_from_args(l.inputs)?;
         let out = l.output.map(Path::to_path_buf);
-        // Nothing is beside a device or a FIFO (`-o /dev/null`): metrics only by --stats.
-        let regular = out
-            .as_deref()
-            .filter(|o| !crate::io::output::is_special_file(o));
+        // Nothing is beside stdout, a device or a FIFO (`-o -`, `-o /dev/null`): metrics
+        // only by --stats.
+        let regular = out.as_deref().filter(|o| is_a_file(o));
         let metrics = stats.or_else(|| regular.map(metrics_beside));
         let job = Job {
             sources,
@@ -177,7 +182,7 @@ pub fn plan_jobs(l: &Layout) -> Result<Planned, JobsError> {
             .output
             .map(Path::to_path_buf)
             .unwrap_or_else(|| parent.join(format!("{}{}.jsonl", stem_of(input), l.output_suffix)));
-        let beside = (!crate::io::output::is_special_file(&out)).then(|| metrics_beside(&out));
+        let beside = is_a_file(&out).then(|| metrics_beside(&out));
         let metrics = stats.or(beside);
         let job = Job {
             sources: vec![Source::File(input.to_path_buf())],
@@ -397,6 +402,14 @@ mod tests {
         assert_eq!(m, Some(PathBuf::from("d/o_metrics.json")));
         let (_, m, _) = plan_jobs(&layout(None, Some(Path::new("/dev/null")))).unwrap();
         assert_eq!(m, None, "nothing beside a device");
+        // `-o -` is stdout: a file named `-_metrics.json` was left in the folder.
+        let (_, m, _) = plan_jobs(&layout(None, Some(Path::new("-")))).unwrap();
+        assert_eq!(m, None, "nothing beside stdout");
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("f.jsonl");
+        std::fs::write(&f, "{}\n").unwrap();
+        let (_, m, _) = plan_jobs(&layout(Some(&f), Some(Path::new("-")))).unwrap();
+        assert_eq!(m, None, "nothing beside stdout");
         let missing = Path::new("/nonexistent/in.jsonl");
         let e = plan_jobs(&layout(Some(missing), None)).err().unwrap();
         assert!(e.is_usage() && matches!(e, JobsError::NoSuchInput(_)));

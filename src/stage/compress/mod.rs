@@ -497,7 +497,27 @@ impl Compressor {
             }
         };
         let summary_tokens = counted.unwrap_or_else(|| self.tokenizer.count(&text));
-        if !m.summary_failed && summary_tokens >= region_tokens {
+        let shape = row.shape;
+        let content = row::Content::of(row.turns(), shape);
+        // The head's system turns with the notice, and their tokens: the row is kept
+        // unchanged when the summary and the notice together save nothing (the
+        // reference's guard looks at the summary alone, and a row could grow).
+        let mut noticed: Vec<(usize, Value, usize)> = Vec::new();
+        if self.settings.add_summary_notice {
+            for i in (0..start).filter(|&i| roles[i] == Role::System) {
+                let mut t = row.turns()[i].clone();
+                if row::append_notice(&mut t, shape, &self.settings.summary_notice_text, content) {
+                    let mut c = 0;
+                    row::for_each_text(&t, shape, &mut |s| c += self.tokenizer.count(s));
+                    noticed.push((i, t, c));
+                }
+            }
+        }
+        let notice_tokens: usize = noticed
+            .iter()
+            .map(|(i, _, c)| c.saturating_sub(tokens[*i]))
+            .sum();
+        if !m.summary_failed && summary_tokens + notice_tokens >= region_tokens {
             // The summary would not save anything: keep the turns.
             m.reason = Some(plan::Keep::NoNetSavings.as_str().to_string());
             m.start_idx = -1;
@@ -505,8 +525,6 @@ impl Compressor {
             return (m, false);
         }
         // Assemble: head (notice on its system turns), summary, the rest.
-        let shape = row.shape;
-        let content = row::Content::of(row.turns(), shape);
         let human = row::human_role(row.turns(), shape);
         let (turns, was) = row.take_turns();
         let mut new_total = total - region_tokens + summary_tokens;
@@ -520,14 +538,10 @@ impl Compressor {
             if i >= start && i < until {
                 continue;
             }
-            if i < start
-                && self.settings.add_summary_notice
-                && roles[i] == Role::System
-                && row::append_notice(&mut t, shape, &self.settings.summary_notice_text, content)
-            {
+            if let Some(k) = noticed.iter().position(|(j, _, _)| *j == i) {
+                let (_, with_notice, c) = noticed.swap_remove(k);
+                t = with_notice;
                 from = None;
-                let mut c = 0;
-                row::for_each_text(&t, shape, &mut |s| c += self.tokenizer.count(s));
                 new_total = new_total + c - tokens[i];
             }
             out.push(t);

@@ -43,8 +43,10 @@ pub struct Sampled {
     pub bytes: u64,
 }
 
-/// Choose `max(1, floor(N * p / 100))` of the N non-blank lines of each source (none of
-/// an empty one), with one RNG seeded once; `--shard` then applies to the chosen lines.
+/// Choose `max(1, floor(N * p / 100))` of the N rows (non-blank lines that are JSON
+/// objects) of each source (none of an empty one), with one RNG seeded once, and every
+/// line that is no row (for the bad-line policy); `--shard` then applies to the chosen
+/// lines.
 /// The sources are read where they are (stdin is spooled to `dir` first, being readable
 /// once), so errors and rejects name the input's own file and line.
 pub fn sample_sources(sources: Vec<Source>, sampling: Sampling, dir: &Path) -> Result<Sampled> {
@@ -59,11 +61,21 @@ pub fn sample_sources(sources: Vec<Source>, sampling: Sampling, dir: &Path) -> R
     let mut offset = 0u64;
     for src in sources {
         let src = crate::io::spool_stdin(src, dir)?;
-        // The length of each non-blank line, for the progress bar.
-        let mut lens = Vec::new();
+        // The length of each row, for the progress bar; a line that is no JSON object
+        // is not drawn from (the sample is of rows, as the reference parses first): it
+        // is read in every sample, so the bad-line policy sees it whatever the seed.
+        let (mut lens, mut rows, mut bad) = (Vec::new(), Vec::new(), Vec::new());
         let mut r = Records::new(vec![src.clone()], None);
+        let mut line = 0u64;
         while let Some(rec) = r.next_record()? {
-            lens.push(rec.bytes.len() as u64 + 1);
+            let len = rec.bytes.len() as u64 + 1;
+            if crate::format::row::validate_object(rec.bytes).is_ok() {
+                rows.push(line);
+                lens.push(len);
+            } else {
+                bad.push((offset + line, len));
+            }
+            line += 1;
         }
         let count = lens.len();
         let want = if count == 0 {
@@ -79,10 +91,12 @@ pub fn sample_sources(sources: Vec<Source>, sampling: Sampling, dir: &Path) -> R
                 picked.insert(j);
             }
         }
-        chosen.extend(picked.into_iter().map(|i| (offset + i as u64, lens[i])));
-        offset += count as u64;
+        chosen.extend(picked.into_iter().map(|i| (offset + rows[i], lens[i])));
+        chosen.extend(bad);
+        offset += line;
         kept.push(src);
     }
+    chosen.sort_unstable();
     if let Some(sh) = shard {
         let mut rank = 0;
         chosen.retain(|_| {
@@ -177,6 +191,36 @@ mod tests {
         assert_eq!(s.sources.len(), 2);
         let all = sample(dir.path(), 100.0, 1, None);
         assert_eq!(picked(&all, 47), (0..47).collect::<Vec<_>>());
+    }
+
+    /// 4 bad lines among 3 rows: the sample was drawn from all 7, so 30% could be two
+    /// bad lines and no row, and whether a strict run failed depended on the seed.
+    #[test]
+    fn bad_lines_are_not_drawn_and_always_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.jsonl");
+        std::fs::write(
+            &p,
+            "{\"i\":0}\nnot json\n[1]\n{\"i\":1}\n{bad\n\"s\"\n{\"i\":2}\n",
+        )
+        .unwrap();
+        for seed in 0..8 {
+            let sampling = Sampling::new(30.0, seed, None).unwrap();
+            let s = sample_sources(vec![Source::File(p.clone())], sampling, dir.path()).unwrap();
+            let got = picked(&s, 7);
+            let rows: Vec<u64> = got
+                .iter()
+                .copied()
+                .filter(|k| [0, 3, 6].contains(k))
+                .collect();
+            assert_eq!(rows.len(), 1, "seed {seed}: one row of three: {got:?}");
+            for bad in [1, 2, 4, 5] {
+                assert!(
+                    got.contains(&bad),
+                    "seed {seed}: bad line {bad} read: {got:?}"
+                );
+            }
+        }
     }
 
     #[test]

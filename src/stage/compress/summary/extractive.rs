@@ -1,5 +1,6 @@
 //! The offline extractive summarizer: no network, deterministic; it quotes from the
-//! turns themselves (commands, errors, first result lines, files) within the budget.
+//! turns themselves (requests, commands, errors, first result lines, files, replies)
+//! within the budget.
 
 use std::borrow::Cow;
 
@@ -9,9 +10,9 @@ use super::super::row::{Shape, turn_text};
 use super::{Outcome, PREFIX, Request, Summarizer};
 
 /// The offline extractive summarizer: deterministic, no network. It keeps, within the
-/// summary budget, the commands (tool calls), the errors, the first line of each
-/// result and the files of the region, each quoted from the turns themselves (so the
-/// language of the turns is kept).
+/// summary budget, the user's requests, the commands (tool calls), the errors, the
+/// first line of each result, the files and the assistant's prose of the region, each
+/// quoted from the turns themselves (so the language of the turns is kept).
 pub struct Extractive;
 
 pub(super) const MAX_ITEM_CHARS: usize = 200;
@@ -275,12 +276,61 @@ pub(super) fn files_in_part(text: &str, out: &mut Vec<String>) {
     }
 }
 
+/// The prose of an assistant turn: its text without `<think>` blocks (and
+/// scratchpads) and without `<tool_call>` blocks (an unclosed one runs to the end).
+pub(super) fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    let blocks = [
+        ("<think>", "</think>"),
+        ("<REASONING_SCRATCHPAD>", "</REASONING_SCRATCHPAD>"),
+        ("<tool_call>", "</tool_call>"),
+    ];
+    while let Some((at, (open, close))) = blocks
+        .iter()
+        .filter_map(|b| rest.find(b.0).map(|i| (i, *b)))
+        .min_by_key(|&(i, _)| i)
+    {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + open.len()..];
+        rest = after.find(close).map_or("", |e| &after[e + close.len()..]);
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The answer text of an assistant turn: a ShareGPT value, or an OpenAI message's
+/// content without its reasoning and tool-call parts (LLaMA-Factory's typed parts).
+fn answer_text(turn: &Value, shape: Shape) -> Cow<'_, str> {
+    let content = match shape {
+        Shape::ShareGpt => return turn_text(turn, shape),
+        Shape::OpenAi => turn.get("content").unwrap_or(&Value::Null),
+    };
+    match content {
+        Value::String(s) => Cow::Borrowed(s),
+        Value::Array(parts) => Cow::Owned(
+            parts
+                .iter()
+                .filter_map(|p| match crate::format::message::part(p) {
+                    crate::format::message::Part::Text(t) => Some(t),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => Cow::Borrowed(""),
+    }
+}
+
 impl Extractive {
     /// The summary text (deterministic) within `req.budget` tokens, and its tokens by
     /// `req.tokenizer`.
     pub fn summary(req: &Request) -> (String, usize) {
         let (mut commands, mut errors, mut results, mut files) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        // What the user asked and the assistant said in prose: a chat's region may hold
+        // no command at all, and its summary would say nothing of it.
+        let (mut requests, mut replies) = (Vec::new(), Vec::new());
         for (i, t) in req.turns.iter().enumerate().take(req.until).skip(req.start) {
             let role = super::super::row::role_of(t, req.shape);
             match role {
@@ -296,7 +346,12 @@ impl Extractive {
                         crate::format::pyjson::write_compact_value(&mut json, calls);
                         files_in(&String::from_utf8_lossy(&json), &mut files);
                     }
-                    files_in(&turn_text(t, req.shape), &mut files);
+                    let text = turn_text(t, req.shape);
+                    files_in(&text, &mut files);
+                    let said = one_line(&prose(prefix(&answer_text(t, req.shape), SCAN_HEAD)));
+                    if replies.len() < MAX_ITEMS && !said.is_empty() {
+                        replies.push(format!("[{i}] {}", clip(&said, MAX_ITEM_CHARS)));
+                    }
                 }
                 super::super::plan::Role::Tool | super::super::plan::Role::Human => {
                     let text = turn_text(t, req.shape);
@@ -315,6 +370,12 @@ impl Extractive {
                             l = format!("{l} {}", one_line(&untag(next)));
                         }
                         errors.push(format!("[{i}] {}", clip(&l, MAX_ITEM_CHARS)));
+                    }
+                    if role == super::super::plan::Role::Human && requests.len() < MAX_ITEMS {
+                        let asked = one_line(head);
+                        if !asked.is_empty() {
+                            requests.push(format!("[{i}] {}", clip(&asked, MAX_ITEM_CHARS)));
+                        }
                     }
                     if role == super::super::plan::Role::Tool
                         && results.len() < MAX_ITEMS
@@ -337,10 +398,18 @@ impl Extractive {
         let tok = req.tokenizer;
         let budget = req.budget;
         let mut used = tok.count(&header) + 1;
-        // Priority: commands, errors, files, results; each section keeps its order.
-        let mut picked: [Vec<String>; 4] = Default::default();
-        let titles = ["Commands:", "Errors:", "Files:", "Results:"];
-        let sections = [commands, errors, files, results];
+        // Priority: what the user asked, commands, errors, files, results, what the
+        // assistant said; each section keeps its order.
+        let mut picked: [Vec<String>; 6] = Default::default();
+        let titles = [
+            "Requests:",
+            "Commands:",
+            "Errors:",
+            "Files:",
+            "Results:",
+            "Replies:",
+        ];
+        let sections = [requests, commands, errors, files, results, replies];
         for (k, items) in sections.into_iter().enumerate() {
             let title_cost = tok.count(titles[k]) + 1;
             for item in items {
@@ -357,7 +426,7 @@ impl Extractive {
                 picked[k].push(item);
             }
         }
-        let render = |picked: &[Vec<String>; 4]| {
+        let render = |picked: &[Vec<String>; 6]| {
             let mut s = header.clone();
             for (k, items) in picked.iter().enumerate() {
                 if items.is_empty() {
