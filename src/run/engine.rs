@@ -139,6 +139,15 @@ pub fn run(
     if tasks.skipped > 0 {
         note(&format!("{} bad task rows skipped", tasks.skipped));
     }
+    let existing = if cfg.resume {
+        let (scan, said) = keep_reference_discards(&dir, existing, &tasks)?;
+        if let Some(said) = said {
+            note(&said);
+        }
+        scan
+    } else {
+        existing
+    };
     let (lost_rows, total_prompts) = (tasks.lost, tasks.rows.len());
     let plan = plan(tasks, &existing, cfg.max_attempts, cfg.batch_size)?;
     if plan.renumbered > 0 {
@@ -413,6 +422,45 @@ pub struct Totals<'a> {
     pub failures: u64,
     /// Discard rows in the directory.
     pub discarded: u64,
+}
+
+/// The prompts hermes-agent 0.19.0 discarded, known only to its checkpoint
+/// ([`rundir::reference_discards`]), written into the files as the newest reference's
+/// tombstones (for the task rows of this input at those indices), and the directory
+/// read again: they are done, and counted as discarded, as the reference's resume has
+/// them (without this they ran again, and the rebuilt checkpoint lost their count);
+/// with what to tell the user.
+fn keep_reference_discards(
+    dir: &std::path::Path,
+    existing: rundir::Scan,
+    tasks: &super::tasks::Tasks,
+) -> Result<(rundir::Scan, Option<String>)> {
+    let discards = rundir::reference_discards(dir, &existing)?;
+    if discards.is_empty() {
+        return Ok((existing, None));
+    }
+    let mut rows = Vec::new();
+    for t in &tasks.rows {
+        if discards.contains(&t.index) && t.ids.copy == 0 && t.ids.rollout == 0 {
+            let line = tasks.spool.read(t.line)?;
+            let v: serde_json::Value = serde_json::from_slice(&line)?;
+            if let Some(p) = rundir::prompt_text_of(&v) {
+                rows.push((t.index, p.to_string()));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return Ok((existing, None));
+    }
+    let path = rundir::write_tombstones(dir, existing.next_batch(), &rows)?;
+    let said = format!(
+        "{}: {} prompts that the reference's checkpoint.json lists as done left no row \
+         (hermes-agent 0.19.0 discards a prompt without reasoning so): kept done, as \
+         tombstones",
+        path.display(),
+        rows.len()
+    );
+    Ok((rundir::scan(dir, true)?, Some(said)))
 }
 
 fn statistics(cfg: &RunConfig, t: &Totals, shared: &Shared) -> Statistics {

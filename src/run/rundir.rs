@@ -382,6 +382,54 @@ impl Scan {
     }
 }
 
+/// The prompts hermes-agent 0.19.0 discarded (no reasoning) in `dir`: it writes no row
+/// for such a prompt and lists it only in its `checkpoint.json`'s `completed_prompts`.
+/// So the indices there with neither a record nor a failure in the files, when the
+/// checkpoint is the reference's (traj's own has `failed_prompts` and is rebuilt from
+/// the files on every start).
+pub fn reference_discards(dir: &Path, scan: &Scan) -> Result<BTreeSet<u64>> {
+    let path = dir.join("checkpoint.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(BTreeSet::new());
+    };
+    let cp: Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    if cp.get("failed_prompts").is_some() {
+        return Ok(BTreeSet::new());
+    }
+    let listed = cp.get("completed_prompts").and_then(Value::as_array);
+    Ok(listed
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .filter(|i| !scan.done_indices.contains(i) && !scan.failed_indices.contains(i))
+        .collect())
+}
+
+/// Write the tombstones of `discards` (`prompt_index`, prompt text) as the newest
+/// reference writes them, into the new `batch_{n}.jsonl` (made, written and synced
+/// whole, or not at all): what only an old checkpoint knew is then in the files, which
+/// every count and every resume reads.
+pub fn write_tombstones(dir: &Path, n: u64, discards: &[(u64, String)]) -> Result<PathBuf> {
+    let path = dir.join(format!("batch_{n}.jsonl"));
+    let mut text = String::new();
+    for (i, prompt) in discards {
+        let row = json!({"prompt_index": i, "discarded": "no_reasoning", "prompt": prompt});
+        text.push_str(&row.to_string());
+        text.push('\n');
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist_noclobber(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    File::open(dir)?.sync_all()?;
+    Ok(path)
+}
+
 /// The batch number of `batch_N.jsonl`.
 pub fn batch_number(name: &str) -> Option<u64> {
     name.strip_prefix("batch_")?

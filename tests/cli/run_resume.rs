@@ -458,6 +458,91 @@ fn resume_keeps_a_record_that_a_torn_line_ran_into() {
     assert_counts_match_files(&run_dir);
 }
 
+/// hermes-agent 0.19.0 writes no row for a prompt it discards (no reasoning): only
+/// its checkpoint lists it as done. The resume ran it again, paid, and the rebuilt
+/// checkpoint lost the count; it is written down as a tombstone now, and stays done.
+#[test]
+fn resume_keeps_what_a_0_19_0_checkpoint_alone_says_was_discarded() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"default": {"content": "done {prompt}", "reasoning": "r"}}));
+    let run_dir = copy_rundir(d.path(), "hermes-0.19.0");
+    // Prompt 1 was discarded: its row is not in batch_0, the checkpoint lists it.
+    let b0 = std::fs::read_to_string(run_dir.join("batch_0.jsonl")).unwrap();
+    let kept: Vec<&str> = b0
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).unwrap()["prompt_index"] != json!(1))
+        .collect();
+    assert_eq!(kept.len(), 2);
+    std::fs::write(run_dir.join("batch_0.jsonl"), kept.join("\n") + "\n").unwrap();
+    let cp = read_json(&run_dir.join("checkpoint.json"));
+    assert!(
+        cp["completed_prompts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(1))
+    );
+    let dataset =
+        parse_jsonl(&std::fs::read_to_string(d.path().join("hermes-0.19.0.jsonl")).unwrap());
+    let discarded = dataset[1]["prompt"].as_str().unwrap().to_string();
+
+    let mut c = standin_run(d.path(), &s.url(), "data/hermes-0.19.0");
+    c.args(["--toolsets", "file", "hermes-0.19.0.jsonl", "--resume"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert!(
+        stderr(&o)
+            .contains("1 prompts that the reference's checkpoint.json lists as done left no row"),
+        "{}",
+        stderr(&o)
+    );
+    let asked: Vec<String> = s
+        .requests()
+        .iter()
+        .map(|r| {
+            r["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["role"] == "user")
+                .unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        !asked.contains(&discarded),
+        "the discarded prompt ran again: {asked:?}"
+    );
+    let tombs: Vec<Value> = rows(&run_dir)
+        .into_iter()
+        .filter(|r| r.get("discarded").is_some())
+        .collect();
+    assert_eq!(
+        tombs,
+        [json!({"prompt_index": 1, "discarded": "no_reasoning", "prompt": discarded})]
+    );
+    let st = read_json(&run_dir.join("statistics.json"));
+    assert_eq!(st["discarded_no_reasoning"], 1);
+    assert_counts_match_files(&run_dir);
+    // traj's own checkpoint now: a second resume writes no second tombstone.
+    let mut c = standin_run(d.path(), &s.url(), "data/hermes-0.19.0");
+    c.args(["--toolsets", "file", "hermes-0.19.0.jsonl", "--resume"]);
+    assert_code(&run(c), 0);
+    assert_eq!(
+        s.requests().len(),
+        asked.len(),
+        "a second resume runs nothing"
+    );
+    assert_eq!(
+        rows(&run_dir)
+            .iter()
+            .filter(|r| r.get("discarded").is_some())
+            .count(),
+        1
+    );
+}
+
 #[test]
 fn resume_of_a_newest_reference_run_directory_counts_discarded_rows_as_done() {
     // Done: 0, 2 (chat-shaped conversations), 3 (messages), 4, 6, 8; discarded: 1, 5.
