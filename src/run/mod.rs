@@ -5,6 +5,7 @@
 //! ([`record`]).
 
 pub mod agent;
+pub mod aggregate;
 pub mod chat;
 pub mod config;
 pub mod engine;

@@ -104,7 +104,32 @@ pub fn plan(
             .entry(task_of_uid(&c.key).to_string())
             .or_insert(*i);
     }
-    for row in tasks.rows {
+    // A reference row's record goes first to the task row at its own index with its
+    // text (its prompt_index is the dataset line): a duplicate prompt earlier in the
+    // dataset, or one that differs only in white space, does not take it.
+    let mut done_at = scan.done_at.clone();
+    let at_own_index: HashSet<usize> = tasks
+        .rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            let k = (text_key(r.ids.text), r.index);
+            match done_at.get_mut(&k) {
+                Some(n) if *n > 0 && done.get(&k.0).is_some_and(|d| *d > 0) => {
+                    *n -= 1;
+                    *done.get_mut(&k.0).expect("checked") -= 1;
+                    true
+                }
+                _ => false,
+            }
+        })
+        .map(|(i, _)| i)
+        .collect();
+    for (n, row) in tasks.rows.into_iter().enumerate() {
+        if at_own_index.contains(&n) {
+            p.already_done += 1;
+            continue;
+        }
         let keys = keys_of(&row);
         if let Some(k) = keys
             .iter()

@@ -358,6 +358,17 @@ fn resume_reference(name: &str, missing: &[u64]) -> (tempfile::TempDir, Standin)
 fn resume_of_a_hermes_0_19_0_run_directory_runs_only_what_is_missing() {
     // Prompts 0-4 and 6 are done; 9 repeats 2's text (an intentional duplicate).
     let (d, _s) = resume_reference("hermes-0.19.0", &[5, 7, 8, 9]);
+    // The reference's rows count in the statistics as traj's own: their gpt turns and
+    // reasoning, their tools from `tool_stats` (they were left out, while the same
+    // rows counted as records).
+    let st = read_json(&d.path().join("data/hermes-0.19.0/statistics.json"));
+    assert_eq!(st["records"], 10);
+    assert_eq!(st["tool_statistics"]["terminal"]["count"], 6, "{st}");
+    let turns = &st["reasoning_statistics"]["total_assistant_turns"];
+    assert!(
+        turns.as_u64().unwrap() >= 12,
+        "6 rows of 2 gpt turns, and the new ones: {st}"
+    );
     let cp = read_json(&d.path().join("data/hermes-0.19.0/checkpoint.json"));
     assert_eq!(
         cp["completed_prompts"],
@@ -541,6 +552,95 @@ fn resume_keeps_what_a_0_19_0_checkpoint_alone_says_was_discarded() {
             .count(),
         1
     );
+}
+
+/// A reference row is matched by its prompt text, and the reference's `prompt_index` is
+/// the dataset line: the row for `alpha` at 2 was taken by the dataset's first `alpha`
+/// (0), the second then ran under a new index 3 (the dataset has three rows), and a
+/// row for `  beta  ` (5) was taken by `beta` (1). Each is now first the record of the
+/// row at its own index.
+#[test]
+fn resume_credits_a_reference_row_to_the_task_at_its_own_index() {
+    let d = tmpdir();
+    let s = Standin::json(json!({"default": {"content": "done {prompt}", "reasoning": "r"}}));
+    let hermes = |i: u64, prompt: &str| {
+        json!({"prompt_index": i, "conversations": [{"from": "system", "value": "s"},
+            {"from": "human", "value": prompt}, {"from": "gpt", "value": "<think>\nr\n</think>\nok"}],
+            "metadata": {"batch_num": i}, "completed": true})
+    };
+    for (name, dataset, written, want_run) in [
+        (
+            "dups",
+            vec!["alpha task", "beta task", "alpha task"],
+            vec![hermes(1, "beta task"), hermes(2, "alpha task")],
+            vec![(0u64, "alpha task")],
+        ),
+        (
+            "spaces",
+            vec!["alpha task", "beta task", "gamma task", "  beta task  "],
+            vec![
+                hermes(0, "alpha task"),
+                hermes(2, "gamma task"),
+                hermes(3, "  beta task  "),
+            ],
+            vec![(1, "beta task")],
+        ),
+    ] {
+        let run_dir = d.path().join("data").join(name);
+        std::fs::create_dir_all(&run_dir).unwrap();
+        for (k, r) in written.iter().enumerate() {
+            write_rows(
+                &run_dir.join(format!("batch_{}.jsonl", k + 1)),
+                std::slice::from_ref(r),
+            );
+        }
+        let ds: Vec<Value> = dataset.iter().map(|p| json!({"prompt": p})).collect();
+        write_rows(&d.path().join(format!("{name}.jsonl")), &ds);
+        let before = s.requests().len();
+        let mut c = traj_run(d.path(), &s, &format!("data/{name}"));
+        c.args([&format!("{name}.jsonl"), "--resume", "--batch-size", "1"]);
+        let o = run(c);
+        assert_code(&o, 0);
+        assert!(
+            !stderr(&o).contains("new prompt_index"),
+            "{name}: {}",
+            stderr(&o)
+        );
+        let asked: Vec<String> = s.requests()[before..]
+            .iter()
+            .map(|r| {
+                r["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|m| m["role"] == "user")
+                    .unwrap()["content"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        let want: Vec<String> = want_run.iter().map(|(_, p)| p.to_string()).collect();
+        assert_eq!(asked, want, "{name}");
+        let new: Vec<(u64, String)> = rows(&run_dir)
+            .iter()
+            .filter(|r| r.get("task_uid").is_some())
+            .map(|r| {
+                (
+                    r["prompt_index"].as_u64().unwrap(),
+                    r["prompt"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let want: Vec<(u64, String)> = want_run.iter().map(|(i, p)| (*i, p.to_string())).collect();
+        assert_eq!(new, want, "{name}: the record keeps its row's own index");
+        let cp = read_json(&run_dir.join("checkpoint.json"));
+        assert_eq!(
+            cp["completed_prompts"],
+            json!((0..dataset.len() as u64).collect::<Vec<_>>()),
+            "{name}"
+        );
+    }
 }
 
 #[test]
