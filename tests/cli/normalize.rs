@@ -171,6 +171,43 @@ fn rule_scratchpad_becomes_think() {
     }
 }
 
+/// A result that answers no call (`tool_call_id: "zzz"`) beside one that answers the
+/// first call: read back from Hermes text, the orphan took the first call's place, and
+/// each result paired with the wrong call. It answers none now, and the way through
+/// `--to openai` gives the first call its own result.
+#[test]
+fn a_result_that_answers_no_call_keeps_out_of_the_calls_places() {
+    let row = msgs(json!([
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{\"x\":1}"}},
+            {"id": "b", "type": "function", "function": {"name": "t", "arguments": "{\"x\":2}"}}]},
+        {"role": "tool", "tool_call_id": "zzz", "content": "X"},
+        {"role": "tool", "tool_call_id": "a", "content": "Y"},
+        {"role": "assistant", "content": "done"}
+    ]));
+    let once = norm(&format!("{row}\n"), &[]);
+    assert_eq!(norm(&parse_and_join(&once), &[]), once);
+    let openai = norm(&parse_and_join(&once), &["--to", "openai"]);
+    let m = openai[0]["messages"].as_array().unwrap();
+    let calls = m[1]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["id"], "a", "{m:?}");
+    assert_eq!(calls[0]["function"]["arguments"], "{\"x\": 1}");
+    let answer_of = |id: &Value| {
+        m.iter()
+            .find(|x| x["role"] == "tool" && &x["tool_call_id"] == id)
+            .map(|x| x["content"].clone())
+    };
+    assert_eq!(answer_of(&calls[0]["id"]), Some(json!("Y")), "{m:?}");
+    assert_eq!(answer_of(&calls[1]["id"]), None, "{m:?}");
+    assert_eq!(
+        answer_of(&json!("zzz")),
+        Some(json!("X")),
+        "the orphan is kept"
+    );
+    assert_eq!(norm(&parse_and_join(&openai), &[]), once);
+}
+
 /// hermes-agent writes a `reasoning` field that holds a scratchpad as
 /// `<think>\n<REASONING_SCRATCHPAD>x</REASONING_SCRATCHPAD>\n</think>`, and so did
 /// traj-normalize; a second pass read the inner tags as a second `<think>` and refused

@@ -7,6 +7,10 @@
 use super::keep::{self, Part};
 use crate::format::model::{GptTurn, ToolCall, ToolResult, Turn};
 
+/// The name of a result that answers no call of the turn before it, when it has no
+/// name of its own.
+pub(super) const UNANSWERING: &str = "unknown";
+
 /// The calls of the last assistant turn, for pairing the results that follow.
 pub(super) struct Pending {
     calls: Vec<(Option<String>, String)>,
@@ -45,10 +49,15 @@ impl Pending {
             by_id(true).or_else(|| by_id(false))
         } else if !own_name.is_empty() {
             // By its name; a name no open call has (`browser.search` for `search`): by
-            // its place, as an unnamed result.
+            // its place, as an unnamed result. But `unknown` is the name a result that
+            // answers no call is written with: it stays one, and takes no call's place.
             (0..self.calls.len())
                 .find(|&k| !self.answered[k] && self.calls[k].1 == own_name)
-                .or_else(|| (0..self.calls.len()).find(|&k| !self.answered[k]))
+                .or_else(|| {
+                    (own_name != UNANSWERING)
+                        .then(|| (0..self.calls.len()).find(|&k| !self.answered[k]))
+                        .flatten()
+                })
         } else {
             (0..self.calls.len()).find(|&k| !self.answered[k])
         };
@@ -57,7 +66,7 @@ impl Pending {
                 self.answered[k] = true;
                 (self.calls[k].1.clone(), self.calls[k].0.clone())
             }
-            None if own_name.is_empty() => ("unknown".to_string(), None),
+            None if own_name.is_empty() => (UNANSWERING.to_string(), None),
             None => (own_name.to_string(), None),
         }
     }

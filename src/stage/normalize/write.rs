@@ -488,7 +488,11 @@ pub(super) fn call_ids(traj: &Trajectory, ti: usize) -> Vec<String> {
         };
         // A result in its call's place (the order the Hermes text is written in, and read
         // back in) gives that call its id; then the first open call of the result's name.
-        for (k, r) in rs.iter().enumerate().take(ids.len()) {
+        // A result named after no call answers none, and holds no call's place.
+        let answering = rs
+            .iter()
+            .filter(|r| g.tool_calls.iter().any(|c| c.name == r.name));
+        for (k, r) in answering.enumerate().take(ids.len()) {
             if !taken[k] && g.tool_calls[k].name == r.name && fresh(&ids, &r.tool_call_id) {
                 ids[k] = Some(r.tool_call_id.clone());
                 taken[k] = true;
