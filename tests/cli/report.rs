@@ -323,6 +323,51 @@ fn a_run_directory_page_has_the_runs_cost_calls_and_records() {
     assert_fig(&figs, "reasoning.rows", 3.0);
     let stats = &data["datasets"][0]["overview"]["run"]["statistics"][0];
     assert_eq!(stats["total_prompts"], 3, "{stats}");
+    // The page and --summary show the run's own statistics.json (it was embedded and
+    // never shown).
+    let st = read_json(&run_dir.join("statistics.json"));
+    assert_fig(&figs, "statistics.total_prompts", 3.0);
+    assert_fig(&figs, "statistics.prompts_done", num(&st["prompts_done"]));
+    assert_fig(&figs, "statistics.prompts_failed", 0.0);
+    assert_fig(&figs, "statistics.cost", num(&st["usage"]["cost"]));
+    let o = traj_report(d.path(), &["data/r", "--summary"]);
+    assert!(
+        stdout(&o).contains("Run directory (statistics.json)"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("prompts failed"), "{}", stdout(&o));
+}
+
+/// A long system prompt or reasoning is cut in the page: its label said the length of
+/// the cut text (6048 chars for any long one); it says the text's own now.
+#[test]
+fn long_texts_are_labelled_with_their_own_length() {
+    let d = tmpdir();
+    let row = json!({"messages": [
+        {"role": "system", "content": "s".repeat(9000)},
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "reasoning_content": "\u{601d}".repeat(3000)}]});
+    std::fs::write(d.path().join("long.jsonl"), format!("{row}\n")).unwrap();
+    let o = traj_report(d.path(), &["long.jsonl", "-o", "long.html"]);
+    assert_code(&o, 0);
+    let html = std::fs::read_to_string(d.path().join("long.html")).unwrap();
+    let data = data_block(&html);
+    let r = &data["rows"][0];
+    assert_eq!(r["sysn"], 9000, "{}", r["sysn"]);
+    let gpt = r["t"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["r"] == "gpt")
+        .unwrap();
+    assert_eq!(gpt["kn"], 3000);
+    assert!(
+        gpt["k"]
+            .as_str()
+            .unwrap()
+            .contains("more bytes not embedded")
+    );
 }
 
 #[test]

@@ -326,6 +326,31 @@ pub fn list(overviews: &[&Value]) -> Vec<Figure> {
     add("run.secs_p90", run, "time per prompt (p90)", Secs, &|o| {
         o["run"]["duration_ms"]["p90"].as_f64().map(|x| x / 1000.0)
     });
+    // The totals of each traj-run directory's own statistics.json, summed over the
+    // directories of a dataset.
+    let sj = "Run directory (statistics.json)";
+    for (id, label, fmt, path) in [
+        ("total_prompts", "prompts", Int, &["total_prompts"][..]),
+        ("prompts_done", "prompts done", Int, &["prompts_done"][..]),
+        (
+            "prompts_failed",
+            "prompts failed",
+            Int,
+            &["prompts_failed"][..],
+        ),
+        ("duration", "run time", Secs, &["duration_seconds"][..]),
+        ("cost", "cost", Usd, &["usage", "cost"][..]),
+    ] {
+        add(&format!("statistics.{id}"), sj, label, fmt, &|o| {
+            let found: Vec<f64> = o["run"]["statistics"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|st| path.iter().try_fold(st, |v, k| v.get(k))?.as_f64())
+                .collect();
+            (!found.is_empty()).then(|| found.iter().sum())
+        });
+    }
     let ro = "Rollouts";
     add("rollouts.rows", ro, "rows with a reward", Int, &|o| {
         num(&o["rollouts"]["rows"]).filter(|n| *n > 0.0)

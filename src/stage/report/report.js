@@ -243,7 +243,7 @@
       }
     } else if (t.r === "gpt") {
       box.append(el("div", { class: "role", text: "assistant" }));
-      if (t.k) box.append(fold("think", "reasoning (" + t.k.length + " chars)", pre(t.k)));
+      if (t.k) box.append(fold("think", "reasoning (" + (t.kn ?? t.k.length) + " chars)", pre(t.k)));
       if (t.x) box.append(pre(t.x));
       for (const c of t.c) box.append(el("div", { class: "call" }, el("b", { text: c.n }), pre(c.a)));
     } else if (t.r === "tool") {
@@ -268,7 +268,7 @@
     facts.push("embedded as: " + r.pick.join(", "));
     conv.append(el("h3", { text: (two ? names[r.d] + " " : "") + "#" + r.n }), el("div", { class: "facts", text: facts.join(" - ") }));
     if (r.unreadable) conv.append(el("div", { class: "turn error", text: "turns shown as written: " + r.unreadable }));
-    if (r.sys) conv.append(fold("sys", "system prompt (" + r.sys.length + " chars)", pre(r.sys)));
+    if (r.sys) conv.append(fold("sys", "system prompt (" + (r.sysn ?? r.sys.length) + " chars)", pre(r.sys)));
     r.t.forEach((t, i) => conv.append(turnView(t, i)));
   }
   for (const id of ["q", "f-tmin", "f-tmax", "f-rmin"]) $(id).addEventListener("input", refresh);

@@ -80,8 +80,13 @@ pub fn row(n: u64, at: &str, rl: &RowLine) -> Value {
         .take_while(|t| matches!(role(t).as_str(), "system" | "developer"))
         .map(|t| turn_text(t, shape).into_owned())
         .collect();
-    let system = (!system.is_empty()).then(|| cap(&system.join("\n\n")));
-    m.insert("sys".into(), json!(system));
+    let system = (!system.is_empty()).then(|| system.join("\n\n"));
+    // Its length as the page labels it (the embedded text may be cut).
+    m.insert(
+        "sysn".into(),
+        json!(system.as_ref().map(|s| s.chars().count())),
+    );
+    m.insert("sys".into(), json!(system.as_deref().map(cap)));
     let turns: Vec<Value> = match &rl.traj {
         Ok(t) => {
             // The messages that are no turn (a tool result answering no call, a late
@@ -145,7 +150,7 @@ fn turn(t: &Turn) -> Value {
                 })
                 .collect();
             json!({"r": "gpt", "x": cap(&g.content), "k": g.reasoning.as_deref().map(cap),
-                   "c": calls})
+                   "kn": g.reasoning.as_ref().map(|k| k.chars().count()), "c": calls})
         }
         Turn::Tool(results) => {
             let res: Vec<Value> = results
