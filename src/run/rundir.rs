@@ -150,20 +150,36 @@ pub fn prompt_hash(prompt: &str) -> Hex16 {
     hex16(prompt)
 }
 
-/// Write `value` as pretty JSON to `path` atomically (temp file, fsync, rename).
-pub fn write_json_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<()> {
+/// A temp file beside `path`, named as the run directory's temp files are (`.tmp-…`:
+/// one a crash leaves is removed by the next run).
+fn temp_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix(".tmp-")
         .tempfile_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
+        .with_context(|| format!("cannot write in {}", dir.display()))
+}
+
+/// Write `bytes` to `path` atomically (temp file, fsync, rename): over what is there
+/// when `replace`, else only where nothing is.
+fn write_atomic(path: &Path, bytes: &[u8], replace: bool) -> Result<()> {
+    let mut tmp = temp_beside(path)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    let persisted = if replace {
+        tmp.persist(path)
+    } else {
+        tmp.persist_noclobber(path)
+    };
+    persisted.with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Write `value` as pretty JSON to `path` atomically (temp file, fsync, rename).
+pub fn write_json_atomic<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    write_atomic(path, text.as_bytes(), true)
 }
 
 /// What a failure line says about a prompt.
@@ -275,14 +291,7 @@ pub fn write_tombstones(dir: &Path, n: u64, discards: &[(u64, String)]) -> Resul
         text.push_str(&row.to_string());
         text.push('\n');
     }
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist_noclobber(&path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    write_atomic(&path, text.as_bytes(), false)?;
     File::open(dir)?.sync_all()?;
     Ok(path)
 }
@@ -331,15 +340,26 @@ impl std::fmt::Display for Repair {
     }
 }
 
-/// The complete JSON object that ends `line` after a torn prefix (`torn{"a": 1}`), as
-/// the offset where it starts; `None` when no suffix is one.
+/// The record that ends `line` after a torn prefix (`torn{"prompt_index": 4, …}`), as
+/// the offset where it starts: a JSON object from one of the places where a record
+/// begins (every line traj-run and the reference write starts with `{"prompt_index"`)
+/// to the end, that is a record ([`record_key`]). An inner object that closes at the
+/// end of a torn line (its `usage`) is no record. `None` when there is none.
 fn record_after_torn_text(line: &[u8]) -> Option<(usize, Value)> {
-    (1..line.len()).filter(|&p| line[p] == b'{').find_map(|p| {
-        match serde_json::from_slice::<Value>(&line[p..]) {
-            Ok(v) if v.is_object() => Some((p, v)),
+    memchr::memmem::find_iter(line, b"{\"prompt_index\"")
+        .filter(|&p| p > 0)
+        .find_map(|p| match serde_json::from_slice::<Value>(&line[p..]) {
+            Ok(v) if v.is_object() && record_key(&v).is_some() => Some((p, v)),
             _ => None,
-        }
-    })
+        })
+}
+
+/// The torn text before a record ([`record_after_torn_text`]) when it is itself a whole
+/// record that lost its newline (`{…}{"prompt_index": …}`): kept too.
+fn record_before(text: &[u8]) -> Option<Value> {
+    serde_json::from_slice::<Value>(text)
+        .ok()
+        .filter(|v| v.is_object() && record_key(v).is_some())
 }
 
 /// Read a JSONL file we wrote, calling `f` on each object with its line number. With
@@ -412,17 +432,24 @@ fn read_own_jsonl(
                 );
             }
             if out.is_none() {
-                let dir = path.parent().unwrap_or(Path::new("."));
-                let mut tmp = tempfile::Builder::new()
-                    .prefix(".tmp-")
-                    .tempfile_in(dir)
-                    .with_context(|| format!("cannot write in {}", dir.display()))?;
+                let mut tmp = temp_beside(path)?;
                 let mut head = File::open(path)?;
                 std::io::copy(&mut (&mut head).take(good_end), &mut tmp)?;
                 out = Some(tmp);
             }
             let o = out.as_mut().expect("made above");
-            fix.cut += start as u64;
+            match (start > 0 && value.is_some())
+                .then(|| record_before(&buf[..start]))
+                .flatten()
+            {
+                Some(first) => {
+                    o.write_all(&buf[..start])?;
+                    o.write_all(b"\n")?;
+                    fix.kept += 1;
+                    f(first, lineno);
+                }
+                None => fix.cut += start as u64,
+            }
             if value.is_some() {
                 o.write_all(&buf[start..])?;
                 if complete {
@@ -470,7 +497,9 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
         // kill, or whose only line was torn and cut off): the checkpoint lists the files.
         s.batch_stats.entry(n).or_default();
         let torn = read_own_jsonl(&path, repair, |v, lineno| {
-            let discard = v.get("discarded").is_some_and(|d| !d.is_null());
+            let discard = v
+                .get("discarded")
+                .is_some_and(|d| crate::format::row::marks_a_tombstone(&d.to_string()));
             // The reference's older runners wrote failed prompts as rows: not done.
             let failed = v.get("failed") == Some(&Value::Bool(true));
             if let Some((key, index)) = record_key(&v).filter(|_| !failed) {
@@ -682,6 +711,32 @@ mod tests {
             std::fs::read_to_string(&p).unwrap(),
             "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n\
              {\"prompt_index\":3,\"prompt_hash\":\"k\",\"x\":{\"y\":[1]}}\n{\"prompt_index\":4,\"prompt_hash\":\"m\"}\n"
+        );
+        // A torn record cut right after an inner object closed (its `usage`): that
+        // object is no record, and was kept as one; the whole torn line goes.
+        let torn_inner = "{\"prompt_index\":7,\"prompt_hash\":\"q\",\"usage\":{\"total_tokens\":5}";
+        std::fs::write(
+            &p,
+            format!("{{\"prompt_index\":1,\"prompt_hash\":\"h\"}}\n{torn_inner}"),
+        )
+        .unwrap();
+        let s = scan(d.path(), true).unwrap();
+        assert_eq!(s.done.len(), 1, "{:?}", s.done);
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n"
+        );
+        // Two whole records on one line (the first lost its newline): both kept.
+        std::fs::write(
+            &p,
+            "{\"prompt_index\":1,\"prompt_hash\":\"h\"}{\"prompt_index\":2,\"prompt_hash\":\"k\"}\n",
+        )
+        .unwrap();
+        let s = scan(d.path(), true).unwrap();
+        assert_eq!(s.done.len(), 2, "{:?}", s.done);
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n{\"prompt_index\":2,\"prompt_hash\":\"k\"}\n"
         );
         // A bad line with its newline is no torn write, in the middle or at the end: an
         // error with its place, and the file untouched.

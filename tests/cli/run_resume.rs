@@ -46,6 +46,13 @@ fn batch_files(run: &Path) -> BTreeMap<u64, Vec<u8>> {
     out
 }
 
+/// The user message of a chat request the stand-in got: the prompt it ran.
+fn user_prompt(request: &Value) -> String {
+    let m = request["messages"].as_array().unwrap();
+    let user = m.iter().find(|m| m["role"] == "user").unwrap();
+    user["content"].as_str().unwrap().to_string()
+}
+
 /// Every line of every batch file, in batch order.
 fn rows(run: &Path) -> Vec<Value> {
     batch_files(run)
@@ -312,15 +319,7 @@ fn resume_reference(name: &str, missing: &[u64]) -> (tempfile::TempDir, Standin)
     c.args([&format!("{name}.jsonl"), "--resume"]);
     let o = run(c);
     assert_code(&o, 0);
-    let asked: Vec<String> = s
-        .requests()
-        .iter()
-        .map(|r| {
-            let m = r["messages"].as_array().unwrap();
-            let user = m.iter().find(|m| m["role"] == "user").unwrap();
-            user["content"].as_str().unwrap().to_string()
-        })
-        .collect();
+    let asked: Vec<String> = s.requests().iter().map(user_prompt).collect();
     let mut want: Vec<String> = missing
         .iter()
         .map(|i| dataset[*i as usize]["prompt"].as_str().unwrap().to_string())
@@ -430,21 +429,7 @@ fn resume_keeps_a_record_that_a_torn_line_ran_into() {
         err.contains("batch_0.jsonl: cut 300 bytes of torn text (what it held runs again); kept 1 complete record that a torn line ran into"),
         "{err}"
     );
-    let asked: BTreeSet<String> = s
-        .requests()
-        .iter()
-        .map(|r| {
-            r["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|m| m["role"] == "user")
-                .unwrap()["content"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
+    let asked: BTreeSet<String> = s.requests().iter().map(user_prompt).collect();
     let prompt_of = |v: &Value| {
         v["conversations"]
             .as_array()
@@ -506,21 +491,7 @@ fn resume_keeps_what_a_0_19_0_checkpoint_alone_says_was_discarded() {
         "{}",
         stderr(&o)
     );
-    let asked: Vec<String> = s
-        .requests()
-        .iter()
-        .map(|r| {
-            r["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|m| m["role"] == "user")
-                .unwrap()["content"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
+    let asked: Vec<String> = s.requests().iter().map(user_prompt).collect();
     assert!(
         !asked.contains(&discarded),
         "the discarded prompt ran again: {asked:?}"
@@ -606,20 +577,7 @@ fn resume_credits_a_reference_row_to_the_task_at_its_own_index() {
             "{name}: {}",
             stderr(&o)
         );
-        let asked: Vec<String> = s.requests()[before..]
-            .iter()
-            .map(|r| {
-                r["messages"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|m| m["role"] == "user")
-                    .unwrap()["content"]
-                    .as_str()
-                    .unwrap()
-                    .to_string()
-            })
-            .collect();
+        let asked: Vec<String> = s.requests()[before..].iter().map(user_prompt).collect();
         let want: Vec<String> = want_run.iter().map(|(_, p)| p.to_string()).collect();
         assert_eq!(asked, want, "{name}");
         let new: Vec<(u64, String)> = rows(&run_dir)
