@@ -24,11 +24,28 @@ pub fn tombstone_reason(discarded: &str) -> String {
     format!("tombstone: discarded {discarded}")
 }
 
-/// [`tombstone_reason`] of `line` when it is a tombstone: a JSON object whose
-/// `discarded` is not null, whatever else it holds. It marks a prompt the run dropped,
-/// and is no trajectory: traj-merge, traj-filter and traj-normalize drop it with this
-/// reason, traj-report counts it. `None` for any other line (a bad one too).
-pub fn tombstone(line: &[u8]) -> Option<String> {
+/// Whether the raw JSON text of a row's `discarded` marks the row a tombstone: a value
+/// Python reads as true (the reference writes a reason string). `false`, `0`, `""`,
+/// `{}`, `[]` and `null` mark nothing: such a row is a trajectory like any other.
+pub fn marks_a_tombstone(discarded: &str) -> bool {
+    let t = discarded.trim();
+    let inner_blank = |open: char, close: char| {
+        t.strip_prefix(open)
+            .and_then(|r| r.strip_suffix(close))
+            .is_some_and(|r| r.trim().is_empty())
+    };
+    !(matches!(t, "null" | "false" | "\"\"")
+        || t.parse::<f64>().is_ok_and(|x| x == 0.0)
+        || inner_blank('{', '}')
+        || inner_blank('[', ']'))
+}
+
+/// The raw JSON text of `line`'s `discarded` when the line is a tombstone: a JSON
+/// object whose `discarded` [marks one](marks_a_tombstone), whatever else it holds. It
+/// stands for a prompt the run dropped and is no trajectory: traj-merge, traj-filter and
+/// traj-normalize drop it ([`tombstone`]), traj-report and traj-run's resume count it.
+/// `None` for any other line (a bad one too).
+pub fn tombstone_mark(line: &[u8]) -> Option<&str> {
     memchr::memmem::find(line, b"discarded")?;
     let text = std::str::from_utf8(line).ok()?;
     let mut found = None;
@@ -38,7 +55,12 @@ pub fn tombstone(line: &[u8]) -> Option<String> {
         }
     })
     .ok()?;
-    found.filter(|d| *d != "null").map(tombstone_reason)
+    found.filter(|d| marks_a_tombstone(d))
+}
+
+/// [`tombstone_reason`] of `line` when it is a tombstone ([`tombstone_mark`]).
+pub fn tombstone(line: &[u8]) -> Option<String> {
+    tombstone_mark(line).map(tombstone_reason)
 }
 
 /// Why a line cannot be read as a row (bad input, not a drop). The `Display` text is
@@ -435,6 +457,26 @@ pub fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_tombstone_is_marked_by_a_value_python_reads_as_true() {
+        for yes in ["\"no_reasoning\"", "true", "1", "{\"why\": 1}", "[0]"] {
+            assert!(marks_a_tombstone(yes), "{yes}");
+        }
+        for no in [
+            "null", "false", "0", "0.0", "-0", "\"\"", "{}", "{ }", "[]", "[ ]",
+        ] {
+            assert!(!marks_a_tombstone(no), "{no}");
+        }
+        let row = br#"{"prompt_index": 1, "discarded": false, "conversations": []}"#;
+        assert_eq!(tombstone(row), None, "a trajectory like any other");
+        let tomb = br#"{"prompt_index": 1, "discarded": "no_reasoning", "prompt": "p"}"#;
+        assert_eq!(
+            tombstone(tomb).as_deref(),
+            Some("tombstone: discarded \"no_reasoning\"")
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -286,7 +286,7 @@ enum Parsed {
 fn parse_line(line: &[u8], spec: &KeySpec) -> Result<Parsed, BadRow> {
     let fields = fields_of(line)?;
     if let Some(d) = fields.get("discarded")
-        && *d != "null"
+        && row::marks_a_tombstone(d)
     {
         return Ok(Parsed::Tombstone(row::tombstone_reason(d)));
     }

@@ -139,8 +139,11 @@ impl Facts {
 /// is none of a row, a reject, a failure line or a tombstone.
 pub fn read_line(line: &[u8], obj: Map<String, Value>, tk: &dyn Tokenizer) -> Result<Line, String> {
     let is_list = |k: &str| obj.get(k).is_some_and(Value::is_array);
-    // traj-merge's rule: any row with a non-null `discarded`, whatever else it holds.
-    if let Some(why) = obj.get("discarded").filter(|d| !d.is_null()) {
+    // The one tombstone rule (`format::row::tombstone_mark`), whatever else it holds.
+    if let Some(why) = obj
+        .get("discarded")
+        .filter(|d| crate::format::row::marks_a_tombstone(&d.to_string()))
+    {
         return Ok(Line::Discarded(match why {
             Value::String(s) => s.clone(),
             other => other.to_string(),
