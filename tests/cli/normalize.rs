@@ -206,6 +206,29 @@ fn a_result_that_answers_no_call_keeps_out_of_the_calls_places() {
         "the orphan is kept"
     );
     assert_eq!(norm(&parse_and_join(&openai), &[]), once);
+    // With the orphan first and the other results out of call order (c2's before
+    // c1's), each result still answers its own call after the round trip.
+    let row = msgs(json!([
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "A", "arguments": "{\"x\":1}"}},
+            {"id": "c2", "type": "function", "function": {"name": "A", "arguments": "{\"x\":2}"}}]},
+        {"role": "tool", "tool_call_id": "zz", "content": "stray"},
+        {"role": "tool", "tool_call_id": "c2", "content": "r2"},
+        {"role": "tool", "tool_call_id": "c1", "content": "r1"},
+        {"role": "assistant", "content": "done"}
+    ]));
+    let once = norm(&format!("{row}\n"), &[]);
+    let openai = norm(&parse_and_join(&once), &["--to", "openai"]);
+    let m = openai[0]["messages"].as_array().unwrap();
+    let calls = m[1]["tool_calls"].as_array().unwrap();
+    for (call, want) in calls.iter().zip(["r1", "r2"]) {
+        let answer = m
+            .iter()
+            .find(|x| x["role"] == "tool" && x["tool_call_id"] == call["id"])
+            .map(|x| x["content"].clone());
+        assert_eq!(answer, Some(json!(want)), "{m:?}");
+    }
 }
 
 /// hermes-agent writes a `reasoning` field that holds a scratchpad as

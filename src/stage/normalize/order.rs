@@ -11,15 +11,16 @@
 //! call again, and `--to openai` gives every call its own id. A result answers the call
 //! with its id; a result without an id, the first call not yet answered of the name its
 //! reading gave it ([`super::pair::Pending`]'s rule: its own name, else its place). A
-//! turn with a result that answers no call is left as it was read.
+//! result that answers no call goes after those that do, so that none takes the place
+//! of a call when the text is read back.
 
 use crate::format::model::{Kept, Turn};
 
 use crate::format::model::{GptTurn, ToolResult};
 
 /// The order the results `rs` of the calls of `g` are written in, `order[new] = old`;
-/// `None` when they already follow their calls, or when a result answers no call (the
-/// turn stays as it was read).
+/// `None` when they already follow their calls. A result that answers no call goes
+/// after those that do (their places are the calls'), in its order among such results.
 pub(super) fn call_order(g: &GptTurn, rs: &[ToolResult]) -> Option<Vec<usize>> {
     // The call each result answers, by id, else by the name it was paired by.
     let mut taken = vec![false; g.tool_calls.len()];
@@ -32,9 +33,11 @@ pub(super) fn call_order(g: &GptTurn, rs: &[ToolResult]) -> Option<Vec<usize>> {
                 } else {
                     g.tool_calls[k].id.as_deref() == Some(&r.tool_call_id)
                 }
-        })?;
-        taken[k] = true;
-        slots.push(k);
+        });
+        if let Some(k) = k {
+            taken[k] = true;
+        }
+        slots.push(k.unwrap_or(usize::MAX));
     }
     if slots.is_sorted() {
         return None;
