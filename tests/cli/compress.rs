@@ -266,6 +266,25 @@ fn the_offline_summary_quotes_the_users_requests_and_the_replies() {
         small.contains("Requests:\n- [5] What about \"The Dark Knight\"?"),
         "{small}"
     );
+    // mini-swe-agent gives each command's output as a user turn: no request.
+    let mut c = cmd(BIN, dir.path());
+    c.args([
+        "--offline",
+        "--tokenizer",
+        "chars4",
+        "--target-max-tokens",
+        "500",
+    ]);
+    c.args(["--summary-target-tokens", "100", "-q", "--no-metrics"]);
+    c.arg(fixture("mini_swe_agent_trajs.jsonl"));
+    let o = run(c);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("Commands:"), "{out}");
+    assert!(
+        !out.contains("Requests:\n- [3] <returncode>"),
+        "output is no request: {out}"
+    );
     let large = summary_of("160");
     assert!(
         large.contains("Replies:\n- [4] Here are the key details about the movie \"Inception\""),

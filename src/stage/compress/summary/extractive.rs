@@ -331,13 +331,28 @@ impl Extractive {
         // What the user asked and the assistant said in prose: a chat's region may hold
         // no command at all, and its summary would say nothing of it.
         let (mut requests, mut replies) = (Vec::new(), Vec::new());
+        // A user turn right after a command is its output (text-action agents such as
+        // mini-swe-agent give observations as user turns): no request.
+        let gave_command = |t: &Value| {
+            let mut c = Vec::new();
+            if super::super::row::role_of(t, req.shape) == super::super::plan::Role::Gpt {
+                commands_of(t, req.shape, &mut c);
+            }
+            !c.is_empty()
+        };
+        let mut after_command = req
+            .start
+            .checked_sub(1)
+            .and_then(|p| req.turns.get(p))
+            .is_some_and(gave_command);
         for (i, t) in req.turns.iter().enumerate().take(req.until).skip(req.start) {
             let role = super::super::row::role_of(t, req.shape);
             match role {
                 super::super::plan::Role::Gpt => {
+                    let mut c = Vec::new();
+                    commands_of(t, req.shape, &mut c);
+                    after_command = !c.is_empty();
                     if commands.len() < MAX_ITEMS {
-                        let mut c = Vec::new();
-                        commands_of(t, req.shape, &mut c);
                         commands.extend(c.into_iter().map(|c| format!("[{i}] {c}")));
                     }
                     if let Some(calls) = t.get("tool_calls") {
@@ -371,7 +386,10 @@ impl Extractive {
                         }
                         errors.push(format!("[{i}] {}", clip(&l, MAX_ITEM_CHARS)));
                     }
-                    if role == super::super::plan::Role::Human && requests.len() < MAX_ITEMS {
+                    if role == super::super::plan::Role::Human
+                        && !after_command
+                        && requests.len() < MAX_ITEMS
+                    {
                         let asked = one_line(head);
                         if !asked.is_empty() {
                             requests.push(format!("[{i}] {}", clip(&asked, MAX_ITEM_CHARS)));
