@@ -328,8 +328,10 @@ fn rule_names_by_id_then_position_then_unknown() {
             })
             .collect()
     };
-    // By id, in the order the results came (unlike the reference, which pairs by position).
-    assert_eq!(names(&conv[3]), ["beta", "alpha", "unknown"]);
+    // By id (unlike the reference, which pairs by position), written in the order of
+    // their calls so that the text read back pairs each with its own; the result that
+    // answers none goes after them (it was left as read, and took a call's place).
+    assert_eq!(names(&conv[3]), ["alpha", "beta", "unknown"]);
     // No ids: by position; more results than calls: "unknown".
     assert_eq!(names(&conv[5]), ["gamma", "delta", "unknown"]);
     let stats = &out[0]["tool_stats"];
