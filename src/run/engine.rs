@@ -435,7 +435,7 @@ fn keep_reference_discards(
     existing: rundir::Scan,
     tasks: &super::tasks::Tasks,
 ) -> Result<(rundir::Scan, Option<String>)> {
-    let discards = rundir::reference_discards(dir, &existing)?;
+    let discards = rundir::reference_discards(dir, &existing);
     if discards.is_empty() {
         return Ok((existing, None));
     }

@@ -259,24 +259,23 @@ impl Scan {
 /// for such a prompt and lists it only in its `checkpoint.json`'s `completed_prompts`.
 /// So the indices there with neither a record nor a failure in the files, when the
 /// checkpoint is the reference's (traj's own has `failed_prompts` and is rebuilt from
-/// the files on every start).
-pub fn reference_discards(dir: &Path, scan: &Scan) -> Result<BTreeSet<u64>> {
-    let path = dir.join("checkpoint.json");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return Ok(BTreeSet::new());
+/// the files on every start). A checkpoint that cannot be read as JSON (the reference
+/// writes it in place: a crash can tear it) is a summary like any other: it names none.
+pub fn reference_discards(dir: &Path, scan: &Scan) -> BTreeSet<u64> {
+    let text = std::fs::read_to_string(dir.join("checkpoint.json")).unwrap_or_default();
+    let Ok(cp) = serde_json::from_str::<Value>(&text) else {
+        return BTreeSet::new();
     };
-    let cp: Value =
-        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
     if cp.get("failed_prompts").is_some() {
-        return Ok(BTreeSet::new());
+        return BTreeSet::new();
     }
     let listed = cp.get("completed_prompts").and_then(Value::as_array);
-    Ok(listed
+    listed
         .into_iter()
         .flatten()
         .filter_map(Value::as_u64)
         .filter(|i| !scan.done_indices.contains(i) && !scan.failed_indices.contains(i))
-        .collect())
+        .collect()
 }
 
 /// Write the tombstones of `discards` (`prompt_index`, prompt text) as the newest
@@ -750,6 +749,26 @@ mod tests {
             );
             assert_eq!(std::fs::read_to_string(&p).unwrap(), bad);
         }
+    }
+
+    /// A torn reference checkpoint stops no resume: it names no discard (it stopped it
+    /// with "not JSON" once, where the rebuilt checkpoint had never read it).
+    #[test]
+    fn a_torn_checkpoint_names_no_discard() {
+        let d = tempfile::tempdir().unwrap();
+        let s = scan(d.path(), true).unwrap();
+        std::fs::write(
+            d.path().join("checkpoint.json"),
+            "{\"completed_prompts\": [0, 1",
+        )
+        .unwrap();
+        assert!(reference_discards(d.path(), &s).is_empty());
+        std::fs::write(
+            d.path().join("checkpoint.json"),
+            "{\"completed_prompts\": [0, 1]}",
+        )
+        .unwrap();
+        assert_eq!(reference_discards(d.path(), &s), BTreeSet::from([0, 1]));
     }
 
     /// The newest reference's `_entry_prompt_text` cases, and what a scan makes of its
