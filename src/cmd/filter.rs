@@ -285,25 +285,28 @@ pub fn run_cli(args: Args) -> Result<Status> {
         }
     };
     let judge = |line: &[u8]| {
-        // A prompt the run dropped, no trajectory: never kept, also under --invert.
-        if let Some(why) = crate::format::row::tombstone(line) {
-            return Verdict::Discarded(vec![why]);
-        }
+        // A prompt the run dropped (a tombstone), no trajectory: never kept, also under
+        // --invert. Told by the same walk that validates or reads the line.
         if preds.is_empty() && pieces.is_none() {
-            return match filter::validate_object(line) {
-                Ok(()) => {
+            return match crate::format::row::validate_object_or_tombstone(line) {
+                Ok(None) => {
                     count(line);
                     add_reward_of_line(line, true);
                     Verdict::Written
                 }
+                Ok(Some(why)) => Verdict::Discarded(vec![why]),
                 Err(e) => Verdict::Bad(e.to_string()),
             };
         }
-        count(line);
         let (reasons, task_reward) = match judge_line(line, &preds, tk, &check_drift) {
-            Ok(r) => r,
-            Err(e) => return Verdict::Bad(e),
+            Ok(Judgement::Row(reasons, task_reward)) => (reasons, task_reward),
+            Ok(Judgement::Tombstone(why)) => return Verdict::Discarded(vec![why]),
+            Err(e) => {
+                count(line);
+                return Verdict::Bad(e);
+            }
         };
+        count(line);
         let verdict = match (reasons.is_empty(), invert) {
             (true, false) | (false, true) => Verdict::Written,
             (true, true) => Verdict::Dropped(vec!["inverted: passes every predicate".into()]),
@@ -314,7 +317,9 @@ pub fn run_cli(args: Args) -> Result<Status> {
     };
     // The first read of the group predicates: the row predicates, the task, the reward.
     let judge_row = |line: &[u8]| match judge_line(line, &preds, tk, &check_drift) {
-        Ok((reasons, (task, reward))) => Ok((reasons, task, reward)),
+        Ok(Judgement::Row(reasons, (task, reward))) => Ok((reasons, task, reward)),
+        // Not reached: the group reader sets tombstones aside before it judges a line.
+        Ok(Judgement::Tombstone(why)) => Err(why),
         // With no row predicate any JSON object passes them; its task and reward are
         // read from its members all the same (a row without a message list has them too).
         Err(_) if preds.is_empty() && pieces.is_none() && filter::validate_object(line).is_ok() => {
@@ -393,6 +398,16 @@ pub fn run_cli(args: Args) -> Result<Status> {
 enum Judged<'a> {
     AsIs(filter::RowView<'a>),
     Normalized(Vec<u8>, Vec<String>),
+    /// A tombstone ([`crate::format::row::tombstone`]), with its reason.
+    Tombstone(String),
+}
+
+/// What [`judge_line`] makes of a line that is no bad line.
+enum Judgement {
+    /// A row: the reasons it fails (none: it passes), its task and reward.
+    Row(Vec<String>, TaskReward),
+    /// A tombstone, with its reason: dropped, never judged.
+    Tombstone(String),
 }
 
 /// [`Judged`] of `line` ([`filter::reads_as_is`], [`filter::normalized_for_judging`]);
@@ -401,6 +416,15 @@ enum Judged<'a> {
 fn judged_row(line: &[u8]) -> Result<Judged<'_>, String> {
     use filter::Normalized;
     let own = filter::parse_row(line);
+    // A tombstone by the walk that read the row (or, for a line that is no row, by the
+    // rule's own reading of it).
+    let tombstone = match &own {
+        Ok(r) => r.tombstone(),
+        Err(_) => crate::format::row::tombstone(line),
+    };
+    if let Some(why) = tombstone {
+        return Ok(Judged::Tombstone(why));
+    }
     if let Ok(r) = &own
         && filter::reads_as_is(r)
     {
@@ -419,13 +443,13 @@ type TaskReward = (Option<String>, Option<f64>);
 
 /// The reasons `line` fails the row predicates and the token-drift check, and its task
 /// and reward, read as [`judged_row`] reads it (what traj-normalize mended in a foreign
-/// row is malformed under `--well-formed`); `Err`: a bad line.
+/// row is malformed under `--well-formed`), or that it is a tombstone; `Err`: a bad line.
 fn judge_line(
     line: &[u8],
     preds: &Predicates,
     tk: Option<&dyn Tokenizer>,
     check_drift: &dyn Fn(&filter::RowView<'_>, &mut Vec<String>),
-) -> Result<(Vec<String>, TaskReward), String> {
+) -> Result<Judgement, String> {
     let (normalized, mended);
     let row = match judged_row(line)? {
         Judged::AsIs(r) => {
@@ -436,12 +460,13 @@ fn judge_line(
             (normalized, mended) = (n, m);
             filter::parse_row(&normalized).map_err(|e| e.to_string())?
         }
+        Judged::Tombstone(why) => return Ok(Judgement::Tombstone(why)),
     };
     let mut reasons = row_reasons(&row, preds, tk, check_drift)?;
     if preds.well_formed {
         reasons.extend(mended);
     }
-    Ok((reasons, groups::task_and_reward(&row)))
+    Ok(Judgement::Row(reasons, groups::task_and_reward(&row)))
 }
 
 /// The reasons a row fails the row predicates and the token-drift check (empty: it

@@ -46,7 +46,8 @@ pub fn marks_a_tombstone(discarded: &str) -> bool {
 /// traj-normalize drop it ([`tombstone`]), traj-report and traj-run's resume count it.
 /// `None` for any other line (a bad one too).
 pub fn tombstone_mark(line: &[u8]) -> Option<&str> {
-    memchr::memmem::find(line, b"discarded")?;
+    // The key is read as JSON reads it: spelled with escapes, it holds a `\u00`.
+    memchr::memmem::find(line, b"discarded").or_else(|| memchr::memmem::find(line, b"\\u00"))?;
     let text = std::str::from_utf8(line).ok()?;
     let mut found = None;
     object_members(line, 0, |key, vs, ve| {
@@ -61,6 +62,27 @@ pub fn tombstone_mark(line: &[u8]) -> Option<&str> {
 /// [`tombstone_reason`] of `line` when it is a tombstone ([`tombstone_mark`]).
 pub fn tombstone(line: &[u8]) -> Option<String> {
     tombstone_mark(line).map(tombstone_reason)
+}
+
+/// [`validate_object`] and [`tombstone`] in one pass over the line's top-level members
+/// (a hot path's check: no second scan of every line): `Ok(Some(reason))` for a
+/// tombstone, `Ok(None)` for any other object. A line that is not a valid object is a
+/// tombstone or not as [`tombstone`] says (that rule reads no further than the object's
+/// end), else the error.
+pub fn validate_object_or_tombstone(line: &[u8]) -> Result<Option<String>, BadRow> {
+    let mut discarded = None;
+    let valid = validate_object_members(line, |key, value| {
+        if &*crate::format::jsonscan::key_text(key) == b"discarded" {
+            discarded = Some(value);
+        }
+    });
+    match valid {
+        Ok(()) => Ok(discarded
+            .and_then(|d| std::str::from_utf8(d).ok())
+            .filter(|d| marks_a_tombstone(d))
+            .map(tombstone_reason)),
+        Err(e) => tombstone(line).map(Some).ok_or(e),
+    }
 }
 
 /// Why a line cannot be read as a row (bad input, not a drop). The `Display` text is
@@ -112,6 +134,9 @@ pub struct RowView<'a> {
     pub task_uid: Option<&'a str>,
     /// `prompt_index` of a traj-run record (raw JSON text).
     pub prompt_index: Option<&'a str>,
+    /// `discarded` of the row (raw JSON text): read in the same walk as the members
+    /// above, for [`RowView::tombstone`].
+    pub discarded: Option<&'a str>,
     /// The run fields above that a `--columns core` row of traj-normalize keeps inside
     /// its `metadata` string, read from there when the row has none of its own; the
     /// accessors ([`RowView::completed`], ...) read either.
@@ -184,6 +209,15 @@ macro_rules! run_field {
 }
 
 impl RowView<'_> {
+    /// [`tombstone`] of the line this row was read from, from its own walk
+    /// ([`parse_row`] reads `discarded` with the other members): the same verdict, without
+    /// a second scan of the line.
+    pub fn tombstone(&self) -> Option<String> {
+        self.discarded
+            .filter(|d| marks_a_tombstone(d))
+            .map(tombstone_reason)
+    }
+
     run_field!(
         /// `completed`, the row's own or its `metadata`'s.
         completed
@@ -378,6 +412,7 @@ pub fn parse_row(line: &[u8]) -> Result<RowView<'_>, BadRow> {
             b"reward" => row.reward = Some(raw),
             b"task_uid" => row.task_uid = Some(raw),
             b"prompt_index" => row.prompt_index = Some(raw),
+            b"discarded" => row.discarded = Some(raw),
             b"metadata" => metadata = Some(raw),
             _ => {}
         }
@@ -478,6 +513,74 @@ mod tests {
     }
 
     use super::*;
+
+    /// The pair "tombstone": `tombstone` (the rule, its own reading of a line) and the
+    /// hot paths' readings folded into a walk they make anyway
+    /// (`validate_object_or_tombstone`, `RowView::tombstone` of `parse_row`) give the same
+    /// verdict on every line: the fixtures and the spellings a tombstone may take.
+    #[test]
+    fn the_folded_tombstone_readings_agree_with_the_rule() {
+        let mut lines: Vec<Vec<u8>> = crate::fixtures::jsonl_files()
+            .iter()
+            .flat_map(|f| {
+                std::fs::read(f)
+                    .unwrap()
+                    .split(|&b| b == b'\n')
+                    .map(<[u8]>::to_vec)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let turns = r#""conversations": [{"from": "human", "value": "discarded?"}]"#;
+        for d in [
+            "\"no_reasoning\"",
+            "true",
+            "1",
+            "[0]",
+            "{\"a\": 1}",
+            "false",
+            "0",
+            "\"\"",
+            "{}",
+            "null",
+        ] {
+            for row in [
+                format!(r#"{{"prompt_index": 3, "discarded": {d}, "prompt": "p"}}"#),
+                format!(r#"{{"discarded": {d}, {turns}}}"#),
+                format!(r#"{{{turns}, "discarded": {d}}}"#),
+                format!(r#"{{"discar\u0064ed": {d}, {turns}}}"#),
+                format!(r#"{{"discarded": {d}, "x": "\u00e9", {turns}}}"#),
+                format!(r#"{{"meta": {{"discarded": {d}}}, {turns}}}"#),
+                format!(r#"{{"discarded": {d}, {turns}}} trailing"#),
+                format!(r#"{{"discarded": {d}, "conversations": 7}}"#),
+                format!(r#"{{"discarded": {d}, "discarded": false, {turns}}}"#),
+                format!(r#"{{"discarded": {d}, {turns}"#),
+                format!("\u{feff}{{\"discarded\": {d}}}"),
+            ] {
+                lines.push(row.into_bytes());
+            }
+        }
+        let mut tombstones = 0;
+        for line in &lines {
+            let rule = tombstone(line);
+            tombstones += usize::from(rule.is_some());
+            let at = String::from_utf8_lossy(line);
+            let folded = validate_object_or_tombstone(line);
+            match &rule {
+                Some(why) => assert_eq!(folded.as_ref().ok(), Some(&Some(why.clone())), "{at}"),
+                None => assert_eq!(
+                    folded.map_err(|e| e.to_string()),
+                    validate_object(line)
+                        .map(|()| None)
+                        .map_err(|e| e.to_string()),
+                    "{at}"
+                ),
+            }
+            if let Ok(row) = parse_row(line) {
+                assert_eq!(row.tombstone(), rule, "{at}");
+            }
+        }
+        assert!(tombstones >= 30, "{tombstones} tombstones read");
+    }
 
     #[test]
     fn validate_object_messages() {

@@ -6,11 +6,16 @@ use crate::format::model::DeclError;
 use crate::format::repair::Broken;
 
 /// Why a line is not written: it is not a row by the rules every stage applies to a
-/// line (the text is [`crate::io::parse_object`]'s), or the row cannot be normalised.
+/// line (the text is [`crate::io::parse_object`]'s), it stands for a prompt the run
+/// dropped, or the row cannot be normalised.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BadLine {
     #[error("{0}")]
     NotARow(String),
+    /// A tombstone ([`crate::format::row::tombstone`]): no trajectory to convert, and
+    /// no bad line either. The text is its reason.
+    #[error("{0}")]
+    Tombstone(String),
     #[error(transparent)]
     Row(#[from] BadRow),
 }

@@ -203,15 +203,29 @@ pub fn normalize_row_counted(
 /// line is read whole ([`crate::io::parse_object`]) and converted from that: the same
 /// output, the same verdict. A row read in part and refused is refused for the same
 /// reason read whole (the reasons look only at the fields always parsed), except "no
-/// message list", whose hint looks at other fields: that one is read again whole.
+/// message list", whose hint looks at other fields: that one is read again whole. A
+/// tombstone is [`BadLine::Tombstone`], whatever else it holds.
 pub fn normalize_line(
     line: &[u8],
     opts: &Options,
     out: &mut Vec<u8>,
     done: &mut Tally,
 ) -> Result<(), BadLine> {
+    let logprobs = opts.strip_logprobs && sidecar::may_hold(line);
+    let scores = memchr::memmem::find(line, b"\"scores\"").is_some();
+    // The quick reader first where it comes first (it reads no row with a `discarded`
+    // member, so no tombstone); the tombstone rule reads only the lines it leaves.
+    if !(logprobs || scores)
+        && let typed::Quick::Done(r) = typed::quick(line, opts, out, done)
+    {
+        return Ok(r?);
+    }
+    // A prompt the run dropped, no trajectory to convert.
+    if let Some(why) = crate::format::row::tombstone(line) {
+        return Err(BadLine::Tombstone(why));
+    }
     // The logprobs go to the token sidecar, not into the row.
-    if opts.strip_logprobs && sidecar::may_hold(line) {
+    if logprobs {
         let mut row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
         if !sidecar::take(&mut row).is_empty() {
             normalize_row_counted(row, opts, out, done)?;
@@ -219,12 +233,13 @@ pub fn normalize_line(
         }
     }
     // A group of rollouts gives one row per rollout.
-    if memchr::memmem::find(line, b"\"scores\"").is_some() {
+    if scores {
         let row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
         normalize_row_counted(row, opts, out, done)?;
         return Ok(());
     }
-    if let typed::Quick::Done(r) = typed::quick(line, opts, out, done) {
+    // (A line that names logprobs but holds none: not tried above.)
+    if logprobs && let typed::Quick::Done(r) = typed::quick(line, opts, out, done) {
         return Ok(r?);
     }
     if opts.columns == Columns::All {
@@ -280,10 +295,6 @@ pub fn convert_line(
     out: &mut Vec<u8>,
     tally: &std::sync::Mutex<Tally>,
 ) -> crate::io::Verdict {
-    // A prompt the run dropped, no trajectory to convert.
-    if let Some(why) = crate::format::row::tombstone(line) {
-        return crate::io::Verdict::Discarded(vec![why]);
-    }
     let mut made = Tally::default();
     match normalize_line(line, opts, out, &mut made) {
         Ok(()) => {
@@ -294,6 +305,7 @@ pub fn convert_line(
         }
         Err(e @ BadLine::Row(_)) => crate::io::Verdict::BadRow(e.to_string()),
         Err(e @ BadLine::NotARow(_)) => crate::io::Verdict::Bad(e.to_string()),
+        Err(BadLine::Tombstone(why)) => crate::io::Verdict::Discarded(vec![why]),
     }
 }
 
@@ -472,9 +484,12 @@ mod tests {
     fn whole(line: &[u8], opts: &Options) -> (Vec<u8>, Result<(), BadLine>, Tally) {
         let mut out = Vec::new();
         let mut made = Tally::default();
-        let r = crate::io::parse_object(line)
-            .map_err(BadLine::NotARow)
-            .and_then(|row| Ok(normalize_row_counted(row, opts, &mut out, &mut made)?));
+        let r = match crate::format::row::tombstone(line) {
+            Some(why) => Err(BadLine::Tombstone(why)),
+            None => crate::io::parse_object(line)
+                .map_err(BadLine::NotARow)
+                .and_then(|row| Ok(normalize_row_counted(row, opts, &mut out, &mut made)?)),
+        };
         (out, r, made)
     }
 

@@ -206,8 +206,11 @@ fn read_row(text: &str) -> Option<Row<'_>> {
                 list = true;
                 Field::List
             }
+            // `discarded` too: whether the row is a tombstone is the general path's
+            // question (`format::row::tombstone`), asked of every line this leaves.
             "messages"
             | "tools"
+            | "discarded"
             | crate::format::bridge::FIELD
             | keep::MESSAGE_KEYS
             | keep::SYSTEM_COLUMN => {
