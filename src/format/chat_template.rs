@@ -154,12 +154,8 @@ pub fn messages(turns: &[Value]) -> Vec<Value> {
             if o.contains_key("role") || !o.contains_key("from") {
                 return t.clone();
             }
-            let role = match o.get("from").and_then(Value::as_str).unwrap_or_default() {
-                "human" | "user" => "user",
-                "gpt" | "assistant" => "assistant",
-                "tool" | "observation" | "function" | "ipython" => "tool",
-                other => other,
-            };
+            let from = o.get("from").and_then(Value::as_str).unwrap_or_default();
+            let role = crate::format::message::openai_role(from);
             let mut m = Map::new();
             m.insert("role".into(), Value::String(role.to_string()));
             m.insert(

@@ -114,6 +114,47 @@ pub fn reasoning_of(message: &Map<String, Value>) -> Option<String> {
     None
 }
 
+/// The OpenAI role of a ShareGPT turn's `from` (`human` is `user`, `gpt` is
+/// `assistant`, the names of a tool result are `tool`); any other name as it is.
+pub fn openai_role(from: &str) -> &str {
+    match from {
+        "human" | "user" => "user",
+        "gpt" | "assistant" | "function_call" => "assistant",
+        "tool" | "observation" | "function" | "function_response" | "tool_response" | "ipython" => {
+            "tool"
+        }
+        other => other,
+    }
+}
+
+/// A message in OpenAI spelling: a ShareGPT turn (`from` and `value`, no `role`) gets
+/// `role` ([`openai_role`]) and `content` in their places, its other keys kept in their
+/// order; any other value as it is. For a message kept whole from a ShareGPT row and
+/// given back in an OpenAI list, where a message without `role` is no message.
+pub fn in_openai_spelling(message: Value) -> Value {
+    let Value::Object(o) = message else {
+        return message;
+    };
+    if o.contains_key("role") || !o.contains_key("from") {
+        return Value::Object(o);
+    }
+    let mut m = Map::with_capacity(o.len());
+    for (k, v) in o {
+        match (k.as_str(), v) {
+            ("from", Value::String(from)) => {
+                m.insert("role".into(), Value::String(openai_role(&from).to_string()));
+            }
+            ("value", v) => {
+                m.insert("content".into(), v);
+            }
+            (_, v) => {
+                m.insert(k, v);
+            }
+        }
+    }
+    Value::Object(m)
+}
+
 /// What one typed part of a `content` list is (see [`part`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Part<'a> {

@@ -88,6 +88,48 @@ fn a_plain_chat_keeps_its_system_turn_and_openai_gives_it_back() {
     assert_eq!(again, out);
 }
 
+/// A message a ShareGPT row keeps whole (a system turn after the first turn, a tool
+/// result after a reply with no call, as ToolACE writes) comes back from `--to openai`
+/// as an OpenAI message (`role`, `content`, its other keys), never as a `from`/`value`
+/// object that a chat template or trainer reads as a message without a role.
+#[test]
+fn a_sharegpt_message_kept_whole_comes_back_as_an_openai_message() {
+    let d = tmpdir();
+    let rows = concat!(
+        r#"{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}, "#,
+        r#"{"from": "system", "value": "Now answer in French.", "weight": 0}, "#,
+        r#"{"from": "human", "value": "bye"}, {"from": "gpt", "value": "au revoir"}]}"#,
+        "\n",
+        r#"{"conversations": [{"from": "human", "value": "trends?"}, "#,
+        r#"{"from": "gpt", "value": "[Market Trends API(trend_type=\"MOST_ACTIVE\")]"}, "#,
+        r#"{"from": "tool", "value": "[{\"name\": \"AAPL\"}]"}, "#,
+        r#"{"from": "gpt", "value": "AAPL."}]}"#,
+        "\n"
+    );
+    let (hermes, _) = norm(d.path(), rows.as_bytes(), &[]);
+    let text: String = hermes.iter().map(|r| format!("{r}\n")).collect();
+    let (back, _) = norm(d.path(), text.as_bytes(), &["--to", "openai"]);
+    assert_eq!(back.len(), 2);
+    for (row, at, want) in [
+        (
+            &back[0],
+            2,
+            json!({"role": "system", "content": "Now answer in French.", "weight": 0}),
+        ),
+        (
+            &back[1],
+            2,
+            json!({"role": "tool", "content": "[{\"name\": \"AAPL\"}]"}),
+        ),
+    ] {
+        let m = list(row);
+        assert_eq!(m[at], want, "{row}");
+        for msg in m {
+            assert!(msg["role"].is_string(), "a message without a role: {msg}");
+        }
+    }
+}
+
 #[test]
 fn a_row_with_tools_keeps_its_system_text_in_front_of_the_hermes_prompt() {
     let d = tmpdir();

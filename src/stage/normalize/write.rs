@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::{Arguments, BadRow, Columns, Options, Target, ToolsAs, keep, shape};
+use crate::format::message::in_openai_spelling;
 use crate::format::model::{Trajectory, Turn};
 use crate::format::pyjson::{self, Style};
 use crate::format::stats::ToolCount;
@@ -384,7 +385,10 @@ fn openai_list(traj: &Trajectory, arguments: Arguments, core: bool) -> Vec<u8> {
     };
     for (ti, t) in traj.turns.iter().enumerate() {
         if !core {
-            msgs.extend(traj.messages_at(ti).map(|m| m.to_value()));
+            msgs.extend(
+                traj.messages_at(ti)
+                    .map(|m| in_openai_spelling(m.to_value())),
+            );
         }
         match t {
             Turn::Human(text) => {
@@ -468,7 +472,10 @@ fn openai_list(traj: &Trajectory, arguments: Arguments, core: bool) -> Vec<u8> {
         }
     }
     if !core {
-        msgs.extend(traj.messages_at(traj.turns.len()).map(|m| m.to_value()));
+        msgs.extend(
+            traj.messages_at(traj.turns.len())
+                .map(|m| in_openai_spelling(m.to_value())),
+        );
     }
     let mut out = Vec::with_capacity(4096);
     pyjson::write_value(&mut out, &Value::Array(msgs), Style::Python);
