@@ -88,9 +88,20 @@ impl StageArgs {
 }
 
 impl IoArgs {
-    /// The sources the inputs name ([`crate::io::sources_matching`], `--glob` applied).
-    pub fn sources(&self) -> anyhow::Result<Vec<crate::io::Source>> {
-        crate::io::sources_matching(&self.inputs, "", self.glob.as_ref())
+    /// The sources the inputs name ([`crate::io::row_sources`], `--glob` applied); the
+    /// stage documents a directory holds beside its rows (a run directory's
+    /// `checkpoint.json`) are passed over and named on stderr as `name`'s.
+    pub fn sources(&self, name: &str) -> anyhow::Result<Vec<crate::io::Source>> {
+        let (sources, passed) = crate::io::row_sources(&self.inputs, self.glob.as_ref())?;
+        if !self.quiet {
+            note_passed_over(
+                name,
+                &passed.documents,
+                "name the file, or give --glob, to read it",
+            );
+            note_beside_run(name, &passed.beside_run);
+        }
+        Ok(sources)
     }
 
     /// The inputs with each directory replaced by the files `--glob` chooses in it (the
@@ -99,7 +110,7 @@ impl IoArgs {
         if self.glob.is_none() {
             return Ok(self.inputs.clone());
         }
-        self.sources()?
+        crate::io::sources_matching(&self.inputs, "", self.glob.as_ref())?
             .into_iter()
             .map(|s| match s {
                 crate::io::Source::Stdin | crate::io::Source::Spooled { .. } => Ok("-".to_owned()),
@@ -186,6 +197,15 @@ pub fn note_passed_over(name: &str, files: &[std::path::PathBuf], hint: &str) {
         name,
         files,
         &format!("a JSON document of a stage or of `datasets`, by its name; {hint}"),
+    );
+}
+
+/// Name each data file of a traj-run directory input that is not one of its rows.
+pub fn note_beside_run(name: &str, files: &[std::path::PathBuf]) {
+    note_not_read(
+        name,
+        files,
+        "beside the rows of a traj-run directory; name the file to read it",
     );
 }
 

@@ -248,7 +248,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         None
     };
 
-    let sources = args.stage.io.sources()?;
+    let sources = args.stage.io.sources(NAME)?;
     let cfg = PipeConfig {
         // Dropping is what a filter is for: drops without --rejects are counted and
         // reported, not an error (bad lines still are).

@@ -358,7 +358,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
             "--tools-as is for --to openai or --columns core (Hermes rows carry the tools in the system prompt)"
         );
     }
-    let sources = args.stage.io.sources()?;
+    let sources = args.stage.io.sources(NAME)?;
     let cfg = args.stage.pipe(NAME);
     // The sidecar is written first and committed after the output.
     let sidecar = match &args.token_sidecar {

@@ -121,11 +121,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
                 &i.skipped,
                 "name the file, or give --glob, to read it",
             );
-            crate::cli::note_not_read(
-                NAME,
-                &i.beside_run,
-                "beside the rows of a traj-run directory; name the file to read it",
-            );
+            crate::cli::note_beside_run(NAME, &i.beside_run);
         }
     }
     let before = if args.before.is_empty() {

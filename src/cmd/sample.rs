@@ -139,7 +139,7 @@ pub fn run_cli(args: Args) -> Result<Status> {
         return Ok(Status::Ok);
     }
     let plan = Plan::new(dists, &args.distribution, available, args.seed).map_err(classify)?;
-    let sources = args.io.sources()?;
+    let sources = args.io.sources(NAME)?;
     let (shard, on_error) = (args.shard.shard, args.io.on_error);
     let summary = crate::cli::run_stage(&args.io, NAME, &[], sources, |src, out, rejects| {
         sample_rows(&plan, src, shard, on_error, out, rejects)

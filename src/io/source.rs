@@ -90,6 +90,52 @@ pub fn sources_with_prefix(args: &[String], prefix: &str) -> Result<Vec<Source>>
 /// instead of the files with a data ending and the prefix. A file named on the command line is read
 /// whatever its name.
 pub fn sources_matching(args: &[String], prefix: &str, glob: Option<&Glob>) -> Result<Vec<Source>> {
+    collect_sources(args, prefix, glob, None)
+}
+
+/// The files of directory inputs that [`row_sources`] passed over, for the caller to name.
+#[derive(Debug, Default)]
+pub struct PassedOver {
+    /// The JSON documents of the stages and of `datasets` ([`is_stage_document`]).
+    pub documents: Vec<PathBuf>,
+    /// Data files of a traj-run directory that are not its rows (`failures.jsonl`, what
+    /// a pipeline left beside them: `trajectories.jsonl`, a compressed copy).
+    pub beside_run: Vec<PathBuf>,
+}
+
+/// Whether `d` is a traj-run directory (or the reference's): it holds `statistics.json`
+/// or `checkpoint.json`.
+pub fn is_run_dir(d: &Path) -> bool {
+    d.join("statistics.json").is_file() || d.join("checkpoint.json").is_file()
+}
+
+/// Whether `f` is one of the row files of run directory `d`: a `batch_N.jsonl` in it.
+fn is_batch_file(d: &Path, f: &Path) -> bool {
+    f.parent() == Some(d)
+        && f.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("batch_") && n.ends_with(".jsonl"))
+}
+
+/// [`sources_matching`] with no prefix, for the stages that read rows. Without `--glob`,
+/// a directory's [stage documents](is_stage_document) are no rows and are passed over,
+/// and a [traj-run directory](is_run_dir) gives its rows, `batch_N.jsonl` in natural
+/// order, as traj-merge reads it: its other files are passed over too. A file named on
+/// the command line is read whatever its name.
+pub fn row_sources(args: &[String], glob: Option<&Glob>) -> Result<(Vec<Source>, PassedOver)> {
+    let mut passed = PassedOver::default();
+    let sources = collect_sources(args, "", glob, Some(&mut passed))?;
+    Ok((sources, passed))
+}
+
+/// [`sources_matching`]; with `passed`, as [`row_sources`] (only without `glob`: a
+/// pattern chooses the files itself).
+fn collect_sources(
+    args: &[String],
+    prefix: &str,
+    glob: Option<&Glob>,
+    mut passed: Option<&mut PassedOver>,
+) -> Result<Vec<Source>> {
     if args.is_empty() {
         return Ok(vec![Source::Stdin]);
     }
@@ -99,17 +145,28 @@ pub fn sources_matching(args: &[String], prefix: &str, glob: Option<&Glob>) -> R
         match &src {
             Source::File(p) if p.is_dir() => {
                 let before = out.len();
-                out.extend(
-                    data_files_in(p, glob)?
-                        .into_iter()
-                        .filter(|f| {
-                            glob.is_some() // the pattern replaces the prefix too
-                                || f.file_name()
-                                .and_then(|n| n.to_str())
-                                .is_some_and(|n| n.starts_with(prefix))
-                        })
-                        .map(Source::File),
-                );
+                let run = glob.is_none() && passed.is_some() && is_run_dir(p);
+                for f in data_files_in(p, glob)? {
+                    let named = glob.is_some() // the pattern replaces the prefix too
+                        || f.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with(prefix));
+                    if !named {
+                        continue;
+                    }
+                    match passed.as_deref_mut() {
+                        // A run directory's own documents (its checkpoint) go unsaid.
+                        Some(passed) if run && !is_batch_file(p, &f) => {
+                            if !is_stage_document(&f) {
+                                passed.beside_run.push(f);
+                            }
+                        }
+                        Some(passed) if glob.is_none() && is_stage_document(&f) => {
+                            passed.documents.push(f)
+                        }
+                        _ => out.push(Source::File(f)),
+                    }
+                }
                 if out.len() == before {
                     return Err(no_data_files(p, prefix, glob).into());
                 }

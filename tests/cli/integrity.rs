@@ -507,3 +507,87 @@ fn a_closed_stdout_ends_every_writer_quietly_with_status_zero() {
         );
     }
 }
+
+/// A traj-run directory given to a stage that reads rows gives its rows, the
+/// `batch_N.jsonl` files in natural order, as traj-merge reads it: not its checkpoint
+/// (once "invalid JSON" at its first line), not `failures.jsonl`, not a copy a pipeline
+/// left beside them (which would give every row twice); each data file passed over is
+/// named. A plain directory's stage documents are named as passed over too.
+#[test]
+fn a_run_directory_input_gives_its_batch_rows_once() {
+    let d = tmpdir();
+    let run_dir = d.path().join("run");
+    std::fs::create_dir(&run_dir).unwrap();
+    let row = |i: usize| {
+        format!(
+            r#"{{"prompt_index": {i}, "conversations": [{{"from": "human", "value": "q{i}"}}, {{"from": "gpt", "value": "a{i}"}}]}}"#
+        )
+    };
+    for (name, rows) in [
+        ("batch_0.jsonl", vec![0, 1]),
+        ("batch_2.jsonl", vec![2]),
+        ("batch_10.jsonl", vec![3]),
+    ] {
+        let text: String = rows.into_iter().map(|i| row(i) + "\n").collect();
+        std::fs::write(run_dir.join(name), text).unwrap();
+    }
+    std::fs::write(
+        run_dir.join("checkpoint.json"),
+        "{\n  \"completed_prompts\": [0, 1, 2, 3]\n}\n",
+    )
+    .unwrap();
+    std::fs::write(run_dir.join("statistics.json"), "{\n  \"records\": 4\n}\n").unwrap();
+    std::fs::write(
+        run_dir.join("failures.jsonl"),
+        "{\"prompt_index\": 9, \"error\": \"x\"}\n",
+    )
+    .unwrap();
+    let copy: String = (0..4).map(|i| row(i) + "\n").collect();
+    std::fs::write(run_dir.join("trajectories.jsonl"), &copy).unwrap();
+    let mut merged = cmd("traj-merge", d.path());
+    merged.arg(&run_dir);
+    let merged = run(merged);
+    assert_code(&merged, 0);
+    assert_eq!(String::from_utf8_lossy(&merged.stdout), copy);
+    for stage in ["traj-filter", "traj-normalize"] {
+        let mut c = cmd(stage, d.path());
+        c.arg(&run_dir);
+        let o = run(c);
+        assert_code(&o, 0);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let ids: Vec<i64> = out
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["prompt_index"]
+                    .as_i64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(ids, [0, 1, 2, 3], "{stage}: {out}");
+        let err = stderr(&o);
+        for beside in ["trajectories.jsonl", "failures.jsonl"] {
+            assert!(
+                err.contains(&format!(
+                    "{beside}: not read (beside the rows of a traj-run directory"
+                )),
+                "{stage}: {err}"
+            );
+        }
+        assert!(!err.contains("checkpoint.json"), "{stage}: {err}");
+    }
+    // A plain directory: its data files, and the stage documents named as not read.
+    let plain = d.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::write(plain.join("rows.jsonl"), row(0) + "\n").unwrap();
+    std::fs::write(plain.join("filter_stats.json"), "{\n  \"kept\": 1\n}\n").unwrap();
+    let mut c = cmd("traj-filter", d.path());
+    c.arg(&plain);
+    let o = run(c);
+    assert_code(&o, 0);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), row(0) + "\n");
+    assert!(
+        stderr(&o).contains("filter_stats.json: not read (a JSON document"),
+        "{}",
+        stderr(&o)
+    );
+}

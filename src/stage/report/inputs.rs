@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::io::{Glob, Source, data_files_in, natural_cmp, sources_matching};
+use crate::io::{Glob, Source, data_files_in, is_run_dir, natural_cmp, sources_matching};
 
 /// The sources of one dataset.
 #[derive(Debug, Default)]
@@ -31,10 +31,6 @@ pub struct Inputs {
     /// Data files of a traj-run directory that are not its rows (what a pipeline left
     /// beside them: `trajectories.jsonl`, a compressed copy).
     pub beside_run: Vec<PathBuf>,
-}
-
-fn is_run_dir(d: &Path) -> bool {
-    d.join("statistics.json").is_file() || d.join("checkpoint.json").is_file()
 }
 
 /// The rows of a traj-run directory: `batch_N.jsonl` in natural order, then
