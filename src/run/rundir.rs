@@ -152,12 +152,28 @@ pub fn prompt_hash(prompt: &str) -> Hex16 {
 
 /// A temp file beside `path`, named as the run directory's temp files are (`.tmp-…`:
 /// one a crash leaves is removed by the next run).
+///
+/// The file gets the mode `path` has (a batch file mended in place keeps its own), or,
+/// new, the mode the umask gives as for the batch files (`0666 & !umask`): not the temp
+/// file's private `0600`, which left a shared run's checkpoint and statistics unreadable
+/// to the others who read its rows.
 fn temp_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
+    use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
-    tempfile::Builder::new()
+    let kept = std::fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o7777);
+    let tmp = tempfile::Builder::new()
         .prefix(".tmp-")
+        .permissions(std::fs::Permissions::from_mode(kept.unwrap_or(0o666)))
         .tempfile_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    if let Some(mode) = kept {
+        // The umask narrowed the mode open(2) was given; the file keeps its own.
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(tmp)
 }
 
 /// Write `bytes` to `path` atomically (temp file, fsync, rename): over what is there
@@ -646,6 +662,36 @@ impl Checkpoint {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The checkpoint and statistics get the mode the batch files get (the umask's),
+    /// not the temp file's `0600`; a batch file mended in place keeps its own mode.
+    #[test]
+    fn rewritten_files_get_the_mode_of_the_run_directorys_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        // What the batch files (opened for append) get under this umask.
+        let plain = d.path().join("plain");
+        std::fs::File::create(&plain).unwrap();
+        let checkpoint = d.path().join("checkpoint.json");
+        write_json_atomic(&checkpoint, &json!({"a": 1})).unwrap();
+        assert_eq!(mode(&checkpoint), mode(&plain));
+        assert_ne!(
+            mode(&checkpoint),
+            0o600,
+            "the umask here gives 0600: no test"
+        );
+        let p = d.path().join("batch_0.jsonl");
+        std::fs::write(
+            &p,
+            "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n{\"prompt_ind",
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let s = scan(d.path(), true).unwrap();
+        assert_eq!(s.repaired.len(), 1);
+        assert_eq!(mode(&p), 0o640);
+    }
 
     #[test]
     fn torn_tail_is_cut_and_counted() {
