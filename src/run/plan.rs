@@ -59,10 +59,11 @@ pub struct IndexInUse {
     pub held: String,
 }
 
-/// The keys a row may find its record under, best first.
-fn keys_of(r: &Row) -> [Key; 4] {
+/// The keys a row may find its record under, best first (an empty one: none).
+fn keys_of(r: &Row) -> [Key; 5] {
     [
         r.ids.uid(),
+        r.ids.uid_as_written().unwrap_or_default(),
         r.ids.key.to_string(),
         legacy_key(r.index, &r.ids.hash.to_string()),
         text_key(r.ids.text),
@@ -139,8 +140,9 @@ pub fn plan(
             p.already_done += 1;
             continue;
         }
-        let failed = keys[..3]
+        let failed = keys[..4]
             .iter()
+            .filter(|k| !k.is_empty())
             .find_map(|k| scan.failed.get(k).map(|f| (k, f)));
         let attempt = match failed {
             Some((_, f)) if !f.retryable || f.attempts >= max_attempts => {
@@ -220,6 +222,7 @@ mod tests {
                 hash: id(text),
                 key: id(&format!("k{text}")),
                 content: id(&format!("c{text}")),
+                written: None,
                 text: id(text.trim()),
                 copy: index as u32,
                 rollout: 0,
@@ -284,6 +287,23 @@ mod tests {
             .collect();
         // "b" runs a second time; batches from 5, two each.
         assert_eq!(got, [(0, 5, 1), (1, 5, 2), (5, 6, 1)]);
+    }
+
+    /// A record written before numbers were read by value carries the `task_uid` of
+    /// the row's spelling: the row finds it there (and its failures), and does not run
+    /// (and is not paid for) again.
+    #[test]
+    fn records_of_older_runs_are_found_under_the_rows_spelling() {
+        let mut scan = Scan::default();
+        let mut a = row(0, "a");
+        a.ids.written = Some(id("spelled a"));
+        let mut b = row(1, "b");
+        b.ids.written = Some(id("spelled b"));
+        scan.done.insert(a.ids.uid_as_written().unwrap(), 1);
+        scan.failed
+            .insert(b.ids.uid_as_written().unwrap(), fail(1, false));
+        let p = plan(tasks(vec![a, b, row(2, "c")]), &scan, 3, 10).unwrap();
+        assert_eq!((p.already_done, p.given_up, p.tasks.len()), (1, 1, 1));
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub struct Ids {
     pub key: Hex16,
     /// [`rundir::row_key`] of the row: its whole content.
     pub content: Hex16,
+    /// [`rundir::row_key_as_written`]: its content as older runs hashed it, when that
+    /// differs (a number spelled otherwise than by its value).
+    pub written: Option<Hex16>,
     /// [`rundir::prompt_hash`] of the prompt, white space trimmed: what
     /// [`rundir::foreign_key`] makes of it.
     pub text: Hex16,
@@ -74,6 +77,13 @@ impl Ids {
     /// rollout.
     pub fn uid(&self) -> String {
         rundir::task_uid(self.content, self.copy, self.rollout)
+    }
+
+    /// [`Ids::uid`] under the content as older runs hashed it, when that differs: the
+    /// `task_uid` their records of this row carry.
+    pub fn uid_as_written(&self) -> Option<String> {
+        self.written
+            .map(|w| rundir::task_uid(w, self.copy, self.rollout))
     }
 
     /// The task that the row's rollouts share: `ROW:COPY`, what
@@ -212,6 +222,7 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
                                     hash: c.hash,
                                     key: c.key,
                                     content: c.content,
+                                    written: c.written,
                                     text: c.text,
                                     copy: this_copy,
                                     rollout,
@@ -251,6 +262,8 @@ struct Checked {
     key: Hex16,
     /// [`rundir::row_key`]: the whole row's content.
     content: Hex16,
+    /// [`rundir::row_key_as_written`].
+    written: Option<Hex16>,
     /// The prompt's hash, white space trimmed.
     text: Hex16,
 }
@@ -274,6 +287,7 @@ fn check(line: &[u8]) -> Result<Checked, BadTask> {
         text: rundir::prompt_hash(prompt.trim()),
         key: rundir::task_key(&row),
         content: rundir::row_key(&row),
+        written: rundir::row_key_as_written(&row),
     })
 }
 

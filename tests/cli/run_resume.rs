@@ -695,3 +695,64 @@ fn statistics_count_tasks_over_the_directory_whatever_the_input_of_a_resume() {
     );
     assert_eq!(st["this_run"]["prompts_scheduled"], 15);
 }
+
+/// A dataset saved again by another writer between resumes (`json.dumps`, pandas, jq)
+/// spells its numbers its own way: its rows are the same tasks, and none runs (or is
+/// paid for) again. A run directory an older traj wrote, whose `task_uid` hashed the
+/// spelling, is found under it.
+#[test]
+fn a_dataset_whose_numbers_are_spelled_otherwise_resumes_without_running_again() {
+    let d = tmpdir();
+    let s = Standin::json(json!({}));
+    std::fs::write(
+        d.path().join("a.jsonl"),
+        "{\"prompt\": \"hello\", \"weight\": 2.50, \"n\": 1e2, \"t\": 1E-7}\n{\"prompt\": \"bye\", \"weight\": 2}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("b.jsonl"),
+        "{\"prompt\": \"hello\", \"weight\": 2.5, \"n\": 100.0, \"t\": 1e-07}\n{\"prompt\": \"bye\", \"weight\": 2.0}\n",
+    )
+    .unwrap();
+    let mut c = traj_run(d.path(), &s, "r");
+    c.arg("a.jsonl");
+    assert_code(&run(c), 0);
+    let mut c = traj_run(d.path(), &s, "r");
+    c.args(["b.jsonl", "--resume"]);
+    assert_code(&run(c), 0);
+    assert_eq!(rows(&d.path().join("r")).len(), 2, "a row ran again");
+    assert_eq!(s.requests().len(), 2, "a row was paid for twice");
+    // An older traj's record: its task_uid is the hash of the row as spelled.
+    let r = d.path().join("r");
+    let batch = r.join("batch_0.jsonl");
+    let text = std::fs::read_to_string(&batch).unwrap();
+    let first: Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["prompt"] == "hello")
+        .unwrap();
+    let uid = first["task_uid"].as_str().unwrap().to_string();
+    // The row's canonical JSON as older runs hashed it: keys sorted, numbers as
+    // serde_json keeps their text.
+    let row: BTreeMap<String, Value> = serde_json::from_str(
+        std::fs::read_to_string(d.path().join("a.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let spelled = serde_json::to_string(&row).unwrap();
+    assert!(spelled.contains("2.50"), "{spelled}");
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(spelled.as_bytes());
+    let old = format!(
+        "{:016x}:0:0",
+        u64::from_be_bytes(digest[..8].try_into().unwrap())
+    );
+    assert_ne!(uid, old);
+    std::fs::write(&batch, text.replace(&uid, &old)).unwrap();
+    let mut c = traj_run(d.path(), &s, "r");
+    c.args(["a.jsonl", "--resume"]);
+    assert_code(&run(c), 0);
+    assert_eq!(s.requests().len(), 2, "an older run's record was not found");
+}
