@@ -257,3 +257,116 @@ fn glob_chooses_the_files_of_a_hub_snapshot() {
     assert_code(&o, 1);
     assert!(stderr(&o).contains("notes.txt:1"), "{}", stderr(&o));
 }
+
+/// A Parquet file of `datasets` 5's `Json()` columns (Parquet's `JSON` logical type,
+/// Arrow's `arrow.json` extension; `messages: List(Json())`, `extra: Json()`), made here
+/// with the parquet crate as `Dataset.to_parquet` makes it: a stage's Parquet output
+/// keeps those columns of that type, so that `datasets` 5 loads the messages as dicts
+/// again, not as strings; every value reads back as it was.
+#[test]
+fn json_columns_of_a_parquet_input_stay_json_in_the_output() {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{ListBuilder, StringBuilder};
+    use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
+    use arrow_schema::extension::Json;
+    use arrow_schema::{DataType, Field, Schema};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::basic::LogicalType;
+
+    let d = tmpdir();
+    let json =
+        |name: &str| Field::new(name, DataType::Utf8, true).with_extension_type(Json::default());
+    let rows = [
+        (
+            1,
+            [
+                r#"{"role":"user","content":"q"}"#,
+                r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":{"movie_id":"tt01"}}}]}"#,
+                r#"{"role":"tool","tool_call_id":"c1","content":"ok"}"#,
+                r#"{"role":"assistant","content":"done"}"#,
+            ],
+            r#"{"a":1}"#,
+        ),
+        (
+            2,
+            [
+                r#"{"role":"user","content":"q"}"#,
+                r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c2","type":"function","function":{"name":"f","arguments":{"movie_id":42}}}]}"#,
+                r#"{"role":"tool","tool_call_id":"c2","content":"ok"}"#,
+                r#"{"role":"assistant","content":"done"}"#,
+            ],
+            r#"{"b":"x"}"#,
+        ),
+    ];
+    let mut messages = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(json("element")));
+    for (_, m, _) in &rows {
+        messages.append_value(m.iter().map(Some));
+    }
+    let messages = messages.finish();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("messages", messages.data_type().clone(), true),
+        json("extra"),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(messages),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+    let f = std::fs::File::create(d.path().join("in.parquet")).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(f, schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let want: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|(id, m, e)| {
+            let m: Vec<serde_json::Value> =
+                m.iter().map(|x| serde_json::from_str(x).unwrap()).collect();
+            let e: serde_json::Value = serde_json::from_str(e).unwrap();
+            serde_json::json!({"id": id, "messages": m, "extra": e})
+        })
+        .collect();
+
+    for (b, args) in [
+        ("traj-filter", &[][..]),
+        ("traj-normalize", &["--to", "openai"][..]),
+    ] {
+        let mut c = cmd(b, d.path());
+        c.arg("in.parquet").args(args).args(["-o", "out.parquet"]);
+        assert_code(&run(c), 0);
+        let r = ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(d.path().join("out.parquet")).unwrap(),
+        )
+        .unwrap();
+        let logical: Vec<(String, Option<LogicalType>)> = r
+            .parquet_schema()
+            .columns()
+            .iter()
+            .map(|c| (c.path().string(), c.logical_type_ref().cloned()))
+            .filter(|(p, _)| p.starts_with("messages.") || p == "extra")
+            .collect();
+        assert_eq!(
+            logical,
+            [
+                ("messages.list.element".to_string(), Some(LogicalType::Json)),
+                ("extra".to_string(), Some(LogicalType::Json)),
+            ],
+            "{b}"
+        );
+        let out = r.schema();
+        assert_eq!(
+            out.field_with_name("extra").unwrap().extension_type_name(),
+            Some("arrow.json"),
+            "{b}"
+        );
+        if b == "traj-filter" {
+            let mut c = cmd("traj-filter", d.path());
+            c.arg("out.parquet");
+            let o = run(c);
+            assert_code(&o, 0);
+            assert_eq!(parse_jsonl(&stdout(&o)), want);
+        }
+    }
+}

@@ -32,7 +32,11 @@ pub fn array(field: &Field, vals: &[Cell<'_>], path: &str) -> Result<ArrayRef, S
             .iter()
             .map(|v| v.map(|v| serde_json::to_string(v).expect("a Value serialises")))
             .collect();
-        return Ok(Arc::new(StringArray::from(text)));
+        // A JSON column of the input in large strings stays large (shape::json_storage).
+        return Ok(match field.data_type() {
+            DataType::LargeUtf8 => Arc::new(LargeStringArray::from(text)),
+            _ => Arc::new(StringArray::from(text)),
+        });
     }
     let wrong = |v: &Value| format!("{path}: {v} is not {}", field.data_type());
     macro_rules! prim {

@@ -12,8 +12,9 @@
 //!
 //! Writing ([`ParquetSink`]): each row's members become columns. The rows are spooled
 //! to a temp file while their types are gathered ([`shape`]); at the end each column
-//! gets the type of its values (the input's type when it had one that still fits,
-//! else the one the values agree on, else JSON text named in the field's metadata),
+//! gets the type of its values (the input's type when it had one that still fits, a
+//! JSON column of the input, `datasets` 5's `Json()`, staying one; else the one the
+//! values agree on, else JSON text named in the field's metadata),
 //! and the rows are written from the spool, one row group at a time ([`build`]).
 
 mod build;
@@ -390,6 +391,77 @@ mod tests {
         sink.write_all(b"{}\n{}\n").unwrap();
         let e = sink.finish().unwrap_err();
         assert!(e.to_string().contains("no members"), "{e}");
+    }
+
+    /// A column of an input's JSON type (`datasets` 5's `Json()`, a list of them for
+    /// `messages`) is written with Parquet's `JSON` logical type and the `arrow.json`
+    /// extension, so that `datasets` 5 loads it as `Json()` again, even where the values
+    /// would have a type of their own; every other column is as before.
+    #[test]
+    fn a_json_column_of_the_input_is_written_as_one() {
+        use arrow_schema::DataType;
+        use arrow_schema::extension::Json;
+        let json =
+            || Field::new("element", DataType::Utf8, true).with_extension_type(Json::default());
+        let hint: HashMap<String, Field> = [
+            Field::new("id", DataType::Int64, true),
+            Field::new("messages", DataType::List(Arc::new(json())), true),
+            json().with_name("extra"),
+            json().with_name("gone"),
+        ]
+        .into_iter()
+        .map(|f| (f.name().clone(), f))
+        .collect();
+        let rows = concat!(
+            "{\"id\":1,\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"extra\":{\"a\":1},\"s\":\"x\"}\n",
+            "{\"id\":2,\"messages\":[{\"role\":\"user\",\"content\":\"r\"}],\"extra\":null,\"s\":\"y\"}\n",
+        );
+        let mut sink = ParquetSink::with_options(Vec::new(), ROW_GROUP_BYTES, Some(hint)).unwrap();
+        sink.write_all(rows.as_bytes()).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.parquet");
+        std::fs::write(&p, sink.finish().unwrap()).unwrap();
+        let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            File::open(&p).unwrap(),
+        )
+        .unwrap();
+        let schema = b.schema().clone();
+        let is_json = |f: &Field| f.extension_type_name() == Some("arrow.json");
+        let item = match schema.field_with_name("messages").unwrap().data_type() {
+            DataType::List(item) => item.clone(),
+            t => panic!("messages: {t}"),
+        };
+        assert!(is_json(&item), "{item:?}");
+        assert!(is_json(schema.field_with_name("extra").unwrap()));
+        assert!(!is_json(schema.field_with_name("id").unwrap()));
+        assert_eq!(
+            schema.field_with_name("id").unwrap().data_type(),
+            &DataType::Int64
+        );
+        assert!(!is_json(schema.field_with_name("s").unwrap()));
+        // Parquet's own logical type, which pyarrow and `datasets` read.
+        let descr = b.parquet_schema();
+        let logical: Vec<(String, Option<parquet::basic::LogicalType>)> = descr
+            .columns()
+            .iter()
+            .map(|c| (c.path().string(), c.logical_type_ref().cloned()))
+            .collect();
+        use parquet::basic::LogicalType as L;
+        assert_eq!(
+            logical,
+            [
+                ("id".to_string(), None),
+                ("messages.list.element".to_string(), Some(L::Json)),
+                ("extra".to_string(), Some(L::Json)),
+                ("s".to_string(), Some(L::String)),
+            ]
+        );
+        assert_eq!(
+            schema.metadata().get(JSON_FIELDS_KEY).map(String::as_str),
+            Some("[\"messages[]\",\"extra\"]")
+        );
+        // traj reads its file back as the rows it was given.
+        assert_eq!(read(&p), rows);
     }
 
     #[test]

@@ -14,10 +14,16 @@
 //! same columns. One more, that the JSON loader has not: a member that is `null` in some
 //! rows and missing from others is JSON text too (a typed column could not tell them
 //! apart).
+//!
+//! A column of an input's JSON type (Arrow's `arrow.json` extension, Parquet's `JSON`
+//! logical type: HF `datasets` 5's `Json()`) stays one whatever its values are (any
+//! value fits it): JSON text, marked as traj's and as that type, so that `datasets` 5
+//! loads it as `Json()` again (values as dicts, not strings).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use arrow_schema::extension::{ExtensionType, Json};
 use arrow_schema::{DataType, Field, Fields};
 use indexmap::IndexMap;
 use serde_json::{Number, Value};
@@ -243,21 +249,24 @@ impl Node {
         match &self.kind {
             Kind::Struct { fields, .. } => fields
                 .iter()
-                .map(|(k, n)| n.field(k, hint.get(k).map(Field::data_type)))
+                .map(|(k, n)| n.field(k, hint.get(k)))
                 .collect(),
             _ => Fields::empty(),
         }
     }
 
-    /// This path's field, named `name`; `hint` the type the input had here.
-    fn field(&self, name: &str, hint: Option<&DataType>) -> Field {
+    /// This path's field, named `name`; `hint` the input's field here.
+    fn field(&self, name: &str, hint: Option<&Field>) -> Field {
+        let json_type = hint.and_then(json_storage);
         // A member written as `null` in some rows and left out of others: JSON text,
         // where a written null is the text `null` and a missing member a null, so that
         // both read back as they were.
-        let (dt, json) = if self.null && self.absent {
+        let (dt, json) = if let Some(dt) = &json_type {
+            (dt.clone(), true)
+        } else if self.null && self.absent {
             (DataType::Utf8, true)
         } else {
-            self.data_type(hint)
+            self.data_type(hint.map(Field::data_type))
         };
         let mut meta = HashMap::new();
         if json {
@@ -266,7 +275,13 @@ impl Node {
         if self.null && !self.absent {
             meta.insert(NULL_KEY.to_string(), "1".to_string());
         }
-        Field::new(name, dt, true).with_metadata(meta)
+        let f = Field::new(name, dt, true).with_metadata(meta);
+        match json_type {
+            // Sets the extension's name and its (empty) metadata: without the latter
+            // the Parquet writer does not take the field for a JSON one.
+            Some(_) => f.with_extension_type(Json::default()),
+            None => f,
+        }
     }
 
     /// The type of this path and whether it is JSON text.
@@ -285,7 +300,7 @@ impl Node {
             (Kind::Str, Some(D::LargeUtf8)) => D::LargeUtf8,
             (Kind::Str, _) => D::Utf8,
             (Kind::List(item), Some(D::LargeList(h))) => {
-                D::LargeList(Arc::new(item.field(h.name(), Some(h.data_type()))))
+                D::LargeList(Arc::new(item.field(h.name(), Some(h))))
             }
             (Kind::List(item), h) => {
                 let h = match h {
@@ -293,13 +308,13 @@ impl Node {
                     _ => None,
                 };
                 let name = h.map_or("item", |f| f.name().as_str());
-                D::List(Arc::new(item.field(name, h.map(|f| f.data_type()))))
+                D::List(Arc::new(item.field(name, h.map(|f| f.as_ref()))))
             }
             (Kind::Struct { fields, .. }, _) if fields.is_empty() => return (D::Utf8, true),
             (Kind::Struct { fields, .. }, Some(D::Struct(h))) => D::Struct(
                 fields
                     .iter()
-                    .map(|(k, n)| n.field(k, h.find(k).map(|(_, f)| f.data_type())))
+                    .map(|(k, n)| n.field(k, h.find(k).map(|(_, f)| f.as_ref())))
                     .collect(),
             ),
             (
@@ -317,6 +332,19 @@ impl Node {
             (Kind::Json, _) => return (D::Utf8, true),
         };
         (dt, false)
+    }
+}
+
+/// The string type a JSON column of the input's field `f` (of the `arrow.json`
+/// extension) is written with: its own, or `Utf8` for a view (which traj does not write).
+fn json_storage(f: &Field) -> Option<DataType> {
+    if f.extension_type_name() != Some(Json::NAME) {
+        return None;
+    }
+    match f.data_type() {
+        DataType::LargeUtf8 => Some(DataType::LargeUtf8),
+        DataType::Utf8 | DataType::Utf8View => Some(DataType::Utf8),
+        _ => None,
     }
 }
 
@@ -455,5 +483,42 @@ mod tests {
         assert_eq!(f[0].data_type(), &DataType::Int8);
         assert_eq!(f[1].data_type(), &DataType::Int64, "70000 is no int16");
         assert_eq!(f[2].data_type(), &s32);
+    }
+
+    #[test]
+    fn a_json_column_of_the_input_stays_one_whatever_its_values() {
+        let mut root = Node::default();
+        root.see(&serde_json::json!({"j": {"a": 1}, "l": [{"a": 1}], "s": "x"}));
+        let json = |name: &str, dt: DataType| {
+            Field::new(name, dt, true).with_extension_type(Json::default())
+        };
+        let hint: HashMap<String, Field> = [
+            json("j", DataType::LargeUtf8),
+            Field::new(
+                "l",
+                DataType::List(Arc::new(json("element", DataType::Utf8))),
+                true,
+            ),
+            Field::new("s", DataType::Utf8, true),
+        ]
+        .into_iter()
+        .map(|f| (f.name().clone(), f))
+        .collect();
+        let f = root.columns(&hint);
+        let is_json = |f: &Field| {
+            f.metadata().contains_key(JSON_KEY) && f.extension_type_name() == Some(Json::NAME)
+        };
+        // Values that agree on a struct: still JSON text, of the input's string type.
+        assert!(is_json(&f[0]), "{:?}", f[0]);
+        assert_eq!(f[0].data_type(), &DataType::LargeUtf8);
+        match f[1].data_type() {
+            DataType::List(item) => {
+                assert!(is_json(item), "{item:?}");
+                assert_eq!(item.name(), "element");
+            }
+            t => panic!("{t}"),
+        }
+        // A plain string column is no JSON column.
+        assert!(f[2].metadata().is_empty(), "{:?}", f[2]);
     }
 }
