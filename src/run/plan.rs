@@ -5,7 +5,7 @@
 //! lines written before there was one, of its `task_key`, its `index:hash` or, for the
 //! reference's rows, its prompt text: each record counted once). Its `prompt_index` is
 //! its own when the row has one, which no record of another task may hold; else the
-//! index its earlier failures had; else its position among the valid rows when no row,
+//! index its earlier failures had; else its position among the non-blank input lines when no row,
 //! record or failure holds that; else the next index past every index in use. So a
 //! `prompt_index` names one task in a run directory, however the dataset was reordered
 //! or edited between resumes.

@@ -38,7 +38,7 @@ pub struct TaskSource {
 /// memory, whatever its size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
-    /// The row's own `prompt_index`, else its number among the valid rows (the plan
+    /// The row's own `prompt_index`, else its number among the non-blank input lines (the plan
     /// may give it another one: see [`super::plan`]).
     pub index: u64,
     /// `index` is the row's own `prompt_index`.
@@ -114,7 +114,8 @@ pub struct Tasks {
     pub spool: Spool,
     /// The explicit `prompt_index` of every valid row (all shards).
     pub explicit: std::collections::BTreeSet<u64>,
-    /// Valid rows read (all shards): positions `0..positions` are the default indices.
+    /// Non-blank lines read (all shards): positions `0..positions` are the default
+    /// indices.
     pub positions: u64,
     /// Bad rows skipped without `--rejects`.
     pub lost: u64,
@@ -157,6 +158,7 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
     let mut rows = Vec::new();
     let mut explicit = std::collections::BTreeSet::new();
     let mut valid = 0u64;
+    let mut positions = 0u64;
     // Where each explicit prompt_index was seen, where each row without one stood (its
     // position is its default index); copies of each row content.
     let mut first_at: HashMap<u64, Place> = HashMap::new();
@@ -169,13 +171,16 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
                 break;
             }
             let in_shard = src.shard.is_none_or(|sh| sh.holds(rec.index));
+            positions = rec.index + 1;
             let place = Place {
                 source: rec.source.clone(),
                 line: rec.lineno,
             };
             let checked = check(rec.bytes).and_then(|c| {
-                // The index this row claims: its own, else its position.
-                let i = c.index.unwrap_or(valid);
+                // The index this row claims: its own, else its position among the
+                // non-blank lines (a bad line skipped keeps its place, as in
+                // traj-sample-tools: the same rows get the same indices and toolsets).
+                let i = c.index.unwrap_or(rec.index);
                 let taken = match c.index {
                     Some(_) => first_at
                         .get(&i)
@@ -216,7 +221,7 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
                         let line = spool.push(rec.bytes).with_context(spool_failed)?;
                         for rollout in 0..src.rollouts.max(1) {
                             rows.push(Row {
-                                index: c.index.unwrap_or(valid),
+                                index: c.index.unwrap_or(rec.index),
                                 explicit: c.index.is_some(),
                                 ids: Ids {
                                     hash: c.hash,
@@ -248,7 +253,7 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
         rows,
         spool: spool.finish().with_context(spool_failed)?,
         explicit,
-        positions: valid,
+        positions,
         lost: summary.lost,
         skipped: summary.bad,
     })
@@ -322,10 +327,11 @@ mod tests {
             ..TaskSource::default()
         };
         let t = read(text, skip.clone()).unwrap();
-        assert_eq!((t.lost, t.positions), (1, 3));
+        assert_eq!((t.lost, t.positions), (1, 4));
         assert_eq!(t.explicit.iter().copied().collect::<Vec<_>>(), [9]);
         let idx: Vec<(u64, bool)> = t.rows.iter().map(|r| (r.index, r.explicit)).collect();
-        assert_eq!(idx, [(0, false), (9, true), (2, false)]);
+        // `c` keeps its place after the bad line, as traj-sample-tools gives it.
+        assert_eq!(idx, [(0, false), (9, true), (3, false)]);
         assert_eq!(t.rows[0].ids.hash, rundir::prompt_hash("a"));
         assert_eq!(t.rows[0].ids.text, rundir::prompt_hash("a"));
         let place = t.rows[1].place.to_string();
@@ -358,8 +364,8 @@ mod tests {
         .unwrap();
         // Non-blank lines 1 and 3 (0-based), with global indices.
         let idx: Vec<u64> = t.rows.iter().map(|r| r.index).collect();
-        assert_eq!(idx, [9, 2]);
-        assert_eq!(t.positions, 3);
+        assert_eq!(idx, [9, 3]);
+        assert_eq!(t.positions, 4);
         let t = read(
             text,
             TaskSource {

@@ -533,6 +533,55 @@ fn sample_then_run_never_offers_no_tools_and_draws_alike() {
         );
         assert_eq!(own, drawn, "{name}: traj-run's own draw differs");
     }
+    // A bad row skipped keeps its place in both: the rows after it get the same
+    // prompt_index, so the same toolsets (traj-run once counted only the valid rows).
+    let with_bad: String = (0..8)
+        .map(|i| match i {
+            2 => "{\"prompt\":\"\"}\n".to_string(),
+            _ => format!("{{\"prompt\":\"question {i}\"}}\n"),
+        })
+        .collect();
+    std::fs::write(d.path().join("bad.jsonl"), with_bad).unwrap();
+    let args = [
+        "-d",
+        "development",
+        "--seed",
+        "3",
+        "--on-error",
+        "skip",
+        "--rejects",
+        "sample_rejects.jsonl",
+        "bad.jsonl",
+        "-o",
+        "bad_tasks.jsonl",
+    ];
+    assert_code(&sample(d.path(), &args, b""), 0);
+    let drawn: Vec<(u64, Value)> = read_jsonl(&d.path().join("bad_tasks.jsonl"))
+        .into_iter()
+        .map(|r| (r["prompt_index"].as_u64().unwrap(), r["toolsets"].clone()))
+        .collect();
+    assert_eq!(
+        drawn.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        [0, 1, 3, 4, 5, 6, 7]
+    );
+    let own = run_with(
+        "data/bad",
+        "bad.jsonl",
+        &[
+            "--distribution",
+            "development",
+            "--seed",
+            "3",
+            "--on-error",
+            "skip",
+            "--rejects",
+            "run_rejects.jsonl",
+        ],
+    );
+    assert_eq!(
+        own, drawn,
+        "traj-run gave the rows after a skipped one other indices"
+    );
     // Configuration is not part of the rule: without --image-model, traj-run still
     // draws what traj-sample-tools draws; a task whose drawn tools are all unconfigured
     // is a failure naming them, never a request without tools.
