@@ -139,6 +139,18 @@ fn collect_sources(
     if args.is_empty() {
         return Ok(vec![Source::Stdin]);
     }
+    // stdin can be read once: a second `-` would read nothing and say nothing.
+    if args
+        .iter()
+        .filter(|a| matches!(Source::parse(a), Source::Stdin))
+        .count()
+        > 1
+    {
+        return Err(UsageError(
+            "stdin (-) is named twice among the inputs: it can be read once".into(),
+        )
+        .into());
+    }
     let mut out = Vec::new();
     for a in args {
         let src = Source::parse(a);

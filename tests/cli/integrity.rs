@@ -591,3 +591,22 @@ fn a_run_directory_input_gives_its_batch_rows_once() {
         stderr(&o)
     );
 }
+
+/// stdin named twice among a stage's inputs is refused (exit 2): the second `-` would
+/// read nothing and say nothing (an input silently empty).
+#[test]
+fn every_stage_refuses_stdin_named_twice() {
+    let d = tmpdir();
+    for (stage, args) in STAGES {
+        let mut c = cmd(stage, d.path());
+        c.args(args).args(["-", "-"]);
+        let o = run_with_stdin(c, format!("{ROW}\n").as_bytes());
+        assert_code(&o, 2);
+        assert!(
+            stderr(&o).contains("stdin (-) is named twice"),
+            "{stage}: {}",
+            stderr(&o)
+        );
+        assert!(o.stdout.is_empty(), "{stage}");
+    }
+}
