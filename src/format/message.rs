@@ -115,22 +115,23 @@ pub fn reasoning_of(message: &Map<String, Value>) -> Option<String> {
 }
 
 /// The OpenAI role of a ShareGPT turn's `from` (`human` is `user`, `gpt` is
-/// `assistant`, the names of a tool result are `tool`); any other name as it is.
+/// `assistant`, `observation`, `function` and `ipython` are `tool`); any other name as
+/// it is. What a chat template is given, and what `--to openai` writes for a message
+/// kept whole.
 pub fn openai_role(from: &str) -> &str {
     match from {
         "human" | "user" => "user",
-        "gpt" | "assistant" | "function_call" => "assistant",
-        "tool" | "observation" | "function" | "function_response" | "tool_response" | "ipython" => {
-            "tool"
-        }
+        "gpt" | "assistant" => "assistant",
+        "tool" | "observation" | "function" | "ipython" => "tool",
         other => other,
     }
 }
 
 /// A message in OpenAI spelling: a ShareGPT turn (`from` and `value`, no `role`) gets
-/// `role` ([`openai_role`]) and `content` in their places, its other keys kept in their
-/// order; any other value as it is. For a message kept whole from a ShareGPT row and
-/// given back in an OpenAI list, where a message without `role` is no message.
+/// `role` ([`openai_role`]) and `content` in their places (`value` stays `value` beside
+/// a `content` of its own: nothing is lost), its other keys kept in their order; any
+/// other value as it is. For a message kept whole from a ShareGPT row and given back in
+/// an OpenAI list, where a message without `role` is no message.
 pub fn in_openai_spelling(message: Value) -> Value {
     let Value::Object(o) = message else {
         return message;
@@ -138,13 +139,14 @@ pub fn in_openai_spelling(message: Value) -> Value {
     if o.contains_key("role") || !o.contains_key("from") {
         return Value::Object(o);
     }
+    let has_content = o.contains_key("content");
     let mut m = Map::with_capacity(o.len());
     for (k, v) in o {
         match (k.as_str(), v) {
             ("from", Value::String(from)) => {
                 m.insert("role".into(), Value::String(openai_role(&from).to_string()));
             }
-            ("value", v) => {
+            ("value", v) if !has_content => {
                 m.insert("content".into(), v);
             }
             (_, v) => {
@@ -281,6 +283,38 @@ pub fn content_text_raw(raw: Option<&RawValue>) -> Cow<'_, str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_sharegpt_message_in_openai_spelling_loses_nothing() {
+        let m = json!({"from": "observation", "value": "v", "weight": 0});
+        assert_eq!(
+            in_openai_spelling(m),
+            json!({"role": "tool", "content": "v", "weight": 0})
+        );
+        // A `content` of its own: `value` stays beside it.
+        let m = json!({"from": "system", "value": "late", "content": "other"});
+        assert_eq!(
+            in_openai_spelling(m),
+            json!({"role": "system", "value": "late", "content": "other"})
+        );
+        // An OpenAI message, and what is no ShareGPT turn, as they are.
+        for m in [
+            json!({"role": "user", "from": "x"}),
+            json!({"value": 1}),
+            json!(3),
+        ] {
+            assert_eq!(in_openai_spelling(m.clone()), m);
+        }
+        // The names a chat template is given (unchanged since templates count tokens).
+        let roles: Vec<&str> = ["human", "gpt", "observation", "function_call", "system"]
+            .into_iter()
+            .map(openai_role)
+            .collect();
+        assert_eq!(
+            roles,
+            ["user", "assistant", "tool", "function_call", "system"]
+        );
+    }
 
     fn pieces(m: &Value) -> Vec<String> {
         let mut out = Vec::new();

@@ -34,9 +34,9 @@ pub use policy::{LineError, OnError, Select, Shard, Summary, Verdict};
 pub use records::{Record, Records, Tally};
 pub use rejects::{Rejects, reject_line};
 pub use source::{
-    BUF_SIZE, Glob, PassedOver, Source, data_files_in, is_run_dir, is_stage_document,
-    jsonl_files_in, natural_cmp, no_data_files, open_source, raw_file, row_sources,
-    sources_from_args, sources_matching, sources_with_prefix, spool_stdin,
+    BUF_SIZE, Glob, PassedOver, Source, data_files_in, is_batch_file, is_run_dir,
+    is_stage_document, jsonl_files_in, natural_cmp, no_data_files, open_source, raw_file,
+    row_sources, sources_from_args, sources_matching, sources_with_prefix, spool_stdin,
 };
 pub use targets::{TargetError, check_targets, is_input, onto_input_with_loss};
 

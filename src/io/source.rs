@@ -109,12 +109,13 @@ pub fn is_run_dir(d: &Path) -> bool {
     d.join("statistics.json").is_file() || d.join("checkpoint.json").is_file()
 }
 
-/// Whether `f` is one of the row files of run directory `d`: a `batch_N.jsonl` in it.
-fn is_batch_file(d: &Path, f: &Path) -> bool {
+/// Whether data file `f` ([`data_files_in`]) is one of the row files of run directory
+/// `d`: a `batch_N` file in it, plain, compressed or Parquet, as traj-merge reads them.
+pub fn is_batch_file(d: &Path, f: &Path) -> bool {
     f.parent() == Some(d)
         && f.file_name()
             .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("batch_") && n.ends_with(".jsonl"))
+            .is_some_and(|n| n.starts_with("batch_"))
 }
 
 /// [`sources_matching`] with no prefix, for the stages that read rows. Without `--glob`,
@@ -180,6 +181,7 @@ fn collect_sources(
                     }
                 }
                 if out.len() == before {
+                    let prefix = if run { "batch_" } else { prefix };
                     return Err(no_data_files(p, prefix, glob).into());
                 }
             }

@@ -16,7 +16,7 @@ use crate::format::groups::task_of_uid;
 
 use thiserror::Error;
 
-use super::rundir::{Key, Scan, legacy_key, text_key};
+use super::rundir::{FailState, Key, Scan, legacy_key, text_key};
 use super::spool::{Spool, Spooled};
 use super::tasks::{Ids, Row, Tasks};
 
@@ -140,11 +140,21 @@ pub fn plan(
             p.already_done += 1;
             continue;
         }
-        let failed = keys[..4]
-            .iter()
-            .filter(|k| !k.is_empty())
-            .find_map(|k| scan.failed.get(k).map(|f| (k, f)));
-        let attempt = match failed {
+        // A row's failures under its uid and under its older runs' uid are one count.
+        let failed = match (scan.failed.get(&keys[0]), scan.failed.get(&keys[1])) {
+            (Some(a), Some(b)) => Some((
+                &keys[0],
+                FailState {
+                    attempts: a.attempts + b.attempts,
+                    retryable: a.retryable && b.retryable,
+                },
+            )),
+            _ => keys[..4]
+                .iter()
+                .filter(|k| !k.is_empty())
+                .find_map(|k| scan.failed.get(k).map(|f| (k, f.clone()))),
+        };
+        let attempt = match &failed {
             Some((_, f)) if !f.retryable || f.attempts >= max_attempts => {
                 p.given_up += 1;
                 continue;
@@ -198,7 +208,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::rundir::{Claim, FailState, Hex16, foreign_key, prompt_hash};
+    use crate::run::rundir::{Claim, Hex16, foreign_key, prompt_hash};
     use crate::run::spool::SpoolWriter;
     use crate::run::tasks::Place;
 
@@ -222,7 +232,8 @@ mod tests {
                 hash: id(text),
                 key: id(&format!("k{text}")),
                 content: id(&format!("c{text}")),
-                written: None,
+                written: id(&format!("c{text}")),
+                written_copy: index as u32,
                 text: id(text.trim()),
                 copy: index as u32,
                 rollout: 0,
@@ -296,14 +307,26 @@ mod tests {
     fn records_of_older_runs_are_found_under_the_rows_spelling() {
         let mut scan = Scan::default();
         let mut a = row(0, "a");
-        a.ids.written = Some(id("spelled a"));
+        a.ids.written = id("spelled a");
         let mut b = row(1, "b");
-        b.ids.written = Some(id("spelled b"));
+        b.ids.written = id("spelled b");
         scan.done.insert(a.ids.uid_as_written().unwrap(), 1);
         scan.failed
             .insert(b.ids.uid_as_written().unwrap(), fail(1, false));
         let p = plan(tasks(vec![a, b, row(2, "c")]), &scan, 3, 10).unwrap();
         assert_eq!((p.already_done, p.given_up, p.tasks.len()), (1, 1, 1));
+        // Failures under both uids are one count: 1 older + 1 newer run of 3 allowed.
+        let mut c = row(2, "c");
+        c.ids.written = id("spelled c");
+        let mut scan = Scan::default();
+        scan.failed.insert(c.ids.uid(), fail(1, true));
+        scan.failed
+            .insert(c.ids.uid_as_written().unwrap(), fail(1, true));
+        let p = plan(tasks(vec![c.clone()]), &scan, 3, 10).unwrap();
+        assert_eq!(p.tasks[0].attempt, 3);
+        scan.failed.insert(c.ids.uid(), fail(2, true));
+        let p = plan(tasks(vec![c]), &scan, 3, 10).unwrap();
+        assert_eq!((p.given_up, p.tasks.len()), (1, 0));
     }
 
     #[test]

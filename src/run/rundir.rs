@@ -545,7 +545,13 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
         // Every batch file has its entry, also one left empty (created just before a
         // kill, or whose only line was torn and cut off): the checkpoint lists the files.
         s.batch_stats.entry(n).or_default();
+        // The first line that is JSON but no record of a run (nothing names its task).
+        let mut stray: Option<u64> = None;
         let torn = read_own_jsonl(&path, repair, |v, lineno| {
+            if record_key(&v).is_none() {
+                stray.get_or_insert(lineno);
+                return;
+            }
             let discard = v
                 .get("discarded")
                 .is_some_and(|d| crate::format::row::marks_a_tombstone(&d.to_string()));
@@ -568,6 +574,14 @@ pub fn scan(dir: &Path, repair: bool) -> Result<Scan> {
                 s.stats.add_record(&v);
             }
         })?;
+        if let Some(lineno) = stray {
+            anyhow::bail!(
+                "{}:{lineno}: not a record of a run (no task_uid, task_key, prompt_hash or \
+                 prompt): counted as done it would stand for no task; remove the line, or \
+                 move a file that is no batch file out of the run directory",
+                path.display()
+            );
+        }
         s.repaired.extend(torn);
     }
     let fpath = dir.join("failures.jsonl");
@@ -726,6 +740,28 @@ mod tests {
         );
         assert_eq!(written(r#"{"prompt": "p", "n": 7, "s": "2.50"}"#), None);
         assert!(written(same[1]).is_some());
+    }
+
+    /// A batch line that is JSON but names no task is no record: the resume stops at
+    /// it with `file:line` (it was counted as a record done, and written on by merge).
+    #[test]
+    fn a_batch_line_that_is_no_record_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("batch_0.jsonl");
+        std::fs::write(
+            &p,
+            "{\"prompt_index\":1,\"prompt_hash\":\"h\"}\n{\"garbage\": 1}\n{\"prompt_index\":2,\"prompt_hash\":\"i\"}\n",
+        )
+        .unwrap();
+        let e = scan(d.path(), true).unwrap_err().to_string();
+        assert!(e.contains("batch_0.jsonl:2: not a record of a run"), "{e}");
+        // The reference's rows name their task by their prompt.
+        std::fs::write(
+            &p,
+            "{\"prompt_index\":0,\"conversations\":[{\"from\":\"human\",\"value\":\"q\"}]}\n",
+        )
+        .unwrap();
+        assert_eq!(scan(d.path(), true).unwrap().done.len(), 1);
     }
 
     /// The checkpoint and statistics get the mode the batch files get (the umask's),

@@ -60,9 +60,11 @@ pub struct Ids {
     pub key: Hex16,
     /// [`rundir::row_key`] of the row: its whole content.
     pub content: Hex16,
-    /// [`rundir::row_key_as_written`]: its content as older runs hashed it, when that
-    /// differs (a number spelled otherwise than by its value).
-    pub written: Option<Hex16>,
+    /// Its content as older runs hashed it ([`rundir::row_key_as_written`], else
+    /// `content`), and its copy number among the rows of that content: older runs'
+    /// `task_uid`.
+    pub written: Hex16,
+    pub written_copy: u32,
     /// [`rundir::prompt_hash`] of the prompt, white space trimmed: what
     /// [`rundir::foreign_key`] makes of it.
     pub text: Hex16,
@@ -82,8 +84,8 @@ impl Ids {
     /// [`Ids::uid`] under the content as older runs hashed it, when that differs: the
     /// `task_uid` their records of this row carry.
     pub fn uid_as_written(&self) -> Option<String> {
-        self.written
-            .map(|w| rundir::task_uid(w, self.copy, self.rollout))
+        ((self.written, self.written_copy) != (self.content, self.copy))
+            .then(|| rundir::task_uid(self.written, self.written_copy, self.rollout))
     }
 
     /// The task that the row's rollouts share: `ROW:COPY`, what
@@ -164,6 +166,7 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
     let mut first_at: HashMap<u64, Place> = HashMap::new();
     let mut position_at: HashMap<u64, Place> = HashMap::new();
     let mut copies: HashMap<Hex16, u32> = HashMap::new();
+    let mut copies_written: HashMap<Hex16, u32> = HashMap::new();
     let summary = {
         let mut tally = Tally::new(src.on_error, false, &mut rejects);
         while let Some(rec) = records.next_record()? {
@@ -214,6 +217,12 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
                     let copy = copies.entry(c.content).or_default();
                     let this_copy = *copy;
                     *copy += 1;
+                    // Older runs numbered the copies of a content as spelled.
+                    let copy = copies_written
+                        .entry(c.written.unwrap_or(c.content))
+                        .or_default();
+                    let this_written_copy = *copy;
+                    *copy += 1;
                     if let Some(i) = c.index {
                         explicit.insert(i);
                     }
@@ -227,7 +236,8 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
                                     hash: c.hash,
                                     key: c.key,
                                     content: c.content,
-                                    written: c.written,
+                                    written: c.written.unwrap_or(c.content),
+                                    written_copy: this_written_copy,
                                     text: c.text,
                                     copy: this_copy,
                                     rollout,
@@ -375,6 +385,38 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.rows.len(), 2);
+    }
+
+    /// Older runs hashed a row as spelled and numbered its copies so: each row's
+    /// `uid_as_written` is the `task_uid` such a run gave it, copies included.
+    #[test]
+    fn older_runs_uids_count_copies_by_spelling() {
+        let text = "{\"prompt\": \"a\", \"w\": 2.5}\n{\"prompt\": \"a\", \"w\": 2.50}\n{\"prompt\": \"a\", \"w\": 2.50}\n{\"prompt\": \"b\"}\n";
+        let t = read(text, TaskSource::default()).unwrap();
+        let spelled = |line: &str| {
+            let row = crate::io::parse_object(line.as_bytes()).unwrap();
+            rundir::row_key_as_written(&row).unwrap_or_else(|| rundir::row_key(&row))
+        };
+        let (y, x) = (
+            spelled("{\"prompt\": \"a\", \"w\": 2.5}"),
+            spelled("{\"prompt\": \"a\", \"w\": 2.50}"),
+        );
+        let uids: Vec<(String, Option<String>)> = t
+            .rows
+            .iter()
+            .map(|r| (r.ids.uid(), r.ids.uid_as_written()))
+            .collect();
+        let c = t.rows[0].ids.content;
+        assert_eq!(
+            uids[..3],
+            [
+                (rundir::task_uid(c, 0, 0), Some(rundir::task_uid(y, 0, 0))),
+                (rundir::task_uid(c, 1, 0), Some(rundir::task_uid(x, 0, 0))),
+                (rundir::task_uid(c, 2, 0), Some(rundir::task_uid(x, 1, 0))),
+            ]
+        );
+        // A row spelled as it is read by value: one uid.
+        assert_eq!(uids[3].1, None);
     }
 
     #[test]

@@ -542,7 +542,13 @@ fn a_run_directory_input_gives_its_batch_rows_once() {
         "{\"prompt_index\": 9, \"error\": \"x\"}\n",
     )
     .unwrap();
-    let copy: String = (0..4).map(|i| row(i) + "\n").collect();
+    // A compressed batch file is a batch file too, as traj-merge reads it.
+    std::fs::write(
+        run_dir.join("batch_11.jsonl.gz"),
+        gzip((row(4) + "\n").as_bytes()),
+    )
+    .unwrap();
+    let copy: String = (0..5).map(|i| row(i) + "\n").collect();
     std::fs::write(run_dir.join("trajectories.jsonl"), &copy).unwrap();
     let mut merged = cmd("traj-merge", d.path());
     merged.arg(&run_dir);
@@ -563,7 +569,7 @@ fn a_run_directory_input_gives_its_batch_rows_once() {
                     .unwrap()
             })
             .collect();
-        assert_eq!(ids, [0, 1, 2, 3], "{stage}: {out}");
+        assert_eq!(ids, [0, 1, 2, 3, 4], "{stage}: {out}");
         let err = stderr(&o);
         for beside in ["trajectories.jsonl", "failures.jsonl"] {
             assert!(

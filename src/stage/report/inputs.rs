@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::io::{Glob, Source, data_files_in, is_run_dir, natural_cmp, sources_matching};
 
@@ -36,14 +36,12 @@ pub struct Inputs {
 /// The rows of a traj-run directory: `batch_N.jsonl` in natural order, then
 /// `failures.jsonl`.
 fn run_dir_files(d: &Path) -> Result<Vec<PathBuf>> {
-    let mut batches = Vec::new();
-    for e in std::fs::read_dir(d).with_context(|| d.display().to_string())? {
-        let p = e?.path();
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with("batch_") && name.ends_with(".jsonl") && p.is_file() {
-            batches.push(p);
-        }
-    }
+    // The batch files as every stage reads them (compressed and Parquet ones too), in
+    // natural order.
+    let mut batches: Vec<PathBuf> = data_files_in(d, None)?
+        .into_iter()
+        .filter(|f| crate::io::is_batch_file(d, f))
+        .collect();
     batches.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
     let failures = d.join("failures.jsonl");
     if failures.is_file() {
