@@ -55,7 +55,9 @@ pub struct JobsArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ShardArgs {
     /// Process only shard I of N (0-based): the k-th non-blank input line belongs to
-    /// shard k % N. Run N processes with 0/N .. (N-1)/N and `traj-merge` their outputs.
+    /// shard k % N. Run N processes with 0/N .. (N-1)/N and `traj-merge` their outputs
+    /// (rows in `prompt_index` order; rows without one shard after shard, not in the
+    /// input's order: see docs/pipeline.md).
     #[arg(long, value_name = "I/N")]
     pub shard: Option<crate::io::Shard>,
 }
