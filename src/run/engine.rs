@@ -135,7 +135,7 @@ pub fn run(
         note(&repair.to_string());
     }
 
-    let tasks = read_tasks(&cfg.tasks, &dir)?;
+    let tasks = read_tasks(&cfg.tasks, &dir, &existing)?;
     if tasks.skipped > 0 {
         note(&format!("{} bad task rows skipped", tasks.skipped));
     }

@@ -49,14 +49,29 @@ pub struct Plan {
 
 /// A row whose own `prompt_index` is held by a record of another task.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error(
-    "{place}: prompt_index {index} already belongs to another task in the run directory \
-     ({held}); give the row another prompt_index, or remove it to keep that record"
-)]
+#[error("{place}: {}", in_use_reason(*index, held))]
 pub struct IndexInUse {
     pub place: String,
     pub index: u64,
     pub held: String,
+}
+
+/// Why a row's own `prompt_index` cannot be kept: a record of another task at `held`.
+fn in_use_reason(index: u64, held: &str) -> String {
+    format!(
+        "prompt_index {index} already belongs to another task in the run directory \
+         ({held}); give the row another prompt_index, or remove it to keep that record"
+    )
+}
+
+/// Why row `r`'s own `prompt_index` is refused: a record of another task in the run
+/// directory holds it (`None` when it is free, or the record is the row's own). Read
+/// as the row is read ([`crate::run::tasks::read_tasks`]: a bad row under the
+/// `--on-error` policy) and by the plan.
+pub fn index_held(r: &Row, scan: &Scan) -> Option<String> {
+    let c = scan.claims.get(&r.index)?;
+    (r.explicit && c.record && !keys_of(r).contains(&c.key) && task_of_uid(&c.key) != r.ids.task())
+        .then(|| in_use_reason(r.index, &c.place))
 }
 
 /// The keys a row may find its record under, best first (an empty one: none).
@@ -164,20 +179,14 @@ pub fn plan(
         };
         let before = failed.and_then(|(k, _)| scan.failed_index.get(k).copied());
         let index = if row.explicit {
-            match scan.claims.get(&row.index) {
-                Some(c)
-                    if c.record
-                        && !keys.contains(&c.key)
-                        && task_of_uid(&c.key) != row.ids.task() =>
-                {
-                    return Err(IndexInUse {
-                        place: row.place.to_string(),
-                        index: row.index,
-                        held: c.place.clone(),
-                    });
-                }
-                _ => row.index,
+            if let Some(c) = index_held(&row, scan).and(scan.claims.get(&row.index)) {
+                return Err(IndexInUse {
+                    place: row.place.to_string(),
+                    index: row.index,
+                    held: c.place.clone(),
+                });
             }
+            row.index
         } else if let Some(i) = before {
             i
         } else if let Some(i) = task_index.get(&row.ids.task()) {

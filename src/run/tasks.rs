@@ -147,9 +147,10 @@ pub enum BadTask {
 /// Read and check the task rows (strict unless `on_error` is skip): the rows of this
 /// shard, the indices every row claims, and the bad rows lost (skipped without
 /// `--rejects`). Two rows with the same `prompt_index` (a row's own, or the position
-/// of a row without one) are an error at the second, naming the first. The rows' lines
-/// are spooled in `spool_dir`.
-pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
+/// of a row without one) are an error at the second, naming the first; so is a row's
+/// own `prompt_index` that a record of another task in the run directory holds
+/// ([`super::plan::index_held`], `scan`). The rows' lines are spooled in `spool_dir`.
+pub fn read_tasks(src: &TaskSource, spool_dir: &Path, scan: &rundir::Scan) -> Result<Tasks> {
     let sources = crate::io::sources_from_args(&src.inputs)?;
     let mut rejects = Rejects::open(NAME, src.rejects.as_deref())?;
     // No selection in the reader: valid rows outside this shard still count for the
@@ -212,39 +213,46 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path) -> Result<Tasks> {
                 };
                 Ok(c)
             });
+            // The row as it would run (its first rollout), copies numbered as they
+            // would be if it is taken.
+            let checked = checked.and_then(|c| {
+                let written = c.written.unwrap_or(c.content);
+                let row = Row {
+                    index: c.index.unwrap_or(rec.index),
+                    explicit: c.index.is_some(),
+                    ids: Ids {
+                        hash: c.hash,
+                        key: c.key,
+                        content: c.content,
+                        written,
+                        // Older runs numbered the copies of a content as spelled.
+                        written_copy: copies_written.get(&written).copied().unwrap_or(0),
+                        text: c.text,
+                        copy: copies.get(&c.content).copied().unwrap_or(0),
+                        rollout: 0,
+                    },
+                    place: place.clone(),
+                    line: Spooled::default(),
+                };
+                match super::plan::index_held(&row, scan) {
+                    Some(why) if in_shard => Err(BadTask::IndexTaken(why)),
+                    _ => Ok((c, row)),
+                }
+            });
             let verdict = match checked {
-                Ok(c) => {
-                    let copy = copies.entry(c.content).or_default();
-                    let this_copy = *copy;
-                    *copy += 1;
-                    // Older runs numbered the copies of a content as spelled.
-                    let copy = copies_written
-                        .entry(c.written.unwrap_or(c.content))
-                        .or_default();
-                    let this_written_copy = *copy;
-                    *copy += 1;
+                Ok((c, row)) => {
+                    *copies.entry(c.content).or_default() += 1;
+                    *copies_written.entry(row.ids.written).or_default() += 1;
                     if let Some(i) = c.index {
                         explicit.insert(i);
                     }
                     if in_shard {
                         let line = spool.push(rec.bytes).with_context(spool_failed)?;
                         for rollout in 0..src.rollouts.max(1) {
-                            rows.push(Row {
-                                index: c.index.unwrap_or(rec.index),
-                                explicit: c.index.is_some(),
-                                ids: Ids {
-                                    hash: c.hash,
-                                    key: c.key,
-                                    content: c.content,
-                                    written: c.written.unwrap_or(c.content),
-                                    written_copy: this_written_copy,
-                                    text: c.text,
-                                    copy: this_copy,
-                                    rollout,
-                                },
-                                place: place.clone(),
-                                line,
-                            });
+                            let mut r = row.clone();
+                            r.ids.rollout = rollout;
+                            r.line = line;
+                            rows.push(r);
                         }
                     }
                     valid += 1;
@@ -321,6 +329,7 @@ mod tests {
                 ..src
             },
             d.path(),
+            &rundir::Scan::default(),
         )
     }
 

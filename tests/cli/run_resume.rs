@@ -286,6 +286,32 @@ fn a_prompt_index_claimed_twice_is_an_error_naming_both_rows() {
         stderr(&o)
     );
     assert_eq!(s.count(), 1, "only the first run's task ran");
+    // Under --on-error skip that row is a bad row like any other: kept in --rejects
+    // with its reason, and the rest of the input runs (it stopped the run before).
+    write_rows(
+        &tasks,
+        &[
+            json!({"prompt": "z", "prompt_index": 0}),
+            json!({"prompt": "other new"}),
+        ],
+    );
+    let mut c = traj_run(d.path(), &s, "data/c");
+    c.args(["tasks.jsonl", "--resume", "--on-error", "skip"])
+        .args(["--rejects", "rej.jsonl"]);
+    let o = run(c);
+    assert_code(&o, 0);
+    let rej = read_jsonl(&d.path().join("rej.jsonl"));
+    assert_eq!(rej.len(), 1, "{rej:?}");
+    assert_eq!(rej[0]["line"], 1);
+    assert_eq!(rej[0]["record"]["prompt"], "z");
+    assert!(
+        rej[0]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("prompt_index 0 already belongs to another task"),
+        "{rej:?}"
+    );
+    assert_eq!(s.count(), 2, "the other row ran, the refused one did not");
 }
 
 /// Copy the fixture run directory `name` to `dir/data/NAME` (its dataset beside it).
