@@ -16,9 +16,9 @@ use crate::format::groups::task_of_uid;
 
 use thiserror::Error;
 
-use super::rundir::{FailState, Key, Scan, legacy_key, text_key};
+use super::rundir::{Scan, text_key};
 use super::spool::{Spool, Spooled};
-use super::tasks::{Ids, Row, Tasks};
+use super::tasks::{Ids, Tasks, index_held};
 
 /// One prompt to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,40 +49,11 @@ pub struct Plan {
 
 /// A row whose own `prompt_index` is held by a record of another task.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{place}: {}", in_use_reason(*index, held))]
+#[error("{place}: {}", super::tasks::in_use_reason(*index, held))]
 pub struct IndexInUse {
     pub place: String,
     pub index: u64,
     pub held: String,
-}
-
-/// Why a row's own `prompt_index` cannot be kept: a record of another task at `held`.
-fn in_use_reason(index: u64, held: &str) -> String {
-    format!(
-        "prompt_index {index} already belongs to another task in the run directory \
-         ({held}); give the row another prompt_index, or remove it to keep that record"
-    )
-}
-
-/// Why row `r`'s own `prompt_index` is refused: a record of another task in the run
-/// directory holds it (`None` when it is free, or the record is the row's own). Read
-/// as the row is read ([`crate::run::tasks::read_tasks`]: a bad row under the
-/// `--on-error` policy) and by the plan.
-pub fn index_held(r: &Row, scan: &Scan) -> Option<String> {
-    let c = scan.claims.get(&r.index)?;
-    (r.explicit && c.record && !keys_of(r).contains(&c.key) && task_of_uid(&c.key) != r.ids.task())
-        .then(|| in_use_reason(r.index, &c.place))
-}
-
-/// The keys a row may find its record under, best first (an empty one: none).
-fn keys_of(r: &Row) -> [Key; 5] {
-    [
-        r.ids.uid(),
-        r.ids.uid_as_written().unwrap_or_default(),
-        r.ids.key.to_string(),
-        legacy_key(r.index, &r.ids.hash.to_string()),
-        text_key(r.ids.text),
-    ]
 }
 
 /// Which rows run now (see the module's text). New tasks fill batch files after the
@@ -146,30 +117,16 @@ pub fn plan(
             p.already_done += 1;
             continue;
         }
-        let keys = keys_of(&row);
-        if let Some(k) = keys
-            .iter()
-            .find(|k| !k.is_empty() && done.get(*k).is_some_and(|n| *n > 0))
-        {
+        let keys = row.keys();
+        if let Some(k) = keys.iter().find(|k| done.get(*k).is_some_and(|n| *n > 0)) {
             *done.get_mut(k).expect("found above") -= 1;
             p.already_done += 1;
             continue;
         }
-        // A row's failures under its uid and under its older runs' uid are one count.
-        let failed = match (scan.failed.get(&keys[0]), scan.failed.get(&keys[1])) {
-            (Some(a), Some(b)) => Some((
-                &keys[0],
-                FailState {
-                    attempts: a.attempts + b.attempts,
-                    retryable: a.retryable && b.retryable,
-                },
-            )),
-            _ => keys[..4]
-                .iter()
-                .filter(|k| !k.is_empty())
-                .find_map(|k| scan.failed.get(k).map(|f| (k, f.clone()))),
-        };
-        let attempt = match &failed {
+        let failed = keys[..3]
+            .iter()
+            .find_map(|k| scan.failed.get(k).map(|f| (k, f)));
+        let attempt = match failed {
             Some((_, f)) if !f.retryable || f.attempts >= max_attempts => {
                 p.given_up += 1;
                 continue;
@@ -217,9 +174,11 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::rundir::{Claim, Hex16, foreign_key, prompt_hash};
+    use crate::run::rundir::legacy_key;
+    use crate::run::rundir::{Claim, FailState, Hex16, foreign_key, prompt_hash};
     use crate::run::spool::SpoolWriter;
     use crate::run::tasks::Place;
+    use crate::run::tasks::Row;
 
     /// The prompt hash of `text`.
     fn id(text: &str) -> Hex16 {
@@ -241,8 +200,6 @@ mod tests {
                 hash: id(text),
                 key: id(&format!("k{text}")),
                 content: id(&format!("c{text}")),
-                written: id(&format!("c{text}")),
-                written_copy: index as u32,
                 text: id(text.trim()),
                 copy: index as u32,
                 rollout: 0,
@@ -307,35 +264,6 @@ mod tests {
             .collect();
         // "b" runs a second time; batches from 5, two each.
         assert_eq!(got, [(0, 5, 1), (1, 5, 2), (5, 6, 1)]);
-    }
-
-    /// A record written before numbers were read by value carries the `task_uid` of
-    /// the row's spelling: the row finds it there (and its failures), and does not run
-    /// (and is not paid for) again.
-    #[test]
-    fn records_of_older_runs_are_found_under_the_rows_spelling() {
-        let mut scan = Scan::default();
-        let mut a = row(0, "a");
-        a.ids.written = id("spelled a");
-        let mut b = row(1, "b");
-        b.ids.written = id("spelled b");
-        scan.done.insert(a.ids.uid_as_written().unwrap(), 1);
-        scan.failed
-            .insert(b.ids.uid_as_written().unwrap(), fail(1, false));
-        let p = plan(tasks(vec![a, b, row(2, "c")]), &scan, 3, 10).unwrap();
-        assert_eq!((p.already_done, p.given_up, p.tasks.len()), (1, 1, 1));
-        // Failures under both uids are one count: 1 older + 1 newer run of 3 allowed.
-        let mut c = row(2, "c");
-        c.ids.written = id("spelled c");
-        let mut scan = Scan::default();
-        scan.failed.insert(c.ids.uid(), fail(1, true));
-        scan.failed
-            .insert(c.ids.uid_as_written().unwrap(), fail(1, true));
-        let p = plan(tasks(vec![c.clone()]), &scan, 3, 10).unwrap();
-        assert_eq!(p.tasks[0].attempt, 3);
-        scan.failed.insert(c.ids.uid(), fail(2, true));
-        let p = plan(tasks(vec![c]), &scan, 3, 10).unwrap();
-        assert_eq!((p.given_up, p.tasks.len()), (1, 0));
     }
 
     #[test]

@@ -52,48 +52,16 @@ pub const RUN_FIELDS: [&str; 7] = [
 pub fn task_key(row: &Map<String, Value>) -> Hex16 {
     let fields: BTreeMap<&str, Value> = RUN_FIELDS
         .iter()
-        .filter_map(|k| row.get(*k).map(|v| (*k, canonical(v, false))))
+        .filter_map(|k| row.get(*k).map(|v| (*k, canonical(v))))
         .collect();
     hex16(&serde_json::to_string(&fields).unwrap_or_default())
 }
 
 /// The content of a whole task row: 16 hex digits of SHA-256 over its canonical JSON
-/// (every field, keys sorted, no spaces, each number by its value: `2.50`, `2.5` and
-/// `25e-1` are one number, `2.0` and `2` too, as Python compares them). Rows that differ
-/// in any field (an `id`, a `prompt_index` of their own) differ here; a row saved again
-/// by another writer (`json.dumps`, pandas, jq), which spells its numbers its own way,
-/// does not.
+/// (every field, keys sorted, no spaces). Rows that differ in any field (an `id`, a
+/// `prompt_index` of their own) differ here.
 pub fn row_key(row: &Map<String, Value>) -> Hex16 {
-    hex16(&canonical_text(row, true))
-}
-
-/// The [`row_key`] the row had before numbers were read by value (their spelling was
-/// hashed), when that differs: the records of older runs carry it in their `task_uid`.
-pub fn row_key_as_written(row: &Map<String, Value>) -> Option<Hex16> {
-    let written = canonical_text(row, false);
-    (written != canonical_text(row, true)).then(|| hex16(&written))
-}
-
-fn canonical_text(row: &Map<String, Value>, by_value: bool) -> String {
-    let v = Value::Object(row.clone());
-    serde_json::to_string(&canonical(&v, by_value)).unwrap_or_default()
-}
-
-/// One spelling per numeric value: a whole number as its digits
-/// ([`crate::format::groups::whole_text`]), any other as the shortest text that reads
-/// back as the same double; a number past a double's range as it is written.
-fn canonical_number(n: &serde_json::Number) -> Value {
-    let text = n.to_string();
-    let canon = crate::format::groups::whole_text(&text).or_else(|| {
-        text.parse::<f64>()
-            .ok()
-            .filter(|f| f.is_finite())
-            .map(|f| format!("{f:e}"))
-    });
-    match canon.and_then(|c| serde_json::from_str::<serde_json::Number>(&c).ok()) {
-        Some(c) => Value::Number(c),
-        None => Value::Number(n.clone()),
-    }
+    hex16(&serde_json::to_string(&canonical(&Value::Object(row.clone()))).unwrap_or_default())
 }
 
 /// The identity of one unit of work, unique in a run directory and across resumes:
@@ -159,17 +127,15 @@ impl std::fmt::Display for Hex16 {
     }
 }
 
-/// `v` with every object's keys sorted (serde_json keeps insertion order here), and,
-/// `by_value`, every number in its [one spelling](canonical_number).
-fn canonical(v: &Value, by_value: bool) -> Value {
+/// `v` with every object's keys sorted (serde_json keeps insertion order here).
+fn canonical(v: &Value) -> Value {
     match v {
         Value::Object(m) => {
             let sorted: BTreeMap<&String, Value> =
-                m.iter().map(|(k, v)| (k, canonical(v, by_value))).collect();
+                m.iter().map(|(k, v)| (k, canonical(v))).collect();
             Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
         }
-        Value::Array(a) => Value::Array(a.iter().map(|v| canonical(v, by_value)).collect()),
-        Value::Number(n) if by_value => canonical_number(n),
+        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
         v => v.clone(),
     }
 }
@@ -710,37 +676,6 @@ impl Checkpoint {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    /// A row is its content, whatever spelling a writer gave its numbers: `2.50`,
-    /// `2.5` and `25e-1` are one value, so are `2.0`, `2` and `2e0` (Python's `==`);
-    /// other values stay apart. The spelling's key is given only where it differs.
-    #[test]
-    fn a_rows_key_reads_its_numbers_by_value() {
-        let key = |t: &str| row_key(&crate::io::parse_object(t.as_bytes()).unwrap());
-        let written = |t: &str| row_key_as_written(&crate::io::parse_object(t.as_bytes()).unwrap());
-        let same = [
-            r#"{"prompt": "p", "w": 2.5, "n": [1, 100000.0], "x": {"y": 1e-07}}"#,
-            r#"{"prompt": "p", "w": 2.50, "n": [1.0, 1e5], "x": {"y": 1E-7}}"#,
-            r#"{"x": {"y": 0.0000001}, "n": [1, 100000], "w": 25e-1, "prompt": "p"}"#,
-        ];
-        for t in same {
-            assert_eq!(key(t), key(same[0]), "{t}");
-        }
-        for other in [
-            r#"{"prompt": "p", "w": 2.51, "n": [1, 100000.0], "x": {"y": 1e-07}}"#,
-            r#"{"prompt": "p", "w": "2.5", "n": [1, 100000.0], "x": {"y": 1e-07}}"#,
-            r#"{"prompt": "p", "w": 2.5, "n": [1, 100001], "x": {"y": 1e-07}}"#,
-        ] {
-            assert_ne!(key(other), key(same[0]), "{other}");
-        }
-        // Past a double's range, and integers past i64: their digits.
-        assert_ne!(
-            key(r#"{"n": 123456789012345678901234567890}"#),
-            key(r#"{"n": 123456789012345678901234567891}"#)
-        );
-        assert_eq!(written(r#"{"prompt": "p", "n": 7, "s": "2.50"}"#), None);
-        assert!(written(same[1]).is_some());
-    }
 
     /// A batch line that is JSON but names no task is no record: the resume stops at
     /// it with `file:line` (it was counted as a record done, and written on by merge).

@@ -60,11 +60,6 @@ pub struct Ids {
     pub key: Hex16,
     /// [`rundir::row_key`] of the row: its whole content.
     pub content: Hex16,
-    /// Its content as older runs hashed it ([`rundir::row_key_as_written`], else
-    /// `content`), and its copy number among the rows of that content: older runs'
-    /// `task_uid`.
-    pub written: Hex16,
-    pub written_copy: u32,
     /// [`rundir::prompt_hash`] of the prompt, white space trimmed: what
     /// [`rundir::foreign_key`] makes of it.
     pub text: Hex16,
@@ -81,18 +76,45 @@ impl Ids {
         rundir::task_uid(self.content, self.copy, self.rollout)
     }
 
-    /// [`Ids::uid`] under the content as older runs hashed it, when that differs: the
-    /// `task_uid` their records of this row carry.
-    pub fn uid_as_written(&self) -> Option<String> {
-        ((self.written, self.written_copy) != (self.content, self.copy))
-            .then(|| rundir::task_uid(self.written, self.written_copy, self.rollout))
-    }
-
     /// The task that the row's rollouts share: `ROW:COPY`, what
     /// [`crate::format::groups::task_of_uid`] makes of [`Ids::uid`].
     pub fn task(&self) -> String {
         format!("{}:{}", self.content, self.copy)
     }
+}
+
+impl Row {
+    /// The keys the row may find its record under, best first: its `task_uid`, its
+    /// `task_key`, `index:hash`, and the reference's key, its prompt text.
+    pub fn keys(&self) -> [rundir::Key; 4] {
+        [
+            self.ids.uid(),
+            self.ids.key.to_string(),
+            rundir::legacy_key(self.index, &self.ids.hash.to_string()),
+            rundir::text_key(self.ids.text),
+        ]
+    }
+}
+
+/// Why a row's own `prompt_index` cannot be kept: a record of another task at `held`.
+pub fn in_use_reason(index: u64, held: &str) -> String {
+    format!(
+        "prompt_index {index} already belongs to another task in the run directory \
+         ({held}); give the row another prompt_index, or remove it to keep that record"
+    )
+}
+
+/// Why row `r`'s own `prompt_index` is refused: a record of another task in the run
+/// directory holds it (`None` when it is free, or the record is the row's own). Read
+/// as the row is read ([`read_tasks`]: a bad row under the `--on-error` policy) and by
+/// the plan.
+pub fn index_held(r: &Row, scan: &rundir::Scan) -> Option<String> {
+    let c = scan.claims.get(&r.index)?;
+    (r.explicit
+        && c.record
+        && !r.keys().contains(&c.key)
+        && crate::format::groups::task_of_uid(&c.key) != r.ids.task())
+    .then(|| in_use_reason(r.index, &c.place))
 }
 
 /// `file:line`, where a row was read.
@@ -149,7 +171,7 @@ pub enum BadTask {
 /// `--rejects`). Two rows with the same `prompt_index` (a row's own, or the position
 /// of a row without one) are an error at the second, naming the first; so is a row's
 /// own `prompt_index` that a record of another task in the run directory holds
-/// ([`super::plan::index_held`], `scan`). The rows' lines are spooled in `spool_dir`.
+/// ([`index_held`], `scan`). The rows' lines are spooled in `spool_dir`.
 pub fn read_tasks(src: &TaskSource, spool_dir: &Path, scan: &rundir::Scan) -> Result<Tasks> {
     let sources = crate::io::sources_from_args(&src.inputs)?;
     let mut rejects = Rejects::open(NAME, src.rejects.as_deref())?;
@@ -167,7 +189,6 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path, scan: &rundir::Scan) -> Re
     let mut first_at: HashMap<u64, Place> = HashMap::new();
     let mut position_at: HashMap<u64, Place> = HashMap::new();
     let mut copies: HashMap<Hex16, u32> = HashMap::new();
-    let mut copies_written: HashMap<Hex16, u32> = HashMap::new();
     let summary = {
         let mut tally = Tally::new(src.on_error, false, &mut rejects);
         while let Some(rec) = records.next_record()? {
@@ -216,7 +237,6 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path, scan: &rundir::Scan) -> Re
             // The row as it would run (its first rollout), copies numbered as they
             // would be if it is taken.
             let checked = checked.and_then(|c| {
-                let written = c.written.unwrap_or(c.content);
                 let row = Row {
                     index: c.index.unwrap_or(rec.index),
                     explicit: c.index.is_some(),
@@ -224,9 +244,6 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path, scan: &rundir::Scan) -> Re
                         hash: c.hash,
                         key: c.key,
                         content: c.content,
-                        written,
-                        // Older runs numbered the copies of a content as spelled.
-                        written_copy: copies_written.get(&written).copied().unwrap_or(0),
                         text: c.text,
                         copy: copies.get(&c.content).copied().unwrap_or(0),
                         rollout: 0,
@@ -234,7 +251,7 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path, scan: &rundir::Scan) -> Re
                     place: place.clone(),
                     line: Spooled::default(),
                 };
-                match super::plan::index_held(&row, scan) {
+                match index_held(&row, scan) {
                     Some(why) if in_shard => Err(BadTask::IndexTaken(why)),
                     _ => Ok((c, row)),
                 }
@@ -242,7 +259,6 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path, scan: &rundir::Scan) -> Re
             let verdict = match checked {
                 Ok((c, row)) => {
                     *copies.entry(c.content).or_default() += 1;
-                    *copies_written.entry(row.ids.written).or_default() += 1;
                     if let Some(i) = c.index {
                         explicit.insert(i);
                     }
@@ -285,8 +301,6 @@ struct Checked {
     key: Hex16,
     /// [`rundir::row_key`]: the whole row's content.
     content: Hex16,
-    /// [`rundir::row_key_as_written`].
-    written: Option<Hex16>,
     /// The prompt's hash, white space trimmed.
     text: Hex16,
 }
@@ -310,7 +324,6 @@ fn check(line: &[u8]) -> Result<Checked, BadTask> {
         text: rundir::prompt_hash(prompt.trim()),
         key: rundir::task_key(&row),
         content: rundir::row_key(&row),
-        written: rundir::row_key_as_written(&row),
     })
 }
 
@@ -394,38 +407,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.rows.len(), 2);
-    }
-
-    /// Older runs hashed a row as spelled and numbered its copies so: each row's
-    /// `uid_as_written` is the `task_uid` such a run gave it, copies included.
-    #[test]
-    fn older_runs_uids_count_copies_by_spelling() {
-        let text = "{\"prompt\": \"a\", \"w\": 2.5}\n{\"prompt\": \"a\", \"w\": 2.50}\n{\"prompt\": \"a\", \"w\": 2.50}\n{\"prompt\": \"b\"}\n";
-        let t = read(text, TaskSource::default()).unwrap();
-        let spelled = |line: &str| {
-            let row = crate::io::parse_object(line.as_bytes()).unwrap();
-            rundir::row_key_as_written(&row).unwrap_or_else(|| rundir::row_key(&row))
-        };
-        let (y, x) = (
-            spelled("{\"prompt\": \"a\", \"w\": 2.5}"),
-            spelled("{\"prompt\": \"a\", \"w\": 2.50}"),
-        );
-        let uids: Vec<(String, Option<String>)> = t
-            .rows
-            .iter()
-            .map(|r| (r.ids.uid(), r.ids.uid_as_written()))
-            .collect();
-        let c = t.rows[0].ids.content;
-        assert_eq!(
-            uids[..3],
-            [
-                (rundir::task_uid(c, 0, 0), Some(rundir::task_uid(y, 0, 0))),
-                (rundir::task_uid(c, 1, 0), Some(rundir::task_uid(x, 0, 0))),
-                (rundir::task_uid(c, 2, 0), Some(rundir::task_uid(x, 1, 0))),
-            ]
-        );
-        // A row spelled as it is read by value: one uid.
-        assert_eq!(uids[3].1, None);
     }
 
     #[test]
