@@ -211,36 +211,26 @@ pub fn normalize_line(
     out: &mut Vec<u8>,
     done: &mut Tally,
 ) -> Result<(), BadLine> {
+    // Lines read whole: logprobs to take out for the token sidecar, a group of rollouts
+    // (one row per rollout). Any other goes to the quick reader first.
     let logprobs = opts.strip_logprobs && sidecar::may_hold(line);
-    let scores = memchr::memmem::find(line, b"\"scores\"").is_some();
-    // The quick reader first where it comes first (it reads no row with a `discarded`
-    // member, so no tombstone); the tombstone rule reads only the lines it leaves.
-    if !(logprobs || scores)
-        && let typed::Quick::Done(r) = typed::quick(line, opts, out, done)
-    {
+    let whole = logprobs || memchr::memmem::find(line, b"\"scores\"").is_some();
+    // The quick reader reads no row with a `discarded` member (no tombstone); the
+    // tombstone rule reads only the lines it leaves.
+    if !whole && let typed::Quick::Done(r) = typed::quick(line, opts, out, done) {
         return Ok(r?);
     }
     // A prompt the run dropped, no trajectory to convert.
     if let Some(why) = crate::format::row::tombstone(line) {
         return Err(BadLine::Tombstone(why));
     }
-    // The logprobs go to the token sidecar, not into the row.
-    if logprobs {
+    if whole {
         let mut row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
-        if !sidecar::take(&mut row).is_empty() {
-            normalize_row_counted(row, opts, out, done)?;
-            return Ok(());
+        if logprobs {
+            sidecar::take(&mut row);
         }
-    }
-    // A group of rollouts gives one row per rollout.
-    if scores {
-        let row = crate::io::parse_object(line).map_err(BadLine::NotARow)?;
         normalize_row_counted(row, opts, out, done)?;
         return Ok(());
-    }
-    // (A line that names logprobs but holds none: not tried above.)
-    if logprobs && let typed::Quick::Done(r) = typed::quick(line, opts, out, done) {
-        return Ok(r?);
     }
     if opts.columns == Columns::All {
         let parse = |k: &str| {
