@@ -64,6 +64,14 @@ pub fn tombstone(line: &[u8]) -> Option<String> {
     tombstone_mark(line).map(tombstone_reason)
 }
 
+/// The reason a row is dropped with when the raw text of its `discarded` (found by
+/// whichever walk read the row) [marks it a tombstone](marks_a_tombstone).
+fn tombstone_of(discarded: Option<&str>) -> Option<String> {
+    discarded
+        .filter(|d| marks_a_tombstone(d))
+        .map(tombstone_reason)
+}
+
 /// [`validate_object`] and [`tombstone`] in one pass over the line's top-level members
 /// (a hot path's check: no second scan of every line): `Ok(Some(reason))` for a
 /// tombstone, `Ok(None)` for any other object. A line that is not a valid object is a
@@ -77,10 +85,9 @@ pub fn validate_object_or_tombstone(line: &[u8]) -> Result<Option<String>, BadRo
         }
     });
     match valid {
-        Ok(()) => Ok(discarded
-            .and_then(|d| std::str::from_utf8(d).ok())
-            .filter(|d| marks_a_tombstone(d))
-            .map(tombstone_reason)),
+        Ok(()) => Ok(tombstone_of(
+            discarded.and_then(|d| std::str::from_utf8(d).ok()),
+        )),
         Err(e) => tombstone(line).map(Some).ok_or(e),
     }
 }
@@ -213,9 +220,7 @@ impl RowView<'_> {
     /// ([`parse_row`] reads `discarded` with the other members): the same verdict, without
     /// a second scan of the line.
     pub fn tombstone(&self) -> Option<String> {
-        self.discarded
-            .filter(|d| marks_a_tombstone(d))
-            .map(tombstone_reason)
+        tombstone_of(self.discarded)
     }
 
     run_field!(
@@ -492,6 +497,7 @@ pub fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn a_tombstone_is_marked_by_a_value_python_reads_as_true() {
@@ -511,8 +517,6 @@ mod tests {
             Some("tombstone: discarded \"no_reasoning\"")
         );
     }
-
-    use super::*;
 
     /// The pair "tombstone": `tombstone` (the rule, its own reading of a line) and the
     /// hot paths' readings folded into a walk they make anyway
