@@ -136,7 +136,7 @@ pub fn plan(
         };
         let before = failed.and_then(|(k, _)| scan.failed_index.get(k).copied());
         let index = if row.explicit {
-            if let Some(c) = index_held(&row, scan).and(scan.claims.get(&row.index)) {
+            if let Some(c) = index_held(&row, scan) {
                 return Err(IndexInUse {
                     place: row.place.to_string(),
                     index: row.index,
@@ -174,11 +174,9 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::rundir::legacy_key;
-    use crate::run::rundir::{Claim, FailState, Hex16, foreign_key, prompt_hash};
+    use crate::run::rundir::{Claim, FailState, Hex16, foreign_key, legacy_key, prompt_hash};
     use crate::run::spool::SpoolWriter;
-    use crate::run::tasks::Place;
-    use crate::run::tasks::Row;
+    use crate::run::tasks::{Place, Row};
 
     /// The prompt hash of `text`.
     fn id(text: &str) -> Hex16 {

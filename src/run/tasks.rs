@@ -104,17 +104,17 @@ pub fn in_use_reason(index: u64, held: &str) -> String {
     )
 }
 
-/// Why row `r`'s own `prompt_index` is refused: a record of another task in the run
-/// directory holds it (`None` when it is free, or the record is the row's own). Read
-/// as the row is read ([`read_tasks`]: a bad row under the `--on-error` policy) and by
-/// the plan.
-pub fn index_held(r: &Row, scan: &rundir::Scan) -> Option<String> {
-    let c = scan.claims.get(&r.index)?;
-    (r.explicit
-        && c.record
-        && !r.keys().contains(&c.key)
-        && crate::format::groups::task_of_uid(&c.key) != r.ids.task())
-    .then(|| in_use_reason(r.index, &c.place))
+/// The record of another task in the run directory that holds row `r`'s own
+/// `prompt_index` (`None` when it is free, or the record is the row's own): the row is
+/// refused, as it is read ([`read_tasks`]: a bad row under the `--on-error` policy)
+/// and by the plan.
+pub fn index_held<'s>(r: &Row, scan: &'s rundir::Scan) -> Option<&'s rundir::Claim> {
+    scan.claims.get(&r.index).filter(|c| {
+        r.explicit
+            && c.record
+            && !r.keys().contains(&c.key)
+            && crate::format::groups::task_of_uid(&c.key) != r.ids.task()
+    })
 }
 
 /// `file:line`, where a row was read.
@@ -252,7 +252,9 @@ pub fn read_tasks(src: &TaskSource, spool_dir: &Path, scan: &rundir::Scan) -> Re
                     line: Spooled::default(),
                 };
                 match index_held(&row, scan) {
-                    Some(why) if in_shard => Err(BadTask::IndexTaken(why)),
+                    Some(c) if in_shard => {
+                        Err(BadTask::IndexTaken(in_use_reason(row.index, &c.place)))
+                    }
                     _ => Ok((c, row)),
                 }
             });
