@@ -318,26 +318,14 @@ impl Output {
                 super::temp::remove_stale(&dir, TEMP_PREFIX, TEMP_SUFFIX);
                 // As for `>`: an existing file keeps its mode; a new one gets the mode
                 // open(2) is given, masked by the umask.
-                use std::os::unix::fs::PermissionsExt;
-                let kept = std::fs::metadata(p)
-                    .ok()
-                    .map(|m| m.permissions().mode() & 0o7777);
-                let tmp = tempfile::Builder::new()
-                    .prefix(&super::temp::name_prefix(TEMP_PREFIX))
-                    .suffix(TEMP_SUFFIX)
-                    .permissions(std::fs::Permissions::from_mode(kept.unwrap_or(0o666)))
-                    .tempfile_in(&dir)
-                    // A missing folder in the OS's own words, without the temp file's name.
-                    .map_err(|e| {
-                        cannot_create(given, std::fs::metadata(&dir).err().unwrap_or(e))
-                    })?;
-                if let Some(mode) = kept {
-                    // The umask narrowed the mode open(2) was given; `>` keeps it whole.
-                    let perms = std::fs::Permissions::from_mode(mode);
-                    tmp.as_file().set_permissions(perms).with_context(|| {
-                        format!("cannot set the mode of a temp file in {}", dir.display())
-                    })?;
-                }
+                let prefix = super::temp::name_prefix(TEMP_PREFIX);
+                let tmp = super::temp::file_with_mode_of(
+                    tempfile::Builder::new().prefix(&prefix).suffix(TEMP_SUFFIX),
+                    &dir,
+                    p,
+                )
+                // A missing folder in the OS's own words, without the temp file's name.
+                .map_err(|e| cannot_create(given, std::fs::metadata(&dir).err().unwrap_or(e)))?;
                 let listed = Listed::new(tmp.path());
                 Ok(Output {
                     inner: OutputKind::File {

@@ -20,6 +20,30 @@ static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Folders already cleared of stale entries by this process (each once).
 static SWEPT: Mutex<Option<HashSet<(PathBuf, &'static str)>>> = Mutex::new(None);
 
+/// A temp file in `dir`, made by `builder`, with the mode a file written at `target`
+/// should have once the temp file is renamed onto it, as `>` gives it: `target`'s own
+/// mode when it exists (set after creation, as the umask narrows the mode `open(2)` is
+/// given), else the mode of a new file, `0666` narrowed by the umask. Not the temp
+/// file's private `0600`, which would leave a shared output unreadable to the others.
+pub fn file_with_mode_of(
+    builder: &mut tempfile::Builder<'_, '_>,
+    dir: &Path,
+    target: &Path,
+) -> std::io::Result<tempfile::NamedTempFile> {
+    use std::os::unix::fs::PermissionsExt;
+    let kept = std::fs::metadata(target)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o7777);
+    let tmp = builder
+        .permissions(std::fs::Permissions::from_mode(kept.unwrap_or(0o666)))
+        .tempfile_in(dir)?;
+    if let Some(mode) = kept {
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(tmp)
+}
+
 /// Remove every temp file and folder this process still lists (from a signal handler,
 /// just before the process dies).
 pub fn remove_live_temps() {

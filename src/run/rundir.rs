@@ -151,29 +151,13 @@ pub fn prompt_hash(prompt: &str) -> Hex16 {
 }
 
 /// A temp file beside `path`, named as the run directory's temp files are (`.tmp-…`:
-/// one a crash leaves is removed by the next run).
-///
-/// The file gets the mode `path` has (a batch file mended in place keeps its own), or,
-/// new, the mode the umask gives as for the batch files (`0666 & !umask`): not the temp
-/// file's private `0600`, which left a shared run's checkpoint and statistics unreadable
-/// to the others who read its rows.
+/// one a crash leaves is removed by the next run), with the mode `path` should have
+/// ([`crate::io::temp::file_with_mode_of`]: a batch file mended in place keeps its own,
+/// a new checkpoint gets the batch files' `0666 & !umask`).
 fn temp_beside(path: &Path) -> Result<tempfile::NamedTempFile> {
-    use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let kept = std::fs::metadata(path)
-        .ok()
-        .map(|m| m.permissions().mode() & 0o7777);
-    let tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .permissions(std::fs::Permissions::from_mode(kept.unwrap_or(0o666)))
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
-    if let Some(mode) = kept {
-        // The umask narrowed the mode open(2) was given; the file keeps its own.
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(mode))?;
-    }
-    Ok(tmp)
+    crate::io::temp::file_with_mode_of(tempfile::Builder::new().prefix(".tmp-"), dir, path)
+        .with_context(|| format!("cannot write in {}", dir.display()))
 }
 
 /// Write `bytes` to `path` atomically (temp file, fsync, rename): over what is there
