@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::io::{Glob, Source, data_files_in, is_run_dir, natural_cmp, sources_matching};
+use crate::io::{Glob, Source, data_files_in, is_run_dir, row_sources};
 
 /// The sources of one dataset.
 #[derive(Debug, Default)]
@@ -33,21 +33,19 @@ pub struct Inputs {
     pub beside_run: Vec<PathBuf>,
 }
 
-/// The rows of a traj-run directory: `batch_N.jsonl` in natural order, then
-/// `failures.jsonl`.
-fn run_dir_files(d: &Path) -> Result<Vec<PathBuf>> {
-    // The batch files as every stage reads them (compressed and Parquet ones too), in
-    // natural order.
-    let mut batches: Vec<PathBuf> = data_files_in(d, None)?
-        .into_iter()
-        .filter(|f| crate::io::is_batch_file(d, f))
-        .collect();
-    batches.sort_by(|a, b| natural_cmp(&a.to_string_lossy(), &b.to_string_lossy()));
+/// A traj-run directory's rows (its `batch_N` files as every stage reads them, in
+/// natural order, then `failures.jsonl`) and its other data files (beside them, not
+/// its documents), from one listing.
+fn run_dir_files(d: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let failures = d.join("failures.jsonl");
+    let (mut rows, beside): (Vec<PathBuf>, Vec<PathBuf>) = data_files_in(d, None)?
+        .into_iter()
+        .filter(|f| *f != failures && !crate::io::is_stage_document(f))
+        .partition(|f| crate::io::is_batch_file(d, f));
     if failures.is_file() {
-        batches.push(failures);
+        rows.push(failures);
     }
-    Ok(batches)
+    Ok((rows, beside))
 }
 
 /// The inputs `args` name; none means stdin.
@@ -64,32 +62,19 @@ pub fn resolve(args: &[String], glob: Option<&Glob>) -> Result<Inputs> {
     for a in args {
         let p = Path::new(a);
         if a != "-" && p.is_dir() && is_run_dir(p) && glob.is_none() {
-            let rows = run_dir_files(p)?;
-            out.beside_run.extend(
-                data_files_in(p, None)?
-                    .into_iter()
-                    .filter(|f| !rows.contains(f) && !crate::io::is_stage_document(f)),
-            );
+            let (rows, beside) = run_dir_files(p)?;
+            out.beside_run.extend(beside);
             out.sources.extend(rows.into_iter().map(Source::File));
             let s = p.join("statistics.json");
             if s.is_file() {
                 out.statistics.push(s);
             }
-        } else if a != "-" && p.is_dir() {
-            let before = out.sources.len();
-            for f in data_files_in(p, glob)? {
-                if glob.is_none() && crate::io::is_stage_document(&f) {
-                    out.skipped.push(f);
-                } else {
-                    out.sources.push(Source::File(f));
-                }
-            }
-            if out.sources.len() == before {
-                return Err(crate::io::no_data_files(p, "", glob).into());
-            }
         } else {
-            out.sources
-                .extend(sources_matching(std::slice::from_ref(a), "", glob)?);
+            // A file, stdin, or a directory of data files (its stage documents passed
+            // over): as every stage reads them.
+            let (sources, passed) = row_sources(std::slice::from_ref(a), glob)?;
+            out.sources.extend(sources);
+            out.skipped.extend(passed.documents);
         }
     }
     Ok(out)
